@@ -1,0 +1,1 @@
+"""Avro schemas of every retained event type and version (package data)."""

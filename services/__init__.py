@@ -1,0 +1,1 @@
+"""Consumer services: one package per service, each run by ``runtrail run NAME``."""

@@ -1,0 +1,1 @@
+"""The ``noop`` service: the runtime with nothing behind it (tests, benchmark baseline)."""

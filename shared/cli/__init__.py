@@ -1,0 +1,1 @@
+"""The ``runtrail`` command line: one module per command group."""

@@ -1,0 +1,59 @@
+"""Flags every command shares, and how they become :class:`runtrail.config.Settings`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from runtrail.config import Settings, load_settings
+
+
+def add_common_flags(parser: argparse.ArgumentParser) -> None:
+    """Connection and logging flags; each overrides its ``RUNTRAIL_*`` variable."""
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--bootstrap-servers", help="Kafka bootstrap servers (RUNTRAIL_BOOTSTRAP_SERVERS)"
+    )
+    group.add_argument("--tenant", help="tenant ID (RUNTRAIL_TENANT)")
+    group.add_argument("--events-topic", help="events topic (RUNTRAIL_EVENTS_TOPIC)")
+    group.add_argument("--state-dir", help="local state folder (RUNTRAIL_STATE_DIR)")
+    group.add_argument(
+        "-X",
+        dest="kafka_option",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="extra librdkafka option for every client, e.g. -X security.protocol=SASL_SSL",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+
+
+def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
+    """Settings from the environment, overridden by whatever flags were given."""
+    overrides: dict[str, Any] = {
+        "bootstrap_servers": getattr(args, "bootstrap_servers", None),
+        "tenant": getattr(args, "tenant", None),
+        "events_topic": getattr(args, "events_topic", None),
+        "state_dir": getattr(args, "state_dir", None),
+        **extra,
+    }
+    settings = load_settings(**overrides)
+    pairs = getattr(args, "kafka_option", None) or []
+    if pairs:
+        options = dict(settings.kafka_options)
+        for pair in pairs:
+            if "=" not in pair:
+                raise SystemExit(f"-X expects KEY=VALUE, got {pair!r}")
+            key, value = pair.split("=", 1)
+            options[key.strip()] = value
+        settings = settings.model_copy(update={"kafka_options": options})
+    return settings
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING - 10 * min(verbosity + 1, 2)
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

@@ -1,0 +1,57 @@
+"""``runtrail run SERVICE``: run one consumer service in this process.
+
+Start it again in another process (same group) to scale: the partitions split between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from runtrail.cli.common import add_common_flags, settings_from_args
+from runtrail.runtime.registry import SERVICES, UnknownService, service_class
+from runtrail.runtime.runner import ServiceRunner
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a consumer service",
+        description="Run a consumer service (one member of its consumer group).",
+    )
+    parser.add_argument("service", help=f"service name: {', '.join(sorted(SERVICES))}")
+    parser.add_argument("--group", help="consumer group (default runtrail.SERVICE)")
+    parser.add_argument("--metrics-port", type=int, help="port of /metrics, /healthz, /readyz")
+    parser.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="service option (e.g. -o output=/tmp/noop.txt)",
+    )
+    add_common_flags(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, group=args.group)
+    try:
+        cls = service_class(args.service)
+    except UnknownService as exc:
+        log.error("%s", exc)
+        return 2
+    options = dict(o.split("=", 1) for o in args.option if "=" in o)
+    runner = ServiceRunner(
+        cls,
+        settings,
+        service_name=args.service,
+        options=options,
+        metrics_port=args.metrics_port,
+        default_port=cls.default_port,
+    )
+    runner.install_signal_handlers()
+    return runner.run()

@@ -1,0 +1,138 @@
+"""Every runtrail setting, in one pydantic-settings model.
+
+Values come from, in order of precedence: CLI flags (passed as init kwargs), ``RUNTRAIL_*``
+environment variables, then the defaults below. Kafka client options (SASL, TLS, timeouts…)
+pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X key=value``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Settings shared by the CLI, the publisher and every service."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_", extra="ignore")
+
+    # --- Kafka connection -------------------------------------------------------------------
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092", description="Kafka bootstrap servers (host:port,…)."
+    )
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra librdkafka options for every client (security.protocol, sasl.*, ssl.*…).",
+    )
+    schema_registry_url: str | None = Field(
+        default=None,
+        description="Confluent Schema Registry URL; when set the Confluent framing is used instead "
+        "of Avro single-object encoding.",
+    )
+
+    extra_schema_dirs: list[Path] = Field(
+        default_factory=list,
+        description="Folders of extra writer schemas (.avsc) to decode events this code has no "
+        "model for; such events are dead-lettered as unknown type/version.",
+    )
+
+    # --- Topics -----------------------------------------------------------------------------
+    events_topic: str = Field(
+        default="runtrail.events", description="Events topic, keyed by run ID."
+    )
+    dlq_topic: str = Field(default="runtrail.events.dlq", description="Dead-letter topic.")
+    resume_cache_topic: str = Field(
+        default="runtrail.resume-cache", description="Compacted cache topic."
+    )
+    sessions_topic: str = Field(
+        default="runtrail.sessions", description="Compacted sessions topic."
+    )
+    audit_topic: str = Field(default="runtrail.audit", description="Sealed audit links topic.")
+    partitions: int = Field(
+        default=6, ge=1, description="Partitions of the events topic when created."
+    )
+    replication_factor: int = Field(
+        default=1, ge=1, description="Replication factor of created topics."
+    )
+    events_retention_ms: int = Field(
+        default=-1, description="retention.ms of the events topic (-1 keeps everything)."
+    )
+
+    # --- Identity ---------------------------------------------------------------------------
+    tenant: str = Field(default="default", description="Tenant ID the publisher stamps on events.")
+
+    # --- Consumer runtime -------------------------------------------------------------------
+    group: str | None = Field(
+        default=None, description="Consumer group (default: runtrail.<service>)."
+    )
+    batch_size: int = Field(default=2000, ge=1, description="Most messages taken per consume call.")
+    batch_timeout_ms: int = Field(default=200, ge=1, description="Longest wait for a batch.")
+    commit_interval_ms: int = Field(
+        default=1000, ge=0, description="Flush outputs and commit offsets at most this often."
+    )
+    shutdown_timeout_s: float = Field(
+        default=15.0, gt=0, description="Bound on flush + commit at SIGTERM/SIGINT."
+    )
+    assignment_strategy: str = Field(
+        default="range",
+        description="partition.assignment.strategy; eager 'range' keeps commits in the revoke "
+        "path safe (librdkafka #4059).",
+    )
+    auto_offset_reset: str = Field(default="earliest", description="Where a new group starts.")
+    metrics_host: str = Field(
+        default="127.0.0.1", description="Bind address of /metrics, /healthz, /readyz."
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        description="Port of the HTTP endpoint (default: the service's own; 0 = any free).",
+    )
+
+    # --- Publisher --------------------------------------------------------------------------
+    spool_dir: Path = Field(
+        default=Path(".runtrail/spool"),
+        description="Where undeliverable events wait for the broker.",
+    )
+    delivery_timeout_ms: int = Field(
+        default=30000, ge=1000, description="message.timeout.ms: after this an event is spooled."
+    )
+    compression: str = Field(default="zstd", description="Producer compression.type.")
+    linger_ms: int = Field(default=5, ge=0, description="Producer linger.ms (batching).")
+
+    # --- Local broker -----------------------------------------------------------------------
+    state_dir: Path = Field(
+        default=Path(".runtrail"),
+        description="Local state: broker data, pids, logs, embedded stores.",
+    )
+    kafka_port: int = Field(default=9092, description="Port of the local broker.")
+    kafka_controller_port: int = Field(
+        default=9093, description="Controller port of the local broker."
+    )
+    kafka_cache_dir: Path = Field(
+        default=Path.home() / ".cache" / "runtrail" / "kafka",
+        description="Where Maven-fetched broker jars are cached.",
+    )
+    kafka_heap: str = Field(default="512m", description="-Xmx of the local broker JVM.")
+
+    @field_validator("kafka_options", mode="before")
+    @classmethod
+    def _options_from_pairs(cls, value: Any) -> Any:
+        """Accept ``key=value,key=value`` as well as a JSON object."""
+        if isinstance(value, str) and not value.lstrip().startswith("{"):
+            pairs = [p for p in value.split(",") if p.strip()]
+            return dict(p.split("=", 1) for p in pairs)
+        return value
+
+    def kafka_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka config for a client: bootstrap servers + passthrough options + overrides."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        config.update(self.kafka_options)
+        config.update(overrides)
+        return config
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with CLI overrides (None values are ignored)."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

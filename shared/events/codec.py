@@ -1,0 +1,156 @@
+"""Event wire format: Avro single-object encoding, decoded by the writer schema's fingerprint.
+
+A value is ``C3 01`` + the 8-byte little-endian CRC-64-AVRO fingerprint of the writer schema +
+the Avro binary body. The fingerprint selects the writer schema among all retained versions, so
+no schema server is needed; the record is then upcast to the current version and validated.
+
+Decoding keeps the *written* JSON form (writer version, before upcasting) beside the current
+event: it is what the audit chain hashes, so history hashes never change when code changes.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+from fastavro import schemaless_reader, schemaless_writer
+from pydantic import ValidationError
+from runtrail.events import avro_schemas
+from runtrail.events.envelope import Event
+from runtrail.events.errors import (
+    EventError,
+    InvalidEvent,
+    UndecodableEvent,
+    UnknownEventType,
+    UnknownSchema,
+)
+from runtrail.events.upcasting import check_chains, upcast
+
+MAGIC = b"\xc3\x01"
+HEADER_LEN = 10
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A decoded event: the validated current form and the JSON form as it was written."""
+
+    event: Event
+    written: JsonDict
+
+
+def _dump_json_fields(data: JsonDict, fields: tuple[str, ...]) -> JsonDict:
+    if not fields:
+        return data
+    out = dict(data)
+    for name in fields:
+        value = out.get(name)
+        if value is not None:
+            out[name] = orjson.dumps(value).decode()
+    return out
+
+
+class EventCodec:
+    """Encodes current events and decodes every retained version."""
+
+    def __init__(self, extra_schema_dirs: Sequence[Path] = ()) -> None:
+        """``extra_schema_dirs`` add writer schemas this code has no model for (say, a newer
+        writer's): their events then decode and are dead-lettered as an unknown type or
+        version with a precise reason, instead of as unreadable bytes."""
+        check_chains()
+        schemas = list(avro_schemas.retained_schemas())
+        for directory in extra_schema_dirs:
+            schemas.extend(avro_schemas.load_schema_dir(Path(directory)))
+        self._by_fp = {s.fingerprint: s for s in schemas}
+        self._by_tv = {(s.event_type, s.version): s for s in schemas}
+
+    # --- encoding ------------------------------------------------------------------------
+    def encode(self, event: Event) -> bytes:
+        """Single-object encoding of ``event`` with the schema of its own type and version."""
+        return self.encode_json_form(event.json_form())
+
+    def encode_json_form(self, form: JsonDict) -> bytes:
+        """Encode a (validated) JSON-form event; strict, so no field is silently dropped."""
+        key = (form.get("type"), form.get("schemaVersion"))
+        schema = self._by_tv.get(key)  # type: ignore[arg-type]
+        if schema is None:
+            raise UnknownEventType(f"no schema for event type {key[0]!r} v{key[1]}")
+        record = dict(form)
+        record["sequence"] = int(record["sequence"])
+        record["data"] = _dump_json_fields(record["data"], schema.json_fields)
+        buf = io.BytesIO()
+        buf.write(MAGIC)
+        buf.write(schema.fingerprint)
+        try:
+            schemaless_writer(buf, schema.parsed, record, strict=True)
+        except (ValueError, TypeError) as exc:
+            raise InvalidEvent(f"does not fit {key[0]} v{key[1]}: {exc}") from exc
+        return buf.getvalue()
+
+    # --- decoding ------------------------------------------------------------------------
+    def decode_written(self, value: bytes | None) -> JsonDict:
+        """The JSON form exactly as written (writer version), without upcasting or validation."""
+        if value is None or len(value) < HEADER_LEN or value[:2] != MAGIC:
+            raise UndecodableEvent("not Avro single-object encoding (missing C3 01 marker)")
+        schema = self._by_fp.get(value[2:HEADER_LEN])
+        if schema is None:
+            raise UnknownSchema(f"unknown writer schema fingerprint {value[2:HEADER_LEN].hex()}")
+        body = io.BytesIO(value)
+        body.seek(HEADER_LEN)
+        try:
+            record = cast(JsonDict, schemaless_reader(body, schema.parsed, None))
+        except Exception as exc:  # fastavro raises assorted errors on corrupt bodies
+            raise UndecodableEvent(f"corrupt Avro body for {schema.event_type}: {exc}") from exc
+        if body.tell() != len(value):
+            raise UndecodableEvent(f"{len(value) - body.tell()} trailing bytes after the Avro body")
+        if record["type"] != schema.event_type or record["schemaVersion"] != schema.version:
+            raise InvalidEvent(
+                f"record says {record['type']} v{record['schemaVersion']} but its schema is "
+                f"{schema.event_type} v{schema.version}"
+            )
+        if schema.json_fields:
+            data: JsonDict = record["data"]
+            for name in schema.json_fields:
+                text = data.get(name)
+                if text is not None:
+                    try:
+                        data[name] = orjson.loads(text)
+                    except orjson.JSONDecodeError as exc:
+                        raise InvalidEvent(f"data.{name} is not JSON: {exc}") from exc
+        record["sequence"] = str(record["sequence"])
+        return record
+
+    def decode(self, value: bytes | None, recorded_at: str | None = None) -> Decoded:
+        """Decode, upcast to the current version and validate.
+
+        ``recorded_at`` (the broker's log-append time) fills ``recordedAt`` of the current form
+        when the writer left it empty; the written form is left exactly as written.
+        """
+        written = self.decode_written(value)
+        current = upcast(written)
+        if recorded_at is not None and current.get("recordedAt") is None:
+            current = {**current, "recordedAt": recorded_at}
+        return Decoded(event=validate_json_form(current), written=written)
+
+
+def validate_json_form(form: JsonDict) -> Event:
+    """A current-version JSON-form event as a validated :class:`Event`."""
+    try:
+        return Event.model_validate(form)
+    except ValidationError as exc:
+        raise InvalidEvent(_short(exc)) from exc
+    except EventError:
+        raise
+
+
+def _short(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "event"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,91 @@
+"""Per-process HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``.
+
+Liveness means the consume loop has turned recently; readiness means it has joined its group
+and received an assignment. A stuck loop therefore fails ``/healthz`` and gets restarted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+log = logging.getLogger(__name__)
+
+
+class HealthState:
+    """What the endpoint reports; the runtime updates it."""
+
+    def __init__(self, stall_after_s: float = 60.0) -> None:
+        self.stall_after_s = stall_after_s
+        self.last_loop = time.monotonic()
+        self.ready = False
+        self.stopping = False
+
+    def beat(self) -> None:
+        self.last_loop = time.monotonic()
+
+    def healthy(self) -> bool:
+        return time.monotonic() - self.last_loop < self.stall_after_s
+
+    def is_ready(self) -> bool:
+        return self.ready and not self.stopping and self.healthy()
+
+
+def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPRequestHandler]:
+    routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
+        "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
+        "/healthz": lambda: (
+            (200, "text/plain", b"ok\n")
+            if health.healthy()
+            else (503, "text/plain", b"consume loop stalled\n")
+        ),
+        "/readyz": lambda: (
+            (200, "text/plain", b"ready\n")
+            if health.is_ready()
+            else (503, "text/plain", b"not ready\n")
+        ),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            route = routes.get(self.path.split("?", 1)[0])
+            status, ctype, body = route() if route else (404, "text/plain", b"not found\n")
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("http: " + format, *args)
+
+    return Handler
+
+
+class HttpEndpoint:
+    """A daemon-threaded HTTP server bound to ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(
+        self, host: str, port: int, registry: CollectorRegistry, health: HealthState
+    ) -> None:
+        self._server = ThreadingHTTPServer((host, port), _handler(registry, health))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="runtrail-http", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

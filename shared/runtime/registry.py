@@ -1,0 +1,27 @@
+"""Which services ``runtrail run NAME`` knows, imported lazily so each pulls only its own deps."""
+
+from __future__ import annotations
+
+import importlib
+
+from runtrail.runtime.service import Service
+
+#: service name -> "module:ClassName"
+SERVICES: dict[str, str] = {
+    "noop": "runtrail_services.noop.service:NoopService",
+}
+
+
+class UnknownService(LookupError):
+    pass
+
+
+def service_class(name: str) -> type[Service]:
+    try:
+        target = SERVICES[name]
+    except KeyError:
+        known = ", ".join(sorted(SERVICES))
+        raise UnknownService(f"unknown service {name!r} (known: {known})") from None
+    module_name, _, attr = target.partition(":")
+    cls: type[Service] = getattr(importlib.import_module(module_name), attr)
+    return cls

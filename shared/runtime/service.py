@@ -1,0 +1,67 @@
+"""The contract between the runtime and a service.
+
+The runtime hands a service batches of :class:`Delivered` events. A service writes output,
+and says when it is durable: offsets are committed only after :meth:`Service.flush` returns,
+and never past :meth:`Service.held_offsets` (events still held in open, unwritten state).
+Services whose store keeps consumer offsets in the same transaction as their output
+(exactly-once into the store) return those offsets from :meth:`Service.on_assigned`, and the
+runtime starts each partition there.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from runtrail.config import Settings
+from runtrail.runtime.delivery import Delivered, Partition
+
+DeadLetterFn = Callable[[Delivered, str, str], None]
+
+
+@dataclass
+class ServiceContext:
+    """What the runtime gives a service: settings, options, a metrics registry, dead-lettering."""
+
+    settings: Settings
+    options: Mapping[str, str] = field(default_factory=dict)
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    dead_letter: DeadLetterFn = field(default=lambda d, reason, detail: None)
+
+
+class Service(ABC):
+    """A consumer service. Subclasses set ``name`` and implement :meth:`process`."""
+
+    name: ClassVar[str]
+    #: Default port of its metrics/health endpoint.
+    default_port: ClassVar[int] = 9400
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    @abstractmethod
+    def process(self, batch: Sequence[Delivered]) -> None:
+        """Apply a batch (in partition order). Output may stay buffered until :meth:`flush`."""
+
+    def flush(self) -> None:  # noqa: B027  (optional hook)
+        """Make the output of everything processed so far durable."""
+
+    def held_offsets(self) -> Mapping[Partition, int]:
+        """Per partition, the lowest offset still needed to rebuild open state (commit stops there)."""
+        return {}
+
+    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
+        """Partitions were assigned; return offsets to start from (if the store keeps them)."""
+        return {}
+
+    def on_revoked(self, partitions: Sequence[Partition]) -> None:  # noqa: B027
+        """Partitions are gone (after flush and commit): drop their in-memory state."""
+
+    def tick(self, now_ms: int) -> None:  # noqa: B027
+        """Called once per loop iteration, with or without events (timers, idle expiry)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release resources; called once at shutdown, after the last flush."""

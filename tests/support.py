@@ -1,0 +1,215 @@
+"""Test helpers: event forms, producing and consuming raw messages, running services."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from runtrail.events import EventCodec, validate_json_form
+
+FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "fixtures"
+_codec = EventCodec()
+
+
+def fixture_forms() -> dict[tuple[str, int], dict[str, Any]]:
+    """The committed JSON-form fixture of every retained (type, version)."""
+    forms = {}
+    for path in sorted(FIXTURES.glob("*.json")):
+        form = json.loads(path.read_text())
+        forms[(form["type"], form["schemaVersion"])] = form
+    return forms
+
+
+def form(
+    event_type: str = "MODEL_RESPONSE",
+    run_id: str = "run-1",
+    sequence: int = 1,
+    data: dict[str, Any] | None = None,
+    *,
+    version: int = 1,
+    tenant: str = "t1",
+    **envelope: Any,
+) -> dict[str, Any]:
+    """A JSON-form event with sensible defaults."""
+    base: dict[str, Any] = {
+        "eventId": str(uuid.uuid4()),
+        "runId": run_id,
+        "tenantId": tenant,
+        "sequence": str(sequence),
+        "type": event_type,
+        "schemaVersion": version,
+        "occurredAt": "2026-11-29T10:00:00.000Z",
+        "recordedAt": None,
+        "actor": {"kind": "agent", "id": "test-agent"},
+        "causationEventId": None,
+        "correlationId": run_id,
+        "sessionId": None,
+        "turnId": "turn-1",
+        "step": 1,
+        "data": data if data is not None else {"message": "hi", "raw": None},
+    }
+    base.update(envelope)
+    return base
+
+
+def encode(f: dict[str, Any]) -> bytes:
+    return _codec.encode(validate_json_form(f))
+
+
+def produce(bootstrap: str, topic: str, items: Iterable[tuple[bytes | str | None, bytes]]) -> int:
+    """Produce (key, value) pairs with the Java-compatible partitioner; wait for delivery."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+            "linger.ms": 10,
+        }
+    )
+    count = 0
+    for key, value in items:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        count += 1
+        if count % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0, "messages left undelivered"
+    return count
+
+
+def produce_forms(bootstrap: str, topic: str, forms: Iterable[dict[str, Any]]) -> int:
+    return produce(bootstrap, topic, ((f["runId"], encode(f)) for f in forms))
+
+
+def consume_all(bootstrap: str, topic: str, *, expect: int, timeout: float = 60.0) -> list[Any]:
+    """Read a topic from the beginning until ``expect`` messages arrived (or time runs out)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-reader-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is None:
+                    out.append(msg)
+    finally:
+        consumer.close()
+    return out
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-watermarks"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()
+
+
+class ServiceProcess:
+    """``runtrail run SERVICE`` in a child process, with its own group and options."""
+
+    def __init__(
+        self,
+        service: str,
+        bootstrap: str,
+        topic: str,
+        *,
+        group: str,
+        options: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "runtrail.cli.main",
+            "run",
+            service,
+            "--group",
+            group,
+            "--bootstrap-servers",
+            bootstrap,
+            "--events-topic",
+            topic,
+            "--metrics-port",
+            "0",
+            "-v",
+        ]
+        for key, value in (options or {}).items():
+            cmd += ["-o", f"{key}={value}"]
+        full_env = {
+            **os.environ,
+            "RUNTRAIL_DLQ_TOPIC": f"{topic}.dlq",
+            "RUNTRAIL_COMMIT_INTERVAL_MS": "200",
+            **(env or {}),
+        }
+        self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=full_env, stdout=self._log, stderr=self._log)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.alive():
+            self.kill()
+        if hasattr(self._log, "close"):
+            self._log.close()
+
+
+def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def read_lines(path: Path) -> list[str]:
+    """Complete lines of a service's output file (a torn last line is not counted)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    lines = text.split("\n")
+    return [line for line in lines[:-1] if line]
