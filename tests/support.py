@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -176,8 +177,35 @@ class ServiceProcess:
             "RUNTRAIL_COMMIT_INTERVAL_MS": "200",
             **(env or {}),
         }
+        self.service = service
+        self.log_path = log_path
         self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(cmd, env=full_env, stdout=self._log, stderr=self._log)
+
+    def metrics_port(self, timeout: float = 30.0) -> int:
+        """The port the child bound (it logs it at start)."""
+        assert self.log_path is not None, "needs log_path"
+        pattern = re.compile(rf"pid {self.proc.pid}\b.*metrics on [0-9.]+:(\d+)")
+        found: list[int] = []
+
+        def seen() -> bool:
+            match = pattern.search(self.log_path.read_text()) if self.log_path else None
+            if match:
+                found.append(int(match.group(1)))
+            return bool(match)
+
+        wait_for(seen, timeout, what="the metrics port in the log")
+        return found[0]
+
+    def processed(self) -> float:
+        """``runtrail_processed_total`` of this process, from its /metrics."""
+        import urllib.request
+
+        port = self.metrics_port()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        match = re.search(r'^runtrail_processed_total\{service="[^"]+"\} (\S+)$', text, re.M)
+        return float(match.group(1)) if match else 0.0
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -197,7 +225,9 @@ class ServiceProcess:
             self._log.close()
 
 
-def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition") -> None:
+def wait_for(
+    predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -213,3 +243,24 @@ def read_lines(path: Path) -> list[str]:
     text = path.read_text()
     lines = text.split("\n")
     return [line for line in lines[:-1] if line]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3, **config: str) -> str:
+    """Create a topic (LogAppendTime like the events topic) and wait until it is usable."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    settings = {"message.timestamp.type": "LogAppendTime", **config}
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=settings)])
+    for future in futures.values():
+        future.result(30)
+    wait_for(
+        lambda: len(admin.list_topics(name, timeout=5).topics[name].partitions) == partitions,
+        30,
+        what=f"topic {name}",
+    )
+    return name
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"

@@ -119,7 +119,9 @@ def test_unknown_type_from_an_extra_writer_schema(tmp_path: Path) -> None:
     extended = EventCodec([tmp_path])
     record = {**form("run.teleported", data={"reason": None}), "sequence": 1}
     buf = io.BytesIO()
-    buf.write(b"\xc3\x01" + bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")))
+    buf.write(
+        b"\xc3\x01" + bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+    )
     schemaless_writer(buf, parse_schema(schema), record, strict=True)
     with pytest.raises(UnknownEventType, match="unknown type"):
         extended.decode(buf.getvalue())
@@ -190,8 +192,9 @@ def test_canonical_bytes_are_rfc8785() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -207,6 +210,7 @@ def test_any_json_payload_round_trips(output: object) -> None:
 def test_written_form_hash_is_stable_across_upcasting() -> None:
     v1 = fixture_forms()[("run.approval_required", 1)]
     decoded = codec.decode(codec.encode_json_form(v1))
-    assert hashlib.sha256(canonical_bytes(decoded.written)).hexdigest() == hashlib.sha256(
-        canonical_bytes(v1)
-    ).hexdigest()
+    assert (
+        hashlib.sha256(canonical_bytes(decoded.written)).hexdigest()
+        == hashlib.sha256(canonical_bytes(v1)).hexdigest()
+    )

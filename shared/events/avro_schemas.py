@@ -23,6 +23,7 @@ import orjson
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 from pydantic import BaseModel
+
 from runtrail.events.envelope import DATA_MODELS, EventData
 
 JSON_MARK = "runtrail.json"

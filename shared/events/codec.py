@@ -19,6 +19,7 @@ from typing import Any, cast
 import orjson
 from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
+
 from runtrail.events import avro_schemas
 from runtrail.events.envelope import Event
 from runtrail.events.errors import (

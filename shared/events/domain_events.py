@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+
 from runtrail.events.envelope import EventData, JsonValue
 
 RunStatus = Literal[

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
 from runtrail.events.errors import UnknownEventType
 
 ActorKind = Literal["user", "agent", "service", "operator"]

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import rfc8785
+
 from runtrail.events.errors import DuplicateKeyError, InvalidEvent
 
 

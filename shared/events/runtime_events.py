@@ -8,6 +8,7 @@ tool-specific objects as they were (prompts, raw responses, tool arguments and r
 from __future__ import annotations
 
 from pydantic import Field
+
 from runtrail.events.envelope import EventData, JsonValue
 
 

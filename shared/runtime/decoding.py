@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 from confluent_kafka import Message
+
 from runtrail.events import EventCodec, EventError
 from runtrail.runtime.delivery import Delivered
 from runtrail.runtime.sequencing import SequenceChecker, Verdict

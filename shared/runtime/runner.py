@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, Message, TopicPartition
 from prometheus_client import CollectorRegistry
+
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.runtime.deadletter import DeadLetterProducer
@@ -258,8 +259,9 @@ class ServiceRunner:
         )
         self.metrics.up.set(1)
         log.info(
-            "%s consuming %s as group %s; metrics on %s:%d",
+            "%s (pid %d) consuming %s as group %s; metrics on %s:%d",
             self.name,
+            os.getpid(),
             self.settings.events_topic,
             self.group,
             self.settings.metrics_host,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
+
 from runtrail.config import Settings
 from runtrail.runtime.delivery import Delivered, Partition
 

@@ -1,0 +1,213 @@
+"""Crash, shutdown and rebalance behaviour of real service processes against a real broker.
+
+The ``noop`` service with ``-o output=FILE`` appends one fsynced line per processed event
+before offsets are committed, so the file is the service's durable output: after any crash,
+every produced event must be in it (nothing missing), and duplicates may only come from
+batches processed but not yet committed when the process died.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support import (
+    ServiceProcess,
+    committed_offsets,
+    create_topic,
+    end_offsets,
+    form,
+    produce_forms,
+    read_lines,
+    unique_topic,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+PARTITIONS = 4
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str) -> str:
+    name = create_topic(kafka_bootstrap, unique_topic("rel"), partitions=PARTITIONS)
+    create_topic(kafka_bootstrap, f"{name}.dlq", partitions=PARTITIONS)
+    return name
+
+
+def _forms(count: int, runs: int = 40, start: int = 0) -> list[dict[str, object]]:
+    return [form(run_id=f"run-{i % runs}", sequence=start + i // runs + 1) for i in range(count)]
+
+
+def _ids(path: Path) -> list[str]:
+    return [line.split(" ", 1)[0] for line in read_lines(path)]
+
+
+def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
+    return committed_offsets(bootstrap, group, topic, PARTITIONS) == end_offsets(
+        bootstrap, topic, PARTITIONS
+    )
+
+
+def test_sigkill_mid_batch_then_restart_loses_nothing(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    events = _forms(30_000)
+    expected = {e["eventId"] for e in events}
+    out = tmp_path / "noop.out"
+    group = f"g-{topic}"
+    producer = threading.Thread(target=produce_forms, args=(kafka_bootstrap, topic, events))
+    producer.start()
+    rng = random.Random(7)
+    kills = 0
+    try:
+        for _ in range(3):
+            proc = ServiceProcess(
+                "noop",
+                kafka_bootstrap,
+                topic,
+                group=group,
+                options={"output": str(out)},
+                env={"RUNTRAIL_BATCH_SIZE": "500"},
+                log_path=tmp_path / "svc.log",
+            )
+            before = len(read_lines(out))
+            # kill while it is busy: after it processed something new, at a random moment
+            wait_for(lambda b=before: len(read_lines(out)) > b, 60, 0.05, what="progress")
+            time.sleep(rng.uniform(0.05, 0.6))
+            proc.kill()
+            kills += 1
+            proc.close()
+        producer.join(120)
+        final = ServiceProcess(
+            "noop",
+            kafka_bootstrap,
+            topic,
+            group=group,
+            options={"output": str(out)},
+            log_path=tmp_path / "svc.log",
+        )
+        try:
+            wait_for(lambda: set(_ids(out)) >= expected, 120, what="every event in the output")
+            wait_for(lambda: _all_committed(kafka_bootstrap, group, topic), 30, what="commit")
+        finally:
+            assert final.terminate() == 0
+            final.close()
+    finally:
+        producer.join(5)
+    ids = _ids(out)
+    assert set(ids) == expected  # nothing missing, nothing foreign
+    assert kills == 3
+    # duplicates exist only as re-deliveries of uncommitted batches, each a whole event line
+    redelivered = sum(c - 1 for c in Counter(ids).values())
+    assert redelivered < len(expected)
+
+
+def test_sigterm_commits_and_a_restart_reprocesses_nothing(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    events = _forms(5_000)
+    produce_forms(kafka_bootstrap, topic, events)
+    out = tmp_path / "noop.out"
+    group = f"g-{topic}"
+    proc = ServiceProcess(
+        "noop",
+        kafka_bootstrap,
+        topic,
+        group=group,
+        options={"output": str(out)},
+        env={"RUNTRAIL_COMMIT_INTERVAL_MS": "60000"},
+        log_path=tmp_path / "svc.log",
+    )
+    try:
+        wait_for(lambda: proc.processed() >= len(events), 60, what="all processed")
+        assert read_lines(out) == []  # nothing flushed yet: only shutdown will flush and commit
+        started = time.monotonic()
+        assert proc.terminate(timeout=30) == 0
+        assert time.monotonic() - started < 20
+    finally:
+        proc.close()
+    # the commit interval was one minute: only the shutdown path can have committed
+    assert _all_committed(kafka_bootstrap, group, topic)
+    again = ServiceProcess(
+        "noop",
+        kafka_bootstrap,
+        topic,
+        group=group,
+        options={"output": str(out)},
+        log_path=tmp_path / "svc.log",
+    )
+    try:
+        more = _forms(100, start=10_000)
+        produce_forms(kafka_bootstrap, topic, more)
+        wait_for(lambda: len(read_lines(out)) >= len(events) + len(more), 60, what="new events")
+        time.sleep(1.0)
+    finally:
+        assert again.terminate() == 0
+        again.close()
+    ids = _ids(out)
+    assert len(ids) == len(events) + len(more)  # nothing reprocessed
+    assert set(ids) == {e["eventId"] for e in events + more}
+
+
+def test_instances_join_and_leave_while_events_flow(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    """Scale out to three members and back to one under load with eager ``range`` assignment:
+    commits in the revoke path must not be lost, so clean handovers duplicate nothing."""
+    group = f"g-{topic}"
+    events = _forms(20_000)
+    outs = [tmp_path / f"noop-{i}.out" for i in range(4)]
+
+    def produce_slowly() -> None:
+        for i in range(0, len(events), 1000):
+            produce_forms(kafka_bootstrap, topic, events[i : i + 1000])
+            time.sleep(0.3)
+
+    producer = threading.Thread(target=produce_slowly)
+    producer.start()
+    procs: list[ServiceProcess] = []
+
+    def member(i: int) -> ServiceProcess:
+        p = ServiceProcess(
+            "noop",
+            kafka_bootstrap,
+            topic,
+            group=group,
+            options={"output": str(outs[i])},
+            log_path=tmp_path / f"svc-{i}.log",
+        )
+        procs.append(p)
+        return p
+
+    def total() -> int:
+        return sum(len(read_lines(o)) for o in outs)
+
+    try:
+        a = member(0)
+        wait_for(lambda: total() > 0, 60, what="first member working")
+        b = member(1)
+        wait_for(lambda: len(read_lines(outs[1])) > 0, 60, what="second member working")
+        c = member(2)
+        wait_for(lambda: len(read_lines(outs[2])) > 0, 60, what="third member working")
+        assert a.terminate() == 0
+        assert b.terminate() == 0
+        d = member(3)
+        wait_for(lambda: len(read_lines(outs[3])) > 0, 60, what="fourth member working")
+        assert c.terminate() == 0
+        producer.join(120)
+        wait_for(lambda: total() >= len(events), 120, what="everything processed")
+        wait_for(lambda: _all_committed(kafka_bootstrap, group, topic), 30, what="commits")
+        assert d.terminate() == 0
+    finally:
+        producer.join(5)
+        for p in procs:
+            p.close()
+    ids = [i for o in outs for i in _ids(o)]
+    counts = Counter(ids)
+    assert set(counts) == {e["eventId"] for e in events}
+    assert max(counts.values()) == 1, "a clean rebalance re-delivered events"
