@@ -140,7 +140,7 @@ class EventCodec:
 
 
 def validate_json_form(form: JsonDict) -> Event:
-    """A current-version JSON-form event as a validated :class:`Event`."""
+    """A JSON-form event as a validated :class:`Event` (its concrete per-type subclass)."""
     try:
         return Event.model_validate(form)
     except ValidationError as exc:

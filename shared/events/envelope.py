@@ -11,16 +11,16 @@ variables; subclassing registers them, so the envelope can pick the payload mode
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
-    SerializeAsAny,
-    ValidationError,
+    Field,
+    StringConstraints,
+    ValidatorFunctionWrapHandler,
+    create_model,
     field_serializer,
-    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -67,6 +67,7 @@ class EventData(CamelModel):
             raise TypeError(f"event {key} is declared twice ({DATA_MODELS[key].__name__})")
         DATA_MODELS[key] = cls
         CURRENT_VERSIONS[cls.event_type] = max(CURRENT_VERSIONS.get(cls.event_type, 0), cls.version)
+        EVENT_CLASSES[key] = _event_class(cls)
 
 
 def data_model(event_type: str, version: int) -> type[EventData]:
@@ -86,92 +87,32 @@ class Actor(CamelModel):
     id: str
 
 
-class Event(CamelModel):
-    """One validated event: envelope fields plus a typed payload."""
+ISO_8601 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+NonBlank = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+Timestamp = Annotated[str, StringConstraints(pattern=ISO_8601)]
 
-    event_id: str
-    run_id: str
-    tenant_id: str
-    sequence: int
-    type: str
+#: (event type, schema version) -> the concrete Event subclass whose ``data`` is that payload.
+EVENT_CLASSES: dict[tuple[str, int], type[Event]] = {}
+
+
+class _Envelope(CamelModel):
+    """The envelope fields and their constraints."""
+
+    event_id: NonBlank
+    run_id: NonBlank
+    tenant_id: NonBlank
+    sequence: Annotated[int, Field(ge=1)]
+    type: NonBlank
     schema_version: int
-    occurred_at: str
-    recorded_at: str | None = None
+    occurred_at: Timestamp
+    recorded_at: Timestamp | None = None
     actor: Actor
     causation_event_id: str | None = None
-    correlation_id: str
+    correlation_id: NonBlank
     session_id: str | None = None
     turn_id: str | None = None
     step: int | None = None
-    data: SerializeAsAny[EventData]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _typed_payload(cls, values: Any) -> Any:
-        """Validate ``data`` with the payload model of (type, schemaVersion)."""
-        if not isinstance(values, dict):
-            return values
-        data = values.get("data")
-        if isinstance(data, EventData):
-            return values
-        event_type = values.get("type")
-        version = values.get("schemaVersion", values.get("schema_version"))
-        if (
-            not isinstance(event_type, str)
-            or not isinstance(version, int)
-            or isinstance(version, bool)
-        ):
-            return values  # field validation reports the missing/ill-typed envelope fields
-        model = data_model(event_type, version)
-        try:
-            parsed = model.model_validate(data if data is not None else {})
-        except ValidationError as exc:
-            raise ValueError(f"data of {event_type} v{version}: {exc}") from None
-        return {**values, "data": parsed}
-
-    @field_validator("sequence", mode="before")
-    @classmethod
-    def _sequence_from_decimal(cls, value: Any) -> Any:
-        """Accept the seed's base-10 string form as well as an integer."""
-        if isinstance(value, str):
-            if not value.isdigit():
-                raise ValueError("sequence must be a base-10 non-negative integer")
-            return int(value)
-        return value
-
-    @field_validator("sequence")
-    @classmethod
-    def _sequence_positive(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError("sequence starts at 1")
-        return value
-
-    @field_validator("event_id", "run_id", "tenant_id", "correlation_id", "type")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
-
-    @field_validator("occurred_at", "recorded_at")
-    @classmethod
-    def _iso_timestamp(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"not an ISO-8601 timestamp: {value!r}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _payload_matches_envelope(self) -> Event:
-        data = self.data
-        if (data.event_type, data.version) != (self.type, self.schema_version):
-            raise ValueError(
-                f"data is {data.event_type} v{data.version} but envelope says "
-                f"{self.type} v{self.schema_version}"
-            )
-        return self
+    data: EventData
 
     @field_serializer("sequence")
     def _sequence_as_decimal(self, value: int) -> str:
@@ -180,3 +121,51 @@ class Event(CamelModel):
     def json_form(self) -> dict[str, Any]:
         """The camelCase JSON form of the seeds (``sequence`` as a decimal string)."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+class Event(_Envelope):
+    """One validated event: envelope fields plus a typed payload.
+
+    Every (type, version) has a concrete subclass whose ``type``, ``schemaVersion`` and
+    ``data`` are pinned, so validation is one pass in pydantic-core (plus one cheap Python
+    dispatch hook). ``Event(...)`` and ``Event.model_validate`` pick the subclass from
+    ``type`` and ``schemaVersion``.
+    """
+
+    def __new__(cls, *args: Any, **values: Any) -> Self:
+        if cls is Event and values:
+            cls = _concrete(values)  # type: ignore[assignment]
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _dispatch(cls, values: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if cls is Event and isinstance(values, dict):
+            return _concrete(values).model_validate(values)
+        return handler(values)
+
+
+def _concrete(values: dict[str, Any]) -> type[Event]:
+    event_type = values.get("type")
+    version = values.get("schemaVersion", values.get("schema_version"))
+    if not isinstance(event_type, str) or type(version) is not int:
+        raise ValueError("an event needs a string 'type' and an integer 'schemaVersion'")
+    cls = EVENT_CLASSES.get((event_type, version))
+    if cls is None:
+        data_model(event_type, version)  # raises UnknownEventType with the precise reason
+        raise AssertionError("unreachable")
+    return cls
+
+
+def _event_class(model: type[EventData]) -> type[Event]:
+    """The concrete Event subclass for one payload model (made once, at registration)."""
+    name = f"{model.__name__}Event"
+    cls = create_model(
+        name,
+        __base__=Event,
+        __module__=__name__,
+        type=(Literal[model.event_type], ...),
+        schema_version=(Literal[model.version], ...),
+        data=(model, ...),
+    )
+    return cls

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench.runtime --events 1000000`` (see README)."""

@@ -1,0 +1,121 @@
+"""What every benchmark needs: a broker, a fresh topic, timing, and a results table."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Rate:
+    name: str
+    events: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+@contextmanager
+def broker(bootstrap: str | None) -> Iterator[str]:
+    """The given cluster, ``KAFKA_BOOTSTRAP_SERVERS``, or a local broker started for the run."""
+    address = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if address:
+        yield address
+        return
+    from runtrail.config import Settings
+    from runtrail.kafka.broker import LocalBroker
+    from runtrail.kafka.ports import free_port
+
+    settings = Settings()
+    home = Path(".runtrail/bench-kafka").resolve()
+    local = LocalBroker(
+        home=home,
+        port=free_port(),
+        controller_port=free_port(),
+        cache_dir=settings.kafka_cache_dir,
+        heap="1g",
+    )
+    print(f"starting a local broker under {home} …", flush=True)
+    local.start()
+    try:
+        yield local.bootstrap_servers
+    finally:
+        local.stop()
+
+
+def create_topic(bootstrap: str, partitions: int, prefix: str = "bench") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"message.timestamp.type": "LogAppendTime"}
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
+        future.result(60)
+    for future in admin.create_topics([NewTopic(f"{name}.dlq", partitions, 1)]).values():
+        future.result(60)
+    time.sleep(1.0)
+    return name
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
+        try:
+            future.result(60)
+        except Exception as exc:  # best effort clean-up
+            print(f"could not delete {name}: {exc}")
+
+
+def raw_consume(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
+    """librdkafka poll-and-discard: the ceiling any Python consumer can reach on this machine."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-raw-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = 0
+    first = 0.0
+    try:
+        while seen < expected:
+            msgs = consumer.consume(batch, 1.0)
+            if msgs and not first:
+                first = time.perf_counter()
+            seen += sum(1 for m in msgs if m.error() is None)
+        elapsed = time.perf_counter() - first
+    finally:
+        consumer.close()
+    return Rate("raw consume (librdkafka poll + discard)", seen, elapsed)
+
+
+def report(title: str, rates: list[Rate], baseline: Rate, extra: dict[str, Any] | None = None) -> None:
+    print(f"\n{title}")
+    print(f"{'measure':<58} {'events':>10} {'seconds':>9} {'events/s':>11} {'vs raw':>7}")
+    for r in rates:
+        ratio = r.per_second / baseline.per_second if baseline.per_second else 0.0
+        print(f"{r.name:<58} {r.events:>10} {r.seconds:>9.2f} {r.per_second:>11,.0f} {ratio:>6.0%}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{title.split()[0]}-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    payload = {
+        "title": title,
+        "rates": [{**asdict(r), "per_second": r.per_second} for r in rates],
+        "baseline": baseline.name,
+        **(extra or {}),
+    }
+    out.write_text(json.dumps(payload, indent=2))
+    print(f"\nresults written to {out}")
