@@ -1,0 +1,116 @@
+"""Holding a chain to a trusted, signed checkpoint: truncation, rewrites and forks.
+
+The chain's own hashes catch edits that were not re-sealed. What they cannot catch, a
+checkpoint signed earlier can, given the inclusion proof of the run's head ``(L, H)`` in it:
+
+* ``"truncated"`` — the chain now has fewer than ``L`` links (its tail was cut);
+  ``firstBrokenIndex`` is the first missing index;
+* ``"rewritten"`` — the chain verifies on its own, but link ``L - 1`` does not have hash ``H``:
+  the history the checkpoint committed to was changed and re-sealed after it, or this reader is
+  shown a different branch than the one that was checkpointed;
+* ``"fork"`` — two signed statements put different heads at one length of one run (or two
+  heads of one run in one tree): the log told two stories, no chain needed to prove it.
+
+A chain longer than ``L`` whose link ``L - 1`` matches is fine: the run went on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from runtrail.audit.checkpoint import Checkpoint, HeadProof, verify_head_proof
+from runtrail.audit.link import Link
+from runtrail.audit.verify import (
+    FORK,
+    NOT_IN_CHECKPOINT,
+    REWRITTEN,
+    TRUNCATED,
+    ChainVerification,
+    verify_links,
+)
+
+
+def verify_against_checkpoint(
+    links: Sequence[Link], checkpoint: Checkpoint, proof: HeadProof
+) -> ChainVerification:
+    """Verify ``links`` from genesis, then hold them to the head ``proof`` shows in ``checkpoint``.
+
+    ``checkpoint`` must already be verified (see :func:`~runtrail.audit.checkpoint.
+    verify_checkpoint`); the proof is checked here.
+    """
+    head = proof.head
+    if not verify_head_proof(proof, checkpoint):
+        return ChainVerification(
+            False, len(links), None, NOT_IN_CHECKPOINT, detail="inclusion proof does not verify"
+        )
+    own = verify_links(links, head.tenant_id, head.run_id)
+    if not own.valid:
+        return own
+    if len(links) < head.length:
+        return ChainVerification(
+            False,
+            len(links),
+            len(links),
+            TRUNCATED,
+            detail=f"checkpoint {checkpoint.origin} has {head.length} links for this run",
+        )
+    if head.length > 0 and links[head.length - 1].hash != head.hash:
+        return ChainVerification(
+            False,
+            len(links),
+            head.length - 1,
+            REWRITTEN,
+            detail=f"checkpointed hash at index {head.length - 1} is {head.hash}",
+        )
+    return own
+
+
+def verify_against_checkpoints(
+    links: Sequence[Link], anchors: Sequence[tuple[Checkpoint, HeadProof]]
+) -> ChainVerification:
+    """:func:`verify_against_checkpoint` for each anchor; the first failure, else valid."""
+    result = verify_links(links)
+    for checkpoint, proof in anchors:
+        result = verify_against_checkpoint(links, checkpoint, proof)
+        if not result.valid:
+            return result
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class ForkEvidence:
+    """Two signed, verified heads of one run that cannot both be true."""
+
+    reason: ClassVar[str] = FORK
+    tenant_id: str
+    run_id: str
+    first: HeadProof
+    second: HeadProof
+    detail: str
+
+
+def find_fork(
+    first: tuple[Checkpoint, HeadProof], second: tuple[Checkpoint, HeadProof]
+) -> ForkEvidence | None:
+    """Fork evidence if both proofs verify in their checkpoints and contradict each other.
+
+    Contradiction: one run, one length, two hashes; or one tree (same origin, size and root)
+    holding two different heads of one run. Heads of different lengths in different
+    checkpoints need the chain to compare (:func:`verify_against_checkpoints`).
+    """
+    (cp_a, proof_a), (cp_b, proof_b) = first, second
+    if not (verify_head_proof(proof_a, cp_a) and verify_head_proof(proof_b, cp_b)):
+        return None
+    a, b = proof_a.head, proof_b.head
+    if (a.tenant_id, a.run_id) != (b.tenant_id, b.run_id) or a == b:
+        return None
+    same_tree = (cp_a.origin, cp_a.size, cp_a.root_hash) == (cp_b.origin, cp_b.size, cp_b.root_hash)
+    if a.length == b.length:
+        detail = f"two hashes at length {a.length}: {a.hash} and {b.hash}"
+    elif same_tree:
+        detail = f"one tree holds two heads: lengths {a.length} and {b.length}"
+    else:
+        return None
+    return ForkEvidence(a.tenant_id, a.run_id, proof_a, proof_b, detail)

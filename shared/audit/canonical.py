@@ -1,0 +1,82 @@
+"""The hash formula of the audit chain, stated precisely enough for an auditor to reimplement.
+
+Every run (one ``tenantId``, one ``runId``) has its own chain of links. Link ``i`` seals one
+event and carries ``index`` (0, 1, 2, …), ``prevHash``, ``hash`` and the ``event`` itself:
+
+    hash_i = lowercase_hex( SHA-256( ASCII(prevHash_i) || 0x7C || JCS(event_i) ) )
+
+    prevHash_0 = "0000…0000"          (64 ASCII zeros: the genesis value)
+    prevHash_i = hash_(i-1)          (for i >= 1)
+
+In words: the bytes hashed are the 64 lowercase hexadecimal characters of the previous hash
+(ASCII, which is also their UTF-8), then one vertical bar ``|`` (byte 0x7C), then the RFC 8785
+canonical bytes of the event. Nothing else is hashed: no separator after the event, no trailing
+newline, and neither ``index`` nor the tenant/run labels of an export line (the tenant and run
+are inside the event, so they are covered anyway).
+
+``JCS(event)`` is the JSON Canonicalization Scheme, RFC 8785, applied to the event's JSON form
+**as it was written** (the writer's schema version, before any upcasting), so that history
+hashes never change when our code changes. Concretely:
+
+* the event is a JSON object in camelCase (``eventId``, ``runId``, ``tenantId``, ``sequence``,
+  ``type``, ``schemaVersion``, ``occurredAt``, ``recordedAt``, ``actor``, ``causationEventId``,
+  ``correlationId``, ``sessionId``, ``turnId``, ``step``, ``data``); ``sequence`` is a base-10
+  *string*; optional fields that were written as ``null`` are present as ``null`` (absent and
+  ``null`` are different documents and hash differently);
+* object members are sorted by their names compared as arrays of UTF-16 code units, with no
+  whitespace anywhere;
+* strings are output as UTF-8 with only ``"``, ``\\``, and the control characters below
+  U+0020 escaped (``\\b \\t \\n \\f \\r`` by name, the others as ``\\u00xx`` lowercase hex);
+  everything else, including non-ASCII and ``/``, is written literally;
+* numbers use the ECMAScript ``Number.prototype.toString`` form (``1`` not ``1.0``, ``1e+21``,
+  ``-0`` written as ``0``); integers outside ±(2^53 - 1) are refused rather than rounded, so
+  such an event cannot be sealed;
+* ``true``, ``false``, ``null`` as literals.
+
+Any RFC 8785 implementation (for Python the ``rfc8785`` package, which we use) gives these
+bytes. A reader parsing an export must refuse duplicate object keys and NaN/Infinity, since
+such a document has no single canonical form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from runtrail.audit.errors import MalformedLink
+from runtrail.events.errors import InvalidEvent
+from runtrail.events.jsonform import canonical_bytes
+
+#: prevHash of the first link of every chain.
+GENESIS_HASH = "0" * 64
+
+_SEPARATOR = b"|"
+_HEX = frozenset("0123456789abcdef")
+
+
+def canonical_event(event: Mapping[str, Any]) -> bytes:
+    """RFC 8785 bytes of an event's JSON form; :class:`MalformedLink` if it has none."""
+    try:
+        return canonical_bytes(dict(event))
+    except InvalidEvent as exc:
+        raise MalformedLink(str(exc)) from exc
+
+
+def hash_canonical(prev_hash: str, canonical: bytes) -> str:
+    """The link hash over already-canonical event bytes."""
+    digest = hashlib.sha256()
+    digest.update(prev_hash.encode("utf-8", "surrogatepass"))
+    digest.update(_SEPARATOR)
+    digest.update(canonical)
+    return digest.hexdigest()
+
+
+def link_hash(prev_hash: str, event: Mapping[str, Any]) -> str:
+    """``sha256(prevHash + "|" + JCS(event))`` as lowercase hex."""
+    return hash_canonical(prev_hash, canonical_event(event))
+
+
+def is_hash(value: object) -> bool:
+    """Whether ``value`` is 64 lowercase hex characters (the only form a hash is stored in)."""
+    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)

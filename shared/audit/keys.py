@@ -1,0 +1,95 @@
+"""Ed25519 key files for checkpoint signing: generate, save and load.
+
+A key file is either PEM (PKCS#8 private / SubjectPublicKeyInfo public, unencrypted) or the raw
+32 bytes (the RFC 8032 seed, or the public key). Private keys are written with mode 0600 and
+never overwrite an existing file, so a key cannot be replaced by accident.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+    load_pem_public_key,
+)
+
+from runtrail.audit.errors import NoteError
+from runtrail.audit.note import NoteSigner, NoteVerifier
+
+KeyFormat = Literal["pem", "raw"]
+_PEM_MARK = b"-----BEGIN"
+
+
+def generate_private_key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def write_private_key(path: str | Path, key: Ed25519PrivateKey, fmt: KeyFormat = "pem") -> None:
+    """Write a new private key file (0600); refuses to overwrite."""
+    if fmt == "pem":
+        data = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    else:
+        data = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    _write_new(Path(path), data, 0o600)
+
+
+def write_public_key(path: str | Path, key: Ed25519PublicKey, fmt: KeyFormat = "pem") -> None:
+    """Write a new public key file (0644); refuses to overwrite."""
+    if fmt == "pem":
+        data = key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    else:
+        data = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    _write_new(Path(path), data, 0o644)
+
+
+def load_private_key(path: str | Path) -> Ed25519PrivateKey:
+    """An Ed25519 private key from a PEM or raw 32-byte file."""
+    data = Path(path).read_bytes()
+    if data.lstrip().startswith(_PEM_MARK):
+        key = load_pem_private_key(data, password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise NoteError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
+        return key
+    if len(data) == 32:
+        return Ed25519PrivateKey.from_private_bytes(data)
+    raise NoteError(f"{path} is neither PEM nor a raw 32-byte Ed25519 key")
+
+
+def load_public_key(path: str | Path) -> Ed25519PublicKey:
+    """An Ed25519 public key from a PEM or raw 32-byte file."""
+    data = Path(path).read_bytes()
+    if data.lstrip().startswith(_PEM_MARK):
+        key = load_pem_public_key(data)
+        if not isinstance(key, Ed25519PublicKey):
+            raise NoteError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
+        return key
+    if len(data) == 32:
+        return Ed25519PublicKey.from_public_bytes(data)
+    raise NoteError(f"{path} is neither PEM nor a raw 32-byte Ed25519 key")
+
+
+def load_signer(path: str | Path, name: str) -> NoteSigner:
+    """A checkpoint signer named ``name`` from a private key file."""
+    return NoteSigner(name, load_private_key(path))
+
+
+def load_verifier(path: str | Path, name: str) -> NoteVerifier:
+    """A checkpoint verifier named ``name`` from a public key file."""
+    return NoteVerifier(name, load_public_key(path))

@@ -1,0 +1,139 @@
+"""Links, run heads, and their JSON form (one export line per link).
+
+A :class:`Link` holds the event exactly as it was sealed; the tenant, run and eventId it belongs
+to are read from the event itself, so a link cannot claim one run while sealing another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtrail.audit.canonical import GENESIS_HASH, canonical_event, hash_canonical
+from runtrail.audit.errors import MalformedLink
+from runtrail.events.jsonform import loads_strict
+
+#: Keys of one export line, in the order a human reads them (the file itself is JCS-sorted).
+LINE_KEYS = ("tenantId", "runId", "index", "prevHash", "hash", "event")
+
+
+def _text_field(event: Mapping[str, Any], name: str) -> str:
+    value = event.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise MalformedLink(f"event has no {name}")
+    return value
+
+
+def event_sequence(event: Mapping[str, Any]) -> int | None:
+    """The publisher's ``sequence`` (a base-10 string in the JSON form), if it has one."""
+    value = event.get("sequence")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One sealed event: ``hash = sha256(prevHash + "|" + JCS(event))``."""
+
+    index: int
+    event: Mapping[str, Any]
+    prev_hash: str
+    hash: str
+
+    @property
+    def tenant_id(self) -> str:
+        return _text_field(self.event, "tenantId")
+
+    @property
+    def run_id(self) -> str:
+        return _text_field(self.event, "runId")
+
+    @property
+    def event_id(self) -> str:
+        return _text_field(self.event, "eventId")
+
+    def to_json(self) -> dict[str, Any]:
+        """The export-line object: the link plus the tenant and run it belongs to."""
+        return {
+            "tenantId": self.tenant_id,
+            "runId": self.run_id,
+            "index": self.index,
+            "prevHash": self.prev_hash,
+            "hash": self.hash,
+            "event": dict(self.event),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunHead:
+    """Where a run's chain ends: its length and the hash of its last link."""
+
+    tenant_id: str
+    run_id: str
+    length: int
+    hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tenantId": self.tenant_id,
+            "runId": self.run_id,
+            "length": self.length,
+            "hash": self.hash,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> RunHead:
+        if not isinstance(obj, dict) or set(obj) != {"tenantId", "runId", "length", "hash"}:
+            raise MalformedLink("a run head is {tenantId, runId, length, hash}")
+        tenant, run, length, hash_ = obj["tenantId"], obj["runId"], obj["length"], obj["hash"]
+        if not (isinstance(tenant, str) and isinstance(run, str) and isinstance(hash_, str)):
+            raise MalformedLink("run head fields have the wrong types")
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            raise MalformedLink("run head length must be a non-negative integer")
+        return cls(tenant, run, length, hash_)
+
+
+def seal(index: int, prev_hash: str, event: Mapping[str, Any]) -> Link:
+    """A new link for ``event`` after a link whose hash is ``prev_hash``.
+
+    The sealed event is a fresh copy parsed back from its canonical bytes, so a caller that
+    mutates its own dict afterwards cannot change what was sealed.
+    """
+    for name in ("tenantId", "runId", "eventId"):
+        _text_field(event, name)
+    canonical = canonical_event(event)
+    copy: dict[str, Any] = loads_strict(canonical)
+    return Link(index, copy, prev_hash, hash_canonical(prev_hash, canonical))
+
+
+def genesis_head(tenant_id: str, run_id: str) -> RunHead:
+    """The head of a run with no links yet."""
+    return RunHead(tenant_id, run_id, 0, GENESIS_HASH)
+
+
+def link_from_json(obj: Any) -> tuple[Link, str, str]:
+    """A link and the (tenantId, runId) its export line claims; :class:`MalformedLink` if not."""
+    if not isinstance(obj, dict):
+        raise MalformedLink("an export line must be a JSON object")
+    keys = set(obj)
+    if keys != set(LINE_KEYS):
+        missing = sorted(set(LINE_KEYS) - keys)
+        extra = sorted(keys - set(LINE_KEYS))
+        raise MalformedLink(f"export line keys: missing {missing}, unexpected {extra}")
+    index, prev_hash, hash_, event = obj["index"], obj["prevHash"], obj["hash"], obj["event"]
+    tenant, run = obj["tenantId"], obj["runId"]
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise MalformedLink("index must be a non-negative integer")
+    if not isinstance(prev_hash, str) or not isinstance(hash_, str):
+        raise MalformedLink("prevHash and hash must be strings")
+    if not isinstance(event, dict):
+        raise MalformedLink("event must be a JSON object")
+    if not isinstance(tenant, str) or not isinstance(run, str):
+        raise MalformedLink("tenantId and runId must be strings")
+    return Link(index, event, prev_hash, hash_), tenant, run

@@ -1,0 +1,200 @@
+"""C2SP signed notes (c2sp.org/signed-note) with Ed25519 signatures.
+
+A signed note is a UTF-8 text ending in ``\\n``, a blank line, then one or more lines
+``— <key name> <base64(key ID || signature)>\\n`` (an em dash, U+2014). The signature is
+Ed25519 (RFC 8032) over the text bytes, final newline included, blank line excluded; the key ID
+is ``SHA-256(key name || 0x0A || 0x01 || 32-byte public key)[:4]``. Keys also have the
+text forms of Go's ``golang.org/x/mod/sumdb/note``, so tooling from that ecosystem can check
+our checkpoints: verifier ``<name>+<hex key ID>+<base64(0x01 || public key)>``, signer
+``PRIVATE+KEY+<name>+<hex key ID>+<base64(0x01 || seed)>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+
+from runtrail.audit.errors import NoteError
+
+ED25519 = 0x01
+SIGNATURE_PREFIX = "\u2014 "
+#: More signatures than any note of ours carries; C2SP asks verifiers to accept at least 16.
+MAX_SIGNATURES = 100
+
+
+def check_key_name(name: str) -> str:
+    """A key name is non-empty with no Unicode space and no ``+``."""
+    if not name or "+" in name or any(ch.isspace() for ch in name):
+        raise NoteError(f"invalid key name {name!r}: non-empty, no spaces, no '+'")
+    return name
+
+
+def key_id(name: str, public_key: bytes) -> bytes:
+    """``SHA-256(name || 0x0A || 0x01 || public key)[:4]``."""
+    return hashlib.sha256(name.encode() + b"\n" + bytes([ED25519]) + public_key).digest()[:4]
+
+
+def raw_public_key(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def _b64decode(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise NoteError(f"bad base64: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class NoteVerifier:
+    """A trusted key: the name it signs under and its Ed25519 public key."""
+
+    name: str
+    public_key: Ed25519PublicKey
+
+    def __post_init__(self) -> None:
+        check_key_name(self.name)
+
+    @property
+    def key_id(self) -> bytes:
+        return key_id(self.name, raw_public_key(self.public_key))
+
+    def verify(self, text: bytes, signature: bytes) -> bool:
+        try:
+            self.public_key.verify(signature, text)
+        except InvalidSignature:
+            return False
+        return True
+
+    def vkey(self) -> str:
+        """``<name>+<hex key ID>+<base64(0x01 || public key)>``."""
+        material = base64.b64encode(bytes([ED25519]) + raw_public_key(self.public_key))
+        return f"{self.name}+{self.key_id.hex()}+{material.decode()}"
+
+    @classmethod
+    def from_vkey(cls, vkey: str) -> NoteVerifier:
+        parts = vkey.strip().split("+", 2)
+        if len(parts) != 3:
+            raise NoteError("a verifier key is <name>+<hex id>+<base64 key>")
+        name, hex_id, material = parts
+        key = _b64decode(material)
+        if len(key) != 33 or key[0] != ED25519:
+            raise NoteError("verifier key is not an Ed25519 key (type 0x01, 32 bytes)")
+        verifier = cls(name, Ed25519PublicKey.from_public_bytes(key[1:]))
+        if verifier.key_id.hex() != hex_id:
+            raise NoteError(f"verifier key ID {hex_id} does not match its name and key")
+        return verifier
+
+
+@dataclass(frozen=True)
+class NoteSigner:
+    """A signing key and the name its signatures carry."""
+
+    name: str
+    private_key: Ed25519PrivateKey
+
+    def __post_init__(self) -> None:
+        check_key_name(self.name)
+
+    @property
+    def verifier(self) -> NoteVerifier:
+        return NoteVerifier(self.name, self.private_key.public_key())
+
+    def signature_line(self, text: bytes) -> str:
+        blob = self.verifier.key_id + self.private_key.sign(text)
+        return f"{SIGNATURE_PREFIX}{self.name} {base64.b64encode(blob).decode()}\n"
+
+    def skey(self) -> str:
+        """``PRIVATE+KEY+<name>+<hex key ID>+<base64(0x01 || seed)>`` (keep it secret)."""
+        seed = self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        material = base64.b64encode(bytes([ED25519]) + seed).decode()
+        return f"PRIVATE+KEY+{self.name}+{self.verifier.key_id.hex()}+{material}"
+
+    @classmethod
+    def from_skey(cls, skey: str) -> NoteSigner:
+        parts = skey.strip().split("+", 4)
+        if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
+            raise NoteError("a signer key is PRIVATE+KEY+<name>+<hex id>+<base64 key>")
+        name, hex_id, material = parts[2:]
+        seed = _b64decode(material)
+        if len(seed) != 33 or seed[0] != ED25519:
+            raise NoteError("signer key is not an Ed25519 key (type 0x01, 32 bytes)")
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed[1:]))
+        if signer.verifier.key_id.hex() != hex_id:
+            raise NoteError(f"signer key ID {hex_id} does not match its name and key")
+        return signer
+
+
+def _check_text(text: str) -> None:
+    if not text.endswith("\n"):
+        raise NoteError("note text must end with a newline")
+    if any(ord(ch) < 0x20 and ch != "\n" for ch in text):
+        raise NoteError("note contains control characters other than newline")
+
+
+def sign_note(text: str, signers: NoteSigner | Sequence[NoteSigner]) -> str:
+    """The signed note: ``text``, a blank line, one signature line per signer."""
+    _check_text(text)
+    group = [signers] if isinstance(signers, NoteSigner) else list(signers)
+    if not group:
+        raise NoteError("a signed note needs at least one signer")
+    body = text.encode()
+    return text + "\n" + "".join(signer.signature_line(body) for signer in group)
+
+
+def open_note(note: str, verifiers: NoteVerifier | Sequence[NoteVerifier]) -> str:
+    """The note's text, if a trusted key signed it; :class:`NoteError` otherwise.
+
+    Signatures by unknown keys are ignored; one by a known key that fails rejects the note.
+    """
+    trusted = [verifiers] if isinstance(verifiers, NoteVerifier) else list(verifiers)
+    _check_text(note)
+    split = note.rfind("\n\n")
+    if split < 0:
+        raise NoteError("no blank line separates the note text from its signatures")
+    text, block = note[: split + 1], note[split + 2 :]
+    lines = block.split("\n")
+    if lines[-1] != "" or len(lines) < 2:
+        raise NoteError("the note has no signature lines")
+    if len(lines) - 1 > MAX_SIGNATURES:
+        raise NoteError(f"more than {MAX_SIGNATURES} signatures")
+    body = text.encode()
+    verified = False
+    for line in lines[:-1]:
+        name, blob = _parse_signature_line(line)
+        for verifier in trusted:
+            if verifier.name == name and verifier.key_id == blob[:4]:
+                if not verifier.verify(body, blob[4:]):
+                    raise NoteError(f"signature by {name} does not verify")
+                verified = True
+    if not verified:
+        raise NoteError("no signature by a trusted key")
+    return text
+
+
+def _parse_signature_line(line: str) -> tuple[str, bytes]:
+    if not line.startswith(SIGNATURE_PREFIX):
+        raise NoteError(f"malformed signature line {line[:40]!r}")
+    name, sep, encoded = line[len(SIGNATURE_PREFIX) :].partition(" ")
+    if not sep or " " in encoded:
+        raise NoteError(f"malformed signature line {line[:40]!r}")
+    check_key_name(name)
+    blob = _b64decode(encoded)
+    if len(blob) < 5:
+        raise NoteError("signature too short")
+    return name, blob

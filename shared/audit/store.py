@@ -1,0 +1,97 @@
+"""What an audit link store must do, whatever database is behind it (SQLite, PostgreSQL…).
+
+The contract that makes the audit service exactly-once into the store: links are append-only,
+keyed by (tenant, run, index) and unique per (tenant, eventId); and a batch of links is written
+in *one* transaction together with the consumer offsets that follow it, so after a crash the
+store holds either the batch and its offsets or neither. A batch that does not extend the
+current heads (wrong index, wrong prevHash, an eventId already sealed) is refused whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from runtrail.audit.checkpoint import Checkpoint
+from runtrail.audit.errors import MalformedLink
+from runtrail.audit.link import Link, RunHead
+from runtrail.audit.verify import MALFORMED_LINK, ChainVerification, verify_links
+
+
+class TopicPartition(NamedTuple):
+    """A consumer position's key; the stored value is the *next* offset to consume."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCheckpoint:
+    """A signed checkpoint as kept apart from the links, with the heads it commits to."""
+
+    checkpoint_id: int
+    checkpoint: Checkpoint
+    note: str
+    created_at: str
+
+
+class LinkStore(Protocol):
+    """Append-only audit links, consumer offsets and signed checkpoints."""
+
+    def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
+        """Append ``links`` (in chain order) and set ``offsets``, in one transaction.
+
+        Raises :class:`~runtrail.audit.errors.ChainConflict` (and writes nothing) when a link
+        does not extend its run's head or its eventId is already sealed in the tenant; a link
+        identical to one already stored at its (tenant, run, index) is skipped, so a retried
+        batch is harmless.
+        """
+        ...
+
+    def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
+        """The run's links in index order, exactly as stored (never re-sealed)."""
+        ...
+
+    def head(self, tenant_id: str, run_id: str) -> RunHead | None:
+        """The run's head from its last stored link; ``None`` if the run has none."""
+        ...
+
+    def heads(self) -> list[RunHead]:
+        """The head of every run in the store (what a checkpoint commits to)."""
+        ...
+
+    def find_event(self, tenant_id: str, event_id: str) -> Link | None:
+        """The link that sealed ``event_id`` in the tenant, if any (for de-duplication)."""
+        ...
+
+    def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Next offset per partition, for those partitions that have one stored."""
+        ...
+
+    def save_checkpoint(
+        self, note: str, checkpoint: Checkpoint, heads: Sequence[RunHead]
+    ) -> StoredCheckpoint:
+        """Keep a signed checkpoint and the heads it commits to (so proofs stay available)."""
+        ...
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        """The most recently saved checkpoint."""
+        ...
+
+    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
+        """The heads a saved checkpoint commits to, in leaf order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def verify_stored(store: LinkStore, tenant_id: str, run_id: str) -> ChainVerification:
+    """Verify a run's chain as the store holds it; an unreadable row is a broken link too."""
+    try:
+        links = store.load_chain(tenant_id, run_id)
+    except MalformedLink as exc:
+        head = store.head(tenant_id, run_id)
+        length = head.length if head is not None else 0
+        return ChainVerification(False, length, exc.index, MALFORMED_LINK, detail=str(exc))
+    return verify_links(links, tenant_id, run_id)

@@ -1,0 +1,277 @@
+"""The embedded audit store: SQLite, one file, the default behind ``sqlite:///path.db``.
+
+Links are stored with their event as the RFC 8785 text that was hashed, so
+``sha256(prev_hash || '|' || event)`` can be checked straight off a row. Triggers refuse
+UPDATE and DELETE on links and checkpoints: changing the record means going around the store,
+which is exactly what verification is there to catch. WAL with ``synchronous=FULL`` makes a
+committed batch (and its offsets) survive a crash or power loss.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from runtrail.audit.canonical import GENESIS_HASH, canonical_event, hash_canonical
+from runtrail.audit.checkpoint import Checkpoint, order_heads
+from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.link import Link, RunHead
+from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.events.errors import EventError
+from runtrail.events.jsonform import loads_strict
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit_links (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    idx INTEGER NOT NULL CHECK (idx >= 0),
+    event_id TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, idx),
+    UNIQUE (tenant_id, event_id)
+);
+CREATE TRIGGER IF NOT EXISTS audit_links_no_update BEFORE UPDATE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_links_no_delete BEFORE DELETE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END;
+
+CREATE TABLE IF NOT EXISTS audit_offsets (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit_checkpoint_heads (
+    checkpoint_id INTEGER NOT NULL REFERENCES audit_checkpoints (id),
+    leaf_index INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, leaf_index)
+);
+CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
+"""
+
+_HEAD_SQL = (
+    "SELECT idx, hash FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx DESC LIMIT 1"
+)
+
+
+def path_from_url(url: str) -> str:
+    """``sqlite:///var/lib/audit.db`` → ``/var/lib/audit.db``; ``sqlite:///:memory:`` too."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sqlite" or parsed.netloc or not parsed.path:
+        raise ValueError(f"not a sqlite:///path URL: {url!r}")
+    path = unquote(parsed.path)
+    return ":memory:" if path == "/:memory:" else path
+
+
+class SqliteLinkStore:
+    """:class:`~runtrail.audit.store.LinkStore` on one SQLite file (thread-safe)."""
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.executescript(_SCHEMA)
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteLinkStore:
+        return cls(path_from_url(url))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    # --- writing -------------------------------------------------------------------------
+    def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
+        """Append links and set offsets in one transaction; all or nothing."""
+        with self._transaction() as conn:
+            rows = self._new_rows(conn, links)
+            try:
+                conn.executemany(
+                    "INSERT INTO audit_links "
+                    "(tenant_id, run_id, idx, event_id, prev_hash, hash, event) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ChainConflict(f"link refused by the store: {exc}") from exc
+            conn.executemany(
+                "INSERT INTO audit_offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
+                "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                [(tp[0], tp[1], offset) for tp, offset in offsets.items()],
+            )
+
+    def _new_rows(
+        self, conn: sqlite3.Connection, links: Sequence[Link]
+    ) -> list[tuple[str, str, int, str, str, str, str]]:
+        """Rows to insert, after checking each link extends its run's head."""
+        heads: dict[tuple[str, str], tuple[int, str]] = {}
+        rows: list[tuple[str, str, int, str, str, str, str]] = []
+        for link in links:
+            tenant, run, event_id = link.tenant_id, link.run_id, link.event_id
+            key = (tenant, run)
+            if key not in heads:
+                row = conn.execute(_HEAD_SQL, key).fetchone()
+                heads[key] = (0, GENESIS_HASH) if row is None else (row[0] + 1, row[1])
+            length, last = heads[key]
+            if link.index < length and self._is_stored(conn, tenant, run, link):
+                continue  # a retried batch: this exact link is already there
+            if link.index != length or link.prev_hash != last:
+                raise ChainConflict(
+                    f"link {link.index} of run {tenant}/{run} does not extend its head "
+                    f"(length {length}, hash {last})"
+                )
+            canonical = canonical_event(link.event)
+            if hash_canonical(link.prev_hash, canonical) != link.hash:
+                raise ChainConflict(f"link {link.index} of run {tenant}/{run}: hash is not its own")
+            text = canonical.decode()
+            rows.append((tenant, run, link.index, event_id, link.prev_hash, link.hash, text))
+            heads[key] = (length + 1, link.hash)
+        return rows
+
+    @staticmethod
+    def _is_stored(conn: sqlite3.Connection, tenant: str, run: str, link: Link) -> bool:
+        row = conn.execute(
+            "SELECT prev_hash, hash, event_id FROM audit_links "
+            "WHERE tenant_id = ? AND run_id = ? AND idx = ?",
+            (tenant, run, link.index),
+        ).fetchone()
+        return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
+
+    # --- reading -------------------------------------------------------------------------
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return [tuple(row) for row in self._conn.execute(sql, params).fetchall()]
+
+    def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
+        rows = self._query(
+            "SELECT idx, prev_hash, hash, event FROM audit_links "
+            "WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
+            (tenant_id, run_id),
+        )
+        return [_link(row) for row in rows]
+
+    def head(self, tenant_id: str, run_id: str) -> RunHead | None:
+        rows = self._query(_HEAD_SQL, (tenant_id, run_id))
+        if not rows:
+            return None
+        idx, hash_ = rows[0]
+        return RunHead(tenant_id, run_id, int(idx) + 1, str(hash_))
+
+    def heads(self) -> list[RunHead]:
+        rows = self._query(
+            "SELECT l.tenant_id, l.run_id, l.idx, l.hash FROM audit_links AS l "
+            "JOIN (SELECT tenant_id, run_id, MAX(idx) AS idx FROM audit_links "
+            "GROUP BY tenant_id, run_id) AS m USING (tenant_id, run_id, idx)"
+        )
+        return order_heads(RunHead(str(t), str(r), int(i) + 1, str(h)) for t, r, i, h in rows)
+
+    def find_event(self, tenant_id: str, event_id: str) -> Link | None:
+        rows = self._query(
+            "SELECT idx, prev_hash, hash, event FROM audit_links "
+            "WHERE tenant_id = ? AND event_id = ?",
+            (tenant_id, event_id),
+        )
+        return _link(rows[0]) if rows else None
+
+    def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        wanted = set(partitions)
+        rows = self._query(
+            "SELECT partition, next_offset FROM audit_offsets WHERE topic = ?", (topic,)
+        )
+        return {int(p): int(o) for p, o in rows if int(p) in wanted}
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(
+        self, note: str, checkpoint: Checkpoint, heads: Sequence[RunHead]
+    ) -> StoredCheckpoint:
+        ordered = order_heads(heads)
+        if len(ordered) != checkpoint.size:
+            raise ValueError(f"{len(ordered)} heads for a checkpoint of size {checkpoint.size}")
+        created = datetime.now(UTC).isoformat()
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO audit_checkpoints (origin, size, body, note, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (checkpoint.origin, checkpoint.size, checkpoint.body(), note, created),
+            )
+            checkpoint_id = int(cursor.lastrowid or 0)
+            conn.executemany(
+                "INSERT INTO audit_checkpoint_heads "
+                "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (checkpoint_id, i, h.tenant_id, h.run_id, h.length, h.hash)
+                    for i, h in enumerate(ordered)
+                ],
+            )
+        return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        rows = self._query(
+            "SELECT id, body, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1"
+        )
+        if not rows:
+            return None
+        checkpoint_id, body, note, created = rows[0]
+        return StoredCheckpoint(
+            int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
+        )
+
+    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
+        rows = self._query(
+            "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
+            "WHERE checkpoint_id = ? ORDER BY leaf_index",
+            (checkpoint_id,),
+        )
+        return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]
+
+
+def _link(row: tuple[Any, ...]) -> Link:
+    idx, prev_hash, hash_, text = row
+    try:
+        event = loads_strict(str(text))
+    except (ValueError, EventError) as exc:
+        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", idx) from exc
+    if not isinstance(event, dict):
+        raise MalformedLink(f"stored link {idx}: event is not a JSON object", idx)
+    return Link(int(idx), event, str(prev_hash), str(hash_))

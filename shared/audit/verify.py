@@ -1,0 +1,132 @@
+"""Recompute a chain from genesis and report the first link that does not hold.
+
+Each link, in the order presented, must pass, in this order:
+
+1. ``hash`` equals ``sha256(prevHash + "|" + JCS(event))`` (else ``"hash mismatch"``) — an
+   event edited without re-sealing, or an edited stored hash;
+2. ``prevHash`` equals the hash of the link before it, genesis for the first (else
+   ``"prevHash mismatch"``) — a deleted, inserted or reordered link;
+3. the event belongs to the same tenant and run as the rest (else ``"run mismatch"``);
+4. ``index`` equals its position (else ``"index mismatch"``; the index is a label and is not
+   hashed, so it is checked on its own).
+
+``firstBrokenIndex`` is the stored ``index`` of the first failing link (its position if the
+index itself is the problem or the line could not be read). Deleting link *k* therefore
+reports *k + 1*: the surviving link whose ``prevHash`` no longer matches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from runtrail.audit.canonical import GENESIS_HASH, link_hash
+from runtrail.audit.errors import MalformedLink
+from runtrail.audit.link import Link
+
+HASH_MISMATCH = "hash mismatch"
+PREV_HASH_MISMATCH = "prevHash mismatch"
+INDEX_MISMATCH = "index mismatch"
+RUN_MISMATCH = "run mismatch"
+MALFORMED_LINK = "malformed link"
+#: Reasons only a trusted checkpoint can give (see :mod:`runtrail.audit.anchoring`).
+TRUNCATED = "truncated"
+REWRITTEN = "rewritten"
+FORK = "fork"
+NOT_IN_CHECKPOINT = "head not in checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class ChainVerification:
+    """The verdict on one chain; ``detail`` says more than the fixed ``reason`` when it can."""
+
+    valid: bool
+    length: int
+    first_broken_index: int | None = None
+    reason: str | None = None
+    head_hash: str | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's JSON verdict: ``{"valid", "length", "firstBrokenIndex", "reason"}``."""
+        return {
+            "valid": self.valid,
+            "length": self.length,
+            "firstBrokenIndex": self.first_broken_index,
+            "reason": self.reason,
+        }
+
+
+class ChainVerifier:
+    """Verifies a chain link by link, so an export of any size streams through it."""
+
+    def __init__(self, tenant_id: str | None = None, run_id: str | None = None) -> None:
+        pinned = tenant_id is not None and run_id is not None
+        self._identity: tuple[str | None, str | None] | None = (
+            (tenant_id, run_id) if pinned else None
+        )
+        self._expected_prev = GENESIS_HASH
+        self._count = 0
+        self._failure: tuple[int, str, str | None] | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self._failure is not None
+
+    def add(self, link: Link) -> None:
+        """Check the next link (once broken, later links are only counted)."""
+        position = self._count
+        self._count += 1
+        if self._failure is None:
+            self._failure = self._check(link, position)
+            if self._failure is None:
+                self._expected_prev = link.hash
+
+    def add_malformed(self, detail: str) -> None:
+        """Record that the next link could not even be read."""
+        position = self._count
+        self._count += 1
+        if self._failure is None:
+            self._failure = (position, MALFORMED_LINK, detail)
+
+    def fail(self, index: int, reason: str, detail: str | None = None) -> None:
+        """Record a failure found outside the chain itself (an export line's labels, say)."""
+        if self._failure is None:
+            self._failure = (index, reason, detail)
+
+    def result(self) -> ChainVerification:
+        if self._failure is not None:
+            index, reason, detail = self._failure
+            return ChainVerification(False, self._count, index, reason, None, detail)
+        head = self._expected_prev if self._count else None
+        return ChainVerification(True, self._count, None, None, head)
+
+    def _check(self, link: Link, position: int) -> tuple[int, str, str | None] | None:
+        label = link.index if isinstance(link.index, int) else position
+        try:
+            recomputed = link_hash(link.prev_hash, link.event)
+            identity = (link.tenant_id, link.run_id)
+        except MalformedLink as exc:
+            return (label, MALFORMED_LINK, str(exc))
+        if recomputed != link.hash:
+            return (label, HASH_MISMATCH, f"stored {link.hash!r}, recomputed {recomputed}")
+        if link.prev_hash != self._expected_prev:
+            return (label, PREV_HASH_MISMATCH, f"expected {self._expected_prev}")
+        if self._identity is None:
+            self._identity = identity
+        elif identity != self._identity:
+            return (label, RUN_MISMATCH, f"event of {identity}, chain of {self._identity}")
+        if link.index != position:
+            return (position, INDEX_MISMATCH, f"link at position {position} says {link.index}")
+        return None
+
+
+def verify_links(
+    links: Iterable[Link], tenant_id: str | None = None, run_id: str | None = None
+) -> ChainVerification:
+    """Verify a whole chain from genesis; with ``tenant_id``/``run_id``, also its identity."""
+    verifier = ChainVerifier(tenant_id, run_id)
+    for link in links:
+        verifier.add(link)
+    return verifier.result()

@@ -1,0 +1,278 @@
+"""JSONL export: round trip, the tamper table on a file, and the standalone verifier script."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtrail.audit import (
+    HashChainedEventLog,
+    MalformedLink,
+    read_export,
+    verify_export,
+    write_export,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "verify_audit_export.py"
+
+
+def event(seq: int, run: str = "run-1", text: str | None = None) -> dict[str, Any]:
+    return {
+        "eventId": f"e-{run}-{seq}",
+        "runId": run,
+        "tenantId": "acme",
+        "sequence": str(seq),
+        "type": "MODEL_RESPONSE",
+        "schemaVersion": 1,
+        "occurredAt": "2024-05-01T12:00:00Z",
+        "actor": {"kind": "agent", "id": "a"},
+        "correlationId": "c",
+        "data": {"message": text or f"part {seq} — ünïcödé", "raw": {"n": seq, "f": 0.25}},
+    }
+
+
+def chain(n: int = 6, run: str = "run-1") -> HashChainedEventLog:
+    log = HashChainedEventLog()
+    for seq in range(1, n + 1):
+        log.append(event(seq, run))
+    return log
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    path = tmp_path / "links.jsonl"
+    assert write_export(path, chain().links) == 6
+    return path
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def rewrite(path: Path, objs: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs), "utf-8")
+
+
+def run_tool(path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-I", str(TOOL), str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def both(path: Path) -> dict[str, Any]:
+    """The library's verdict, after checking the standalone script agrees with it."""
+    ours = verify_export(path).to_json()
+    code, theirs = run_tool(path)
+    assert theirs == ours
+    assert code == (0 if ours["valid"] else 1)
+    return ours
+
+
+# --- format and round trip -------------------------------------------------------------------
+def test_round_trip(export: Path) -> None:
+    assert tuple(read_export(export)) == chain().links
+
+
+def test_each_line_is_canonical_json_with_the_link_and_its_run(export: Path) -> None:
+    raw = export.read_bytes().split(b"\n")
+    assert raw[-1] == b""
+    first = json.loads(raw[0])
+    assert set(first) == {"tenantId", "runId", "index", "prevHash", "hash", "event"}
+    assert (first["tenantId"], first["runId"], first["index"]) == ("acme", "run-1", 0)
+    assert raw[0].startswith(b'{"event":{"actor":')  # sorted keys, no whitespace
+    assert "ü".encode() in raw[0]  # UTF-8, not \u escapes
+
+
+def test_good_export_verifies_in_the_library_and_the_script(export: Path) -> None:
+    assert both(export) == {"valid": True, "length": 6, "firstBrokenIndex": None, "reason": None}
+
+
+def test_reformatted_lines_still_verify(export: Path) -> None:
+    # Whitespace, key order and \u escapes are not evidence: the canonical form is.
+    text = "".join(
+        json.dumps(obj, indent=None, ensure_ascii=True, sort_keys=False, separators=(", ", ": "))
+        + "\n"
+        for obj in [dict(reversed(list(o.items()))) for o in lines(export)]
+    )
+    export.write_text(text, "ascii")
+    assert both(export)["valid"]
+
+
+def test_empty_export_is_an_empty_valid_chain(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    write_export(path, [])
+    assert both(path) == {"valid": True, "length": 0, "firstBrokenIndex": None, "reason": None}
+
+
+# --- the tamper table, against a file --------------------------------------------------------
+def test_modified_payload(export: Path) -> None:
+    objs = lines(export)
+    objs[3]["event"]["data"]["message"] = "edited"
+    rewrite(export, objs)
+    assert both(export) == {
+        "valid": False,
+        "length": 6,
+        "firstBrokenIndex": 3,
+        "reason": "hash mismatch",
+    }
+
+
+def test_deleted_middle_link(export: Path) -> None:
+    objs = lines(export)
+    del objs[2]
+    rewrite(export, objs)
+    assert both(export) == {
+        "valid": False,
+        "length": 5,
+        "firstBrokenIndex": 3,
+        "reason": "prevHash mismatch",
+    }
+
+
+def test_swapped_pair(export: Path) -> None:
+    objs = lines(export)
+    objs[1], objs[2] = objs[2], objs[1]
+    rewrite(export, objs)
+    verdict = both(export)
+    assert (verdict["valid"], verdict["firstBrokenIndex"], verdict["reason"]) == (
+        False,
+        2,
+        "prevHash mismatch",
+    )
+
+
+def test_swapped_pair_with_indices_relabelled(export: Path) -> None:
+    objs = lines(export)
+    objs[1], objs[2] = objs[2], objs[1]
+    objs[1]["index"], objs[2]["index"] = 1, 2
+    rewrite(export, objs)
+    verdict = both(export)
+    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (1, "prevHash mismatch")
+
+
+def test_modified_stored_hash(export: Path) -> None:
+    objs = lines(export)
+    objs[4]["hash"] = objs[4]["hash"][:-1] + ("0" if objs[4]["hash"][-1] != "0" else "1")
+    rewrite(export, objs)
+    verdict = both(export)
+    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (4, "hash mismatch")
+
+
+def test_uppercase_hash_is_not_the_same_hash(export: Path) -> None:
+    objs = lines(export)
+    objs[0]["hash"] = objs[0]["hash"].upper()
+    rewrite(export, objs)
+    assert both(export)["reason"] == "hash mismatch"
+
+
+def test_relabelled_run_on_a_line(export: Path) -> None:
+    objs = lines(export)
+    objs[2]["runId"] = "run-other"
+    rewrite(export, objs)
+    verdict = both(export)
+    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (2, "run mismatch")
+
+
+def test_a_link_of_another_run_spliced_in(tmp_path: Path) -> None:
+    other = chain(3, run="run-2").links
+    mine = chain(3).links
+    path = tmp_path / "spliced.jsonl"
+    write_export(path, [*mine, other[0]])
+    verdict = both(path)
+    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (0, "prevHash mismatch")
+
+
+def test_unreadable_line(export: Path) -> None:
+    text = export.read_text("utf-8").splitlines(keepends=True)
+    text[2] = '{"not": json\n'
+    export.write_text("".join(text), "utf-8")
+    assert both(export) == {
+        "valid": False,
+        "length": 6,
+        "firstBrokenIndex": 2,
+        "reason": "malformed link",
+    }
+    with pytest.raises(MalformedLink, match="line 3"):
+        read_export(export)
+
+
+def test_duplicate_keys_are_malformed(export: Path) -> None:
+    text = export.read_text("utf-8").splitlines(keepends=True)
+    text[1] = text[1].replace('{"event":', '{"index":1,"event":', 1)
+    export.write_text("".join(text), "utf-8")
+    assert both(export)["reason"] == "malformed link"
+
+
+def test_missing_key_is_malformed(export: Path) -> None:
+    objs = lines(export)
+    del objs[0]["prevHash"]
+    rewrite(export, objs)
+    assert both(export)["reason"] == "malformed link"
+
+
+# --- what only a trusted head shows -----------------------------------------------------------
+def test_truncated_tail_and_resealed_rewrite_pass_alone_but_not_against_a_head(
+    tmp_path: Path,
+) -> None:
+    full = chain()
+    head = full.head()
+    assert head is not None
+    trusted = ["--expect-length", str(head.length), "--expect-hash", head.hash]
+
+    cut = tmp_path / "cut.jsonl"
+    write_export(cut, full.links[:4])
+    assert both(cut)["valid"]  # a shorter chain is a perfectly good chain on its own
+    assert run_tool(cut, *trusted) == (
+        1,
+        {"valid": False, "length": 4, "firstBrokenIndex": 4, "reason": "truncated"},
+    )
+
+    rewritten = HashChainedEventLog()
+    rewritten.restore(
+        [event(seq, text="rewritten") if seq == 3 else event(seq) for seq in range(1, 7)]
+    )
+    resealed = tmp_path / "resealed.jsonl"
+    write_export(resealed, rewritten.links)
+    assert both(resealed)["valid"]
+    assert run_tool(resealed, *trusted) == (
+        1,
+        {"valid": False, "length": 6, "firstBrokenIndex": 5, "reason": "rewritten"},
+    )
+
+    good = tmp_path / "good.jsonl"
+    write_export(good, [*full.links])
+    assert run_tool(good, *trusted)[0] == 0
+
+
+def test_script_exit_code_two_when_the_file_is_missing(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-I", str(TOOL), str(tmp_path / "absent.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+
+
+def test_script_imports_only_the_standard_library_and_rfc8785() -> None:
+    tree = ast.parse(TOOL.read_text("utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"rfc8785"}
