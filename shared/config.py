@@ -27,12 +27,6 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Extra librdkafka options for every client (security.protocol, sasl.*, ssl.*…).",
     )
-    schema_registry_url: str | None = Field(
-        default=None,
-        description="Confluent Schema Registry URL; when set the Confluent framing is used instead "
-        "of Avro single-object encoding.",
-    )
-
     extra_schema_dirs: list[Path] = Field(
         default_factory=list,
         description="Folders of extra writer schemas (.avsc) to decode events this code has no "

@@ -1,0 +1,57 @@
+"""librdkafka configuration of the publisher's producer.
+
+Three settings are invariants, not tuning, and win over ``kafka_options``:
+
+* ``enable.idempotence=true`` and ``acks=all`` — librdkafka leaves idempotence off, and
+  without it a retried batch can be written twice or reordered, which breaks per-run order;
+* ``partitioner=murmur2_random`` — the Java client's default, so a run's events land on the
+  same partition whichever language produced them (librdkafka's default is CRC32);
+* ``message.timeout.ms`` / ``compression.type`` / ``linger.ms`` come from their own
+  :class:`~runtrail.config.Settings` fields.
+
+Everything else in ``settings.kafka_options`` (SASL, TLS, client.id…) passes through, and may
+override the batching defaults below.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runtrail.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Batching and buffering defaults; ``kafka_options`` may override them.
+TUNING_DEFAULTS: dict[str, Any] = {
+    "client.id": "runtrail-publisher",
+    "batch.num.messages": 10_000,
+    "batch.size": 1_048_576,
+    "queue.buffering.max.messages": 100_000,
+    "queue.buffering.max.kbytes": 262_144,
+}
+
+
+def invariants(settings: Settings) -> dict[str, Any]:
+    """The options the publisher's guarantees rest on."""
+    return {
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "message.timeout.ms": settings.delivery_timeout_ms,
+        "compression.type": settings.compression,
+        "linger.ms": settings.linger_ms,
+    }
+
+
+def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
+    """Producer config: bootstrap + defaults + passthrough options + invariants + overrides."""
+    config: dict[str, Any] = dict(TUNING_DEFAULTS)
+    config.update(settings.kafka_config())
+    for key, value in invariants(settings).items():
+        given = config.get(key)
+        if given is not None and str(given).lower() != str(value).lower():
+            log.warning("kafka option %s=%s ignored: the publisher needs %s", key, given, value)
+        config[key] = value
+    config.update(overrides)
+    return config

@@ -1,0 +1,145 @@
+"""default_redactor: secret keys and secret-looking strings inside ``data``, nothing else."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from runtrail.publisher import REDACTED, default_redactor, no_redaction
+from runtrail.publisher.redaction import is_sensitive_key, redact_text, redact_value
+
+SECRET_KEYS = [
+    "api_key",
+    "apikey",
+    "api-key",
+    "x-api-key",
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+    "access_token",
+    "refresh_token",
+    "token",
+    "authorization",
+]
+
+
+def event(data: Any) -> dict[str, Any]:
+    return {
+        "eventId": "e-1",
+        "runId": "run-1",
+        "tenantId": "t1",
+        "correlationId": "corr",
+        "type": "TOOL_CALL",
+        "schemaVersion": 1,
+        "data": data,
+    }
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_each_secret_key_is_redacted(key: str) -> None:
+    out = default_redactor(event({key: "hunter2", "city": "Paris"}))
+    assert out["data"] == {key: REDACTED, "city": "Paris"}
+
+
+@pytest.mark.parametrize("key", ["API_KEY", "Api-Key", "X-API-KEY", "Authorization", "PassWord"])
+def test_keys_match_case_insensitively(key: str) -> None:
+    assert default_redactor(event({key: "v"}))["data"] == {key: REDACTED}
+
+
+@pytest.mark.parametrize("key", ["input_tokens", "tokenizer", "secretary", "passwords_count"])
+def test_similar_keys_are_kept(key: str) -> None:
+    assert not is_sensitive_key(key)
+    assert default_redactor(event({key: 12}))["data"] == {key: 12}
+
+
+def test_whole_value_of_secret_key_is_replaced_even_if_structured() -> None:
+    out = default_redactor(event({"secret": {"nested": [1, 2]}, "token": 123}))
+    assert out["data"] == {"secret": REDACTED, "token": REDACTED}
+
+
+def test_nested_dicts_and_lists() -> None:
+    data = {
+        "request": {
+            "headers": [{"Authorization": "Basic dXNlcjpwYXNz"}, {"Accept": "json"}],
+            "body": {"messages": [{"content": "my password is x", "password": "x"}]},
+        }
+    }
+    out = default_redactor(event(data))
+    headers = out["data"]["request"]["headers"]
+    assert headers == [{"Authorization": REDACTED}, {"Accept": "json"}]
+    message = out["data"]["request"]["body"]["messages"][0]
+    assert message == {"content": "my password is x", "password": REDACTED}
+
+
+def test_bearer_tokens_in_strings() -> None:
+    text = "curl -H 'Authorization: Bearer abc.DEF-123_x~+/=' https://x and bearer zzz9"
+    assert redact_text(text) == (
+        "curl -H 'Authorization: Bearer [REDACTED]' https://x and bearer [REDACTED]"
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sk-" + "a1B2" * 12,
+        "sk-proj-" + "Xy9_" * 10,
+        "sk-ant-api03-" + "Zq7-" * 20,
+    ],
+)
+def test_openai_and_anthropic_keys_in_strings(key: str) -> None:
+    assert redact_text(f"use {key} now") == f"use {REDACTED} now"
+    assert redact_text(f'{{"k":"{key}"}}') == f'{{"k":"{REDACTED}"}}'
+
+
+def test_aws_access_key_ids_in_strings() -> None:
+    assert redact_text("id=AKIAIOSFODNN7EXAMPLE;") == f"id={REDACTED};"
+    assert redact_text("AKIAIOSFODNN7EXAMPL") == "AKIAIOSFODNN7EXAMPL"  # 15 chars: no key
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["risk-assessment-for-the-quarter-2024", "sk-learn", "task-0123456789abcdefghij", "Bearer"],
+)
+def test_ordinary_text_is_kept(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_strings_are_redacted_everywhere_in_data_but_not_in_envelope() -> None:
+    key = "sk-" + "k" * 30
+    form = event({"arguments": ["x", {"note": f"key {key}"}], "n": 1, "ok": True, "z": None})
+    form["eventId"] = key  # envelope fields are never touched, even when they look secret
+    form["correlationId"] = "Bearer abcdef"
+    out = default_redactor(form)
+    assert out["data"] == {
+        "arguments": ["x", {"note": f"key {REDACTED}"}],
+        "n": 1,
+        "ok": True,
+        "z": None,
+    }
+    assert out["eventId"] == key
+    assert out["correlationId"] == "Bearer abcdef"
+    assert out["runId"] == "run-1"
+
+
+def test_input_is_not_mutated() -> None:
+    form = event({"token": "t", "list": [{"api_key": "k", "s": "Bearer abc"}], "d": {"x": 1}})
+    before = copy.deepcopy(form)
+    out = default_redactor(form)
+    assert form == before
+    assert out is not form
+    assert out["data"]["list"][0] == {"api_key": REDACTED, "s": f"Bearer {REDACTED}"}
+
+
+def test_form_without_data_and_identity_redactor() -> None:
+    form = {"eventId": "e"}
+    assert default_redactor(form) == {"eventId": "e"}
+    assert no_redaction(event({"token": "t"}))["data"] == {"token": "t"}
+
+
+def test_redact_value_passes_scalars() -> None:
+    assert redact_value(3.5) == 3.5
+    assert redact_value(None) is None
+    assert redact_value(("a", "sk-" + "b" * 20)) == ["a", REDACTED]

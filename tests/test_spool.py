@@ -1,0 +1,490 @@
+"""The spool: file format, cursor, torn tails and locking; publisher spooling and draining.
+
+Unit tests use :class:`tests.fake_producer.FakeProducer`; the tests marked ``kafka`` stop and
+start a real broker under a publisher.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+from runtrail.config import Settings
+from runtrail.events import EventCodec
+from runtrail.kafka.broker import LocalBroker
+from runtrail.publisher import Publisher, Spool, SpoolRecord
+from runtrail.publisher.spool import SpoolError, path_component
+from tests.fake_producer import FakeProducer
+from tests.support import create_topic, unique_topic
+
+CODEC = EventCodec()
+
+
+def rec(n: int, key: bytes | None = b"run-1") -> SpoolRecord:
+    return SpoolRecord(
+        key=key,
+        value=bytes([0xC3, 0x01, n % 256, 0, 0xFF]) + f"value-{n}".encode(),
+        headers=(("rt.type", b"STEP_END"), ("rt.event_id", f"e{n}".encode())),
+        event_id=f"e{n}",
+    )
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "it") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# --- the spool file -------------------------------------------------------------------------
+def test_records_round_trip_byte_identical(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.spool")
+    records = [rec(1), rec(2, key=None), SpoolRecord(b"\x00\xff", b"\x00\n\r", ())]
+    for r in records:
+        spool.append(r)
+    assert spool.depth == 3
+    got = [e.record for e in spool.read(10)]
+    assert got == records
+    spool.close()
+
+
+def test_read_is_bounded_and_advance_moves_the_cursor(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.spool")
+    for n in range(5):
+        spool.append(rec(n))
+    first = spool.read(2)
+    assert [e.record.event_id for e in first if e.record] == ["e0", "e1"]
+    spool.advance(first[-1].end, len(first))
+    assert spool.depth == 3
+    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e2", "e3", "e4"]
+    spool.close()
+    reopened = Spool(tmp_path / "s.spool")  # the cursor is durable
+    assert reopened.depth == 3
+    assert [e.record.event_id for e in reopened.read(10) if e.record] == ["e2", "e3", "e4"]
+    reopened.close()
+
+
+def test_draining_everything_resets_the_file(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.spool")
+    spool.append(rec(1))
+    spool.append(rec(2))
+    entries = spool.read(10)
+    spool.append(rec(3))  # appended while the chunk was out: must survive
+    spool.advance(entries[-1].end, 2)
+    assert spool.depth == 1
+    entries = spool.read(10)
+    spool.advance(entries[-1].end, 1)
+    assert spool.depth == 0
+    assert spool.size == 0
+    assert os.path.getsize(tmp_path / "s.spool") == 0
+    assert (tmp_path / "s.spool.cursor").read_text() == "0"
+    spool.append(rec(4))
+    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e4"]
+    spool.close()
+
+
+def test_a_torn_last_record_is_cut_off(tmp_path: Path) -> None:
+    path = tmp_path / "s.spool"
+    spool = Spool(path)
+    spool.append(rec(1))
+    spool.close()
+    with open(path, "ab") as out:
+        out.write(rec(2).to_line()[:-7])  # a crash in the middle of an append
+    spool = Spool(path)
+    assert spool.depth == 1
+    spool.append(rec(3))
+    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e1", "e3"]
+    spool.close()
+
+
+def test_unreadable_record_is_reported_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "s.spool"
+    spool = Spool(path)
+    spool.append(rec(1))
+    os.write(spool._fd, b"{not json}\n")
+    spool.close()
+    spool = Spool(path)
+    spool.append(rec(2))
+    entries = spool.read(10)
+    assert [e.record.event_id if e.record else None for e in entries] == ["e1", None, "e2"]
+    spool.close()
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "999999", "3"])
+def test_a_bad_cursor_resends_from_the_start(tmp_path: Path, cursor: str) -> None:
+    path = tmp_path / "s.spool"
+    spool = Spool(path)
+    spool.append(rec(1))
+    spool.append(rec(2))
+    spool.close()
+    (tmp_path / "s.spool.cursor").write_text(cursor)
+    spool = Spool(path)
+    assert spool.cursor == 0
+    assert spool.depth == 2
+    spool.close()
+
+
+def test_advance_beyond_the_end_is_refused(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.spool")
+    spool.append(rec(1))
+    with pytest.raises(ValueError):
+        spool.advance(spool.size + 1, 1)
+    spool.close()
+
+
+def test_live_spools_are_locked_and_the_next_slot_is_taken(tmp_path: Path) -> None:
+    first = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
+    second = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
+    assert first.path == tmp_path / "tenant%2Fa%20b" / "runtrail%2Eevents.spool"
+    assert second.path.name == "runtrail%2Eevents.1.spool"
+    with pytest.raises(BlockingIOError):
+        Spool(first.path)
+    first.close()
+    third = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
+    assert third.path == first.path  # released at close: the next publisher takes it over
+    second.close()
+    third.close()
+
+
+def test_tenants_get_separate_folders(tmp_path: Path) -> None:
+    a = Spool.open_for(tmp_path, "acme", "events")
+    b = Spool.open_for(tmp_path, "globex", "events")
+    assert a.path.parent != b.path.parent
+    a.close()
+    b.close()
+
+
+def test_path_component_is_one_safe_component() -> None:
+    for name in ["..", ".", "a/b", "", "é", "x\x00y"]:
+        safe = path_component(name)
+        assert safe not in ("", ".", "..")
+        assert "/" not in safe and "\x00" not in safe
+    assert path_component("acme-1_x") == "acme-1_x"
+
+
+def test_unusable_spool_folder_is_an_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SpoolError):
+        Spool.open_for(blocker, "t", "events")
+
+
+# --- publisher spooling with a fake producer -------------------------------------------------
+def settings(tmp_path: Path, **extra: Any) -> Settings:
+    return Settings(
+        bootstrap_servers="127.0.0.1:1",
+        spool_dir=tmp_path / "spool",
+        tenant="t1",
+        events_topic="events",
+        **extra,
+    )
+
+
+def make(tmp_path: Path, fake: FakeProducer, **kwargs: Any) -> Publisher:
+    return Publisher(
+        settings(tmp_path),
+        producer_factory=lambda config: fake,
+        retry_backoff_s=0.01,
+        retry_backoff_max_s=0.05,
+        **kwargs,
+    )
+
+
+def step(pub: Publisher, run: str = "run-1", n: int = 0) -> str:
+    event_id = pub.publish("STEP_END", run, {"reason": f"r{n}"})
+    assert event_id is not None
+    return event_id
+
+
+def delivered(fake: FakeProducer) -> list[tuple[str, str, int]]:
+    """(eventId, runId, sequence) of every message the fake broker took, in order."""
+    out = []
+    for sent in fake.log:
+        event = CODEC.decode(sent.value).event
+        out.append((event.event_id, event.run_id, event.sequence))
+    return out
+
+
+def test_failed_deliveries_spool_and_later_events_queue_behind_them(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="hold")
+    pub = make(tmp_path, fake)
+    ids = [step(pub, n=i) for i in range(3)]
+    fake.mode = "down"  # the three in flight time out
+    wait_until(lambda: pub.stats().spooled == 3, what="the failures to be spooled")
+    assert pub.stats().spooling
+    ids += [step(pub, n=i) for i in range(3, 5)]  # straight to the spool
+    produced = fake.produce_calls
+    stats = pub.stats()
+    assert (stats.spooled, stats.spool_depth, stats.delivery_errors) == (5, 5, 3)
+    assert fake.produce_calls == produced  # nothing new went to the producer while down
+    fake.mode = "up"
+    assert pub.drain(10)
+    assert [d[0] for d in delivered(fake)] == ids
+    assert [d[2] for d in delivered(fake)] == [1, 2, 3, 4, 5]
+    after = step(pub, n=5)  # direct again
+    assert pub.flush(5) == 0
+    assert delivered(fake)[-1] == (after, "run-1", 6)
+    stats = pub.stats()
+    assert (stats.sent, stats.spool_depth, stats.spooling) == (6, 0, False)
+    pub.close()
+
+
+def test_out_of_order_reports_are_spooled_in_publish_order(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="hold")
+    pub = make(tmp_path, fake)
+    first, second = step(pub, n=1), step(pub, n=2)
+    fake.settle(1, ok=False)  # the second fails first: spooling starts
+    third = step(pub, n=3)  # must wait behind the first, still in flight
+    assert pub.stats().spooled == 0
+    fake.settle(0, ok=False)
+    wait_until(lambda: pub.stats().spooled == 3, what="all three spooled")
+    fake.mode = "up"
+    assert pub.drain(10)
+    assert [d[0] for d in delivered(fake)] == [first, second, third]
+    pub.close()
+
+
+def test_a_success_in_flight_is_not_spooled(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="hold")
+    pub = make(tmp_path, fake)
+    ok, bad = step(pub, "run-a", 1), step(pub, "run-b", 2)
+    fake.settle(1, ok=False)
+    later = step(pub, "run-b", 3)
+    fake.settle(0, ok=True)
+    fake.mode = "up"
+    assert pub.drain(10)
+    assert [d[0] for d in delivered(fake)] == [ok, bad, later]
+    assert pub.stats().sent == 3
+    pub.close()
+
+
+def test_a_full_local_queue_spools(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="hold")
+    fake.buffer_limit = 2
+    pub = make(tmp_path, fake)
+    ids = [step(pub, n=i) for i in range(4)]  # the third raises BufferError inside
+    assert pub.stats().spooling
+    fake.buffer_limit = None
+    fake.mode = "up"
+    assert pub.drain(10)
+    assert [d[0] for d in delivered(fake)] == ids
+    pub.close()
+
+
+def test_a_produce_error_spools(tmp_path: Path) -> None:
+    fake = FakeProducer()
+    fake.raise_on_produce = KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+    pub = make(tmp_path, fake)
+    event_id = step(pub)
+    assert pub.stats().spooled == 1
+    fake.raise_on_produce = None
+    assert pub.drain(10)
+    assert [d[0] for d in delivered(fake)] == [event_id]
+    pub.close()
+
+
+def test_too_large_is_rejected_and_uses_no_sequence(tmp_path: Path) -> None:
+    fake = FakeProducer()
+    fake.max_value = 400
+    pub = make(tmp_path, fake)
+    assert pub.publish("STEP_END", "run-1", {"reason": "x" * 1000}) is None
+    small = step(pub)
+    assert pub.flush(5) == 0
+    assert delivered(fake) == [(small, "run-1", 1)]
+    assert pub.stats().rejected == 1
+    assert not pub.stats().spooling
+    pub.close()
+
+
+def test_close_with_broker_down_spools_and_the_next_publisher_drains_first(
+    tmp_path: Path,
+) -> None:
+    fake = FakeProducer(mode="hold")
+    pub = make(tmp_path, fake)
+    old = [step(pub, n=i) for i in range(3)]
+    pub.close(timeout=0.3)  # unsettled: purged into the spool
+    assert pub.stats().spool_depth == 3
+    assert pub.publish("STEP_END", "run-1", {}) is None  # closed: rejected, never raised
+
+    fake2 = FakeProducer(mode="down")
+    pub2 = make(tmp_path, fake2)
+    assert pub2.spool_path == pub.spool_path
+    assert pub2.stats().spooling and pub2.stats().spool_depth == 3
+    pub2.set_next_sequence("run-1", 4)
+    new = step(pub2, n=9)  # goes behind the old spool
+    assert pub2.stats().spool_depth == 4
+    fake2.mode = "up"
+    assert pub2.drain(10)
+    assert [d[0] for d in delivered(fake2)] == [*old, new]
+    assert [d[2] for d in delivered(fake2)] == [1, 2, 3, 4]
+    pub2.close()
+
+
+def test_drain_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="down")
+    pub = make(tmp_path, fake)
+    step(pub)
+    wait_until(lambda: pub.stats().spooled == 1, what="spooled")
+    start = time.monotonic()
+    assert not pub.drain(0.3)
+    assert time.monotonic() - start < 2
+    pub.close(timeout=0.5)
+
+
+def test_per_run_order_survives_interleaved_runs(tmp_path: Path) -> None:
+    fake = FakeProducer(mode="hold")
+    pub = make(tmp_path, fake, drain_chunk=3)
+    runs = [f"run-{uuid.uuid4().hex[:6]}" for _ in range(3)]
+    for i in range(12):
+        step(pub, runs[i % 3], i)
+        if i == 5:
+            fake.mode = "down"
+            wait_until(lambda: pub.stats().spooling, what="spooling")
+    fake.mode = "up"
+    assert pub.drain(10)
+    per_run: dict[str, list[int]] = defaultdict(list)
+    for _, run, seq in delivered(fake):
+        per_run[run].append(seq)
+    assert all(seqs == [1, 2, 3, 4] for seqs in per_run.values()), per_run
+    pub.close()
+
+
+# --- against a real broker that goes away and comes back -------------------------------------
+def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 60.0) -> list[Any]:
+    """Everything on ``topic`` from the beginning (waits for ``expect``, then a little more)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            out += [m for m in consumer.consume(500, 0.5) if m.error() is None]
+        out += [m for m in consumer.consume(500, 2.0) if m.error() is None]  # any duplicates
+    finally:
+        consumer.close()
+    return out
+
+
+def check_topic(bootstrap: str, topic: str, published: dict[str, str], runs: int) -> None:
+    """Every published event exactly once; each run's sequences 1..n in partition order."""
+    messages = read_all(bootstrap, topic, len(published))
+    events = [CODEC.decode(m.value()).event for m in messages]
+    counts: dict[str, int] = defaultdict(int)
+    for event in events:
+        counts[event.event_id] += 1
+    assert set(counts) == set(published)
+    assert all(n == 1 for n in counts.values()), {k: n for k, n in counts.items() if n > 1}
+    per_run: dict[str, list[int]] = defaultdict(list)
+    for message, event in sorted(
+        zip(messages, events, strict=True), key=lambda me: (me[0].partition(), me[0].offset())
+    ):
+        assert message.key() == event.run_id.encode()
+        assert published[event.event_id] == event.run_id
+        per_run[event.run_id].append(event.sequence)
+    assert len(per_run) == runs
+    for run, seqs in per_run.items():
+        assert seqs == list(range(1, len(seqs) + 1)), (run, seqs)
+
+
+def broker_settings(tmp_path: Path, bootstrap: str, topic: str) -> Settings:
+    return Settings(
+        bootstrap_servers=bootstrap,
+        spool_dir=tmp_path / "spool",
+        tenant="t1",
+        events_topic=topic,
+        delivery_timeout_ms=3000,
+    )
+
+
+def publish_round(pub: Publisher, runs: list[str], per_run: int, into: dict[str, str]) -> None:
+    for i in range(per_run * len(runs)):
+        run = runs[i % len(runs)]
+        event_id = pub.publish("MODEL_REASONING", run, {"text": f"thought {i}"})
+        assert event_id is not None  # never None, never raised, broker up or down
+        into[event_id] = run
+
+
+@pytest.mark.kafka
+def test_events_spool_while_the_broker_is_down_and_drain_when_it_returns(
+    tmp_path: Path, restartable_broker: LocalBroker
+) -> None:
+    bootstrap = restartable_broker.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("spool"), partitions=3)
+    runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    published: dict[str, str] = {}
+    pub = Publisher(
+        broker_settings(tmp_path, bootstrap, topic), retry_backoff_s=0.2, retry_backoff_max_s=1.0
+    )
+    try:
+        publish_round(pub, runs, 3, published)
+        assert pub.flush(30) == 0
+        assert pub.stats().sent == 9
+
+        restartable_broker.stop()
+        publish_round(pub, runs, 3, published)
+        wait_until(lambda: pub.stats().spooled == 9, 30, "the undeliverable events to spool")
+        publish_round(pub, runs, 1, published)  # straight to the spool, behind the others
+        stats = pub.stats()
+        assert (stats.spooled, stats.spool_depth, stats.rejected) == (12, 12, 0)
+        assert stats.spooling and stats.delivery_errors >= 9
+
+        restartable_broker.start()
+        assert pub.drain(90), f"spool not drained: {pub.stats()}"
+        assert not pub.stats().spooling
+        publish_round(pub, runs, 1, published)  # direct again
+        assert pub.flush(30) == 0
+        stats = pub.stats()
+        assert (stats.sent, stats.spool_depth) == (24, 0)
+    finally:
+        pub.close(timeout=10)
+    check_topic(bootstrap, topic, published, len(runs))
+
+
+@pytest.mark.kafka
+def test_a_spool_left_at_close_is_drained_by_the_next_publisher(
+    tmp_path: Path, restartable_broker: LocalBroker
+) -> None:
+    bootstrap = restartable_broker.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("spool"), partitions=2)
+    runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(2)]
+    published: dict[str, str] = {}
+    settings_ = broker_settings(tmp_path, bootstrap, topic)
+
+    first = Publisher(settings_)
+    publish_round(first, runs, 2, published)
+    assert first.flush(30) == 0
+    restartable_broker.stop()
+    publish_round(first, runs, 2, published)
+    first.close(timeout=1)  # broker down: what is queued is purged into the spool
+    assert first.stats().spool_depth == 4
+    spool_file = Path(first.spool_path)
+    assert spool_file.stat().st_size > 0
+
+    restartable_broker.start()
+    with Publisher(settings_) as second:
+        assert second.spool_path == str(spool_file)
+        assert second.stats().spooling  # drains before anything new
+        for run in runs:
+            second.set_next_sequence(run, 5)
+        publish_round(second, runs, 1, published)
+        assert second.drain(90), f"spool not drained: {second.stats()}"
+        assert second.stats().sent == 6
+    assert spool_file.stat().st_size == 0
+    check_topic(bootstrap, topic, published, len(runs))
