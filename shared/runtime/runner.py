@@ -63,7 +63,7 @@ class ServiceRunner:
         self._stop = threading.Event()
         self._failed = False
         self._positions: dict[Partition, int] = {}
-        self._committed: dict[Partition, int] = {}
+        self._committed: dict[Partition, tuple[int, str | None]] = {}
         self._last_commit = time.monotonic()
         self._sequences = SequenceChecker()
         self._dlq = DeadLetterProducer(settings.kafka_config(), settings.dlq_topic, service_name)
@@ -142,6 +142,11 @@ class ServiceRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "assign").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        if self.service.wants_committed:
+            committed = consumer.committed(partitions, timeout=30)
+            self.service.on_committed(
+                {(c.topic, c.partition): (c.offset, c.metadata) for c in committed}
+            )
         stored = self.service.on_assigned(parts)
         if stored:
             for p in partitions:
@@ -204,17 +209,22 @@ class ServiceRunner:
             self.service.flush()
             self._dlq.flush()
             held = self.service.held_offsets()
+            metadata = self.service.commit_metadata() if held else {}
             offsets = []
             for tp, position in self._positions.items():
                 if only is not None and tp not in only:
                     continue
-                target = min(position, held.get(tp, position))
-                if self._committed.get(tp) != target:
-                    offsets.append(TopicPartition(tp[0], tp[1], target))
+                hold = held.get(tp)
+                if hold is not None and hold < position:
+                    point = (hold, metadata.get(tp))
+                else:
+                    point = (position, None)
+                if self._committed.get(tp) != point:
+                    offsets.append(_topic_partition(tp, *point))
             if offsets:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
                 for o in offsets:
-                    self._committed[(o.topic, o.partition)] = o.offset
+                    self._committed[(o.topic, o.partition)] = (o.offset, o.metadata or None)
                 self.metrics.commits.inc()
 
     # --- the loop --------------------------------------------------------------------------
@@ -309,6 +319,12 @@ class ServiceRunner:
 
 
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
+
+
+def _topic_partition(tp: Partition, offset: int, metadata: str | None) -> TopicPartition:
+    if metadata:
+        return TopicPartition(tp[0], tp[1], offset, metadata)
+    return TopicPartition(tp[0], tp[1], offset)
 
 
 def _force_exit() -> None:

@@ -54,6 +54,21 @@ class Service(ABC):
         """Per partition, the lowest offset still needed to rebuild open state (commit stops there)."""
         return {}
 
+    def commit_metadata(self) -> Mapping[Partition, str]:
+        """Per partition, metadata to commit with a held offset (see :meth:`on_committed`).
+
+        Only used when the commit stops at :meth:`held_offsets`; Kafka stores it atomically with
+        the offset (at most ``offset.metadata.max.bytes``, 4096 by default).
+        """
+        return {}
+
+    #: Set to True to receive the committed offsets and metadata at assignment.
+    wants_committed: ClassVar[bool] = False
+
+    def on_committed(self, committed: Mapping[Partition, tuple[int, str | None]]) -> None:  # noqa: B027
+        """At assignment, before any event: the group's committed offset and metadata per
+        partition (offset -1001 when nothing was committed). Only if ``wants_committed``."""
+
     def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
         """Partitions were assigned; return offsets to start from (if the store keeps them)."""
         return {}

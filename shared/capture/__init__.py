@@ -1,0 +1,63 @@
+"""Node I/O capture (seed 000 §1, §2): pair runtime events into records, store and replay them.
+
+:class:`NodePairer` turns the event stream into :class:`NodeIoRecord` s; sinks chosen by URL
+(:func:`open_sink`) store them; :func:`read_records` reads them back once each; the replay
+functions rebuild or re-invoke one node.
+"""
+
+from runtrail.capture.file_sink import JsonlFileSink
+from runtrail.capture.holds import Hold
+from runtrail.capture.memory_sink import InMemoryIoCaptureSink
+from runtrail.capture.object_sink import ObjectStoreSink
+from runtrail.capture.pairer import NodePairer
+from runtrail.capture.reader import CaptureReadError, find_record, iter_records, read_records
+from runtrail.capture.record import (
+    NODE_TYPES,
+    NodeIoRecord,
+    NodeType,
+    derive_record_id,
+    model_node_id,
+    tool_node_id,
+)
+from runtrail.capture.repair import repair_file, repair_tree
+from runtrail.capture.replay import (
+    MockModelResult,
+    ModelClient,
+    NotAPromptError,
+    ReplayError,
+    replay_model_live,
+    replay_model_mock,
+    replay_tool_live,
+)
+from runtrail.capture.sink import CaptureSink, open_sink
+from runtrail.capture.tokens import parse_usage
+
+__all__ = [
+    "NODE_TYPES",
+    "CaptureReadError",
+    "CaptureSink",
+    "Hold",
+    "InMemoryIoCaptureSink",
+    "JsonlFileSink",
+    "MockModelResult",
+    "ModelClient",
+    "NodeIoRecord",
+    "NodePairer",
+    "NodeType",
+    "NotAPromptError",
+    "ObjectStoreSink",
+    "ReplayError",
+    "derive_record_id",
+    "find_record",
+    "iter_records",
+    "model_node_id",
+    "open_sink",
+    "parse_usage",
+    "read_records",
+    "repair_file",
+    "repair_tree",
+    "replay_model_live",
+    "replay_model_mock",
+    "replay_tool_live",
+    "tool_node_id",
+]

@@ -1,0 +1,203 @@
+"""Append-only JSONL files on local disk: ``<dir>/<tenant>/<yyyy-mm-dd>/capture-<n>.jsonl``.
+
+One record a line, placed by the record's capture date (UTC), so reprocessing puts a record
+where it was put before. Files roll by size and by age; every file is created new (``O_EXCL``)
+and held under an exclusive ``flock`` while written, so several capture processes can share a
+directory without ever appending to the same file. ``flush`` writes the buffers and fsyncs the
+files (and the directories of new files): after it returns, the offsets may be committed.
+Opening the sink repairs partial last lines left by a crash (see :mod:`.repair`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from runtrail.capture.layout import partition_dir
+from runtrail.capture.record import NodeIoRecord
+from runtrail.capture.repair import FILE_RE, repair_tree
+from runtrail.capture.urls import (
+    as_bool,
+    file_path,
+    pop_float,
+    pop_int,
+    reject_unknown,
+    split_options,
+)
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_AGE_S = 3600.0
+DEFAULT_MAX_OPEN = 32
+DEFAULT_BUFFER_BYTES = 1024 * 1024
+
+
+class _OpenFile:
+    """A capture file this sink appends to, with the bytes not yet handed to the kernel."""
+
+    __slots__ = ("fd", "opened_at", "path", "pending", "pending_bytes", "size", "unsynced")
+
+    def __init__(self, fd: int, path: Path, opened_at: float) -> None:
+        self.fd = fd
+        self.path = path
+        self.opened_at = opened_at
+        self.size = 0
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
+        self.unsynced = False
+
+    def drain(self) -> None:
+        """Write the pending bytes (all of them, despite short writes)."""
+        if not self.pending:
+            return
+        data = memoryview(b"".join(self.pending))
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+        self.size += self.pending_bytes
+        self.pending.clear()
+        self.pending_bytes = 0
+        self.unsynced = True
+
+    def sync(self) -> None:
+        self.drain()
+        if self.unsynced:
+            os.fsync(self.fd)
+            self.unsynced = False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlFileSink:
+    """The ``file:///dir`` sink."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        max_open: int = DEFAULT_MAX_OPEN,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        repair: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_bytes < 1 or max_open < 1:
+            raise ValueError("max_bytes and max_open must be positive")
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.max_age_s = max_age_s
+        self.max_open = max_open
+        self.buffer_bytes = buffer_bytes
+        self._clock = clock
+        self._files: OrderedDict[tuple[str, str], _OpenFile] = OrderedDict()
+        self._dirs_to_sync: set[Path] = set()
+        self._closed = False
+        self.root.mkdir(parents=True, exist_ok=True)
+        #: Files cut back to their last complete line when the sink opened.
+        self.repaired: list[Path] = repair_tree(self.root) if repair else []
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> JsonlFileSink:
+        """``file:///dir?max_bytes=…&max_age_s=…&max_open=…&buffer_bytes=…&repair=…``."""
+        base, options = split_options(url, overrides)
+        sink = cls(
+            file_path(base),
+            max_bytes=pop_int(options, "max_bytes", DEFAULT_MAX_BYTES),
+            max_age_s=pop_float(options, "max_age_s", DEFAULT_MAX_AGE_S),
+            max_open=pop_int(options, "max_open", DEFAULT_MAX_OPEN),
+            buffer_bytes=pop_int(options, "buffer_bytes", DEFAULT_BUFFER_BYTES),
+            repair=as_bool(options.pop("repair", True)),
+        )
+        reject_unknown(options, "file sink")
+        return sink
+
+    # --- CaptureSink ------------------------------------------------------------------------
+    def write(self, records: Sequence[NodeIoRecord]) -> None:
+        if self._closed:
+            raise ValueError("sink is closed")
+        for record in records:
+            line = record.to_json_line()
+            target = self._target(partition_dir(record), len(line))
+            target.pending.append(line)
+            target.pending_bytes += len(line)
+            if target.pending_bytes >= self.buffer_bytes:
+                target.drain()
+
+    def flush(self) -> None:
+        """Write and fsync everything; then roll files that have grown too old."""
+        for open_file in self._files.values():
+            open_file.sync()
+        for directory in sorted(self._dirs_to_sync):
+            _fsync_dir(directory)
+        self._dirs_to_sync.clear()
+        now = self._clock()
+        for key, open_file in list(self._files.items()):
+            if now - open_file.opened_at >= self.max_age_s:
+                self._retire(key, open_file)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        for key, open_file in list(self._files.items()):
+            self._retire(key, open_file)
+        self._closed = True
+
+    # --- files ------------------------------------------------------------------------------
+    def open_paths(self) -> list[Path]:
+        """The files currently being appended to."""
+        return [f.path for f in self._files.values()]
+
+    def _target(self, key: tuple[str, str], length: int) -> _OpenFile:
+        current = self._files.get(key)
+        if current is not None:
+            used = current.size + current.pending_bytes
+            too_big = used > 0 and used + length > self.max_bytes
+            if too_big or self._clock() - current.opened_at >= self.max_age_s:
+                self._retire(key, current)
+                current = None
+            else:
+                self._files.move_to_end(key)
+                return current
+        while len(self._files) >= self.max_open:
+            old_key, old = next(iter(self._files.items()))
+            self._retire(old_key, old)
+        current = self._files[key] = self._create(self.root / key[0] / key[1])
+        return current
+
+    def _create(self, day: Path) -> _OpenFile:
+        if not day.is_dir():
+            for directory in (day.parent, day):
+                if not directory.is_dir():
+                    directory.mkdir(exist_ok=True)
+                    self._dirs_to_sync.add(directory.parent)
+        numbers = [int(m.group(1)) for name in os.listdir(day) if (m := FILE_RE.match(name))]
+        number = max(numbers, default=-1) + 1
+        while True:
+            path = day / f"capture-{number}.jsonl"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except FileExistsError:
+                number += 1
+                continue
+            break
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._dirs_to_sync.add(day)
+        return _OpenFile(fd, path, self._clock())
+
+    def _retire(self, key: tuple[str, str], open_file: _OpenFile) -> None:
+        """Roll: make the file durable, close it (dropping its lock) and forget it."""
+        open_file.sync()
+        os.close(open_file.fd)
+        del self._files[key]

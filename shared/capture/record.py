@@ -1,0 +1,102 @@
+"""``NodeIoRecord``: the complete input and output of one model or tool node (seed 000 §1.5).
+
+The JSON form uses the seed's camelCase field names and is what the JSONL and object-store
+sinks hold, one record a line. Records are self-describing: cost accounting and audit need no
+knowledge of the provider's payload shapes.
+
+Identifiers are pinned here so every writer and reader agrees on them:
+
+* ``nodeId`` is ``model@<stepKey>`` for a MODEL node and ``tool@<stepKey>|<callKey>`` for a
+  TOOL node, where ``stepKey`` is ``<runId>|<turnId>|<step>`` (a missing turnId or step is
+  the empty string) and ``callKey`` is the tool call's ``callId``, else its ``toolName``, else
+  ``anon`` — exactly the seed's pairing keys, prefixed.
+* ``recordId`` is a UUIDv5 of tenant, nodeId and the IDs of the events that formed the node,
+  in stream order. Reprocessing the same events after a crash therefore writes the same
+  record, and readers de-duplicate by it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+NodeType = Literal["MODEL", "TOOL"]
+NODE_TYPES: tuple[NodeType, ...] = ("MODEL", "TOOL")
+
+#: Namespace of record IDs; changing it would change every record ID ever written.
+RECORD_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "runtrail:capture:node-io-record")
+
+#: Any JSON value (a prompt, a raw provider payload, a tool call or result), kept as it was.
+JsonValue = Annotated[Any, "runtrail.json"]
+
+
+def step_key(run_id: str, turn_id: str | None, step: int | None) -> str:
+    """``<runId>|<turnId>|<step>``, the MODEL pairing key (missing parts are empty)."""
+    return f"{run_id}|{'' if turn_id is None else turn_id}|{'' if step is None else step}"
+
+
+def call_key(call_id: str | None, tool_name: str | None) -> str:
+    """The TOOL pairing suffix: ``callId``, falling back to ``toolName``, then ``anon``."""
+    return call_id or tool_name or "anon"
+
+
+def model_node_id(run_id: str, turn_id: str | None, step: int | None) -> str:
+    """``model@<runId>|<turnId>|<step>``."""
+    return "model@" + step_key(run_id, turn_id, step)
+
+
+def tool_node_id(run_id: str, turn_id: str | None, step: int | None, key: str) -> str:
+    """``tool@<runId>|<turnId>|<step>|<callKey>``."""
+    return f"tool@{step_key(run_id, turn_id, step)}|{key}"
+
+
+def derive_record_id(tenant_id: str, node_id: str, event_ids: Iterable[str]) -> str:
+    """Deterministic record ID: UUIDv5 over tenant, nodeId and source event IDs."""
+    name = "\n".join((tenant_id, node_id, *event_ids))
+    return str(uuid.uuid5(RECORD_NAMESPACE, name))
+
+
+class NodeIoRecord(BaseModel):
+    """One captured node: locators, input, accumulated output, timing and MODEL enrichment."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    record_id: str
+    tenant_id: str
+    run_id: str
+    session_id: str | None = None
+    turn_id: str | None = None
+    step: int | None = None
+    node_type: NodeType
+    node_id: str
+    model_id: str | None = None
+    #: MODEL: the prompt as published; TOOL: the call ``{callId, toolName, arguments}``;
+    #: ``None`` when the node's input event was never seen (an orphan result).
+    inputs: JsonValue = None
+    output_text: str = ""
+    #: MODEL: the latest non-empty raw payload; TOOL: the result
+    #: ``{callId, toolName, output, error}``.
+    outputs: JsonValue = None
+    started_at_epoch_ms: int
+    captured_at_epoch_ms: int
+    duration_ms: int = Field(ge=0)
+    reasoning_text: str = ""
+    retry_count: int = Field(default=0, ge=0)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    source_event_ids: tuple[str, ...] = ()
+    #: True when the node was flushed by idle expiry, before its closing event arrived.
+    incomplete: bool = False
+
+    def to_json_line(self) -> bytes:
+        """The record's JSON form as one JSONL line, newline included."""
+        return self.model_dump_json(by_alias=True).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> NodeIoRecord:
+        """Parse one JSON-form record (as written by :meth:`to_json_line`)."""
+        return cls.model_validate_json(data)

@@ -1,0 +1,25 @@
+"""Event time as epoch milliseconds.
+
+Record times come from the events' ``occurredAt``, never from the wall clock, so that
+reprocessing the same events yields byte-identical records.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def epoch_ms(iso: str) -> int:
+    """Milliseconds since the epoch of an ISO-8601 timestamp (naive means UTC)."""
+    parsed = datetime.fromisoformat(iso)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return (parsed - _EPOCH) // _MS
+
+
+def utc_date(ms: int) -> str:
+    """The UTC calendar date (``yyyy-mm-dd``) of an epoch-millisecond instant."""
+    return (_EPOCH + ms * _MS).strftime("%Y-%m-%d")

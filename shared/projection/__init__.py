@@ -1,0 +1,84 @@
+"""The event-sourced run projection (seed 002): a pure projector, replay, snapshots, stores.
+
+``apply_event`` folds one event into a :class:`RunProjection`; ``replay`` folds many, from zero
+or from a trusted snapshot. Stores keep projections and consumer offsets in one transaction;
+``compare_projections`` checks a shadow rebuild against the live store.
+"""
+
+from runtrail.projection.compare import ProjectionDifference, compare_projections
+from runtrail.projection.errors import (
+    InvalidEventData,
+    InvalidTransition,
+    ProjectionError,
+    SnapshotMismatch,
+    UnknownEventVersion,
+)
+from runtrail.projection.model import (
+    ACTIVE,
+    LIVE,
+    TERMINAL,
+    WAITING,
+    BudgetLine,
+    ModelNode,
+    PendingInput,
+    ProposedPlan,
+    RunProjection,
+    RunStatus,
+    SequenceGap,
+    TokenTotals,
+    ToolIntent,
+    ToolOutcome,
+)
+from runtrail.projection.open_store import open_projection_store
+from runtrail.projection.projector import PROJECTOR_VERSION, RULES, apply_event, rule_for
+from runtrail.projection.replay import RunsReplay, replay, replay_runs
+from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot, take_snapshot
+from runtrail.projection.store import (
+    EventCoordinates,
+    Halt,
+    ProjectionBatch,
+    ProjectionStore,
+    StoreConflict,
+    StoredProjection,
+)
+
+__all__ = [
+    "ACTIVE",
+    "LIVE",
+    "PROJECTOR_VERSION",
+    "RULES",
+    "TERMINAL",
+    "WAITING",
+    "BudgetLine",
+    "EventCoordinates",
+    "Halt",
+    "InvalidEventData",
+    "InvalidTransition",
+    "ModelNode",
+    "PendingInput",
+    "ProjectionBatch",
+    "ProjectionDifference",
+    "ProjectionError",
+    "ProjectionSnapshot",
+    "ProjectionStore",
+    "ProposedPlan",
+    "RunProjection",
+    "RunStatus",
+    "RunsReplay",
+    "SequenceGap",
+    "SnapshotMismatch",
+    "StoreConflict",
+    "StoredProjection",
+    "TokenTotals",
+    "ToolIntent",
+    "ToolOutcome",
+    "UnknownEventVersion",
+    "apply_event",
+    "compare_projections",
+    "from_snapshot",
+    "open_projection_store",
+    "replay",
+    "replay_runs",
+    "rule_for",
+    "take_snapshot",
+]

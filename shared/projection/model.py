@@ -1,0 +1,191 @@
+"""The run projection: what state a run is in, derived only from its events.
+
+``RunProjection`` is immutable and JSON-serialisable in camelCase, with sequences as base-10
+strings (as in the event envelope, so a bigint survives JavaScript). It is what the store
+keeps per (tenant, run), what a snapshot holds and what ``runtrail projection show`` prints.
+
+Successive states share unchanged sub-objects (copy on write), so treat the dicts of a state
+as read-only: mutating one would change every state that shares it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic.alias_generators import to_camel
+
+from runtrail.events.domain_events import RunStatus
+
+__all__ = [
+    "ACTIVE",
+    "LIVE",
+    "TERMINAL",
+    "WAITING",
+    "BudgetLine",
+    "ModelNode",
+    "PendingInput",
+    "ProposedPlan",
+    "RunProjection",
+    "RunStatus",
+    "SeqNo",
+    "SequenceGap",
+    "TokenTotals",
+    "ToolIntent",
+    "ToolOutcome",
+]
+
+#: A per-run sequence number: an int in Python, a base-10 string in JSON.
+SeqNo = Annotated[
+    int, Field(ge=0), PlainSerializer(lambda v: str(v), return_type=str, when_used="json")
+]
+
+#: Working statuses: the run is doing something and no human is being waited for.
+ACTIVE: frozenset[RunStatus] = frozenset({"received", "planning", "executing", "reconciling"})
+#: Statuses that wait for a person; only the matching grant or input leaves them.
+WAITING: frozenset[RunStatus] = frozenset({"awaiting_input", "awaiting_approval"})
+#: Every non-terminal status.
+LIVE: frozenset[RunStatus] = ACTIVE | WAITING
+#: Terminal statuses: nothing applies after them, so a finished run never resumes.
+TERMINAL: frozenset[RunStatus] = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Frozen(BaseModel):
+    """Base of projection models: camelCase JSON, snake_case Python, immutable, strict keys."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+
+class ProposedPlan(Frozen):
+    """A plan proposed and not yet validated."""
+
+    artifact_id: str
+    digest: str | None = None
+
+
+class PendingInput(Frozen):
+    """A clarification the run waits for."""
+
+    request_id: str
+
+
+class ToolIntent(Frozen):
+    """A tool invocation requested (and maybe started) whose outcome is not yet recorded."""
+
+    tool_name: str
+    idempotency_key: str | None = None
+    state: Literal["requested", "started"] = "requested"
+
+
+class ToolOutcome(Frozen):
+    """The recorded outcome of an invocation; ``uncertain`` still needs reconciliation."""
+
+    tool_name: str
+    idempotency_key: str | None = None
+    outcome: Literal["succeeded", "failed", "uncertain"]
+    result_digest: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    #: True when a succeeded/failed outcome resolved an earlier ``uncertain`` one.
+    reconciled: bool = False
+
+
+class BudgetLine(Frozen):
+    """Totals of one budget, in its unit (the unit is fixed by the first event)."""
+
+    unit: str
+    reserved: float = 0.0
+    committed: float = 0.0
+    released: float = 0.0
+    exhausted: bool = False
+
+
+class TokenTotals(Frozen):
+    """Summed token counts; only reported values are added (an absent count adds nothing)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelNode(Frozen):
+    """The open model node (seed 000: keyed ``turnId|step``, closed at STEP_END)."""
+
+    key: str
+    #: Per slot, the latest count a raw response of this node reported (None: never reported).
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class SequenceGap(Frozen):
+    """Sequences ``first``..``last`` (inclusive) never arrived before a later one was applied."""
+
+    first: SeqNo
+    last: SeqNo
+
+
+class RunProjection(Frozen):
+    """The state of one run after applying its events in sequence order."""
+
+    tenant_id: str
+    run_id: str
+    status: RunStatus
+    #: The sequence of the last applied event.
+    version: SeqNo
+    #: ``accepted``: opened by run.accepted; ``runtime``: opened by a runtime event (seed 000).
+    origin: Literal["accepted", "runtime"]
+    last_event_id: str
+    policy_version: str | None = None
+
+    plan_artifact_id: str | None = None
+    proposed_plan: ProposedPlan | None = None
+    pending_action_digest: str | None = None
+    approval_expires_at: str | None = None
+    pending_input: PendingInput | None = None
+    #: The status a pending approval or input returns to once granted or received.
+    resume_status: RunStatus | None = None
+    cancellation_requested: bool = False
+    terminal_reason: str | None = None
+
+    tool_intents: dict[str, ToolIntent] = Field(default_factory=dict)
+    tool_outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)
+    budgets: dict[str, BudgetLine] = Field(default_factory=dict)
+    artifacts: dict[str, str] = Field(default_factory=dict)
+
+    model_operations: int = 0
+    tokens: TokenTotals = Field(default_factory=TokenTotals)
+
+    turn_id: str | None = None
+    step: int | None = None
+    model_nodes: int = 0
+    tool_nodes: int = 0
+    model_retries: int = 0
+    #: Best-effort totals parsed from MODEL_RESPONSE raw usage; kept apart from ``tokens`` so
+    #: a runtime that emits both never counts a call twice.
+    runtime_tokens: TokenTotals = Field(default_factory=TokenTotals)
+    open_model_node: ModelNode | None = None
+    session_snapshot_sequence: SeqNo | None = None
+
+    gaps: tuple[SequenceGap, ...] = ()
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the run has finished (no event applies any more)."""
+        return self.status in TERMINAL
+
+    def unresolved_invocations(self) -> list[str]:
+        """Invocations a resume must reconcile: pending intents and uncertain outcomes."""
+        uncertain = [i for i, o in self.tool_outcomes.items() if o.outcome == "uncertain"]
+        return [*self.tool_intents, *uncertain]
+
+    def json_form(self) -> dict[str, Any]:
+        """The camelCase JSON form (sequences as decimal strings)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunProjection:
+        return cls.model_validate_json(text)

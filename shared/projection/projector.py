@@ -1,0 +1,296 @@
+"""The projector: ``apply_event(state, event) -> state``, pure and exhaustive.
+
+Pure: no clock, no configuration, no I/O — the same events always give the same projection
+(seed 002). Exhaustive: :data:`RULES` has one row per retained (type, schema version); any
+other pair raises :class:`UnknownEventVersion` and stops the run's projection rather than
+being ignored. A test keeps :data:`RULES` equal to the set of retained event versions.
+
+Order of checks for each event
+  1. (type, version) has a rule, else UnknownEventVersion; the payload is of the rule's model
+     (the Event validated it when it was built), else InvalidEventData.
+  2. No state yet: run.accepted opens the run as ``received``; a runtime event (seed 000) opens
+     a *runtime-only* run as ``executing`` (origin ``runtime``): agents that publish only
+     runtime events are still projected. Any other first event is rejected.
+  3. Same tenant and run as the state, else InvalidTransition.
+  4. sequence <= version: already applied, the state is returned unchanged (duplicate
+     delivery has no effect) — unless the sequence was recorded missing in a gap (a late
+     event cannot be applied out of order: rejected) or it is the last applied sequence under
+     a different eventId (a conflict: rejected).
+  5. A terminal run (succeeded, failed, cancelled) rejects every later event: it never resumes.
+     Its projection stays as it stood (pending intents or waits remain as evidence).
+  6. The status must be one the rule allows; then the handler validates what the model
+     cannot (redaction, references, timestamps) and returns the fields it changes.
+  7. Bookkeeping: version = sequence, lastEventId, turnId/step when the event carries them.
+     sequence > version + 1 is allowed and the missing range is recorded in ``gaps``.
+
+Transition table (ACTIVE = received, planning, executing, reconciling; LIVE = ACTIVE +
+awaiting_input, awaiting_approval)
+
+  event (version)                  allowed in          status after       checks
+  run.accepted (1)                 no run yet          received           first event only
+  run.plan_proposed (1)            ACTIVE              planning           digest = stored artifact
+  run.plan_validated (1)           planning            executing          = the proposed plan
+  run.approval_required (1)        ACTIVE              awaiting_approval  upcast to v2, then v2
+  run.approval_required (2)        ACTIVE              awaiting_approval  digest, expiresAt clear
+  run.approval_granted (1)         awaiting_approval   status before wait same digest, not expired*
+  run.input_required (1)           ACTIVE              awaiting_input     requestId clear
+  run.input_received (1)           awaiting_input      status before wait same requestId
+  run.state_transitioned (1)       ACTIVE              toStatus           fromStatus = status;
+                                                                          toStatus ACTIVE, != from
+  run.cancellation_requested (1)   LIVE                unchanged          flag set
+  run.cancellation_acknowledged(1) LIVE                cancelled          a request was recorded
+  run.succeeded (1)                ACTIVE              succeeded
+  run.failed (1)                   LIVE                failed             terminalReason = reason
+  tool.invocation_requested (1)    LIVE                unchanged          new invocationId
+  tool.invocation_started (1)      LIVE                unchanged          requested, not started
+  tool.invocation_succeeded (1)    LIVE                reconciling ->     pending intent, or
+  tool.invocation_failed (1)       LIVE                executing when the resolves an uncertain
+                                                       last uncertain is  outcome
+                                                       resolved
+  tool.invocation_uncertain (1)    LIVE                executing ->       pending intent
+                                                       reconciling
+  model.operation_completed (1)    LIVE                unchanged          tokens summed
+  artifact.stored (1)              LIVE                unchanged          a digest never changes
+  budget.reserved (1)              LIVE                unchanged          one unit per budget
+  budget.committed / released (1)  LIVE                unchanged          reserved before
+  budget.exhausted (1)             LIVE                unchanged          one unit per budget
+  session.snapshot (1)             LIVE                unchanged          sequence recorded
+  MODEL_REQUEST … STEP_END (1)     LIVE or no run      unchanged          node counts, tokens
+
+  Uncertain outcomes move ``executing``/``reconciling`` in the status, or, during a wait, in
+  the status the wait returns to.
+  * "not expired": the grant's occurredAt is not after the pending approval's expiresAt — both
+    recorded in events, so the check is deterministic; the projector never reads a clock.
+
+Redacted identity fields reject the event (see :mod:`runtrail.projection.redaction`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtrail.events import Event
+from runtrail.events.domain_events import (
+    ApprovalGranted,
+    ApprovalRequired,
+    ApprovalRequiredV1,
+    ArtifactStored,
+    BudgetCommitted,
+    BudgetExhausted,
+    BudgetReleased,
+    BudgetReserved,
+    CancellationAcknowledged,
+    CancellationRequested,
+    InputReceived,
+    InputRequired,
+    ModelOperationCompleted,
+    PlanProposed,
+    PlanValidated,
+    RunAccepted,
+    RunFailed,
+    RunSucceeded,
+    SessionSnapshot,
+    StateTransitioned,
+    ToolInvocationFailed,
+    ToolInvocationRequested,
+    ToolInvocationStarted,
+    ToolInvocationSucceeded,
+    ToolInvocationUncertain,
+)
+from runtrail.events.runtime_events import (
+    RUNTIME_TYPES,
+    ModelReasoning,
+    ModelRequest,
+    ModelResponse,
+    ModelRetry,
+    StepEnd,
+    ToolCall,
+    ToolResult,
+)
+from runtrail.projection import effect_rules as fx
+from runtrail.projection import run_rules as run
+from runtrail.projection import runtime_rules as rt
+from runtrail.projection.errors import InvalidEventData, InvalidTransition, UnknownEventVersion
+from runtrail.projection.model import (
+    ACTIVE,
+    LIVE,
+    TERMINAL,
+    RunProjection,
+    SequenceGap,
+)
+from runtrail.projection.rule import Rule, Update
+
+#: Bump when the projector's semantics change: snapshots of another version are not trusted.
+PROJECTOR_VERSION = 1
+
+_ACTIVE = "an active status (received, planning, executing, reconciling)"
+_LIVE = "a run that has not ended"
+
+#: (event type, schema version) -> how it applies. The one place a new version is added.
+RULES: dict[tuple[str, int], Rule[Any]] = {
+    ("run.accepted", 1): Rule(RunAccepted, run.accepted_again, LIVE, "no run yet"),
+    ("run.plan_proposed", 1): Rule(PlanProposed, run.plan_proposed, ACTIVE, _ACTIVE),
+    ("run.plan_validated", 1): Rule(
+        PlanValidated, run.plan_validated, frozenset({"planning"}), "a proposed plan (planning)"
+    ),
+    ("run.approval_required", 1): Rule(
+        ApprovalRequiredV1, run.approval_required_v1, ACTIVE, _ACTIVE
+    ),
+    ("run.approval_required", 2): Rule(ApprovalRequired, run.approval_required, ACTIVE, _ACTIVE),
+    ("run.approval_granted", 1): Rule(
+        ApprovalGranted,
+        run.approval_granted,
+        frozenset({"awaiting_approval"}),
+        "a pending approval (awaiting_approval)",
+    ),
+    ("run.input_required", 1): Rule(InputRequired, run.input_required, ACTIVE, _ACTIVE),
+    ("run.input_received", 1): Rule(
+        InputReceived,
+        run.input_received,
+        frozenset({"awaiting_input"}),
+        "a pending input request (awaiting_input)",
+    ),
+    ("run.state_transitioned", 1): Rule(
+        StateTransitioned,
+        run.state_transitioned,
+        ACTIVE,
+        _ACTIVE + "; a wait ends only with its grant or input",
+    ),
+    ("run.cancellation_requested", 1): Rule(
+        CancellationRequested, run.cancellation_requested, LIVE, _LIVE
+    ),
+    ("run.cancellation_acknowledged", 1): Rule(
+        CancellationAcknowledged, run.cancellation_acknowledged, LIVE, _LIVE
+    ),
+    ("run.succeeded", 1): Rule(
+        RunSucceeded, run.succeeded, ACTIVE, _ACTIVE + "; nothing may still be awaited"
+    ),
+    ("run.failed", 1): Rule(RunFailed, run.failed, LIVE, _LIVE),
+    ("tool.invocation_requested", 1): Rule(ToolInvocationRequested, fx.tool_requested, LIVE, _LIVE),
+    ("tool.invocation_started", 1): Rule(ToolInvocationStarted, fx.tool_started, LIVE, _LIVE),
+    ("tool.invocation_succeeded", 1): Rule(ToolInvocationSucceeded, fx.tool_succeeded, LIVE, _LIVE),
+    ("tool.invocation_failed", 1): Rule(ToolInvocationFailed, fx.tool_failed, LIVE, _LIVE),
+    ("tool.invocation_uncertain", 1): Rule(ToolInvocationUncertain, fx.tool_uncertain, LIVE, _LIVE),
+    ("model.operation_completed", 1): Rule(
+        ModelOperationCompleted, fx.model_completed, LIVE, _LIVE
+    ),
+    ("artifact.stored", 1): Rule(ArtifactStored, fx.artifact_stored, LIVE, _LIVE),
+    ("budget.reserved", 1): Rule(BudgetReserved, fx.budget_reserved, LIVE, _LIVE),
+    ("budget.committed", 1): Rule(BudgetCommitted, fx.budget_committed, LIVE, _LIVE),
+    ("budget.released", 1): Rule(BudgetReleased, fx.budget_released, LIVE, _LIVE),
+    ("budget.exhausted", 1): Rule(BudgetExhausted, fx.budget_exhausted, LIVE, _LIVE),
+    ("session.snapshot", 1): Rule(SessionSnapshot, fx.session_snapshot, LIVE, _LIVE),
+    ("MODEL_REQUEST", 1): Rule(ModelRequest, rt.model_request, LIVE, _LIVE),
+    ("MODEL_RESPONSE", 1): Rule(ModelResponse, rt.model_response, LIVE, _LIVE),
+    ("MODEL_REASONING", 1): Rule(ModelReasoning, rt.model_reasoning, LIVE, _LIVE),
+    ("MODEL_RETRY", 1): Rule(ModelRetry, rt.model_retry, LIVE, _LIVE),
+    ("TOOL_CALL", 1): Rule(ToolCall, rt.tool_call, LIVE, _LIVE),
+    ("TOOL_RESULT", 1): Rule(ToolResult, rt.tool_result, LIVE, _LIVE),
+    ("STEP_END", 1): Rule(StepEnd, rt.step_end, LIVE, _LIVE),
+}
+
+#: Event types that may open a run that has no projection yet.
+OPENING_TYPES: frozenset[str] = frozenset({"run.accepted", *RUNTIME_TYPES})
+
+_FIELDS = frozenset(RunProjection.model_fields)
+
+
+def rule_for(event: Event) -> Rule[Any]:
+    """The rule of the event's (type, version), or :class:`UnknownEventVersion`."""
+    rule = RULES.get((event.type, event.schema_version))
+    if rule is not None:
+        return rule
+    known = sorted(v for t, v in RULES if t == event.type)
+    detail = (
+        f"no rule for version {event.schema_version} (known: {known})"
+        if known
+        else "unknown event type"
+    )
+    raise UnknownEventVersion(detail, event=event)
+
+
+def apply_event(state: RunProjection | None, event: Event) -> RunProjection:
+    """The projection after ``event``; raises a :class:`ProjectionError` instead of guessing."""
+    rule = rule_for(event)
+    if not isinstance(event.data, rule.model):
+        raise InvalidEventData(
+            f"payload is {type(event.data).__name__}, expected {rule.model.__name__}", event=event
+        )
+    if state is None:
+        state = _open(event)
+        if state.origin == "accepted":
+            return _advance(state, event, {})
+    else:
+        _check_same_run(state, event)
+        if event.sequence <= state.version:
+            return _already_applied(state, event)
+        if state.status in TERMINAL:
+            raise InvalidTransition(
+                f"run is {state.status} (terminal at sequence {state.version}); "
+                "a finished run never resumes",
+                event=event,
+            )
+    if state.status not in rule.allowed:
+        raise InvalidTransition(f"needs {rule.needs}; the run is {state.status}", event=event)
+    return _advance(state, event, rule.handler(state, event, event.data))
+
+
+def _open(event: Event) -> RunProjection:
+    if event.type not in OPENING_TYPES:
+        raise InvalidTransition(
+            "a run's first event must be run.accepted (or a runtime event, for runtime-only runs)",
+            event=event,
+        )
+    data = event.data
+    accepted = isinstance(data, RunAccepted)
+    return RunProjection(
+        tenant_id=event.tenant_id,
+        run_id=event.run_id,
+        status="received" if accepted else "executing",
+        version=0,
+        origin="accepted" if accepted else "runtime",
+        last_event_id=event.event_id,
+        policy_version=data.policy_version if isinstance(data, RunAccepted) else None,
+    )
+
+
+def _check_same_run(state: RunProjection, event: Event) -> None:
+    if (event.tenant_id, event.run_id) != (state.tenant_id, state.run_id):
+        raise InvalidTransition(
+            f"event of {event.tenant_id}/{event.run_id} applied to the projection of "
+            f"{state.tenant_id}/{state.run_id}",
+            event=event,
+        )
+
+
+def _already_applied(state: RunProjection, event: Event) -> RunProjection:
+    seq = event.sequence
+    for gap in state.gaps:
+        if gap.first <= seq <= gap.last:
+            raise InvalidTransition(
+                f"late event: sequence {seq} was missing when {gap.last + 1} was applied; "
+                "events cannot be applied out of order",
+                event=event,
+            )
+    if seq == state.version and event.event_id != state.last_event_id:
+        raise InvalidTransition(
+            f"sequence {seq} was applied as event {state.last_event_id}; "
+            f"{event.event_id} claims the same sequence",
+            event=event,
+        )
+    return state
+
+
+def _advance(state: RunProjection, event: Event, update: Update) -> RunProjection:
+    unknown = update.keys() - _FIELDS
+    if unknown:  # a handler bug, never data: fail loudly
+        raise AssertionError(f"handler of {event.type} set unknown fields {sorted(unknown)}")
+    seq = event.sequence
+    changes = {**update, "version": seq, "last_event_id": event.event_id}
+    if seq > state.version + 1:
+        changes["gaps"] = (*state.gaps, SequenceGap(first=state.version + 1, last=seq - 1))
+    if event.turn_id is not None:
+        changes["turn_id"] = event.turn_id
+    if event.step is not None:
+        changes["step"] = event.step
+    return state.model_copy(update=changes)

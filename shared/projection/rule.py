@@ -1,0 +1,46 @@
+"""One row of the projector's transition table: payload model, allowed statuses, handler.
+
+A handler is pure: it reads the current state, the event and its validated payload, and
+returns only the fields it changes (an ``Update``). It raises :class:`InvalidTransition` when
+the event cannot follow the state. Bookkeeping common to every event (version, last event id,
+turn and step, gaps) is done once by the projector, not by each handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from runtrail.events import Event, EventData
+from runtrail.projection.errors import InvalidTransition
+from runtrail.projection.model import RunProjection, RunStatus
+
+D = TypeVar("D", bound=EventData)
+
+#: The fields a handler changes: RunProjection field name -> new value.
+Update = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule(Generic[D]):
+    """How one (type, version) applies."""
+
+    model: type[D]
+    handler: Callable[[RunProjection, Event, D], Update]
+    #: Statuses the event may apply in; any other status rejects it.
+    allowed: frozenset[RunStatus]
+    #: What the allowed statuses mean, for the rejection message.
+    needs: str
+
+
+def instant(event: Event, name: str, text: str) -> datetime:
+    """An ISO-8601 timestamp from an event (naive means UTC); parsing only, never the clock."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidTransition(
+            f"{name} is not an ISO-8601 timestamp: {text!r}", event=event
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -1,0 +1,187 @@
+"""Handlers of the run's lifecycle: acceptance, plan, approval, input, transitions, the end.
+
+Each handler returns the fields it changes; see the transition table in
+:mod:`runtrail.projection.projector` for the statuses each one may apply in.
+"""
+
+from __future__ import annotations
+
+from runtrail.events import Event
+from runtrail.events.domain_events import (
+    ApprovalGranted,
+    ApprovalRequired,
+    ApprovalRequiredV1,
+    CancellationAcknowledged,
+    CancellationRequested,
+    InputReceived,
+    InputRequired,
+    PlanProposed,
+    PlanValidated,
+    RunAccepted,
+    RunFailed,
+    RunSucceeded,
+    StateTransitioned,
+)
+from runtrail.events.upcasting import upcast
+from runtrail.projection.errors import InvalidEventData, InvalidTransition
+from runtrail.projection.model import TERMINAL, WAITING, PendingInput, ProposedPlan, RunProjection
+from runtrail.projection.redaction import clear, clear_optional
+from runtrail.projection.rule import Update, instant
+
+
+def accepted_again(state: RunProjection, event: Event, data: RunAccepted) -> Update:
+    raise InvalidTransition(
+        f"run already exists (opened by a {state.origin} event, status {state.status}); "
+        "run.accepted can only be a run's first event",
+        event=event,
+    )
+
+
+def plan_proposed(state: RunProjection, event: Event, data: PlanProposed) -> Update:
+    artifact_id = clear(event, "planArtifactId", data.plan_artifact_id)
+    digest = clear_optional(event, "digest", data.digest)
+    stored = state.artifacts.get(artifact_id)
+    if digest is not None and stored is not None and stored != digest:
+        raise InvalidTransition(
+            f"plan {artifact_id} is proposed with digest {digest} but was stored with {stored}",
+            event=event,
+        )
+    return {
+        "status": "planning",
+        "proposed_plan": ProposedPlan(artifact_id=artifact_id, digest=digest),
+    }
+
+
+def plan_validated(state: RunProjection, event: Event, data: PlanValidated) -> Update:
+    artifact_id = clear(event, "planArtifactId", data.plan_artifact_id)
+    proposed = state.proposed_plan
+    if proposed is None:
+        raise InvalidTransition(
+            f"plan {artifact_id} is validated but no plan was proposed", event=event
+        )
+    if proposed.artifact_id != artifact_id:
+        raise InvalidTransition(
+            f"plan {artifact_id} is validated but the proposed plan is {proposed.artifact_id}",
+            event=event,
+        )
+    return {"status": "executing", "plan_artifact_id": artifact_id, "proposed_plan": None}
+
+
+def approval_required_v1(state: RunProjection, event: Event, data: ApprovalRequiredV1) -> Update:
+    """v1 goes through the same upcaster as the codec, then applies as v2."""
+    form = upcast(event.json_form())
+    try:
+        current = ApprovalRequired.model_validate(form["data"])
+    except ValueError as exc:
+        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
+    return approval_required(state, event, current)
+
+
+def approval_required(state: RunProjection, event: Event, data: ApprovalRequired) -> Update:
+    digest = clear(event, "actionDigest", data.action_digest)
+    expires_at = clear_optional(event, "expiresAt", data.expires_at)
+    if expires_at is not None:
+        instant(event, "expiresAt", expires_at)
+    return {
+        "status": "awaiting_approval",
+        "pending_action_digest": digest,
+        "approval_expires_at": expires_at,
+        "resume_status": state.status,
+    }
+
+
+def approval_granted(state: RunProjection, event: Event, data: ApprovalGranted) -> Update:
+    digest = clear(event, "actionDigest", data.action_digest)
+    pending = state.pending_action_digest
+    if pending is None:
+        raise InvalidTransition("approval granted but no approval is pending", event=event)
+    if digest != pending:
+        raise InvalidTransition(
+            f"approval granted for action {digest} but the pending action is {pending}",
+            event=event,
+        )
+    expires_at = state.approval_expires_at
+    if expires_at is not None and instant(event, "occurredAt", event.occurred_at) > instant(
+        event, "expiresAt", expires_at
+    ):
+        raise InvalidTransition(
+            f"approval granted at {event.occurred_at}, after it expired at {expires_at}",
+            event=event,
+        )
+    return {
+        "status": state.resume_status or "executing",
+        "pending_action_digest": None,
+        "approval_expires_at": None,
+        "resume_status": None,
+    }
+
+
+def input_required(state: RunProjection, event: Event, data: InputRequired) -> Update:
+    request_id = clear(event, "requestId", data.request_id)
+    return {
+        "status": "awaiting_input",
+        "pending_input": PendingInput(request_id=request_id),
+        "resume_status": state.status,
+    }
+
+
+def input_received(state: RunProjection, event: Event, data: InputReceived) -> Update:
+    request_id = clear(event, "requestId", data.request_id)
+    pending = state.pending_input
+    if pending is None:
+        raise InvalidTransition(f"input {request_id} received but none is pending", event=event)
+    if pending.request_id != request_id:
+        raise InvalidTransition(
+            f"input {request_id} received but the pending request is {pending.request_id}",
+            event=event,
+        )
+    return {
+        "status": state.resume_status or "executing",
+        "pending_input": None,
+        "resume_status": None,
+    }
+
+
+def state_transitioned(state: RunProjection, event: Event, data: StateTransitioned) -> Update:
+    source, target = data.from_status, data.to_status
+    if source != state.status:
+        raise InvalidTransition(
+            f"transition from {source} but the run is {state.status}", event=event
+        )
+    if target == source:
+        raise InvalidTransition(f"transition from {source} to itself", event=event)
+    if target in TERMINAL:
+        raise InvalidTransition(
+            f"{target} is reached only through run.succeeded, run.failed or "
+            "run.cancellation_acknowledged (which carry the outcome)",
+            event=event,
+        )
+    if target in WAITING:
+        raise InvalidTransition(
+            f"{target} is entered only through run.approval_required or run.input_required "
+            "(which say what is awaited)",
+            event=event,
+        )
+    return {"status": target}
+
+
+def cancellation_requested(
+    state: RunProjection, event: Event, data: CancellationRequested
+) -> Update:
+    return {"cancellation_requested": True}
+
+
+def cancellation_acknowledged(
+    state: RunProjection, event: Event, data: CancellationAcknowledged
+) -> Update:
+    if not state.cancellation_requested:
+        raise InvalidTransition("cancellation acknowledged but none was requested", event=event)
+    return {"status": "cancelled", "terminal_reason": data.reason}
+
+
+def succeeded(state: RunProjection, event: Event, data: RunSucceeded) -> Update:
+    return {"status": "succeeded"}
+
+
+def failed(state: RunProjection, event: Event, data: RunFailed) -> Update:
+    return {"status": "failed", "terminal_reason": data.reason}

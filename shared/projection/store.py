@@ -1,0 +1,164 @@
+"""The projection store interface (adapters: ``store_sqlite``; pick one by URL with ``open_store``).
+
+The store keeps, per (tenant, run), the projection (status, version, state JSON) or the reason
+its projection halted, plus the consumer's next offset per (topic, partition). One call,
+:meth:`ProjectionStore.apply_batch`, writes projections, halts, snapshots *and* offsets in one
+transaction: on partition assignment the service seeks to :meth:`stored_offsets`, so every
+event lands in the store exactly once, whatever the crash point.
+
+Writes are fenced: a projection never moves to a lower version, a halted run is never
+overwritten by a projection, and an offset never moves backwards. Any such write raises
+:class:`StoreConflict` and the whole batch is rolled back (a zombie consumer that lost its
+partitions cannot undo the new owner's work silently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from runtrail.events import Event
+from runtrail.projection.errors import ProjectionError
+from runtrail.projection.model import RunProjection
+from runtrail.projection.snapshot import ProjectionSnapshot
+
+#: (topic, partition) -> the next offset to consume (last processed + 1).
+Offsets = Mapping[tuple[str, int], int]
+
+
+class StoreConflict(Exception):
+    """A write would regress a projection or an offset, or overwrite a halted run."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventCoordinates:
+    """Where the event that halted a run is: in its run, and (if known) in the topic."""
+
+    sequence: int
+    event_id: str
+    event_type: str
+    schema_version: int
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        event: Event,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> EventCoordinates:
+        return cls(
+            sequence=event.sequence,
+            event_id=event.event_id,
+            event_type=event.type,
+            schema_version=event.schema_version,
+            topic=topic,
+            partition=partition,
+            offset=offset,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """A run whose projection stopped at an event it could not apply."""
+
+    tenant_id: str
+    run_id: str
+    reason: str
+    coordinates: EventCoordinates
+
+    @classmethod
+    def of(
+        cls,
+        event: Event,
+        error: ProjectionError,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> Halt:
+        """The halt for ``error`` at ``event``; the reason is ``"<code>: <message>"``, the same
+        online and in a rebuild, so a shadow comparison does not report it as a difference."""
+        return cls(
+            tenant_id=event.tenant_id,
+            run_id=event.run_id,
+            reason=f"{error.code}: {error}",
+            coordinates=EventCoordinates.of(event, topic=topic, partition=partition, offset=offset),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionBatch:
+    """Everything one transaction writes. Applied in this order: projections, halts,
+    snapshots, offsets; a run may appear as a projection and then as a halt."""
+
+    projections: Sequence[RunProjection] = ()
+    halts: Sequence[Halt] = ()
+    snapshots: Sequence[ProjectionSnapshot] = ()
+    offsets: Offsets = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredProjection:
+    """One row: the state (None if the run halted before any event applied) and halt info."""
+
+    tenant_id: str
+    run_id: str
+    status: str | None
+    version: int
+    projector_version: int
+    state: RunProjection | None
+    halted: bool = False
+    halt_reason: str | None = None
+    halt_coordinates: EventCoordinates | None = None
+
+
+StoredList = list[StoredProjection]
+
+
+class ProjectionStore(Protocol):
+    """What the projector service, the CLI and the shadow rebuild need from a store."""
+
+    def apply_batch(self, batch: ProjectionBatch) -> None:
+        """Write the batch in one transaction (all or nothing); :class:`StoreConflict` if fenced."""
+        ...
+
+    def get(self, tenant_id: str, run_id: str) -> StoredProjection | None:
+        """The run's row, or None if the store has never seen it."""
+        ...
+
+    def list(
+        self,
+        status: str | None = None,
+        tenant: str | None = None,
+        *,
+        halted: bool | None = None,
+        limit: int | None = None,
+    ) -> StoredList:
+        """Rows filtered by status, tenant and halted flag, ordered by (tenant, run)."""
+        ...
+
+    def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:
+        """Mark the run halted (the first halt's reason and coordinates are kept)."""
+        ...
+
+    def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """Next offset per partition; partitions never written are absent (start per reset)."""
+        ...
+
+    def save_snapshot(self, snapshot: ProjectionSnapshot) -> None:
+        """Keep the run's latest snapshot (replacing the previous one)."""
+        ...
+
+    def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
+        """The run's snapshot; :class:`SnapshotMismatch` if another projector version wrote it."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
