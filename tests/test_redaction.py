@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtrail.publisher import REDACTED, default_redactor, no_redaction
 from runtrail.publisher.redaction import is_sensitive_key, redact_text, redact_value
@@ -143,3 +145,21 @@ def test_redact_value_passes_scalars() -> None:
     assert redact_value(3.5) == 3.5
     assert redact_value(None) is None
     assert redact_value(("a", "sk-" + "b" * 20)) == ["a", REDACTED]
+
+
+# --- the one-scan prefilter must never skip a redaction the walk would make ---------------------
+_keys = st.sampled_from(["q", "Api-Key", "TOKEN", "x_api_key", "note", "authorization", "passwd"])
+_texts = st.sampled_from(
+    ["plain", "Bearer abc.def", "key sk-" + "a" * 20, "AKIA" + "B" * 16, "tab\tBearer\tx", "é ü"]
+)
+_json = st.recursive(
+    st.none() | st.integers() | _texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(data=_json)
+def test_prefilter_agrees_with_the_full_walk(data: object) -> None:
+    form = {"eventId": "e", "data": data}
+    assert default_redactor(form)["data"] == redact_value(data)

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 #: A redactor maps a JSON-form event to a (new) JSON-form event; it must not mutate its input.
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -71,9 +73,32 @@ def redact_value(value: Any) -> Any:
     return value
 
 
+# In JSON text, one pass: any marker of redact_text, or a sensitive key (the whole quoted key
+# before its colon).
+_SECRET_IN_JSON = re.compile(
+    _ANY_MARKER.pattern
+    + r'|(?i:"(?:'
+    + "|".join(k.replace("_", "[_-]") for k in sorted(SENSITIVE_KEYS))
+    + r')"\s*:)'
+)
+
+
+def _may_hold_secrets(data: Any) -> bool:
+    """One scan of the payload's JSON text: False only when the walk would change nothing.
+
+    Sound because every marker and key name is plain ASCII that JSON never escapes, so a
+    string or key that the walk would redact shows up verbatim in the text.
+    """
+    try:
+        text = orjson.dumps(data).decode()
+    except TypeError:  # not plain JSON (e.g. a model object): let the walk decide
+        return True
+    return _SECRET_IN_JSON.search(text) is not None
+
+
 def default_redactor(form: dict[str, Any]) -> dict[str, Any]:
     """Redact secrets inside ``data`` of a JSON-form event; the envelope is left alone."""
-    if "data" not in form:
+    if "data" not in form or not _may_hold_secrets(form["data"]):
         return form
     return {**form, "data": redact_value(form["data"])}
 
