@@ -14,10 +14,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-_WORDS = (
-    "incident customer refund order policy ticket summary escalate database latency deploy "
-    "rollback invoice shipment warehouse contract renewal quota region cluster outage"
-).split()
+_WORDS = [
+    *("incident", "customer", "refund", "order", "policy", "ticket", "summary", "escalate"),
+    *("database", "latency", "deploy", "rollback", "invoice", "shipment", "warehouse"),
+    *("contract", "renewal", "quota", "region", "cluster", "outage"),
+]
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -25,7 +26,14 @@ def _text(rng: random.Random, words: int) -> str:
 
 
 def _event(
-    run: str, seq: int, etype: str, data: dict[str, Any], *, tenant: str, step: int | None, rng: random.Random
+    run: str,
+    seq: int,
+    etype: str,
+    data: dict[str, Any],
+    *,
+    tenant: str,
+    step: int | None,
+    rng: random.Random,
 ) -> dict[str, Any]:
     return {
         "eventId": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
@@ -46,7 +54,9 @@ def _event(
     }
 
 
-def run_events(run: str, rng: random.Random, *, tenant: str = "bench", steps: int = 8) -> Iterator[dict[str, Any]]:
+def run_events(
+    run: str, rng: random.Random, *, tenant: str = "bench", steps: int = 8
+) -> Iterator[dict[str, Any]]:
     """The JSON-form events of one run, in order."""
     seq = 0
 
@@ -55,28 +65,126 @@ def run_events(run: str, rng: random.Random, *, tenant: str = "bench", steps: in
         seq += 1
         return seq
 
-    yield _event(run, nxt(), "run.accepted", {"goalRef": f"goal://{run}", "policyVersion": "p-7"}, tenant=tenant, step=None, rng=rng)
-    messages = [{"role": "system", "content": _text(rng, 30)}, {"role": "user", "content": _text(rng, 25)}]
+    yield _event(
+        run,
+        nxt(),
+        "run.accepted",
+        {"goalRef": f"goal://{run}", "policyVersion": "p-7"},
+        tenant=tenant,
+        step=None,
+        rng=rng,
+    )
+    messages = [
+        {"role": "system", "content": _text(rng, 30)},
+        {"role": "user", "content": _text(rng, 25)},
+    ]
     for step in range(1, steps + 1):
-        prompt = {"model": "glm-5.1", "temperature": 0.2, "messages": messages[-6:], "tools": [{"name": "search"}, {"name": "lookup_order"}]}
-        yield _event(run, nxt(), "MODEL_REQUEST", {"prompt": prompt}, tenant=tenant, step=step, rng=rng)
-        yield _event(run, nxt(), "MODEL_REASONING", {"text": _text(rng, 20)}, tenant=tenant, step=step, rng=rng)
+        prompt = {
+            "model": "glm-5.1",
+            "temperature": 0.2,
+            "messages": messages[-6:],
+            "tools": [{"name": "search"}, {"name": "lookup_order"}],
+        }
+        yield _event(
+            run, nxt(), "MODEL_REQUEST", {"prompt": prompt}, tenant=tenant, step=step, rng=rng
+        )
+        yield _event(
+            run,
+            nxt(),
+            "MODEL_REASONING",
+            {"text": _text(rng, 20)},
+            tenant=tenant,
+            step=step,
+            rng=rng,
+        )
         reply = []
         for part in range(3):
             delta = _text(rng, 8)
             reply.append(delta)
             raw = None
             if part == 2:
-                raw = {"id": f"resp-{run}-{step}", "model": "glm-5.1", "usage": {"prompt_tokens": 300 + 40 * step, "completion_tokens": 24}, "choices": [{"index": 0, "finish_reason": "tool_calls"}]}
-            yield _event(run, nxt(), "MODEL_RESPONSE", {"message": delta, "raw": raw}, tenant=tenant, step=step, rng=rng)
+                raw = {
+                    "id": f"resp-{run}-{step}",
+                    "model": "glm-5.1",
+                    "usage": {"prompt_tokens": 300 + 40 * step, "completion_tokens": 24},
+                    "choices": [{"index": 0, "finish_reason": "tool_calls"}],
+                }
+            yield _event(
+                run,
+                nxt(),
+                "MODEL_RESPONSE",
+                {"message": delta, "raw": raw},
+                tenant=tenant,
+                step=step,
+                rng=rng,
+            )
         call = f"call-{step}"
-        yield _event(run, nxt(), "TOOL_CALL", {"callId": call, "toolName": "search", "arguments": {"query": _text(rng, 4), "limit": 5}}, tenant=tenant, step=step, rng=rng)
-        yield _event(run, nxt(), "TOOL_RESULT", {"callId": call, "toolName": "search", "output": {"hits": [{"id": f"doc-{i}", "score": round(rng.random(), 3), "title": _text(rng, 5)} for i in range(3)]}, "error": None}, tenant=tenant, step=step, rng=rng)
-        yield _event(run, nxt(), "STEP_END", {"reason": "tool_use"}, tenant=tenant, step=step, rng=rng)
-        yield _event(run, nxt(), "model.operation_completed", {"provider": "zhipu", "modelId": "glm-5.1", "promptVersion": "agent@3", "toolSchemaVersion": "tools@2", "requestId": f"req-{step}", "responseId": f"resp-{run}-{step}", "outputRef": None, "inputTokens": 300 + 40 * step, "outputTokens": 24, "usageSource": "provider"}, tenant=tenant, step=None, rng=rng)
+        yield _event(
+            run,
+            nxt(),
+            "TOOL_CALL",
+            {
+                "callId": call,
+                "toolName": "search",
+                "arguments": {"query": _text(rng, 4), "limit": 5},
+            },
+            tenant=tenant,
+            step=step,
+            rng=rng,
+        )
+        yield _event(
+            run,
+            nxt(),
+            "TOOL_RESULT",
+            {
+                "callId": call,
+                "toolName": "search",
+                "output": {
+                    "hits": [
+                        {"id": f"doc-{i}", "score": round(rng.random(), 3), "title": _text(rng, 5)}
+                        for i in range(3)
+                    ]
+                },
+                "error": None,
+            },
+            tenant=tenant,
+            step=step,
+            rng=rng,
+        )
+        yield _event(
+            run, nxt(), "STEP_END", {"reason": "tool_use"}, tenant=tenant, step=step, rng=rng
+        )
+        yield _event(
+            run,
+            nxt(),
+            "model.operation_completed",
+            {
+                "provider": "zhipu",
+                "modelId": "glm-5.1",
+                "promptVersion": "agent@3",
+                "toolSchemaVersion": "tools@2",
+                "requestId": f"req-{step}",
+                "responseId": f"resp-{run}-{step}",
+                "outputRef": None,
+                "inputTokens": 300 + 40 * step,
+                "outputTokens": 24,
+                "usageSource": "provider",
+            },
+            tenant=tenant,
+            step=None,
+            rng=rng,
+        )
         messages.append({"role": "assistant", "content": " ".join(reply)})
         messages.append({"role": "tool", "content": _text(rng, 15)})
-    yield _event(run, nxt(), "run.succeeded", {"resultRef": f"blob://{run}"}, tenant=tenant, step=None, rng=rng)
+    yield _event(
+        run,
+        nxt(),
+        "run.succeeded",
+        {"resultRef": f"blob://{run}"},
+        tenant=tenant,
+        step=None,
+        rng=rng,
+    )
 
 
 def workload(total: int, *, seed: int = 42, concurrent_runs: int = 64) -> Iterator[dict[str, Any]]:

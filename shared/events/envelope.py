@@ -11,7 +11,7 @@ variables; subclassing registers them, so the envelope can pick the payload mode
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -160,7 +160,8 @@ def _concrete(values: dict[str, Any]) -> type[Event]:
 def _event_class(model: type[EventData]) -> type[Event]:
     """The concrete Event subclass for one payload model (made once, at registration)."""
     name = f"{model.__name__}Event"
-    cls = create_model(
+    # create_model's overloads differ between pydantic releases; the call itself is stable.
+    cls: type[Event] = cast(Any, create_model)(
         name,
         __base__=Event,
         __module__=__name__,

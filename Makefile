@@ -1,0 +1,55 @@
+# Developer entry points. CI (.ci/run) prepares the machine, then runs `make test`.
+#
+#   make install      venv + editable install with the dev extras
+#   make test         ruff check, mypy, then the test suite
+#   make lint         ruff check + ruff format --check + mypy
+#   make kafka-up     local single-node Kafka (RUNTRAIL_KAFKA_PORT, RUNTRAIL_STATE_DIR apply)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+# mypy cannot see the shared/ -> runtrail mapping of the editable install: .typecheck/ holds
+# symlinks with the import names (pyproject's mypy_path); they are recreated if missing.
+TYPECHECK_LINKS := .typecheck
+
+.PHONY: venv install test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
+
+venv: $(BIN)/python
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: venv
+	$(BIN)/python -m pip install -q -e '.[dev]'
+
+typecheck:
+	@mkdir -p $(TYPECHECK_LINKS)
+	@test -e $(TYPECHECK_LINKS)/runtrail || ln -sfn ../shared $(TYPECHECK_LINKS)/runtrail
+	@test -e $(TYPECHECK_LINKS)/runtrail_services || ln -sfn ../services $(TYPECHECK_LINKS)/runtrail_services
+	@test -e $(TYPECHECK_LINKS)/runtrail_schemas || ln -sfn ../schemas $(TYPECHECK_LINKS)/runtrail_schemas
+	$(BIN)/mypy -p runtrail -p runtrail_services
+
+lint: typecheck
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test:
+	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+kafka-fetch:
+	$(BIN)/runtrail kafka fetch
+
+kafka-up:
+	$(BIN)/runtrail kafka up
+
+kafka-down:
+	$(BIN)/runtrail kafka down
+
+kafka-status:
+	$(BIN)/runtrail kafka status
+
+topics:
+	$(BIN)/runtrail topics ensure

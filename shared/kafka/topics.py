@@ -1,0 +1,272 @@
+"""The five topics of the design, and creating or checking them on a cluster.
+
+``ensure_topics`` creates what is missing and, for what exists, compares the partition count,
+the replication factor and every config we set with what the cluster has. A difference is
+reported, never silently accepted and never altered: changing a live topic (partitions can only
+grow, which moves run keys to other partitions) is an operator's decision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, TopicMetadata
+
+from runtrail.config import Settings
+
+Status = Literal["created", "ok", "differs"]
+
+
+class TopicsError(RuntimeError):
+    """Topics could not be listed, created, described or deleted."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic as the design wants it: name, partitions, replication and the configs we set."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One property of an existing topic that is not what its spec asks for."""
+
+    item: str
+    expected: str
+    actual: str | None
+
+    def __str__(self) -> str:
+        return f"{self.item}: want {self.expected}, have {self.actual if self.actual is not None else 'unset'}"
+
+
+@dataclass(frozen=True)
+class TopicOutcome:
+    """What ``ensure_topics`` did or found for one topic."""
+
+    spec: TopicSpec
+    status: Status
+    differences: tuple[Difference, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class EnsureReport:
+    """Every topic's outcome, in the order of the specs."""
+
+    outcomes: tuple[TopicOutcome, ...]
+
+    def with_status(self, status: Status) -> list[TopicOutcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    @property
+    def has_differences(self) -> bool:
+        return any(o.status == "differs" for o in self.outcomes)
+
+    def by_name(self) -> dict[str, TopicOutcome]:
+        return {o.name: o for o in self.outcomes}
+
+    def format_table(self) -> str:
+        """A plain-text table: one row per topic, one more per difference."""
+        rows = [("TOPIC", "STATUS", "PARTITIONS", "DETAILS")]
+        for outcome in self.outcomes:
+            details = [str(d) for d in outcome.differences] or [""]
+            rows.append((outcome.name, outcome.status, str(outcome.spec.partitions), details[0]))
+            rows.extend(("", "", "", extra) for extra in details[1:])
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = [
+            "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+            + "  "
+            + row[3]
+            for row in rows
+        ]
+        return "\n".join(line.rstrip() for line in lines)
+
+
+def design_topics(settings: Settings) -> list[TopicSpec]:
+    """The topics table of DESIGN.md, named and sized by ``settings``."""
+    partitions = settings.partitions
+    replication = settings.replication_factor
+    compacted = {"cleanup.policy": "compact"}
+    return [
+        TopicSpec(
+            settings.events_topic,
+            partitions,
+            replication,
+            {
+                "message.timestamp.type": "LogAppendTime",
+                "retention.ms": str(settings.events_retention_ms),
+            },
+            role="events",
+        ),
+        TopicSpec(settings.dlq_topic, partitions, replication, {}, role="dlq"),
+        TopicSpec(
+            settings.resume_cache_topic, partitions, replication, compacted, role="resume-cache"
+        ),
+        TopicSpec(settings.sessions_topic, partitions, replication, compacted, role="sessions"),
+        TopicSpec(settings.audit_topic, partitions, replication, {}, role="audit"),
+    ]
+
+
+def _same_value(key: str, expected: str, actual: str | None) -> bool:
+    if actual is None:
+        return False
+    if key == "cleanup.policy":  # a list whose order means nothing
+        return {p.strip() for p in expected.split(",")} == {p.strip() for p in actual.split(",")}
+    if expected.strip() == actual.strip():
+        return True
+    try:
+        return int(expected) == int(actual)
+    except ValueError:
+        return False
+
+
+def _compare(
+    spec: TopicSpec, metadata: TopicMetadata, configs: Mapping[str, str | None]
+) -> tuple[Difference, ...]:
+    differences: list[Difference] = []
+    partitions = len(metadata.partitions)
+    if partitions != spec.partitions:
+        differences.append(Difference("partitions", str(spec.partitions), str(partitions)))
+    replication = max((len(p.replicas) for p in metadata.partitions.values()), default=0)
+    if replication != spec.replication_factor:
+        differences.append(
+            Difference("replication.factor", str(spec.replication_factor), str(replication))
+        )
+    for key, expected in spec.config.items():
+        actual = configs.get(key)
+        if not _same_value(key, expected, actual):
+            differences.append(Difference(key, expected, actual))
+    return tuple(differences)
+
+
+def _error_code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
+def list_topic_metadata(admin: AdminClient, timeout: float) -> dict[str, TopicMetadata]:
+    """The cluster's topics, or a :class:`TopicsError` saying the cluster did not answer."""
+    try:
+        return dict(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise TopicsError(f"cannot list topics: {exc}") from exc
+
+
+def describe_topic_configs(
+    admin: AdminClient, names: Iterable[str], timeout: float
+) -> dict[str, dict[str, str | None]]:
+    """Effective config (``name -> value``) of each topic, defaults included."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
+    if not resources:
+        return {}
+    futures = admin.describe_configs(resources, request_timeout=timeout)
+    result: dict[str, dict[str, str | None]] = {}
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=timeout)
+        except KafkaException as exc:
+            raise TopicsError(f"cannot describe topic {resource.name}: {exc}") from exc
+        result[resource.name] = {key: entry.value for key, entry in entries.items()}
+    return result
+
+
+def _create(admin: AdminClient, specs: Sequence[TopicSpec], timeout: float) -> set[str]:
+    """Create ``specs``; the names actually created (one created meanwhile is left out)."""
+    if not specs:
+        return set()
+    new_topics = [
+        NewTopic(
+            s.name,
+            num_partitions=s.partitions,
+            replication_factor=s.replication_factor,
+            config=dict(s.config),
+        )
+        for s in specs
+    ]
+    futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
+    created: set[str] = set()
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if _error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue  # raced with someone else: it gets compared like any existing topic
+            raise TopicsError(f"cannot create topic {name}: {exc}") from exc
+        created.add(name)
+    return created
+
+
+def ensure_topics(
+    admin: AdminClient, specs: Sequence[TopicSpec], timeout: float = 30.0
+) -> EnsureReport:
+    """Create the missing topics of ``specs``; compare the existing ones with their spec."""
+    existing = list_topic_metadata(admin, timeout)
+    created = _create(admin, [s for s in specs if s.name not in existing], timeout)
+    if created:
+        wait_for_topics(admin, created, timeout)
+    to_compare = [s for s in specs if s.name not in created]
+    if any(s.name not in existing for s in to_compare):
+        existing = list_topic_metadata(admin, timeout)
+    configs = describe_topic_configs(admin, [s.name for s in to_compare], timeout)
+    outcomes: list[TopicOutcome] = []
+    for spec in specs:
+        if spec.name in created:
+            outcomes.append(TopicOutcome(spec, "created"))
+            continue
+        differences = _compare(spec, existing[spec.name], configs.get(spec.name, {}))
+        outcomes.append(TopicOutcome(spec, "differs" if differences else "ok", differences))
+    return EnsureReport(tuple(outcomes))
+
+
+def wait_for_topics(admin: AdminClient, names: Iterable[str], timeout: float = 30.0) -> None:
+    """Wait until every topic in ``names`` exists and each of its partitions has a leader."""
+    wanted = set(names)
+    deadline = time.monotonic() + timeout
+    pending = wanted
+    while True:
+        try:
+            topics = admin.list_topics(timeout=max(1.0, min(5.0, timeout))).topics
+        except KafkaException:
+            topics = {}
+        pending = {
+            name
+            for name in wanted
+            if name not in topics
+            or topics[name].error is not None
+            or not topics[name].partitions
+            or any(p.leader < 0 for p in topics[name].partitions.values())
+        }
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise TopicsError(
+                f"topics not ready after {timeout:.0f}s: {', '.join(sorted(pending))}"
+            )
+        time.sleep(0.2)
+
+
+def delete_topics(admin: AdminClient, names: Iterable[str], timeout: float = 30.0) -> None:
+    """Delete ``names``; a topic that is already gone is fine."""
+    topics = list(names)
+    if not topics:
+        return
+    futures = admin.delete_topics(topics, operation_timeout=timeout, request_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if _error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise TopicsError(f"cannot delete topic {name}: {exc}") from exc

@@ -1,0 +1,3 @@
+"""Shared pytest configuration: loads the Kafka broker fixtures."""
+
+pytest_plugins = ["tests.kafka_fixture", "tests.postgres_fixture"]
