@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -202,6 +203,15 @@ def test_health_readiness_and_metrics(kafka_bootstrap: str, topic: str, collecto
         lambda: 'runtrail_processed_total{service="collect"} 10.0' in _scrape(port),
         10,
         what="count",
+    )
+    # per-partition lag comes from librdkafka's statistics (every 5 s): caught up means 0
+    wait_for(
+        lambda: re.search(
+            r'runtrail_consumer_lag\{partition="\d",service="collect",topic="[^"]+"\} 0\.0',
+            _scrape(port),
+        ),
+        20,
+        what="lag series",
     )
     text = _scrape(port)
     for series in (

@@ -94,7 +94,8 @@ class RuntimeMetrics:
             for pid, pstats in tstats.get("partitions", {}).items():
                 if pid == "-1" or pstats.get("fetch_state") in (None, "none", "stopped"):
                     continue
-                lag = pstats.get("consumer_lag_stored", pstats.get("consumer_lag", -1))
+                # lag behind the *committed* offset: what a crash right now would re-read
+                lag = pstats.get("consumer_lag", -1)
                 if lag is not None and lag >= 0:
                     self.lag.labels(self.service, topic, pid).set(lag)
 
