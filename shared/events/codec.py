@@ -21,7 +21,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
 
 from runtrail.events import avro_schemas
-from runtrail.events.envelope import Event
+from runtrail.events.envelope import EVENT_CLASSES, Event
 from runtrail.events.errors import (
     EventError,
     InvalidEvent,
@@ -142,7 +142,10 @@ class EventCodec:
 def validate_json_form(form: JsonDict) -> Event:
     """A JSON-form event as a validated :class:`Event` (its concrete per-type subclass)."""
     try:
-        return Event.model_validate(form)
+        cls = EVENT_CLASSES.get((form.get("type"), form.get("schemaVersion")))  # type: ignore[arg-type]
+        if cls is None:
+            return Event.model_validate(form)  # reports what is missing or unknown
+        return cast(Event, cls.__pydantic_validator__.validate_python(form))
     except ValidationError as exc:
         raise InvalidEvent(_short(exc)) from exc
     except EventError:

@@ -18,10 +18,8 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidatorFunctionWrapHandler,
     create_model,
     field_serializer,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -127,9 +125,10 @@ class Event(_Envelope):
     """One validated event: envelope fields plus a typed payload.
 
     Every (type, version) has a concrete subclass whose ``type``, ``schemaVersion`` and
-    ``data`` are pinned, so validation is one pass in pydantic-core (plus one cheap Python
-    dispatch hook). ``Event(...)`` and ``Event.model_validate`` pick the subclass from
-    ``type`` and ``schemaVersion``.
+    ``data`` are pinned, so validating one is a single pass inside pydantic-core, with no
+    Python validator on a consumer's hot path. ``Event(...)`` and ``Event.model_validate``
+    pick the subclass from ``type`` and ``schemaVersion`` (a field typed ``Event`` in another
+    model accepts events, not raw dicts: validate those with ``Event.model_validate``).
     """
 
     def __new__(cls, *args: Any, **values: Any) -> Self:
@@ -137,12 +136,12 @@ class Event(_Envelope):
             cls = _concrete(values)  # type: ignore[assignment]
         return super().__new__(cls)
 
-    @model_validator(mode="wrap")
     @classmethod
-    def _dispatch(cls, values: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        if cls is Event and isinstance(values, dict):
-            return _concrete(values).model_validate(values)
-        return handler(values)
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        """On ``Event`` itself, validate with the concrete class of (type, schemaVersion)."""
+        if cls is Event and isinstance(obj, dict):
+            return _concrete(obj).model_validate(obj, *args, **kwargs)  # type: ignore[return-value]
+        return super().model_validate(obj, *args, **kwargs)
 
 
 def _concrete(values: dict[str, Any]) -> type[Event]:
