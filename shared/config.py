@@ -92,6 +92,12 @@ class Settings(BaseSettings):
     delivery_timeout_ms: int = Field(
         default=30000, ge=1000, description="message.timeout.ms: after this an event is spooled."
     )
+    publish_max_block_ms: int = Field(
+        default=1000,
+        ge=0,
+        description="How long publish may wait for room in a full local producer queue "
+        "before it spools the event instead.",
+    )
     compression: str = Field(default="zstd", description="Producer compression.type.")
     linger_ms: int = Field(default=5, ge=0, description="Producer linger.ms (batching).")
 

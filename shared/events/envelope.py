@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from runtrail.events.errors import UnknownEventType
+from runtrail.events.errors import InvalidEvent, UnknownEventType
 
 ActorKind = Literal["user", "agent", "service", "operator"]
 
@@ -148,7 +148,7 @@ def _concrete(values: dict[str, Any]) -> type[Event]:
     event_type = values.get("type")
     version = values.get("schemaVersion", values.get("schema_version"))
     if not isinstance(event_type, str) or type(version) is not int:
-        raise ValueError("an event needs a string 'type' and an integer 'schemaVersion'")
+        raise InvalidEvent("an event needs a string 'type' and an integer 'schemaVersion'")
     cls = EVENT_CLASSES.get((event_type, version))
     if cls is None:
         data_model(event_type, version)  # raises UnknownEventType with the precise reason

@@ -401,7 +401,7 @@ class Publisher:
             return
         ticket = self._pending.add(record, SlotState.IN_FLIGHT)
         try:
-            self._produce(record, functools.partial(self._on_direct_report, ticket))
+            self._produce_with_backpressure(record, functools.partial(self._on_direct_report, ticket))
         except BufferError:
             self._pending.settle(ticket, SlotState.SPOOL)
             self._enter_spooling("the local producer queue is full")
@@ -416,6 +416,25 @@ class Publisher:
             self._pending.settle(ticket, SlotState.SPOOL)
             self._enter_spooling(f"produce failed: {exc}")
             self._release()
+
+    def _produce_with_backpressure(
+        self, record: SpoolRecord, callback: Callable[[Any, Any], None]
+    ) -> None:
+        """A full local queue means the broker is slower than the agent, not gone: wait up to
+        ``publish_max_block_ms`` for room (serving delivery reports meanwhile), then give up
+        with BufferError so the event is spooled rather than the agent stalled for long."""
+        deadline = 0.0
+        while True:
+            try:
+                self._produce(record, callback)
+                return
+            except BufferError:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self._settings.publish_max_block_ms / 1000
+                elif now >= deadline:
+                    raise
+                self._producer.poll(0.005)
 
     def _produce(self, record: SpoolRecord, callback: Callable[[Any, Any], None]) -> None:
         self._producer.produce(
