@@ -56,6 +56,8 @@ class BatchDecoder:
         positions = result.positions
         decode = self._codec.decode
         check = self._sequences.check
+        # LogAppendTime is stamped per produce request, so consecutive messages share it
+        last_ts, last_iso = -1, None
         for msg in messages:
             if msg.error() is not None:
                 continue  # partition EOF and transient errors: nothing to process
@@ -65,8 +67,10 @@ class BatchDecoder:
             offset = cast(int, msg.offset())
             positions[(topic, partition)] = offset + 1
             ts_type, ts = msg.timestamp()
+            if ts != last_ts:
+                last_ts, last_iso = ts, _iso_from_ms(ts) if ts_type else None
             try:
-                decoded = decode(msg.value(), _iso_from_ms(ts) if ts_type else None)
+                decoded = decode(msg.value(), last_iso)
             except EventError as exc:
                 self._dead_letter(msg, exc.reason, str(exc))
                 result.dead[exc.reason] = result.dead.get(exc.reason, 0) + 1
