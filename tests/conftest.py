@@ -1,3 +1,3 @@
-"""Shared pytest configuration: loads the Kafka broker fixtures."""
+"""Shared pytest configuration: loads the Kafka broker, PostgreSQL and S3 (moto) fixtures."""
 
-pytest_plugins = ["tests.kafka_fixture", "tests.postgres_fixture"]
+pytest_plugins = ["tests.kafka_fixture", "tests.postgres_fixture", "tests.s3_fixture"]

@@ -18,6 +18,14 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.kafka_cmd",
     "runtrail.cli.publish_cmd",
     "runtrail.cli.run_cmd",
+    "runtrail.cli.audit_cmd",
+    "runtrail.cli.capture_cmd",
+    "runtrail.cli.cache_cmd",
+    "runtrail.cli.projection_cmd",
+    "runtrail.cli.replay_projection_cmd",
+    "runtrail.cli.sessions_cmd",
+    "runtrail.cli.dev_cmd",
+    "runtrail.cli.demo_cmd",
 )
 
 

@@ -9,6 +9,11 @@ from runtrail.runtime.service import Service
 #: service name -> "module:ClassName"
 SERVICES: dict[str, str] = {
     "noop": "runtrail_services.noop.service:NoopService",
+    "audit": "runtrail_services.audit.service:AuditService",
+    "capture": "runtrail_services.capture.service:CaptureService",
+    "sessions": "runtrail_services.sessions.service:SessionsService",
+    "resume-cache": "runtrail_services.resume_cache.service:ResumeCacheService",
+    "projector": "runtrail_services.projector.service:ProjectorService",
 }
 
 

@@ -1,0 +1,1 @@
+"""``runtrail run sessions``: checkpoint every agent session from the events topic."""

@@ -1,0 +1,144 @@
+"""The session API: per tenant, bearer-token authenticated, read-only.
+
+* ``GET /v1/sessions`` — the caller's tenant's sessions;
+* ``GET /v1/sessions/{sessionId}`` — the latest snapshot of one of them (the stored document,
+  digest included, so a client can verify it).
+
+The token decides the tenant; nothing in the request can name another. A session of another
+tenant is therefore looked up under the caller's tenant and answers 404, exactly like a session
+that does not exist (a 403 would confirm that it does). No or an unknown token answers 401;
+with no tokens configured every request does (fail closed).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
+
+import orjson
+
+from runtrail.sessions import AgentSessionStore, SessionStoreError, UntrustedSnapshot
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/v1/sessions"
+Response = tuple[int, bytes]
+
+
+def _json(status: int, body: object) -> Response:
+    return status, orjson.dumps(body)
+
+
+class TokenAuth:
+    """Maps a bearer token to its tenant, comparing in constant time."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._pairs = [(tenant, token.encode()) for tenant, token in tokens.items() if token]
+
+    def tenant_of(self, header: str | None) -> str | None:
+        if not header:
+            return None
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        given = token.strip().encode()
+        found = None
+        for tenant, expected in self._pairs:  # no early exit: timing says nothing
+            if hmac.compare_digest(given, expected):
+                found = tenant
+        return found
+
+
+class SessionsApi:
+    """A threaded HTTP server answering session reads from ``store``."""
+
+    def __init__(
+        self,
+        store: AgentSessionStore,
+        tokens: Mapping[str, str],
+        host: str,
+        port: int,
+        on_request: Callable[[int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.auth = TokenAuth(tokens)
+        self._on_request = on_request or (lambda status: None)
+        if not tokens:
+            log.warning("sessions API: no bearer tokens configured; every request answers 401")
+        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="runtrail-sessions-api", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --- routes -------------------------------------------------------------------------------
+    def answer(self, path: str, authorization: str | None) -> Response:
+        """The status and JSON body for a GET of ``path``."""
+        tenant = self.auth.tenant_of(authorization)
+        if tenant is None:
+            return _json(401, {"error": "a valid bearer token is required"})
+        route = path.split("?", 1)[0].rstrip("/")
+        if route == PREFIX:
+            return self._list(tenant)
+        if route.startswith(PREFIX + "/"):
+            session_id = unquote(route[len(PREFIX) + 1 :])
+            if session_id and "/" not in route[len(PREFIX) + 1 :]:
+                return self._get(tenant, session_id)
+        return _json(404, {"error": "not found"})
+
+    def _list(self, tenant: str) -> Response:
+        try:
+            sessions = self.store.list(tenant)
+        except SessionStoreError as exc:
+            log.error("sessions API: cannot list %s: %s", tenant, exc)
+            return _json(503, {"error": "session store unavailable"})
+        body = {"tenantId": tenant, "sessions": [s.as_json() for s in sessions]}
+        return _json(200, body)
+
+    def _get(self, tenant: str, session_id: str) -> Response:
+        try:
+            snapshot = self.store.load(tenant, session_id)
+        except (SessionStoreError, UntrustedSnapshot) as exc:
+            # the detail names server paths or rows: it goes to the log, not to the client
+            log.error("sessions API: %s", exc)
+            return _json(
+                500, {"error": "the stored snapshot cannot be read", "sessionId": session_id}
+            )
+        if snapshot is None:
+            return _json(404, {"error": "no such session", "sessionId": session_id})
+        return 200, snapshot.to_bytes()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = api.answer(self.path, self.headers.get("Authorization"))
+                api._on_request(status)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-sessions"')
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("sessions API: " + format, *args)
+
+        return Handler

@@ -1,0 +1,286 @@
+"""``runtrail run sessions``: the latest checkpoint of every agent session, from the stream.
+
+Each event that names a session (``sessionId`` in its envelope) is applied to that session's
+:class:`~runtrail.sessions.AgentSession`: the event log comes from the stream, memory and
+compact results from the ``session.snapshot`` events the agent publishes. A session is
+checkpointed to the store (file or PostgreSQL) every N unsaved events, at STEP_END, when it
+has been quiet, and when its partitions are revoked or the service stops. Then:
+
+* **Commit only after durable.** Until a session is saved, the offset of its first unsaved
+  event is held (:meth:`held_offsets`): the runtime commits no further, so a crash re-reads
+  exactly what the store lacks. Re-applying what the store has is a no-op (events are keyed
+  by run and sequence).
+* **One session, several writers.** A session's runs may sit on partitions owned by different
+  members. A save is compare-and-set on the digest the member last saw; if another member
+  saved meanwhile, its snapshot is merged (a union of events) and the save retried, so no
+  member's events are lost.
+* **Pointers.** Once saved, the latest snapshot of each session goes to the compacted sessions
+  topic — inline, or uploaded to object storage and referenced with its digest when it is
+  large — and is flushed before offsets are committed.
+* **Untrusted snapshots halt their session, visibly.** A stored snapshot that is corrupted or
+  built by another code version is not built upon: the session is not checkpointed, its offsets
+  are held (so nothing is lost), it is counted in ``runtrail_sessions_halted`` and logged.
+  Repair: ``runtrail sessions rebuild ID`` (from the topic), then restart the service.
+
+The runtime gives no signal before its last commit at shutdown, so the shutdown checkpoint
+happens when the partitions are revoked (or in :meth:`close`); a restart then re-reads the
+events after the last commit and finds them already saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.sessions import (
+    AgentSession,
+    AgentSessionSnapshot,
+    CorruptSnapshot,
+    SessionStoreError,
+    UntrustedSnapshot,
+    open_session_store,
+)
+from runtrail.sessions.blobs import SnapshotBlobStore
+from runtrail_services.sessions.http_api import SessionsApi
+from runtrail_services.sessions.metrics import SessionsMetrics
+from runtrail_services.sessions.pointers import PointerPublisher
+from runtrail_services.sessions.settings import SessionsSettings
+from runtrail_services.sessions.tracking import CheckpointPolicy, Tracked
+
+log = logging.getLogger(__name__)
+
+SessionKey = tuple[str, str]
+#: Longest gap between two scans for idle sessions.
+SCAN_INTERVAL_MS = 1000
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SessionsService(Service):
+    """Keeps sessions from the stream and checkpoints them; see the module docstring."""
+
+    name = "sessions"
+    default_port = 9430
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        self.settings = SessionsSettings.load(context.options)
+        state_dir = context.settings.state_dir
+        self.metrics = SessionsMetrics(self.name, context.registry)
+        self.store = open_session_store(self.settings.resolved_store_url(state_dir))
+        self.policy = CheckpointPolicy(
+            every_n_events=self.settings.every_n_events,
+            at_step_end=self.settings.at_step_end,
+            idle_ms=int(self.settings.idle_checkpoint_s * 1000),
+        )
+        self._evict_ms = int(self.settings.evict_after_s * 1000)
+        self._sessions: dict[SessionKey, Tracked] = {}
+        self._next_scan_ms = 0
+        self.pointers: PointerPublisher | None = None
+        if self.settings.publish_pointers:
+            blobs = SnapshotBlobStore(self.settings.resolved_blob_url(state_dir))
+            self.pointers = PointerPublisher(
+                context.settings, blobs=blobs, inline_limit=self.settings.inline_limit_bytes
+            )
+        self.api: SessionsApi | None = None
+        if self.settings.http_enabled:
+            self.api = SessionsApi(
+                self.store,
+                self.settings.http_tokens,
+                self.settings.http_host,
+                self.settings.http_port,
+                on_request=lambda status: self.metrics.http_requests.labels(
+                    self.name, str(status)
+                ).inc(),
+            )
+            self.api.start()
+        log.info(
+            "sessions: store %s; checkpoint every %d events%s; session API on %s:%s",
+            self.store.describe(),
+            self.settings.every_n_events,
+            " and at STEP_END" if self.settings.at_step_end else "",
+            self.settings.http_host,
+            self.api.port if self.api else "off",
+        )
+
+    # --- sessions in memory -------------------------------------------------------------------
+    def tracked(self, tenant_id: str, session_id: str, now_ms: int) -> Tracked:
+        """The session in memory, loaded from the store the first time it is seen."""
+        key = (tenant_id, session_id)
+        found = self._sessions.get(key)
+        if found is not None:
+            return found
+        session = AgentSession(tenant_id, session_id)
+        tracked = Tracked(session=session, stored_digest=None, touched_ms=now_ms)
+        try:
+            stored = self.store.load(tenant_id, session_id)
+            if stored is not None:
+                session.restore(stored)
+                tracked.stored_digest = stored.digest
+                tracked.unpublished = stored  # a crash may have come between save and pointer
+        except (CorruptSnapshot, UntrustedSnapshot) as exc:
+            # (a SessionStoreError, an unreachable store, propagates: the service stops
+            # without committing and the restart retries)
+            self._halt(tracked, exc)
+        self._sessions[key] = tracked
+        self._update_gauges()
+        return tracked
+
+    def _halt(self, tracked: Tracked, exc: Exception) -> None:
+        """Stop checkpointing a session whose stored snapshot cannot be trusted; its offsets
+        stay held, so after the repair a restart re-reads what it did not save."""
+        tracked.halted = str(exc)
+        session = tracked.session
+        log.error(
+            "sessions: %s/%s halted (repair: runtrail sessions rebuild, then restart): %s",
+            session.tenant_id,
+            session.session_id,
+            exc,
+        )
+        self._update_gauges()
+
+    def _update_gauges(self) -> None:
+        self.metrics.tracked.set(len(self._sessions))
+        self.metrics.halted.set(sum(1 for t in self._sessions.values() if t.halted))
+
+    # --- events -------------------------------------------------------------------------------
+    def process(self, batch: Sequence[Delivered]) -> None:
+        now = wall_ms()
+        touched: dict[SessionKey, Tracked] = {}
+        for delivered in batch:
+            event = delivered.event
+            if not event.session_id:  # not part of a session
+                continue
+            key = (event.tenant_id, event.session_id)
+            tracked = touched.get(key) or self.tracked(*key, now)
+            touched[key] = tracked
+            tracked.touched_ms = now
+            if tracked.halted:
+                tracked.held(delivered.source, delivered.offset)
+                continue
+            source = (delivered.topic, delivered.partition, delivered.offset)
+            if tracked.session.apply(event, source=source):
+                tracked.held(delivered.source, delivered.offset)
+                tracked.unsaved += 1
+                tracked.due = tracked.due or self.policy.after_event(tracked, event.type)
+        self._checkpoint(t for t in touched.values() if t.due)
+
+    def _checkpoint(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
+        for tracked in list(sessions):
+            if tracked.halted or not tracked.dirty:
+                continue
+            self._save(tracked, trigger or tracked.due or "flush")
+
+    def _save(self, tracked: Tracked, trigger: str) -> None:
+        """Save durably (compare-and-set, merging another writer's snapshot if needed)."""
+        session = tracked.session
+        with self.metrics.checkpoint_seconds.time():
+            for _ in range(self.settings.save_attempts):
+                snapshot = session.snapshot()
+                if self.store.save_if(snapshot, tracked.stored_digest):
+                    tracked.saved(snapshot)
+                    self.metrics.checkpointed(trigger, len(snapshot.to_bytes()))
+                    return
+                self.metrics.save_conflicts.inc()
+                try:
+                    stored = self._reload(tracked)
+                except (CorruptSnapshot, UntrustedSnapshot) as exc:
+                    self._halt(tracked, exc)
+                    return
+                if stored is not None and stored.digest == session.snapshot().digest:
+                    tracked.saved(stored)  # the other writer's snapshot already has it all
+                    return
+        raise SessionStoreError(
+            f"session {session.tenant_id}/{session.session_id}: still conflicting after "
+            f"{self.settings.save_attempts} save attempts"
+        )
+
+    def _reload(self, tracked: Tracked) -> AgentSessionSnapshot | None:
+        """Merge what another writer stored into ``tracked`` (a conflict was detected)."""
+        session = tracked.session
+        stored = self.store.load(session.tenant_id, session.session_id)
+        tracked.stored_digest = stored.digest if stored is not None else None
+        if stored is not None:
+            AgentSession.from_snapshot(stored)  # verified before use, as on first load
+            added = session.merge(stored)
+            log.info(
+                "sessions: %s/%s was saved by another writer; merged %d event(s)",
+                session.tenant_id,
+                session.session_id,
+                added,
+            )
+        return stored
+
+    # --- durability and commit points ---------------------------------------------------------
+    def flush(self) -> None:
+        self._checkpoint(t for t in self._sessions.values() if t.due)
+        self._publish(self._sessions.values())
+
+    def _publish(self, sessions: Iterable[Tracked]) -> None:
+        sent = False
+        for tracked in sessions:
+            snapshot = tracked.unpublished
+            if snapshot is None:
+                continue
+            if self.pointers is None:  # pointers are off: nothing to send
+                tracked.unpublished = None
+                continue
+            pointer = self.pointers.send(snapshot)
+            kind = "reference" if pointer.snapshot_ref else "inline"
+            self.metrics.pointers.labels(self.name, kind).inc()
+            tracked.unpublished = None
+            sent = True
+        if sent and self.pointers is not None:
+            self.pointers.flush()
+
+    def held_offsets(self) -> Mapping[Partition, int]:
+        held: dict[Partition, int] = {}
+        for tracked in self._sessions.values():
+            for partition, offset in tracked.first_unsaved.items():
+                if offset < held.get(partition, offset + 1):
+                    held[partition] = offset
+        return held
+
+    def tick(self, now_ms: int) -> None:
+        """Checkpoint sessions quiet with unsaved events; forget saved ones quiet for long."""
+        if now_ms < self._next_scan_ms:
+            return
+        self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
+        self._checkpoint(
+            (t for t in self._sessions.values() if self.policy.idle(t, now_ms)), "idle"
+        )
+        stale = [
+            key
+            for key, t in self._sessions.items()
+            if not t.dirty and t.unpublished is None and now_ms - t.touched_ms >= self._evict_ms
+        ]
+        for key in stale:
+            del self._sessions[key]
+        self._update_gauges()
+
+    # --- membership and shutdown --------------------------------------------------------------
+    def on_revoked(self, partitions: Sequence[Partition]) -> None:
+        """Checkpoint the sessions with events from these partitions, then forget them (the
+        next owner loads them from the store)."""
+        gone = set(partitions)
+        leaving = {k: t for k, t in self._sessions.items() if t.partitions() & gone}
+        self._checkpoint(leaving.values(), "revoke")
+        self._publish(leaving.values())
+        for key in leaving:
+            del self._sessions[key]
+        self._update_gauges()
+
+    def close(self) -> None:
+        try:
+            self._checkpoint(self._sessions.values(), "shutdown")
+            self._publish(self._sessions.values())
+        finally:
+            if self.api is not None:
+                self.api.stop()
+            if self.pointers is not None:
+                self.pointers.close()
+            self.store.close()

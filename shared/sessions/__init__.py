@@ -1,0 +1,43 @@
+"""Session snapshots and stores (seed 000 §4): survive restarts, resume long sessions.
+
+:class:`AgentSession` is rebuilt from a session's events and can :meth:`~AgentSession.snapshot`
+and :meth:`~AgentSession.restore`; :class:`AgentSessionSnapshot` is sealed by a digest of its
+canonical bytes; :func:`open_session_store` picks the store a URL names (``file:///dir``,
+``postgresql://…``). Object storage for large snapshots (:mod:`.blobs`), the sessions-topic
+pointer (:mod:`.pointer`) and the restore from the topic (:mod:`.restore`) are imported on
+their own, so the file store needs nothing but the filesystem.
+"""
+
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError, UntrustedSnapshot
+from runtrail.sessions.session import AgentSession
+from runtrail.sessions.snapshot import (
+    CODE_VERSION,
+    SNAPSHOT_FORMAT,
+    AgentSessionSnapshot,
+    MemorySource,
+    parse_snapshot,
+    seal,
+)
+from runtrail.sessions.store import (
+    AgentSessionStore,
+    SessionSummary,
+    open_session_store,
+    redact_url,
+)
+
+__all__ = [
+    "CODE_VERSION",
+    "SNAPSHOT_FORMAT",
+    "AgentSession",
+    "AgentSessionSnapshot",
+    "AgentSessionStore",
+    "CorruptSnapshot",
+    "MemorySource",
+    "SessionStoreError",
+    "SessionSummary",
+    "UntrustedSnapshot",
+    "open_session_store",
+    "parse_snapshot",
+    "redact_url",
+    "seal",
+]

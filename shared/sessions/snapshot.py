@@ -1,0 +1,238 @@
+"""The session snapshot: memory, event log and compact results, sealed by a content digest.
+
+Seed 000 §4 names the content (memory + event log + compact results); seed 002 says what makes
+a snapshot safe to build on: it is a cache, so it carries the last applied sequence and the
+version of the code that built it, and it is verified before use. Here:
+
+* ``lastAppliedSequence`` maps each run of the session to the highest sequence applied — one
+  number per run, because the envelope's ``sequence`` is counted per run and a session may
+  span several runs (on different partitions);
+* ``codeVersion`` is :data:`CODE_VERSION`; a session refuses to restore from another;
+* ``digest`` is ``sha256:<hex>`` of the RFC 8785 canonical bytes of every other field, so any
+  change to any byte of content is caught on load.
+
+The stored form *is* the canonical form (digest included), so the digest can be checked
+against exactly what was written. Canonicalising a long event log is the expensive part, so
+each event's canonical bytes are computed once (when the event is applied, or when a snapshot
+is read) and carried along: RFC 8785 canonicalises array elements independently, which makes
+the log's canonical form the bracketed, comma-joined canonical forms of its events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+import orjson
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+
+from runtrail.events import EventError, canonical_bytes
+from runtrail.sessions.errors import CorruptSnapshot, UntrustedSnapshot
+
+#: Layout of the stored document; a reader refuses layouts it does not know.
+SNAPSHOT_FORMAT = 1
+#: Version of the code that derives a session from its events (ordering, memory rule). A
+#: snapshot from another version is not trusted: rebuild from the topic instead.
+CODE_VERSION = "runtrail.sessions/1"
+DIGEST_PREFIX = "sha256:"
+
+NonBlank = Annotated[str, StringConstraints(min_length=1)]
+JsonForm = dict[str, Any]
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+
+class MemorySource(_Camel):
+    """Which ``session.snapshot`` event the memory and compact results were taken from."""
+
+    run_id: NonBlank
+    sequence: Annotated[int, Field(ge=1)]
+    snapshot_ref: str | None = None
+    digest: str | None = None
+
+
+class AgentSessionSnapshot(_Camel):
+    """One session's checkpoint. Build with :func:`seal`; read with :func:`parse_snapshot`."""
+
+    format: int = SNAPSHOT_FORMAT
+    tenant_id: NonBlank
+    session_id: NonBlank
+    code_version: NonBlank
+    last_applied_sequence: dict[str, Annotated[int, Field(ge=1)]]
+    memory: Any = None
+    compact_results: Any = None
+    memory_from: MemorySource | None = None
+    event_log: list[JsonForm] = Field(default_factory=list)
+    #: Per topic and partition (as text), the offset after the last event applied from it:
+    #: where a restore starts reading the tail.
+    next_offsets: dict[str, dict[str, Annotated[int, Field(ge=0)]]] = Field(default_factory=dict)
+    digest: NonBlank
+
+    _event_bytes: list[bytes] | None = PrivateAttr(default=None)
+    _stored: bytes | None = PrivateAttr(default=None)
+
+    @property
+    def revision(self) -> int:
+        """How many events the snapshot holds: it only grows, so it orders snapshots."""
+        return len(self.event_log)
+
+    def event_bytes(self) -> list[bytes]:
+        """The canonical bytes of each event of the log (computed once)."""
+        if self._event_bytes is None:
+            self._event_bytes = [canonical_bytes(e) for e in self.event_log]
+        return self._event_bytes
+
+    def content_bytes(self) -> bytes:
+        """Canonical bytes of everything but the digest: what the digest is taken over."""
+        return _canonical(self, self.event_bytes(), with_digest=False)
+
+    def to_bytes(self) -> bytes:
+        """The stored form: the canonical bytes of the whole snapshot, digest included."""
+        if self._stored is None:
+            self._stored = _canonical(self, self.event_bytes(), with_digest=True)
+        return self._stored
+
+    def offset_after(self, topic: str, partition: int) -> int | None:
+        """Where the tail of ``topic[partition]`` starts, or None if nothing came from it."""
+        return self.next_offsets.get(topic, {}).get(str(partition))
+
+
+def digest_of(content: bytes) -> str:
+    return DIGEST_PREFIX + hashlib.sha256(content).hexdigest()
+
+
+def seal(
+    *,
+    tenant_id: str,
+    session_id: str,
+    last_applied_sequence: Mapping[str, int],
+    event_log: Sequence[JsonForm],
+    event_bytes: Sequence[bytes] | None = None,
+    memory: Any = None,
+    compact_results: Any = None,
+    memory_from: MemorySource | None = None,
+    next_offsets: Mapping[str, Mapping[str, int]] | None = None,
+    code_version: str = CODE_VERSION,
+) -> AgentSessionSnapshot:
+    """A snapshot of the given content, with its digest computed."""
+    draft = AgentSessionSnapshot.model_construct(
+        format=SNAPSHOT_FORMAT,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        code_version=code_version,
+        last_applied_sequence=dict(last_applied_sequence),
+        memory=memory,
+        compact_results=compact_results,
+        memory_from=memory_from,
+        event_log=list(event_log),
+        next_offsets={t: dict(p) for t, p in (next_offsets or {}).items()},
+        digest="",
+    )
+    events = list(event_bytes) if event_bytes is not None else None
+    if events is not None and len(events) != len(draft.event_log):
+        raise ValueError("event_bytes must hold one entry per event of the log")
+    draft._event_bytes = events
+    try:
+        content = draft.content_bytes()
+    except EventError as exc:
+        raise ValueError(f"session {tenant_id}/{session_id}: content is not JSON: {exc}") from exc
+    snapshot = AgentSessionSnapshot.model_validate(
+        {**_fields(draft, with_digest=False), "digest": digest_of(content)}
+    )
+    snapshot._event_bytes = draft._event_bytes
+    return snapshot
+
+
+def parse_snapshot(data: bytes | str, where: str) -> AgentSessionSnapshot:
+    """A stored snapshot, verified: well-formed, a known format, and its digest matches.
+
+    Raises :class:`CorruptSnapshot` (naming ``where``) for anything unreadable or altered and
+    :class:`UntrustedSnapshot` for a format this code does not know.
+    """
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptSnapshot(where, f"not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise CorruptSnapshot(where, "not a JSON object")
+    fmt = document.get("format")
+    if type(fmt) is int and fmt != SNAPSHOT_FORMAT:
+        raise UntrustedSnapshot(
+            f"{where}: snapshot format {fmt}; this code reads {SNAPSHOT_FORMAT}"
+        )
+    try:
+        snapshot = AgentSessionSnapshot.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "document"
+        raise CorruptSnapshot(where, f"{loc}: {first['msg']}") from None
+    try:
+        actual = digest_of(snapshot.content_bytes())
+    except EventError as exc:
+        raise CorruptSnapshot(where, f"content cannot be canonicalised ({exc})") from None
+    if actual != snapshot.digest:
+        raise CorruptSnapshot(where, f"digest mismatch: stored {snapshot.digest}, content {actual}")
+    _check_scope(snapshot, where)
+    return snapshot
+
+
+def _check_scope(snapshot: AgentSessionSnapshot, where: str) -> None:
+    """Every event of the log belongs to the snapshot's tenant and session."""
+    for index, event in enumerate(snapshot.event_log):
+        if event.get("tenantId") != snapshot.tenant_id or event.get("sessionId") != (
+            snapshot.session_id
+        ):
+            raise CorruptSnapshot(
+                where,
+                f"eventLog[{index}] belongs to {event.get('tenantId')}/{event.get('sessionId')}, "
+                f"not {snapshot.tenant_id}/{snapshot.session_id}",
+            )
+
+
+def _fields(snapshot: AgentSessionSnapshot, *, with_digest: bool) -> dict[str, Any]:
+    """The JSON-ready fields by wire name (the event log is left out: it is spliced in)."""
+    memory_from = snapshot.memory_from
+    fields: dict[str, Any] = {
+        "format": snapshot.format,
+        "tenantId": snapshot.tenant_id,
+        "sessionId": snapshot.session_id,
+        "codeVersion": snapshot.code_version,
+        "lastAppliedSequence": snapshot.last_applied_sequence,
+        "memory": snapshot.memory,
+        "compactResults": snapshot.compact_results,
+        "memoryFrom": memory_from.model_dump(mode="json", by_alias=True) if memory_from else None,
+        "eventLog": snapshot.event_log,
+        "nextOffsets": snapshot.next_offsets,
+    }
+    if with_digest:
+        fields["digest"] = snapshot.digest
+    return fields
+
+
+def _canonical(snapshot: AgentSessionSnapshot, events: list[bytes], *, with_digest: bool) -> bytes:
+    """RFC 8785 bytes of the snapshot object, splicing in the cached canonical events.
+
+    Member names are ASCII, so sorting them by code point is the RFC's UTF-16 order.
+    """
+    fields = _fields(snapshot, with_digest=with_digest)
+    members: list[bytes] = []
+    for name in sorted(fields):
+        if name == "eventLog":
+            value = b"[" + b",".join(events) + b"]"
+        else:
+            value = canonical_bytes(fields[name])
+        members.append(canonical_bytes(name) + b":" + value)
+    return b"{" + b",".join(members) + b"}"

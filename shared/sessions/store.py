@@ -1,0 +1,117 @@
+"""``AgentSessionStore``: where session snapshots survive restarts, chosen by URL.
+
+One adapter module per back end, the same contract behind each:
+
+* ``file:///dir`` — one JSON file per session (:mod:`.store_file`), the lightweight default;
+* ``postgresql://…`` — one row per session (:mod:`.store_postgres`), for shared production use.
+
+Contract:
+
+* :meth:`~AgentSessionStore.save` is atomic (a reader sees the old snapshot or the new one,
+  never a mix) and *newest wins*: it refuses to replace a snapshot holding more events
+  (a higher :attr:`~AgentSessionSnapshot.revision`) and says so by returning False;
+* :meth:`~AgentSessionStore.save_if` is compare-and-set on the stored digest, for writers
+  that merge what another writer stored before replacing it;
+* :meth:`~AgentSessionStore.load` verifies the digest and refuses a corrupted snapshot with
+  :class:`~runtrail.sessions.errors.CorruptSnapshot` naming the file or row;
+* everything is scoped by tenant: a session ID alone never reaches another tenant's data.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+from urllib.parse import urlsplit, urlunsplit
+
+from runtrail.sessions.snapshot import AgentSessionSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One stored session, as listed (no content: listing must stay cheap)."""
+
+    tenant_id: str
+    session_id: str
+    updated_at: str  # ISO 8601, UTC
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "tenantId": self.tenant_id,
+            "sessionId": self.session_id,
+            "updatedAt": self.updated_at,
+        }
+
+
+Summaries = list[SessionSummary]
+
+
+class AgentSessionStore(ABC):
+    """Saves, loads, lists and deletes session snapshots; see the module docstring."""
+
+    @abstractmethod
+    def save(self, snapshot: AgentSessionSnapshot) -> bool:
+        """Store ``snapshot`` atomically unless a newer one (more events) is stored; True if
+        written, False if the stored one was kept."""
+
+    @abstractmethod
+    def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
+        """Store ``snapshot`` only if the stored one has ``expected_digest`` (None: only if
+        there is none); False if another writer got there first."""
+
+    @abstractmethod
+    def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
+        """The verified snapshot, or None if there is none; CorruptSnapshot if it is altered."""
+
+    @abstractmethod
+    def list(self, tenant_id: str | None = None) -> Summaries:
+        """The stored sessions of one tenant (all tenants when None), by tenant then ID."""
+
+    @abstractmethod
+    def delete(self, tenant_id: str, session_id: str) -> bool:
+        """Remove a session's snapshot; False if there was none."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the store is, fit for logs (no credentials)."""
+
+    def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release connections."""
+
+    def __enter__(self) -> AgentSessionStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def redact_url(url: str) -> str:
+    """``url`` without password and query (either may carry credentials)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    if parts.username:
+        host = f"{parts.username}@{host}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def open_session_store(url: str) -> AgentSessionStore:
+    """The store a URL names: ``file:///dir`` or ``postgresql://user@host:port/db``."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "file":
+        from runtrail.sessions.store_file import FileSessionStore
+
+        return FileSessionStore.from_url(url)
+    if scheme in ("postgresql", "postgres"):
+        from runtrail.sessions.store_postgres import PostgresSessionStore
+
+        return PostgresSessionStore(url)
+    raise ValueError(
+        f"unsupported session store {redact_url(url)!r}: use file:///dir or postgresql://…"
+    )

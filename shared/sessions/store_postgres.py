@@ -1,0 +1,203 @@
+"""The PostgreSQL session store (psycopg 3): one row per session, behind ``postgresql://…``.
+
+The Java original deletes then inserts without a transaction, so a crash between the two
+loses the snapshot. Here a save is one statement in one transaction — an upsert whose update
+only applies when the stored row holds no more events than the new snapshot:
+
+    INSERT … ON CONFLICT (tenant_id, session_id) DO UPDATE SET …
+    WHERE runtrail_sessions.revision <= EXCLUDED.revision
+
+PostgreSQL locks the conflicting row and re-checks that condition against its latest version,
+so concurrent saves of one session serialise and the newest stays, whatever order they commit
+in. The snapshot is stored as text, the exact canonical bytes its digest was taken over (not
+``jsonb``, which would re-format it); ``revision`` and ``digest`` are copied into columns so
+the conditions need not parse it, and are checked against it on load.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
+from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot
+from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries, redact_url
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+T = TypeVar("T")
+
+TABLE = "runtrail_sessions"
+#: Serialises schema creation between processes starting at once ("rtsessn" in ASCII).
+_SCHEMA_LOCK = 0x727473657373006E
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    tenant_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    revision BIGINT NOT NULL CHECK (revision >= 0),
+    code_version TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, session_id)
+)
+"""
+
+_COLUMNS = "tenant_id, session_id, revision, code_version, digest, snapshot, updated_at"
+_VALUES = "%s, %s, %s, %s, %s, %s, clock_timestamp()"
+_SET = (
+    "revision = EXCLUDED.revision, code_version = EXCLUDED.code_version, "
+    "digest = EXCLUDED.digest, snapshot = EXCLUDED.snapshot, updated_at = EXCLUDED.updated_at"
+)
+
+_UPSERT_NEWEST = f"""
+INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({_VALUES})
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET {_SET}
+WHERE {TABLE}.revision <= EXCLUDED.revision
+"""
+_INSERT_IF_ABSENT = f"""
+INSERT INTO {TABLE} ({_COLUMNS}) VALUES ({_VALUES})
+ON CONFLICT (tenant_id, session_id) DO NOTHING
+"""
+_REPLACE_IF_DIGEST = f"""
+UPDATE {TABLE} SET revision = %s, code_version = %s, digest = %s, snapshot = %s,
+    updated_at = clock_timestamp()
+WHERE tenant_id = %s AND session_id = %s AND digest = %s
+"""
+_SELECT = f"SELECT revision, digest, snapshot FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
+_LIST = f"""
+SELECT tenant_id, session_id,
+       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+FROM {TABLE} {{where}} ORDER BY tenant_id, session_id
+"""
+_DELETE = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
+
+
+class PostgresSessionStore(AgentSessionStore):
+    """Session snapshots as rows of ``runtrail_sessions``. Thread-safe (one connection, locked)."""
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
+        self.url = url
+        self._where = redact_url(url)
+        self._timeout = connect_timeout_s
+        self._lock = threading.Lock()
+        self._conn: Connection | None = None
+        self._run(self._create_schema)
+
+    def describe(self) -> str:
+        return self._where
+
+    # --- connection ---------------------------------------------------------------------------
+    def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=self._timeout
+            )
+        return conn
+
+    def _run(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` on the connection (reconnecting if it broke); errors name the store."""
+        with self._lock:
+            try:
+                return work(self._connection())
+            except psycopg.Error as exc:
+                raise SessionStoreError(f"session store {self._where}: {exc}") from exc
+
+    @staticmethod
+    def _create_schema(conn: Connection) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            conn.execute(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # --- writing ------------------------------------------------------------------------------
+    def save(self, snapshot: AgentSessionSnapshot) -> bool:
+        row = _row(snapshot)
+
+        def work(conn: Connection) -> bool:
+            with conn.transaction():
+                return conn.execute(_UPSERT_NEWEST, row).rowcount == 1
+
+        return self._run(work)
+
+    def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
+        def work(conn: Connection) -> bool:
+            with conn.transaction():
+                if expected_digest is None:
+                    cursor = conn.execute(_INSERT_IF_ABSENT, _row(snapshot))
+                else:
+                    cursor = conn.execute(
+                        _REPLACE_IF_DIGEST,
+                        (
+                            snapshot.revision,
+                            snapshot.code_version,
+                            snapshot.digest,
+                            snapshot.to_bytes().decode(),
+                            snapshot.tenant_id,
+                            snapshot.session_id,
+                            expected_digest,
+                        ),
+                    )
+                return cursor.rowcount == 1
+
+        return self._run(work)
+
+    def delete(self, tenant_id: str, session_id: str) -> bool:
+        def work(conn: Connection) -> bool:
+            with conn.transaction():
+                return conn.execute(_DELETE, (tenant_id, session_id)).rowcount == 1
+
+        return self._run(work)
+
+    # --- reading ------------------------------------------------------------------------------
+    def row_name(self, tenant_id: str, session_id: str) -> str:
+        """How errors name a row: table, key and database."""
+        return f"{TABLE} row (tenant_id={tenant_id!r}, session_id={session_id!r}) in {self._where}"
+
+    def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
+        found = self._run(lambda conn: conn.execute(_SELECT, (tenant_id, session_id)).fetchone())
+        if found is None:
+            return None
+        revision, digest, text = found
+        where = self.row_name(tenant_id, session_id)
+        snapshot = parse_snapshot(text, where)
+        if (snapshot.tenant_id, snapshot.session_id) != (tenant_id, session_id):
+            raise CorruptSnapshot(
+                where, f"holds session {snapshot.tenant_id}/{snapshot.session_id}"
+            )
+        if (revision, digest) != (snapshot.revision, snapshot.digest):
+            raise CorruptSnapshot(
+                where,
+                f"columns say revision {revision} digest {digest}, the snapshot "
+                f"{snapshot.revision} {snapshot.digest}",
+            )
+        return snapshot
+
+    def list(self, tenant_id: str | None = None) -> Summaries:
+        params: tuple[str, ...] = ()
+        if tenant_id is None:
+            query = _LIST.format(where="")
+        else:
+            query, params = _LIST.format(where="WHERE tenant_id = %s"), (tenant_id,)
+        rows = self._run(lambda conn: conn.execute(query, params).fetchall())
+        return [SessionSummary(str(t), str(s), str(u)) for t, s, u in rows]
+
+
+def _row(snapshot: AgentSessionSnapshot) -> tuple[Any, ...]:
+    return (
+        snapshot.tenant_id,
+        snapshot.session_id,
+        snapshot.revision,
+        snapshot.code_version,
+        snapshot.digest,
+        snapshot.to_bytes().decode(),
+    )

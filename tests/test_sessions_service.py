@@ -1,0 +1,208 @@
+"""The sessions service in process: checkpoint policy, held offsets, pointers, two writers,
+halting on an untrusted snapshot. (End to end over real processes: test_sessions_end_to_end.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from runtrail.config import Settings
+from runtrail.events import validate_json_form
+from runtrail.runtime import Delivered, ServiceContext
+from runtrail.sessions import AgentSession
+from runtrail.sessions.blobs import SnapshotBlobStore
+from runtrail.sessions.naming import session_key
+from runtrail.sessions.pointer import SessionPointer
+from runtrail.sessions.store_file import FileSessionStore
+from runtrail_services.sessions.service import SessionsService
+from tests.s3_fixture import moto_s3, s3_url  # noqa: F401  (fixtures)
+from tests.sessions_support import read_pointers, session_forms
+from tests.support import create_topic, unique_topic
+
+TOPIC = "events"
+
+
+def service(tmp_path: Path, bootstrap: str = "127.0.0.1:1", **options: Any) -> SessionsService:
+    settings = Settings(
+        bootstrap_servers=bootstrap,
+        sessions_topic=options.pop("sessions_topic", "sessions"),
+        state_dir=tmp_path,
+    )
+    given = {"http_enabled": "false", "publish_pointers": "false", **options}
+    context = ServiceContext(
+        settings=settings,
+        options={k: str(v) for k, v in given.items()},
+        registry=CollectorRegistry(),
+    )
+    return SessionsService(context)
+
+
+def delivered(
+    forms: list[dict[str, Any]], first_offset: int, partition: int = 0
+) -> list[Delivered]:
+    return [
+        Delivered(
+            validate_json_form(f), f, TOPIC, partition, first_offset + i, 0, f["runId"].encode()
+        )
+        for i, f in enumerate(forms)
+    ]
+
+
+def checkpoints(svc: SessionsService, trigger: str) -> float:
+    value = svc.context.registry.get_sample_value(
+        "runtrail_sessions_checkpoints_total", {"service": "sessions", "trigger": trigger}
+    )
+    return value or 0.0
+
+
+def test_checkpoint_policy_and_held_offsets(tmp_path: Path) -> None:
+    svc = service(tmp_path, every_n_events=4, at_step_end="true")
+    store = FileSessionStore(tmp_path / "sessions")  # the default store: <state dir>/sessions
+    forms = session_forms(7)  # request, response, call, result, STEP_END, request, snapshot
+    events = delivered(forms, first_offset=100)
+
+    svc.process(events[:3])
+    assert store.load("t1", "s1") is None
+    assert svc.held_offsets() == {(TOPIC, 0): 100}  # nothing saved: commit stops at the first
+
+    svc.process(events[3:4])  # the 4th unsaved event
+    assert store.load("t1", "s1").revision == 4  # type: ignore[union-attr]
+    assert svc.held_offsets() == {} and checkpoints(svc, "every_n") == 1
+
+    svc.process(events[4:5])  # STEP_END
+    assert store.load("t1", "s1").revision == 5  # type: ignore[union-attr]
+    assert checkpoints(svc, "step_end") == 1
+
+    svc.process(events[5:7] + events[2:3])  # a re-delivered event changes nothing
+    assert svc.held_offsets() == {(TOPIC, 0): 105}
+    svc.on_revoked([(TOPIC, 0)])  # checkpoint, then forget
+    saved = store.load("t1", "s1")
+    assert saved is not None and saved.revision == 7 and checkpoints(svc, "revoke") == 1
+    assert saved.memory == {"turns": 6, "notes": ["n0", "n1", "n2", "n3", "n4", "n5"]}
+    assert svc.held_offsets() == {} and not svc._sessions
+
+    svc.process(delivered(session_forms(9)[7:], first_offset=107))  # reloaded from the store
+    svc.close()  # shutdown checkpoint
+    final = store.load("t1", "s1")
+    assert final is not None and final.revision == 9 and checkpoints(svc, "shutdown") == 1
+    whole = AgentSession("t1", "s1")
+    for d in delivered(session_forms(9), first_offset=100):
+        whole.apply(d.event, source=(d.topic, d.partition, d.offset))
+    assert final.digest == whole.snapshot().digest
+
+
+def test_idle_sessions_are_checkpointed_and_saved_ones_forgotten(tmp_path: Path) -> None:
+    svc = service(
+        tmp_path, every_n_events=0, at_step_end="false", idle_checkpoint_s=5, evict_after_s=60
+    )
+    no_session = [
+        dict(f, sessionId=sid)
+        for f, sid in zip(session_forms(2, session="x"), (None, ""), strict=True)
+    ]
+    svc.process(delivered(no_session, first_offset=50))  # events outside any session: ignored
+    assert not svc._sessions and svc.held_offsets() == {}
+    svc.process(delivered(session_forms(3), first_offset=0))
+    touched = svc._sessions[("t1", "s1")].touched_ms
+    svc.tick(touched + 1000)
+    assert svc.held_offsets() == {(TOPIC, 0): 0}
+    svc.tick(touched + 6000)
+    assert svc.held_offsets() == {} and checkpoints(svc, "idle") == 1
+    svc.flush()  # the runtime's commit
+    svc.tick(touched + 61_000)
+    assert not svc._sessions
+    svc.close()
+
+
+def test_two_members_writing_one_session_lose_nothing(tmp_path: Path) -> None:
+    """run-a's events go to one member, run-b's to another; each save merges the other's."""
+    first, second = (service(tmp_path, every_n_events=5, at_step_end="false") for _ in range(2))
+    forms = session_forms(40)
+    for block in range(4):
+        chunk = forms[block * 10 : block * 10 + 10]
+        member, partition = (first, 0) if block % 2 == 0 else (second, 1)
+        member.process(delivered(chunk, first_offset=block * 10, partition=partition))
+    first.close()
+    second.close()
+    stored = FileSessionStore(tmp_path / "sessions").load("t1", "s1")
+    expected = AgentSession("t1", "s1")
+    for form in forms:
+        expected.apply(validate_json_form(form))
+    assert stored is not None and stored.revision == 40
+    assert stored.event_log == list(expected.events())
+    assert stored.memory == expected.memory and stored.memory is not None
+    conflicts = sum(
+        m.context.registry.get_sample_value(
+            "runtrail_sessions_save_conflicts_total", {"service": "sessions"}
+        )
+        or 0
+        for m in (first, second)
+    )
+    assert conflicts >= 2
+
+
+def test_a_corrupted_stored_snapshot_halts_its_session_and_holds_its_offsets(
+    tmp_path: Path,
+) -> None:
+    store = FileSessionStore(tmp_path / "sessions")
+    svc = service(tmp_path, every_n_events=2, at_step_end="false")
+    svc.process(delivered(session_forms(4), first_offset=0))
+    svc.close()
+    path = store.path_of("t1", "s1")
+    path.write_bytes(path.read_bytes().replace(b'"a1"', b'"zz"'))
+    before = path.read_bytes()
+
+    svc = service(tmp_path, every_n_events=2, at_step_end="false")
+    svc.process(delivered(session_forms(8)[4:], first_offset=4))
+    svc.process(delivered(session_forms(2, session="s2"), first_offset=8))
+    assert path.read_bytes() == before  # not overwritten
+    assert svc.held_offsets() == {(TOPIC, 0): 4}  # kept for a re-read after the repair
+    assert store.load("t1", "s2") is not None  # other sessions go on
+    assert (
+        svc.context.registry.get_sample_value("runtrail_sessions_halted", {"service": "sessions"})
+        == 1
+    )
+    svc.close()
+
+
+@pytest.mark.kafka
+def test_pointers_inline_and_large_snapshots_by_reference(
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    s3_url: str,  # noqa: F811
+) -> None:
+    topic = create_topic(
+        kafka_bootstrap, unique_topic("sessions"), partitions=1, **{"cleanup.policy": "compact"}
+    )
+    svc = service(
+        tmp_path,
+        kafka_bootstrap,
+        sessions_topic=topic,
+        publish_pointers="true",
+        every_n_events=0,
+        inline_limit_bytes=20_000,
+        blob_url=s3_url,
+    )
+    small = session_forms(5, session="small")
+    large = session_forms(10, session="large", payload=8000)
+    try:
+        svc.process(delivered(small, 0) + delivered(large, 5))  # both end on STEP_END
+        svc.flush()
+        store = FileSessionStore(tmp_path / "sessions")
+        values = read_pointers(kafka_bootstrap, topic)
+
+        inline = SessionPointer.from_bytes(values[session_key("t1", "small").encode()] or b"")
+        assert inline.snapshot_ref is None and inline.revision == 5
+        assert inline.resolve().digest == store.load("t1", "small").digest  # type: ignore[union-attr]
+
+        ref = SessionPointer.from_bytes(values[session_key("t1", "large").encode()] or b"")
+        stored = store.load("t1", "large")
+        assert stored is not None and ref.snapshot is None and ref.size > 20_000
+        assert ref.snapshot_ref is not None and ref.snapshot_ref.startswith("s3://runtrail-test/")
+        assert "secret" not in ref.snapshot_ref and "?" not in ref.snapshot_ref
+        assert ref.digest == stored.digest
+        assert ref.resolve(SnapshotBlobStore(s3_url)).digest == stored.digest
+    finally:
+        svc.close()

@@ -1,0 +1,130 @@
+"""Session snapshots and sessions, no I/O: the digest, the derivation rules, restore checks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import rfc8785
+
+from runtrail.sessions import (
+    CODE_VERSION,
+    AgentSession,
+    CorruptSnapshot,
+    UntrustedSnapshot,
+    parse_snapshot,
+    seal,
+)
+from tests.sessions_support import built_session, built_snapshot, session_events
+
+
+def test_stored_form_is_the_rfc8785_canonical_form_and_the_digest_covers_it() -> None:
+    snapshot = built_snapshot(40)
+    document = snapshot.model_dump(mode="json", by_alias=True)
+    assert snapshot.to_bytes() == rfc8785.dumps(document)
+    content = {k: v for k, v in document.items() if k != "digest"}
+    import hashlib
+
+    assert snapshot.digest == "sha256:" + hashlib.sha256(rfc8785.dumps(content)).hexdigest()
+    assert parse_snapshot(snapshot.to_bytes(), "memory").digest == snapshot.digest
+
+
+def test_snapshot_holds_memory_log_compact_results_ids_sequences_and_code_version() -> None:
+    snapshot = built_snapshot(30)
+    assert (snapshot.tenant_id, snapshot.session_id) == ("t1", "s1")
+    assert snapshot.code_version == CODE_VERSION
+    assert snapshot.revision == len(snapshot.event_log) == 30
+    assert snapshot.last_applied_sequence == {"run-a": 20, "run-b": 10}
+    # the last session.snapshot event of the log (index 27, run-a's 18th) gives the memory
+    assert snapshot.memory_from is not None
+    assert (snapshot.memory_from.run_id, snapshot.memory_from.sequence) == ("run-a", 18)
+    assert snapshot.memory == {"turns": 27, "notes": [f"n{i}" for i in range(27 % 7)]}
+    assert snapshot.compact_results == [{"step": 27, "summary": "s27"}]
+    assert snapshot.next_offsets == {"events": {"0": 30}}
+
+
+def test_any_changed_byte_of_content_is_refused_with_the_place_named() -> None:
+    data = built_snapshot(12).to_bytes()
+    for old, new in (
+        (b'"a1"', b'"a2"'),
+        (b'"turns":6', b'"turns":5'),
+        (b'"run-b":2', b'"run-b":3'),
+    ):
+        assert old in data
+        with pytest.raises(CorruptSnapshot, match="digest mismatch") as caught:
+            parse_snapshot(data.replace(old, new, 1), "/var/sessions/t1/s1.json")
+        assert caught.value.where == "/var/sessions/t1/s1.json"
+    with pytest.raises(CorruptSnapshot, match="not JSON"):
+        parse_snapshot(data[: len(data) // 2], "half")
+
+
+def test_the_session_is_a_function_of_its_event_set() -> None:
+    events = session_events(60)
+    reference = built_session(60).snapshot()
+    rng = random.Random(3)
+    for _ in range(3):
+        shuffled = events + rng.sample(events, 20)  # re-deliveries
+        rng.shuffle(shuffled)
+        session = AgentSession("t1", "s1")
+        for event in shuffled:
+            session.apply(event, source=("events", 0, 59))
+        assert session.snapshot().digest == reference.digest
+
+
+def test_snapshot_plus_tail_equals_the_whole_and_merge_is_a_union() -> None:
+    events = session_events(50)
+    whole = built_session(50).snapshot()
+    for cut in (0, 1, 17, 49, 50):
+        restored = (
+            AgentSession.from_snapshot(built_snapshot(cut)) if cut else AgentSession("t1", "s1")
+        )
+        for offset, event in enumerate(events):  # the tail is read again from the snapshot's offset
+            if offset >= cut:
+                restored.apply(event, source=("events", 0, offset))
+        assert restored.snapshot().digest == whole.digest
+    left, right = AgentSession("t1", "s1"), AgentSession("t1", "s1")
+    for offset, event in enumerate(events):
+        (left if event.run_id == "run-a" else right).apply(event, source=("events", 0, offset))
+    assert left.merge(right.snapshot()) == right.revision
+    assert left.snapshot().digest == whole.digest
+    assert left.merge(whole) == 0
+
+
+def test_restore_refuses_what_it_must_not_build_on() -> None:
+    snapshot = built_snapshot(20)
+    with pytest.raises(UntrustedSnapshot, match="cannot restore"):
+        AgentSession("t1", "other").restore(snapshot)
+    with pytest.raises(UntrustedSnapshot, match="restore session t2/s1"):
+        AgentSession("t2", "s1").restore(snapshot)
+    older = seal(
+        tenant_id="t1",
+        session_id="s1",
+        last_applied_sequence=snapshot.last_applied_sequence,
+        event_log=snapshot.event_log,
+        memory=snapshot.memory,
+        compact_results=snapshot.compact_results,
+        memory_from=snapshot.memory_from,
+        code_version="runtrail.sessions/0",
+    )
+    with pytest.raises(UntrustedSnapshot, match=r"runtrail\.sessions/0"):
+        AgentSession.from_snapshot(older)
+    lying = seal(  # a correctly sealed snapshot whose memory is not its log's
+        tenant_id="t1",
+        session_id="s1",
+        last_applied_sequence=snapshot.last_applied_sequence,
+        event_log=snapshot.event_log,
+        memory={"invented": True},
+        compact_results=snapshot.compact_results,
+        memory_from=snapshot.memory_from,
+    )
+    with pytest.raises(UntrustedSnapshot, match="disagrees"):
+        AgentSession.from_snapshot(lying)
+
+
+def test_events_of_another_session_or_tenant_are_refused() -> None:
+    session = AgentSession("t1", "s1")
+    with pytest.raises(ValueError, match="belongs to t2/s1"):
+        session.apply(session_events(1, tenant="t2")[0])
+    with pytest.raises(ValueError, match="belongs to t1/s9"):
+        session.apply(session_events(1, session="s9")[0])
+    assert session.revision == 0
