@@ -38,14 +38,15 @@ def broker(bootstrap: str | None) -> Iterator[str]:
         return
     from runtrail.config import Settings
     from runtrail.kafka.broker import LocalBroker
-    from runtrail.kafka.ports import free_port
+    from runtrail.kafka.ports import free_ports
 
     settings = Settings()
+    port, controller_port = free_ports(2)
     home = Path(".runtrail/bench-kafka").resolve()
     local = LocalBroker(
         home=home,
-        port=free_port(),
-        controller_port=free_port(),
+        port=port,
+        controller_port=controller_port,
         cache_dir=settings.kafka_cache_dir,
         heap="1g",
     )
@@ -103,7 +104,9 @@ def raw_consume(bootstrap: str, topic: str, expected: int, batch: int = 2000) ->
     return Rate("raw consume (librdkafka poll + discard)", seen, elapsed)
 
 
-def report(title: str, rates: list[Rate], baseline: Rate, extra: dict[str, Any] | None = None) -> None:
+def report(
+    title: str, rates: list[Rate], baseline: Rate, extra: dict[str, Any] | None = None
+) -> None:
     print(f"\n{title}")
     print(f"{'measure':<58} {'events':>10} {'seconds':>9} {'events/s':>11} {'vs raw':>7}")
     for r in rates:

@@ -44,7 +44,9 @@ def publish(settings: Settings, events: list[dict[str, object]]) -> Rate:
 def run_service(settings: Settings, expected: int, profile: bool) -> Rate:
     """Run the service on this thread (so a profiler sees it); a watcher stops it when done."""
     registry = CollectorRegistry()
-    runner = ServiceRunner(NoopService, settings, service_name="noop", metrics_port=0, registry=registry)
+    runner = ServiceRunner(
+        NoopService, settings, service_name="noop", metrics_port=0, registry=registry
+    )
     labels = {"service": "noop"}
     marks: dict[str, float] = {}
 
@@ -84,7 +86,9 @@ def run_service(settings: Settings, expected: int, profile: bool) -> Rate:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--bootstrap-servers")

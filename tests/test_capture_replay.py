@@ -22,9 +22,6 @@ from runtrail.capture import (
 from runtrail.events.runtime_events import ToolCall
 from tests.capture_support import RunEvents, feed_all, prompt, sample_records
 
-#: The moto S3 fixtures (``moto_s3``, ``s3_url``); harmless if conftest loads them too.
-pytest_plugins = ["tests.s3_fixture"]
-
 
 class FakeModelClient:
     """Stands for the user's model client: records every prompt it is given."""

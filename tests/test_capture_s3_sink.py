@@ -15,9 +15,6 @@ from runtrail.capture.object_store import open_store
 from runtrail.capture.urls import split_options
 from tests.capture_support import T0_MS, sample_records, tool_records
 
-#: The moto S3 fixtures (``moto_s3``, ``s3_url``); harmless if conftest loads them too.
-pytest_plugins = ["tests.s3_fixture"]
-
 if TYPE_CHECKING:
     from tests.s3_fixture import S3Endpoint
 

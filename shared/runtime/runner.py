@@ -64,6 +64,7 @@ class ServiceRunner:
         self._failed = False
         self._positions: dict[Partition, int] = {}
         self._committed: dict[Partition, tuple[int, str | None]] = {}
+        self._assigned: set[Partition] = set()
         self._last_commit = time.monotonic()
         self._sequences = SequenceChecker()
         self._dlq = DeadLetterProducer(settings.kafka_config(), settings.dlq_topic, service_name)
@@ -155,9 +156,11 @@ class ServiceRunner:
                     p.offset = offset
         if self._cooperative(consumer):
             consumer.incremental_assign(partitions)
+            self._assigned.update(parts)
         else:
             consumer.assign(partitions)
-        self.metrics.assigned.set(len(consumer.assignment()))
+            self._assigned = set(parts)
+        self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
 
@@ -185,11 +188,14 @@ class ServiceRunner:
         return "cooperative" in self.settings.assignment_strategy
 
     def _unassign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Tracked here rather than asked of librdkafka: during close() it may refuse to answer.
         if self._cooperative(consumer):
             consumer.incremental_unassign(partitions)
+            self._assigned.difference_update((p.topic, p.partition) for p in partitions)
         else:
             consumer.unassign()
-        self.metrics.assigned.set(len(consumer.assignment()))
+            self._assigned.clear()
+        self.metrics.assigned.set(len(self._assigned))
 
     def _forget(self, parts: list[Partition]) -> None:
         for tp in parts:
@@ -215,7 +221,8 @@ class ServiceRunner:
                 if only is not None and tp not in only:
                     continue
                 hold = held.get(tp)
-                if hold is not None and hold < position:
+                # <=: a hold at the position itself still carries metadata worth keeping
+                if hold is not None and hold <= position:
                     point = (hold, metadata.get(tp))
                 else:
                     point = (position, None)
@@ -238,6 +245,7 @@ class ServiceRunner:
                     self.metrics.handler_errors.inc()
                     raise
             self._positions.update(result.positions)
+            self.service.on_positions(result.positions)
         self.metrics.consumed.inc(result.consumed)
         self.metrics.processed.inc(len(result.delivered))
         for reason, count in result.dead.items():

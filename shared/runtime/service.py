@@ -73,6 +73,11 @@ class Service(ABC):
         """Partitions were assigned; return offsets to start from (if the store keeps them)."""
         return {}
 
+    def on_positions(self, positions: Mapping[Partition, int]) -> None:  # noqa: B027
+        """After each batch (even one with nothing to process): the next offset per partition it
+        reached, counting the messages the runtime dropped (duplicates) or dead-lettered, which
+        the service never sees. A service that stores offsets itself stores these."""
+
     def on_revoked(self, partitions: Sequence[Partition]) -> None:  # noqa: B027
         """Partitions are gone (after flush and commit): drop their in-memory state."""
 

@@ -1,0 +1,59 @@
+"""Prometheus series of the capture service, beside the runtime's own in the same registry.
+
+Counters move once per batch (not per record) to keep the hot path lean. The open-nodes gauge
+is set from the consume loop rather than read at scrape time, because the pairer's maps are not
+safe to walk from the HTTP thread while the loop mutates them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from runtrail.capture import NODE_TYPES, NodeIoRecord
+
+_FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class CaptureMetrics:
+    """Records written by node type, incomplete flushes, open nodes, sink flush latency."""
+
+    def __init__(self, service: str, registry: CollectorRegistry) -> None:
+        records = Counter(
+            "runtrail_capture_records",
+            "Node records handed to the sink, by node type (re-captures after a crash count again).",
+            ["service", "node_type"],
+            registry=registry,
+        )
+        incomplete = Counter(
+            "runtrail_capture_incomplete",
+            "Nodes flushed by idle expiry, marked incomplete, by node type.",
+            ["service", "node_type"],
+            registry=registry,
+        )
+        self._records = {t: records.labels(service, t) for t in NODE_TYPES}
+        self._incomplete = {t: incomplete.labels(service, t) for t in NODE_TYPES}
+        self.open_nodes = Gauge(
+            "runtrail_capture_open_nodes",
+            "Nodes waiting for their closing event (STEP_END or TOOL_RESULT).",
+            ["service"],
+            registry=registry,
+        ).labels(service)
+        self.sink_flush_seconds = Histogram(
+            "runtrail_capture_sink_flush_seconds",
+            "Time to make written records durable (fsync, upload) before a commit.",
+            ["service"],
+            buckets=_FLUSH_BUCKETS,
+            registry=registry,
+        ).labels(service)
+
+    def written(self, records: Sequence[NodeIoRecord]) -> None:
+        """Count a batch of records by node type, and the incomplete ones among them."""
+        by_type = Tally(r.node_type for r in records)
+        for node_type, count in by_type.items():
+            self._records[node_type].inc(count)
+        incomplete = Tally(r.node_type for r in records if r.incomplete)
+        for node_type, count in incomplete.items():
+            self._incomplete[node_type].inc(count)
