@@ -3,13 +3,30 @@
 Parsing rejects duplicate object keys (a JSON document that says two things is not evidence)
 and the non-standard NaN/Infinity literals. Canonical bytes are RFC 8785 (JCS) via ``rfc8785``,
 the form the audit chain hashes.
+
+Fast path. The reference implementation is pure Python and costs about as much as decoding an
+event; for values where orjson's sorted output is byte-for-byte the RFC 8785 form, orjson is
+used:
+
+* strings: orjson escapes exactly what JCS escapes (``"``, ``\\``, U+0000-U+001F with the short
+  forms \\b \\t \\n \\f \\r), nothing else;
+* object keys: orjson sorts by UTF-8 bytes, JCS by UTF-16 code units — the same order unless a
+  key holds a character beyond U+FFFF, which falls back;
+* numbers: integers within ±2^53, and non-integral doubles of magnitude ≥ 1e-4 (both print the
+  shortest round-trip digits in fixed notation there); integral doubles (JCS ``1``, orjson
+  ``1.0``), tiny ones and anything else fall back.
+
+Everything else goes to the reference implementation, so the result is always RFC 8785; a
+property test (tests/test_canonical_fast_path.py) holds the two to the same bytes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+import orjson
 import rfc8785
 
 from runtrail.events.errors import DuplicateKeyError, InvalidEvent
@@ -33,9 +50,43 @@ def loads_strict(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
 
 
-def canonical_bytes(obj: Any) -> bytes:
-    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value."""
+def canonical_bytes_reference(obj: Any) -> bytes:
+    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value, by the reference library."""
     try:
         return bytes(rfc8785.dumps(obj))
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise InvalidEvent(f"cannot canonicalize: {exc}") from exc
+
+
+_MAX_SAFE = 2**53
+_BMP = "\uffff"
+
+
+def _fast_ok(value: Any) -> bool:
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(-_MAX_SAFE < value < _MAX_SAFE)
+    if kind is float:
+        return math.isfinite(value) and not value.is_integer() and abs(value) >= 1e-4
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or max(key) <= _BMP):
+                return False
+            if not _fast_ok(item):
+                return False
+        return True
+    if kind is list:
+        return all(_fast_ok(item) for item in value)
+    return False
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value (orjson where provably identical)."""
+    if _fast_ok(obj):
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+        except (orjson.JSONEncodeError, TypeError):
+            pass  # e.g. a lone surrogate: let the reference implementation decide
+    return canonical_bytes_reference(obj)

@@ -1,0 +1,93 @@
+"""Settings of the resume-cache service: ``RUNTRAIL_RESUME_CACHE_*``, overridden by ``-o``.
+
+They live here, not in :mod:`runtrail.config`, so this service can grow options without touching
+what every service shares. ``-o key=value`` wins over the environment, which wins over the
+defaults; an unknown ``-o`` key is an error, not a silently ignored typo.
+
+Tokens: ``tokens`` is a JSON object tenant → bearer token (``RUNTRAIL_RESUME_CACHE_TOKENS``),
+``tokens_file`` a JSON file of the same shape (read at start; both may be given, the file wins
+per tenant). A tenant without a token cannot look anything up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runtrail.resume.store import sqlite_url
+
+
+def default_store_url(state_dir: Path) -> str:
+    """``sqlite:///<state_dir>/resume-cache.db`` (absolute), the embedded default."""
+    return sqlite_url(state_dir / "resume-cache.db")
+
+
+class ResumeCacheSettings(BaseSettings):
+    """What ``runtrail run resume-cache`` and ``runtrail cache`` read."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_RESUME_CACHE_", extra="ignore")
+
+    store_url: str | None = Field(
+        default=None,
+        description="sqlite:///path.db or postgresql://… (default: "
+        "sqlite:///<RUNTRAIL_STATE_DIR>/resume-cache.db).",
+    )
+    http_host: str = Field(default="127.0.0.1", description="Bind address of the lookup API.")
+    http_port: int = Field(default=9421, ge=0, description="Port of the lookup API (0 = any).")
+    tokens: dict[str, str] = Field(
+        default_factory=dict, description="Bearer token per tenant, as a JSON object."
+    )
+    tokens_file: Path | None = Field(
+        default=None, description="JSON file {tenant: token}; merged over `tokens`."
+    )
+    wait_timeout_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="Longest a read-your-writes lookup waits for the service to catch up.",
+    )
+    publish_topic: bool = Field(
+        default=True, description="Also write entries to the compacted cache topic."
+    )
+    readers: int = Field(default=8, ge=1, description="Store connections for lookups.")
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_from_json(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    @classmethod
+    def load(cls, options: Mapping[str, str] | None = None) -> ResumeCacheSettings:
+        """Environment plus ``-o`` options; rejects keys that are not settings."""
+        given: dict[str, Any] = dict(options or {})
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            known = ", ".join(cls.model_fields)
+            raise ValueError(
+                f"unknown resume-cache option(s) {', '.join(unknown)} (known: {known})"
+            )
+        return cls(**given)
+
+    def resolved_store_url(self, state_dir: Path) -> str:
+        return self.store_url or default_store_url(state_dir)
+
+    def tenant_tokens(self) -> dict[str, str]:
+        """Tenant → token, from ``tokens`` and ``tokens_file``."""
+        tokens = dict(self.tokens)
+        if self.tokens_file is not None:
+            loaded = json.loads(self.tokens_file.read_text())
+            if not isinstance(loaded, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
+            ):
+                raise ValueError(f"{self.tokens_file}: expected a JSON object tenant -> token")
+            tokens.update(loaded)
+        empty = [t for t, tok in tokens.items() if not tok]
+        if empty:
+            raise ValueError(f"empty token for tenant(s) {', '.join(sorted(empty))}")
+        return tokens

@@ -1,0 +1,196 @@
+"""``runtrail cache``: inspect and move the resume cache.
+
+* ``cache stats`` — entries per tenant and kind, open intents, runs, consumed offsets.
+* ``cache get --tenant T (--model-prompt FILE | --tool NAME --args JSON) [--run R]`` — one
+  entry, as JSON; exit 1 on a miss. ``--run`` restricts to that run's entries (the decorators'
+  default scope); without it, any run of the tenant. ``--service URL --token TOKEN`` asks the
+  running service's API instead of reading the store.
+* ``cache export FILE [--tenant T]`` / ``cache import FILE`` — the ``save_json`` file format,
+  so an export loads into an in-process ``ResumeCache.load_json`` and back. Imported entries
+  also go to the compacted cache topic (``--no-topic`` to skip), so topic readers see them.
+
+The store defaults to the service's (``RUNTRAIL_RESUME_CACHE_STORE_URL``, else
+``sqlite:///<state dir>/resume-cache.db``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtrail.cli.common import add_common_flags, settings_from_args
+from runtrail.config import Settings
+
+EXIT_OK, EXIT_MISS, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    cache = subparsers.add_parser(
+        "cache", help="inspect the resume cache", description="Inspect and move the resume cache."
+    )
+    sub = cache.add_subparsers(dest="cache_command", metavar="COMMAND", required=True)
+
+    stats = sub.add_parser("stats", help="entry counts, open intents, offsets (JSON)")
+    _store_flags(stats)
+    stats.set_defaults(func=run_stats)
+
+    get = sub.add_parser(
+        "get", help="look one entry up", description="Print one entry as JSON; exit 1 on a miss."
+    )
+    what = get.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model-prompt", metavar="FILE", help="JSON file holding the prompt")
+    what.add_argument("--tool", metavar="NAME", help="tool name (with --args)")
+    get.add_argument("--args", metavar="JSON", default="null", help="tool arguments as JSON")
+    get.add_argument("--run", help="only this run's entries (default: any run of the tenant)")
+    get.add_argument("--service", metavar="URL", help="ask the service's API at URL instead")
+    get.add_argument("--token", help="bearer token for --service")
+    _store_flags(get)
+    get.set_defaults(func=run_get)
+
+    export = sub.add_parser("export", help="write entries and open intents to a JSON file")
+    export.add_argument("file", type=Path)
+    _store_flags(export)
+    export.set_defaults(func=run_export)
+
+    imp = sub.add_parser("import", help="load entries from a JSON file into the store")
+    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "--no-topic", action="store_true", help="do not also write them to the cache topic"
+    )
+    _store_flags(imp)
+    imp.set_defaults(func=run_import)
+
+
+def _store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store-url", help="sqlite:///path.db or postgresql://… (default: the service's)"
+    )
+    add_common_flags(parser)
+
+
+def _store_url(args: argparse.Namespace, settings: Settings) -> str:
+    from runtrail_services.resume_cache.settings import ResumeCacheSettings
+
+    return str(args.store_url or ResumeCacheSettings().resolved_store_url(settings.state_dir))
+
+
+def _print(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from runtrail.resume.store import open_store
+
+    settings = settings_from_args(args)
+    store = open_store(_store_url(args, settings), readers=1)
+    try:
+        _print(store.stats())
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def run_get(args: argparse.Namespace) -> int:
+    from runtrail.resume.keys import Kind, Scope, model_key, tool_key
+
+    settings = settings_from_args(args)
+    try:
+        if args.model_prompt:
+            kind, key = Kind.MODEL, model_key(json.loads(Path(args.model_prompt).read_text()))
+        else:
+            kind, key = Kind.TOOL, tool_key(args.tool, json.loads(args.args))
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"cache get: {exc}\n")
+        return EXIT_USAGE
+    scope = Scope.RUN if args.run else Scope.TENANT
+    tenant = settings.tenant
+    if args.service:
+        return _get_from_service(args, tenant, kind, key, scope)
+    from runtrail.resume.store import open_store
+
+    store = open_store(_store_url(args, settings), readers=1)
+    try:
+        entry = store.get_entry(tenant, args.run or "", kind, key, scope)
+    finally:
+        store.close()
+    if entry is None:
+        sys.stderr.write(f"miss: no {kind.value} entry {key} for tenant {tenant!r}\n")
+        return EXIT_MISS
+    _print(entry.to_json())
+    return EXIT_OK
+
+
+def _get_from_service(
+    args: argparse.Namespace, tenant: str, kind: Any, key: str, scope: Any
+) -> int:
+    from runtrail.resume.errors import CacheUnavailable
+    from runtrail.resume.http_client import ServiceCacheClient
+
+    if not args.token:
+        sys.stderr.write("cache get: --service needs --token\n")
+        return EXIT_USAGE
+    client = ServiceCacheClient(args.service, args.token, wait_ms=0)
+    try:
+        answer = client.lookup(
+            tenant=tenant, run_id=args.run or "-", kind=kind, key=key, scope=scope, min_offsets={}
+        )
+    except CacheUnavailable as exc:
+        sys.stderr.write(f"cache get: {exc}\n")
+        return EXIT_USAGE
+    finally:
+        client.close()
+    if answer.entry is None:
+        sys.stderr.write(f"miss: no {kind.value} entry {key} for tenant {tenant!r}\n")
+        return EXIT_MISS
+    _print(answer.entry.to_json())
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from runtrail.resume.persistence import write_cache_file
+    from runtrail.resume.store import open_store
+
+    settings = settings_from_args(args)
+    tenant = args.tenant  # only the tenant given on the command line, else every tenant
+    store = open_store(_store_url(args, settings), readers=1)
+    try:
+        count = write_cache_file(args.file, store.entries(tenant), store.intents(tenant))
+    finally:
+        store.close()
+    sys.stderr.write(f"exported {count} entries to {args.file}\n")
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from runtrail.resume.persistence import CacheFileError, read_cache_file
+    from runtrail.resume.records import entry_record
+    from runtrail.resume.store import open_store
+
+    settings = settings_from_args(args)
+    if not args.file.exists():
+        sys.stderr.write(f"cache import: {args.file} does not exist\n")
+        return EXIT_USAGE
+    try:
+        entries, _ = read_cache_file(args.file)
+    except CacheFileError as exc:
+        sys.stderr.write(f"cache import: {exc}\n")
+        return EXIT_USAGE
+    store = open_store(_store_url(args, settings), readers=1)
+    try:
+        added = store.import_entries(entries)
+    finally:
+        store.close()
+    if not args.no_topic and entries:
+        from runtrail_services.resume_cache.topic_writer import CacheTopicWriter, ensure_cache_topic
+
+        ensure_cache_topic(settings)
+        writer = CacheTopicWriter(settings)
+        try:
+            writer.write([entry_record(e) for e in entries])
+        finally:
+            writer.close()
+    sys.stderr.write(f"imported {added} new of {len(entries)} entries from {args.file}\n")
+    return EXIT_OK
