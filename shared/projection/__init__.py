@@ -9,6 +9,7 @@ from runtrail.projection.compare import ProjectionDifference, compare_projection
 from runtrail.projection.errors import (
     InvalidEventData,
     InvalidTransition,
+    MissingEvents,
     ProjectionError,
     SnapshotMismatch,
     UnknownEventVersion,
@@ -54,6 +55,7 @@ __all__ = [
     "Halt",
     "InvalidEventData",
     "InvalidTransition",
+    "MissingEvents",
     "ModelNode",
     "PendingInput",
     "ProjectionBatch",

@@ -50,6 +50,14 @@ class InvalidTransition(ProjectionError):
     code = "invalid-transition"
 
 
+class MissingEvents(ProjectionError):
+    """Earlier events of the run never arrived (the runtime dead-lettered them, or they were
+    lost). ``apply_event`` itself records such gaps; the projector service and the rebuild
+    stop the run instead (``halt_on_gap``), since projecting around a hole is guessing."""
+
+    code = "missing-events"
+
+
 class SnapshotMismatch(ProjectionError):
     """A snapshot cannot be trusted (other projector version, inconsistent or unreadable)."""
 

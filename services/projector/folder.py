@@ -1,0 +1,276 @@
+"""Fold one partition's events into run projections, ready to be written as one batch.
+
+The projector service keeps one :class:`RunFolder` per assigned partition, the topic replay
+one per partition of the topic; both get the same projections from the same events, which is
+what makes a shadow rebuild comparable with the live store.
+
+Where a run starts (the first time the folder meets it)
+  1. its row in the target store, verified like a snapshot (:func:`from_snapshot`): the row
+     is the state as of the offsets stored with it, stamped with the projector version that
+     wrote it. A row written by another projector version is not trusted: the run halts with
+     ``snapshot-mismatch`` instead of building new code's state on old code's output; it is
+     rebuilt from its events by ``runtrail replay projection --into`` a fresh store.
+  2. else, when a snapshot source is given (the replay's ``--snapshots``), the run's latest
+     snapshot if it is trusted. An untrusted one (another projector version, unreadable) is
+     refused and the run is rebuilt from its events. A trusted one must be followed by the
+     very next sequence: if the first event read after it is further on, the events in
+     between were not read (the replay started after them) and the run halts rather than
+     skipping them.
+  3. else from nothing: the run's first event must open it.
+
+Every event must be the run's next sequence (``halt_on_gap``, the default): a hole means an
+event was dead-lettered by the runtime (undecodable, a version newer than this code…) or lost,
+and projecting around it would be guessing, so the run halts with ``missing-events``.
+(:func:`~runtrail.projection.apply_event` alone records such gaps and goes on.)
+
+A run whose event cannot be applied halts: the :class:`Halt` (reason and coordinates) is
+written in the same batch as the offsets, its last good state stays, and its later events
+are skipped — they wait, counted, until an operator rebuilds or repairs the run.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from runtrail.events import Event
+from runtrail.projection import (
+    PROJECTOR_VERSION,
+    EventCoordinates,
+    Halt,
+    MissingEvents,
+    ProjectionError,
+    ProjectionSnapshot,
+    ProjectionStore,
+    RunProjection,
+    SnapshotMismatch,
+    apply_event,
+    from_snapshot,
+    take_snapshot,
+)
+
+RunKey = tuple[str, str]  # (tenant ID, run ID)
+
+
+class Outcome(enum.Enum):
+    APPLIED = "applied"
+    #: Already applied (a redelivery): the projection is unchanged.
+    DUPLICATE = "duplicate"
+    #: This event halted its run.
+    HALTED = "halted"
+    #: Its run halted earlier: the event waits, not applied.
+    SKIPPED = "skipped"
+    #: The very event that halted its run, delivered again (after a restart or a rebalance):
+    #: not applied, but the service dead-letters it again (dead letters are at least once).
+    REHALTED = "rehalted"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: Outcome
+    #: Why the run halted (HALTED and REHALTED): ``"<code>: <message>"``.
+    reason: str | None = None
+
+    @property
+    def code(self) -> str:
+        """The machine-readable part of the reason (the dead-letter reason)."""
+        return (self.reason or "").partition(": ")[0]
+
+    @property
+    def detail(self) -> str:
+        """The reason without its code (the dead-letter detail)."""
+        return (self.reason or "").partition(": ")[2]
+
+
+_APPLIED = Result(Outcome.APPLIED)
+_DUPLICATE = Result(Outcome.DUPLICATE)
+_SKIPPED = Result(Outcome.SKIPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class _HaltInfo:
+    reason: str
+    coordinates: EventCoordinates | None
+
+
+@dataclass
+class Pending:
+    """What the folder has to write since its last commit."""
+
+    projections: dict[RunKey, RunProjection] = field(default_factory=dict)
+    halts: list[Halt] = field(default_factory=list)
+    snapshots: dict[RunKey, ProjectionSnapshot] = field(default_factory=dict)
+
+
+class RunFolder:
+    """Applies one partition's events, in order, to the runs they belong to."""
+
+    def __init__(
+        self,
+        store: ProjectionStore,
+        topic: str,
+        partition: int,
+        *,
+        snapshot_every: int = 0,
+        cached_runs: int = 50_000,
+        snapshots: ProjectionStore | None = None,
+        halt_on_gap: bool = True,
+    ) -> None:
+        self.store = store
+        self.halt_on_gap = halt_on_gap
+        self.topic = topic
+        self.partition = partition
+        self.snapshot_every = snapshot_every
+        self.cached_runs = cached_runs
+        self.snapshot_source = snapshots
+        #: Next offset to consume (last event given + 1); None before the first event.
+        self.next_offset: int | None = None
+        self.pending = Pending()
+        #: Snapshots refused because they could not be trusted (those runs are rebuilt).
+        self.untrusted_snapshots = 0
+        self._states: dict[RunKey, RunProjection | None] = {}
+        self._halted: dict[RunKey, _HaltInfo] = {}
+        #: Runs started from a snapshot, by its sequence, until the event after it arrives.
+        self._resumed: dict[RunKey, int] = {}
+        #: A stored row that cannot be trusted: the reason, raised at the run's next event.
+        self._untrusted: dict[RunKey, str] = {}
+
+    # --- applying ------------------------------------------------------------------------------
+    def apply(self, event: Event, offset: int) -> Result:
+        """Apply one event (the next of this partition) and say what became of it."""
+        self.next_offset = offset + 1
+        key = (event.tenant_id, event.run_id)
+        if key not in self._states and key not in self._halted:
+            self._states[key] = self._load(key)
+        halted = self._halted.get(key)
+        if halted is not None:
+            return self._waiting(halted, offset)
+        state = self._states[key]
+        try:
+            self._check_start(key, event)
+            self._check_gap(state, event)
+            new = apply_event(state, event)
+        except ProjectionError as exc:
+            return self._halt(key, event, exc, offset)
+        if new is state:
+            return _DUPLICATE
+        self._states[key] = new
+        self.pending.projections[key] = new
+        every = self.snapshot_every
+        if every and new.version // every > (state.version if state else 0) // every:
+            self.pending.snapshots[key] = take_snapshot(new)
+        return _APPLIED
+
+    def advance(self, position: int) -> None:
+        """The partition was read up to ``position`` (messages not given to :meth:`apply`)."""
+        if self.next_offset is None or position > self.next_offset:
+            self.next_offset = position
+
+    def _waiting(self, halted: _HaltInfo, offset: int) -> Result:
+        c = halted.coordinates
+        if c is not None and (c.topic, c.partition, c.offset) == (
+            self.topic,
+            self.partition,
+            offset,
+        ):
+            return Result(Outcome.REHALTED, halted.reason)
+        return _SKIPPED
+
+    def _check_start(self, key: RunKey, event: Event) -> None:
+        untrusted = self._untrusted.pop(key, None)
+        if untrusted is not None:
+            raise SnapshotMismatch(untrusted, event=event)
+        resumed = self._resumed.get(key)
+        if resumed is None or event.sequence <= resumed:
+            return
+        del self._resumed[key]
+        if event.sequence > resumed + 1:
+            raise SnapshotMismatch(
+                f"the run starts from a snapshot at sequence {resumed}, but the first event "
+                f"read after it is {event.sequence}: events {resumed + 1}..{event.sequence - 1} "
+                "were not read (replay from an earlier point)",
+                event=event,
+            )
+
+    def _check_gap(self, state: RunProjection | None, event: Event) -> None:
+        expected = state.version + 1 if state is not None else 1
+        if self.halt_on_gap and event.sequence > expected:
+            missing = (
+                f"event {expected}"
+                if event.sequence == expected + 1
+                else f"events {expected}..{event.sequence - 1}"
+            )
+            raise MissingEvents(
+                f"{missing} of this run never arrived (dead-lettered, lost, or before the "
+                "replay's start): the projection stops rather than project around them",
+                event=event,
+            )
+
+    def _halt(self, key: RunKey, event: Event, error: ProjectionError, offset: int) -> Result:
+        halt = Halt.of(event, error, topic=self.topic, partition=self.partition, offset=offset)
+        self.pending.halts.append(halt)
+        self._halted[key] = _HaltInfo(halt.reason, halt.coordinates)
+        self._states.pop(key, None)
+        return Result(Outcome.HALTED, halt.reason)
+
+    # --- where a run starts --------------------------------------------------------------------
+    def _load(self, key: RunKey) -> RunProjection | None:
+        try:
+            row = self.store.get(*key)
+        except ValidationError as exc:  # a row another projector version wrote, unreadable now
+            self._untrusted[key] = f"the stored projection is unreadable by this projector: {exc}"
+            return None
+        if row is not None:
+            if row.halted:
+                reason = row.halt_reason or "halted"
+                self._halted[key] = _HaltInfo(reason, row.halt_coordinates)
+                return None
+            if row.state is not None:
+                return self._trusted_row(key, row.projector_version, row.version, row.state)
+        if self.snapshot_source is not None:
+            return self._from_snapshot(key, self.snapshot_source)
+        return None
+
+    def _trusted_row(
+        self, key: RunKey, projector_version: int, version: int, state: RunProjection
+    ) -> RunProjection | None:
+        snapshot = ProjectionSnapshot(
+            projector_version=projector_version, last_applied_sequence=version, state=state
+        )
+        try:
+            return from_snapshot(snapshot)
+        except SnapshotMismatch:
+            self._untrusted[key] = (
+                f"the stored projection of {key[0]}/{key[1]} was written by projector "
+                f"v{projector_version}, this is v{PROJECTOR_VERSION}: it is not trusted; rebuild "
+                "with `runtrail replay projection --into` a fresh store"
+            )
+            return None
+
+    def _from_snapshot(self, key: RunKey, source: ProjectionStore) -> RunProjection | None:
+        try:
+            snapshot = source.load_snapshot(*key)
+        except (SnapshotMismatch, ValidationError):
+            self.untrusted_snapshots += 1  # refused: the run is rebuilt from its events
+            return None
+        if snapshot is None:
+            return None
+        self._resumed[key] = snapshot.last_applied_sequence
+        # the run is in the new store even if no event after the snapshot is read
+        self.pending.projections[key] = snapshot.state
+        return snapshot.state
+
+    # --- after a write -------------------------------------------------------------------------
+    def committed(self) -> None:
+        """The pending writes are durable: forget them, and trim the cache of run states."""
+        self.pending = Pending()
+        excess = len(self._states) - self.cached_runs
+        if excess > 0:
+            for key in list(self._states)[:excess]:  # oldest first; reloaded from the store
+                del self._states[key]
+
+    def halted_runs(self) -> int:
+        """Runs known halted in this partition (loaded or halted here)."""
+        return len(self._halted)

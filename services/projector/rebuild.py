@@ -1,0 +1,299 @@
+"""Rebuild a projection store by replaying the topic: the shadow rebuild of seed 002.
+
+:func:`rebuild_projection` reads the whole topic once (all partitions, up to the high
+watermarks when it started; see :mod:`.topic_reader`), decodes and upcasts each event as the
+runtime does, folds it with the same :class:`~.folder.RunFolder` the service uses, and writes
+rows, halts, snapshots and offsets to a *fresh* store in batches. Replay never re-executes: it
+reads recorded events and writes the store, nothing else — no dead letters, no commits.
+
+What the rebuilt store holds equals what the live service would hold at the same offsets:
+what the runtime would dead-letter as unreadable is counted and skipped here too; duplicates
+the runtime would drop are no-ops to the projector. It ends with the offsets it reached
+(the captured high watermarks), so the projector service can be pointed at it and continue
+exactly there — which is how a store of another projector version is replaced.
+
+With ``snapshots`` (a store holding the live service's snapshots) each run starts from its
+latest trusted snapshot; an untrusted one is refused and that run is rebuilt from its events.
+With ``from_timestamp_ms`` the read starts at that time: runs that began earlier need a
+snapshot covering every event before it, or they halt (visibly) instead of being guessed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from confluent_kafka import Message
+
+from runtrail.config import Settings
+from runtrail.events import Event, EventCodec, EventError
+from runtrail.projection import (
+    Halt,
+    ProjectionBatch,
+    ProjectionDifference,
+    ProjectionStore,
+    compare_projections,
+)
+from runtrail_services.projector.folder import Outcome, RunFolder
+from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
+
+
+class StoreNotEmpty(ValueError):
+    """A rebuild goes into a new store; this one already holds projections or offsets."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a rebuild stands (for a progress line)."""
+
+    events: int
+    total: int
+    runs: int
+    halted: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Unreadable:
+    """A message the runtime would dead-letter (it cannot be decoded as an event)."""
+
+    partition: int
+    offset: int
+    reason: str
+
+
+@dataclass
+class ReplaySummary:
+    """What a rebuild read and built."""
+
+    topic: str
+    ranges: list[PartitionRange]
+    events: int = 0
+    applied: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    runs: int = 0
+    halted: list[Halt] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    untrusted_snapshots: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def offsets(self) -> dict[int, int]:
+        """The next offset per partition the rebuilt store holds."""
+        return {r.partition: r.end for r in self.ranges}
+
+
+class ReplayFold:
+    """The pure half of a rebuild: events in, store batches out (no clock, no Kafka)."""
+
+    def __init__(
+        self,
+        store: ProjectionStore,
+        topic: str,
+        *,
+        snapshot_every: int = 0,
+        cached_runs: int = 50_000,
+        snapshots: ProjectionStore | None = None,
+        halt_on_gap: bool = True,
+    ) -> None:
+        self.store = store
+        self.topic = topic
+        self._snapshot_every = snapshot_every
+        self._cached_runs = cached_runs
+        self._halt_on_gap = halt_on_gap
+        self._snapshots = snapshots
+        self.folders: dict[int, RunFolder] = {}
+        self.runs: set[tuple[str, str]] = set()
+        self.halted: list[Halt] = []
+        self.counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
+
+    def add(self, partition: int, offset: int, event: Event) -> Outcome:
+        folder = self.folders.get(partition)
+        if folder is None:
+            folder = self.folders[partition] = RunFolder(
+                self.store,
+                self.topic,
+                partition,
+                snapshots=self._snapshots,
+                snapshot_every=self._snapshot_every,
+                cached_runs=self._cached_runs,
+                halt_on_gap=self._halt_on_gap,
+            )
+        self.runs.add((event.tenant_id, event.run_id))
+        outcome = folder.apply(event, offset).outcome
+        self.counts[outcome] += 1
+        if outcome is Outcome.HALTED:
+            self.halted.append(folder.pending.halts[-1])
+        return outcome
+
+    def write(self, offsets: dict[int, int]) -> None:
+        """Write everything pending, with ``offsets`` (partition -> next offset), in one batch."""
+        batch = ProjectionBatch(
+            projections=[s for f in self.folders.values() for s in f.pending.projections.values()],
+            halts=[h for f in self.folders.values() for h in f.pending.halts],
+            snapshots=[s for f in self.folders.values() for s in f.pending.snapshots.values()],
+            offsets={(self.topic, p): o for p, o in offsets.items()},
+        )
+        self.store.apply_batch(batch)
+        for folder in self.folders.values():
+            folder.committed()
+
+    @property
+    def untrusted_snapshots(self) -> int:
+        return sum(f.untrusted_snapshots for f in self.folders.values())
+
+
+def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -> None:
+    """Refuse a store that already holds rows or offsets: a rebuild starts from nothing."""
+    if store.list(limit=1):
+        raise StoreNotEmpty("the target store already holds projections; rebuild into a new one")
+    if store.stored_offsets(topic, partitions):
+        raise StoreNotEmpty(f"the target store already holds offsets of {topic}")
+
+
+def _recorded_at(msg: Message) -> str | None:
+    kind, ms = msg.timestamp()
+    if not kind:
+        return None
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def rebuild_projection(
+    settings: Settings,
+    into: ProjectionStore,
+    *,
+    from_timestamp_ms: int | None = None,
+    snapshots: ProjectionStore | None = None,
+    snapshot_every: int = 0,
+    cached_runs: int = 50_000,
+    halt_on_gap: bool = True,
+    write_every: int = 20_000,
+    on_progress: Callable[[Progress], None] | None = None,
+    progress_interval_s: float = 1.0,
+) -> ReplaySummary:
+    """Replay ``settings.events_topic`` into the fresh store ``into``; see the module doc."""
+    topic = settings.events_topic
+    codec = EventCodec(settings.extra_schema_dirs)
+    fold = ReplayFold(
+        into,
+        topic,
+        snapshot_every=snapshot_every,
+        cached_runs=cached_runs,
+        snapshots=snapshots,
+        halt_on_gap=halt_on_gap,
+    )
+    reader = BoundedTopicReader(settings, topic, from_timestamp_ms=from_timestamp_ms)
+    try:
+        check_fresh(into, topic, [r.partition for r in reader.ranges])
+    except BaseException:
+        reader.close()
+        raise
+    summary = ReplaySummary(topic=topic, ranges=reader.ranges)
+    started = time.monotonic()
+    last_report = started
+    positions: dict[int, int] = {}
+    since_write = 0
+
+    def progress() -> Progress:
+        return Progress(
+            summary.events,
+            reader.total,
+            len(fold.runs),
+            len(fold.halted),
+            time.monotonic() - started,
+        )
+
+    try:
+        for batch in reader.batches():
+            since_write += _fold_batch(batch, codec, fold, summary, positions)
+            if since_write >= write_every:
+                fold.write(positions)
+                since_write = 0
+            now = time.monotonic()
+            if on_progress is not None and now - last_report >= progress_interval_s:
+                on_progress(progress())
+                last_report = now
+        # every partition ends at its captured watermark, read or not (control records, or a
+        # start after its last event); an empty one stays absent, as in the live store
+        fold.write({p: o for p, o in summary.offsets.items() if o > 0})
+    finally:
+        reader.close()
+    summary.seconds = time.monotonic() - started
+    summary.applied = fold.counts[Outcome.APPLIED]
+    summary.duplicates = fold.counts[Outcome.DUPLICATE]
+    summary.skipped = fold.counts[Outcome.SKIPPED] + fold.counts[Outcome.REHALTED]
+    summary.runs = len(fold.runs)
+    summary.halted = fold.halted
+    summary.untrusted_snapshots = fold.untrusted_snapshots
+    if on_progress is not None:
+        on_progress(progress())
+    return summary
+
+
+def _fold_batch(
+    batch: Iterable[Message],
+    codec: EventCodec,
+    fold: ReplayFold,
+    summary: ReplaySummary,
+    positions: dict[int, int],
+) -> int:
+    count = 0
+    decode = codec.decode
+    for msg in batch:
+        partition, offset = msg.partition(), msg.offset()
+        assert partition is not None and offset is not None
+        positions[partition] = offset + 1
+        summary.events += 1
+        count += 1
+        try:
+            event = decode(msg.value(), _recorded_at(msg)).event
+        except EventError as exc:  # the runtime dead-letters these; the live store skips them
+            summary.unreadable.append(Unreadable(partition, offset, exc.reason))
+            continue
+        fold.add(partition, offset, event)
+    return count
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """The runs whose rebuilt projection differs from the live one, and both positions."""
+
+    differences: list[ProjectionDifference]
+    live_offsets: dict[int, int]
+    rebuilt_offsets: dict[int, int]
+
+    @property
+    def same_position(self) -> bool:
+        """Whether both stores stand at the same offsets (0 and absent both mean "nothing")."""
+
+        def read(offsets: dict[int, int]) -> dict[int, int]:
+            return {p: o for p, o in offsets.items() if o > 0}
+
+        return read(self.live_offsets) == read(self.rebuilt_offsets)
+
+
+def compare_with_live(
+    live: ProjectionStore, rebuilt: ProjectionStore, topic: str, partitions: Iterable[int]
+) -> Comparison:
+    """Compare every run (A = live, B = rebuilt); also report where each store stands."""
+    wanted = list(partitions)
+    return Comparison(
+        differences=compare_projections(live, rebuilt),
+        live_offsets=live.stored_offsets(topic, wanted),
+        rebuilt_offsets=rebuilt.stored_offsets(topic, wanted),
+    )

@@ -1,0 +1,64 @@
+"""Settings of the projector: ``RUNTRAIL_PROJECTOR_*`` variables, overridden by ``-o``.
+
+They live here, not in :mod:`runtrail.config`, so the projector can grow options without
+touching the settings every service shares. ``runtrail run projector -o key=value`` wins over
+the environment, which wins over the defaults; an unknown ``-o`` key is an error, not a
+silently ignored typo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_store_url(state_dir: Path) -> str:
+    """``sqlite:///<state_dir>/projection.db`` (absolute), the embedded default."""
+    return f"sqlite:///{state_dir.expanduser().resolve() / 'projection.db'}"
+
+
+class ProjectorSettings(BaseSettings):
+    """What ``runtrail run projector``, ``runtrail projection`` and the replay read."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_PROJECTOR_", extra="ignore")
+
+    store_url: str | None = Field(
+        default=None,
+        description="Projection store: sqlite:///path.db (default: "
+        "sqlite:///<RUNTRAIL_STATE_DIR>/projection.db).",
+    )
+    snapshot_every: int = Field(
+        default=100,
+        ge=0,
+        description="Snapshot a run each time its sequence crosses a multiple of this "
+        "(0: never). Snapshots are the starting points of `replay projection --snapshots`.",
+    )
+    halt_on_gap: bool = Field(
+        default=True,
+        description="Halt a run whose next event skips sequences (an event was dead-lettered "
+        "or lost) instead of recording the gap and going on. The replay reads this too: keep "
+        "it the same for the service and its shadow rebuild.",
+    )
+    cached_runs: int = Field(
+        default=50_000,
+        ge=1,
+        description="Run states kept in memory per partition; older ones are reloaded from "
+        "the store when their run speaks again.",
+    )
+
+    @classmethod
+    def load(cls, options: Mapping[str, str] | None = None) -> ProjectorSettings:
+        """Environment plus ``-o`` options; rejects keys that are not settings."""
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            known = ", ".join(cls.model_fields)
+            raise ValueError(f"unknown projector option(s) {', '.join(unknown)} (known: {known})")
+        return cls(**given)  # type: ignore[arg-type]
+
+    def resolved_store_url(self, state_dir: Path) -> str:
+        """The store URL, defaulting to the SQLite file under the state folder."""
+        return self.store_url or default_store_url(state_dir)

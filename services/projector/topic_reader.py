@@ -1,0 +1,138 @@
+"""Read a whole topic once, up to the high watermarks it had when the read started.
+
+For rebuilds: a plain consumer with ``assign()`` — no group membership, no offset commits, so
+a rebuild never disturbs the live service's group — reads every partition from its beginning
+(or from the first offset at or after a timestamp, by ``offsets_for_times``) up to the high
+watermark captured at the start. Events appended meanwhile belong to the live service, not to
+this rebuild, so the rebuild ends at a well-defined position it can store with its rows.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from runtrail.config import Settings
+
+
+class TopicReadError(RuntimeError):
+    """The topic cannot be read (missing, or the broker stopped answering)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """Offsets ``start`` (inclusive) to ``end`` (exclusive) of one partition."""
+
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+class BoundedTopicReader:
+    """Yields the topic's messages in batches, partition order preserved, then stops."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        topic: str,
+        *,
+        from_timestamp_ms: int | None = None,
+        timeout_s: float = 30.0,
+        stall_timeout_s: float = 60.0,
+    ) -> None:
+        self.topic = topic
+        self._timeout = timeout_s
+        self._stall_timeout = stall_timeout_s
+        self._consumer = Consumer(
+            settings.kafka_config(
+                **{
+                    # librdkafka wants a group id even for assign(); nothing is ever committed.
+                    "group.id": f"runtrail.replay.{uuid.uuid4().hex[:12]}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "client.id": "runtrail-replay",
+                }
+            )
+        )
+        try:
+            self.ranges = self._ranges(from_timestamp_ms)
+        except BaseException:
+            self._consumer.close()
+            raise
+
+    @property
+    def total(self) -> int:
+        """Messages between the starts and the captured high watermarks."""
+        return sum(r.size for r in self.ranges)
+
+    def _ranges(self, from_timestamp_ms: int | None) -> list[PartitionRange]:
+        metadata = self._consumer.list_topics(self.topic, timeout=self._timeout)
+        found = metadata.topics.get(self.topic)
+        if found is None or found.error is not None or not found.partitions:
+            why = found.error if found is not None and found.error is not None else "not found"
+            raise TopicReadError(f"topic {self.topic!r}: {why}")
+        partitions = sorted(found.partitions)
+        bounds = {
+            p: self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=self._timeout
+            )
+            for p in partitions
+        }
+        starts = {p: low for p, (low, _) in bounds.items()}
+        if from_timestamp_ms is not None:
+            wanted = [TopicPartition(self.topic, p, from_timestamp_ms) for p in partitions]
+            for tp in self._consumer.offsets_for_times(wanted, timeout=self._timeout):
+                high = bounds[tp.partition][1]
+                starts[tp.partition] = tp.offset if tp.offset >= 0 else high  # none after T
+        return [
+            PartitionRange(p, min(max(starts[p], bounds[p][0]), bounds[p][1]), bounds[p][1])
+            for p in partitions
+        ]
+
+    def batches(self, size: int = 2000) -> Iterator[list[Message]]:
+        """Batches of messages until every partition reached its captured end."""
+        todo = {r.partition: r for r in self.ranges if r.size > 0}
+        if not todo:
+            return
+        self._consumer.assign([TopicPartition(self.topic, p, r.start) for p, r in todo.items()])
+        last_progress = time.monotonic()
+        while todo:
+            out: list[Message] = []
+            for msg in self._consumer.consume(num_messages=size, timeout=0.2):
+                partition = msg.partition()
+                offset = msg.offset()
+                assert partition is not None and offset is not None
+                wanted = todo.get(partition)
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    if wanted is not None and offset >= wanted.end:
+                        del todo[partition]  # compacted or control records at the tail
+                    continue
+                if wanted is None or offset >= wanted.end:
+                    continue  # appended after the start: the live service's, not ours
+                out.append(msg)
+                if offset >= wanted.end - 1:
+                    del todo[partition]
+            if out:
+                last_progress = time.monotonic()
+                yield out
+            elif time.monotonic() - last_progress > self._stall_timeout:
+                raise TopicReadError(
+                    f"no message from {self.topic} for {self._stall_timeout:.0f}s; "
+                    f"partitions {sorted(todo)} not finished"
+                )
+
+    def close(self) -> None:
+        self._consumer.close()
