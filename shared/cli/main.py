@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.sessions_cmd",
     "runtrail.cli.dev_cmd",
     "runtrail.cli.demo_cmd",
+    "runtrail.cli.settings_cmd",
 )
 
 
