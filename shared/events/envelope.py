@@ -21,6 +21,7 @@ from pydantic import (
     create_model,
     field_serializer,
 )
+from pydantic._internal._model_construction import ModelMetaclass
 from pydantic.alias_generators import to_camel
 
 from runtrail.events.errors import InvalidEvent, UnknownEventType
@@ -121,7 +122,19 @@ class _Envelope(CamelModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-class Event(_Envelope):
+class _EventMeta(ModelMetaclass):
+    """Makes ``Event(type=…, schema_version=…, …)`` build the concrete class.
+
+    A metaclass ``__call__`` rather than ``__new__``: pydantic-core calls ``__new__`` for every
+    validated instance, and a Python ``__new__`` would cost each decoded event a call.
+    """
+
+    def __call__(cls, *args: Any, **values: Any) -> Any:
+        target = _concrete(values) if cls is Event and values else cls
+        return super(_EventMeta, target).__call__(*args, **values)
+
+
+class Event(_Envelope, metaclass=_EventMeta):
     """One validated event: envelope fields plus a typed payload.
 
     Every (type, version) has a concrete subclass whose ``type``, ``schemaVersion`` and
@@ -130,11 +143,6 @@ class Event(_Envelope):
     pick the subclass from ``type`` and ``schemaVersion`` (a field typed ``Event`` in another
     model accepts events, not raw dicts: validate those with ``Event.model_validate``).
     """
-
-    def __new__(cls, *args: Any, **values: Any) -> Self:
-        if cls is Event and values:
-            cls = _concrete(values)  # type: ignore[assignment]
-        return super().__new__(cls)
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:

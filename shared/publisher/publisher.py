@@ -401,7 +401,9 @@ class Publisher:
             return
         ticket = self._pending.add(record, SlotState.IN_FLIGHT)
         try:
-            self._produce_with_backpressure(record, functools.partial(self._on_direct_report, ticket))
+            self._produce_with_backpressure(
+                record, functools.partial(self._on_direct_report, ticket)
+            )
         except BufferError:
             self._pending.settle(ticket, SlotState.SPOOL)
             self._enter_spooling("the local producer queue is full")

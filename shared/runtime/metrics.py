@@ -11,6 +11,13 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from runtrail.events.errors import InvalidEvent, UndecodableEvent, UnknownEventType, UnknownSchema
+
+#: Why the runtime itself dead-letters a message (services may add their own reasons).
+DEAD_LETTER_REASONS = tuple(
+    cls.reason for cls in (UndecodableEvent, UnknownSchema, UnknownEventType, InvalidEvent)
+)
+
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -39,6 +46,11 @@ class RuntimeMetrics:
             ["service", "kind"],
             registry=registry,
         )
+        # Start every known reason at 0, so rate() sees the first dead letter as an increase.
+        for reason in DEAD_LETTER_REASONS:
+            self._dead.labels(service, reason)
+        for kind in ("gap", "duplicate", "reordered", "conflict"):
+            self._sequence.labels(service, kind)
         self.handler_errors = Counter(
             "runtrail_handler_errors", "Batches whose handler raised.", labels, registry=registry
         ).labels(service)
