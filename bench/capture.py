@@ -16,82 +16,25 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from bench.harness import RESULTS, Rate, broker, create_topic, delete_topic, raw_consume, report
+from bench.harness import (
+    RESULTS,
+    broker,
+    create_topic,
+    delete_topic,
+    raw_consume,
+    report,
+    run_service,
+)
 from bench.runtime import publish
 from bench.workload import workload
 from runtrail.capture import read_records
 from runtrail.config import Settings
-from runtrail.runtime.runner import ServiceFactory, ServiceRunner
 from runtrail_services.capture.service import CaptureService
 from runtrail_services.noop.service import NoopService
-
-
-def run_service(
-    factory: ServiceFactory,
-    name: str,
-    settings: Settings,
-    expected: int,
-    options: dict[str, str] | None = None,
-    profile: bool = False,
-) -> tuple[Rate, CollectorRegistry]:
-    """Run a service on this thread until it processed ``expected`` events; its rate.
-
-    Timed from the first consumed message to the last processed one, as in bench.runtime.
-    """
-    registry = CollectorRegistry()
-    group = f"bench-{name}-{settings.events_topic}"
-    runner = ServiceRunner(
-        factory,
-        settings.model_copy(update={"group": group}),
-        service_name=name,
-        options=options,
-        metrics_port=0,
-        registry=registry,
-    )
-    labels = {"service": name}
-    marks: dict[str, float] = {}
-
-    def watch() -> None:
-        while True:
-            if "first" not in marks and registry.get_sample_value(
-                "runtrail_consumed_total", labels
-            ):
-                marks["first"] = time.perf_counter()
-            processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
-            if processed >= expected:
-                marks["last"] = time.perf_counter()
-                marks["processed"] = processed
-                runner.request_stop()
-                return
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    if profile:
-        from pyinstrument import Profiler
-
-        profiler = Profiler(interval=0.001)
-        with profiler:
-            runner.run()
-        RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"{name}-profile.txt"
-        path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
-        print(f"  profile written to {path}")
-    else:
-        runner.run()
-    watcher.join(10)
-    rate = Rate(
-        f"{name} service through the runtime" + (" (JSONL, fsync)" if name == "capture" else ""),
-        int(marks["processed"]),
-        marks["last"] - marks["first"],
-    )
-    return rate, registry
 
 
 def main() -> None:
@@ -127,12 +70,19 @@ def main() -> None:
             rates = [raw]
             if not args.skip_noop:
                 print("noop service …", flush=True)
-                rates.append(run_service(NoopService, "noop", settings, args.events)[0])
+                rates.append(run_service(NoopService, "noop", settings, args.events).rate)
             print(f"capture service into {sink_dir} …", flush=True)
             options = {"sink_url": sink_dir.as_uri(), "idle_flush_s": "3600"}
-            captured, registry = run_service(
-                CaptureService, "capture", settings, args.events, options, args.profile
+            run = run_service(
+                CaptureService,
+                "capture",
+                settings,
+                args.events,
+                label="capture service through the runtime (JSONL, fsync)",
+                options=options,
+                profile=args.profile,
             )
+            captured, registry = run.rate, run.registry
             rates += [captured, published]
         finally:
             delete_topic(bootstrap, topic)

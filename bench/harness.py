@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import CollectorRegistry
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -122,3 +124,87 @@ def report(
     }
     out.write_text(json.dumps(payload, indent=2))
     print(f"\nresults written to {out}")
+
+
+@dataclass
+class ServiceRun:
+    """What :func:`run_service` measured, and what ``while_running`` returned."""
+
+    rate: Rate
+    registry: CollectorRegistry
+    status: int
+    extra: Any = None
+
+
+def run_service(
+    factory: Any,
+    name: str,
+    settings: Any,
+    expected: int,
+    *,
+    label: str | None = None,
+    options: dict[str, str] | None = None,
+    profile: bool = False,
+    while_running: Callable[[], Any] | None = None,
+) -> ServiceRun:
+    """Run a service through the runtime on this thread until it processed ``expected`` events.
+
+    Timed from the first consumed message to the last processed one. A watcher thread stops
+    the runner; ``while_running`` (say, a lookup load) runs on it first, with the service
+    caught up and still serving. ``profile`` writes a pyinstrument profile to bench/results/.
+    """
+    from runtrail.runtime.runner import ServiceRunner
+
+    registry = CollectorRegistry()
+    runner = ServiceRunner(
+        factory,
+        settings.model_copy(update={"group": f"bench-{name}-{settings.events_topic}"}),
+        service_name=name,
+        options=options,
+        metrics_port=0,
+        registry=registry,
+    )
+    labels = {"service": name}
+    marks: dict[str, float] = {}
+    extra: list[Any] = []
+
+    def watch() -> None:
+        while True:
+            consumed = registry.get_sample_value("runtrail_consumed_total", labels) or 0
+            if consumed and "first" not in marks:
+                marks["first"] = time.perf_counter()
+            processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
+            if processed >= expected:
+                marks["last"] = time.perf_counter()
+                marks["processed"] = processed
+                try:
+                    if while_running is not None:
+                        extra.append(while_running())
+                finally:
+                    runner.request_stop()
+                return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.001)
+        with profiler:
+            status = runner.run()
+        RESULTS.mkdir(exist_ok=True)
+        path = RESULTS / f"{name}-profile.txt"
+        path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+        print(f"  profile written to {path}")
+    else:
+        status = runner.run()
+    watcher.join(10)
+    if "last" not in marks:
+        raise SystemExit(f"the {name} service stopped (status {status}) before catching up")
+    rate = Rate(
+        label or f"{name} service through the runtime",
+        int(marks["processed"]),
+        marks["last"] - marks["first"],
+    )
+    return ServiceRun(rate, registry, status, extra[0] if extra else None)

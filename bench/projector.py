@@ -21,62 +21,41 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
-from bench.harness import RESULTS, Rate, broker, create_topic, delete_topic, raw_consume, report
+from bench.harness import (
+    RESULTS,
+    Rate,
+    broker,
+    create_topic,
+    delete_topic,
+    raw_consume,
+    report,
+    run_service,
+)
 from bench.runtime import publish
-from bench.runtime import run_service as run_noop
 from bench.workload import workload
 from runtrail.config import Settings
 from runtrail.projection import compare_projections, open_projection_store
-from runtrail.runtime.runner import ServiceRunner
+from runtrail_services.noop.service import NoopService
 from runtrail_services.projector.rebuild import rebuild_projection
 from runtrail_services.projector.service import ProjectorService
 
 
 def run_projector(settings: Settings, store_url: str, expected: int, snapshot_every: int) -> Rate:
-    """The projector service on this thread; a watcher stops it once everything was processed
-    (the stop then flushes the rest, and the store is compared with the rebuild below)."""
-    registry = CollectorRegistry()
-    runner = ServiceRunner(
+    """The projector service until it processed everything (the stop flushes the rest, and the
+    store is compared with the rebuild below)."""
+    run = run_service(
         ProjectorService,
-        settings.model_copy(update={"group": f"bench-projector-{settings.events_topic}"}),
-        service_name="projector",
+        "projector",
+        settings,
+        expected,
+        label="projector service into SQLite (decode..apply..rows+offsets)",
         options={"store_url": store_url, "snapshot_every": str(snapshot_every)},
-        metrics_port=0,
-        registry=registry,
     )
-    labels = {"service": "projector"}
-    marks: dict[str, float] = {}
-
-    def watch() -> None:
-        while True:
-            consumed = registry.get_sample_value("runtrail_consumed_total", labels) or 0
-            if consumed and "first" not in marks:
-                marks["first"] = time.perf_counter()
-            processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
-            if processed >= expected:
-                marks["last"] = time.perf_counter()
-                marks["processed"] = processed
-                runner.request_stop()
-                return
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    status = runner.run()
-    watcher.join(10)
-    if status != 0:
-        raise SystemExit(f"the projector stopped with status {status}")
-    return Rate(
-        "projector service into SQLite (decode..apply..rows+offsets)",
-        int(marks["processed"]),
-        marks["last"] - marks["first"],
-    )
+    if run.status != 0:
+        raise SystemExit(f"the projector stopped with status {run.status}")
+    return run.rate
 
 
 def run_rebuild(settings: Settings, store_url: str, snapshot_every: int) -> tuple[Rate, int]:
@@ -126,7 +105,15 @@ def main() -> None:
             raw = raw_consume(bootstrap, topic, args.events)
             if not args.skip_noop:
                 print("noop service …", flush=True)
-                rates.append(run_noop(settings, args.events, False))
+                rates.append(
+                    run_service(
+                        NoopService,
+                        "noop",
+                        settings,
+                        args.events,
+                        label="noop service through the runtime (decode..commit)",
+                    ).rate
+                )
             print("projector service …", flush=True)
             rates.append(run_projector(settings, live_url, args.events, args.snapshot_every))
             print("replay projection --into …", flush=True)

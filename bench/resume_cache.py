@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
-from prometheus_client import CollectorRegistry
 
-from bench.harness import Rate, broker, create_topic, delete_topic, raw_consume, report
+from bench.harness import Rate, broker, create_topic, delete_topic, raw_consume, report, run_service
 from bench.runtime import publish
 from bench.workload import workload
 from runtrail.config import Settings
@@ -32,7 +31,6 @@ from runtrail.kafka.ports import free_ports
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.keys import Kind, Scope, model_key, tool_key
 from runtrail.resume.store import sqlite_url
-from runtrail.runtime.runner import ServiceRunner
 from runtrail_services.resume_cache.service import ResumeCacheService
 
 TOKEN = "bench-token"
@@ -48,41 +46,6 @@ def entry_keys(events: list[dict[str, Any]]) -> list[tuple[str, Kind, str]]:
         elif event["type"] == "TOOL_CALL":
             keys.append((event["runId"], Kind.TOOL, tool_key(data["toolName"], data["arguments"])))
     return keys
-
-
-def run_service(
-    settings: Settings, options: dict[str, str], expected: int
-) -> tuple[ServiceRunner, threading.Thread, Rate]:
-    """Start the service in a thread; return once it processed ``expected`` events."""
-    registry = CollectorRegistry()
-    runner = ServiceRunner(
-        ResumeCacheService,
-        settings,
-        service_name="resume-cache",
-        options=options,
-        metrics_port=0,
-        registry=registry,
-    )
-    thread = threading.Thread(target=runner.run, daemon=True)
-    labels = {"service": "resume-cache"}
-    thread.start()
-    first = 0.0
-    while True:
-        consumed = registry.get_sample_value("runtrail_consumed_total", labels) or 0
-        if consumed and not first:
-            first = time.perf_counter()
-        processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
-        if processed >= expected:
-            last = time.perf_counter()
-            break
-        if not thread.is_alive():
-            raise SystemExit("the service stopped early; see the log above")
-        time.sleep(0.005)
-    return (
-        runner,
-        thread,
-        Rate("resume-cache service (decode..pair..topic..sqlite)", int(processed), last - first),
-    )
 
 
 def lookups(
@@ -160,19 +123,28 @@ def main() -> None:
             print("raw consume …", flush=True)
             raw = raw_consume(bootstrap, topic, args.events)
             print("resume-cache service …", flush=True)
-            runner, thread, through = run_service(settings, options, args.events)
-            time.sleep(1.5)  # let the last flush land, so hits come from the store
             url = f"http://127.0.0.1:{port}"
-            print("lookups …", flush=True)
-            hits, hit50, hit99 = lookups(
-                url, tenant, keys, args.lookups, args.threads, "lookups: hits"
+
+            def load() -> tuple[Any, Any]:
+                time.sleep(1.5)  # let the last flush land, so hits come from the store
+                print("lookups …", flush=True)
+                absent = [(run, kind, f"{i:064x}") for i, (run, kind, _) in enumerate(keys[:5000])]
+                return (
+                    lookups(url, tenant, keys, args.lookups, args.threads, "lookups: hits"),
+                    lookups(url, tenant, absent, args.lookups, args.threads, "lookups: misses"),
+                )
+
+            run = run_service(
+                ResumeCacheService,
+                "resume-cache",
+                settings,
+                args.events,
+                label="resume-cache service (decode..pair..topic..sqlite)",
+                options=options,
+                while_running=load,
             )
-            absent = [(run, kind, f"{i:064x}") for i, (run, kind, _) in enumerate(keys[:5000])]
-            misses, miss50, miss99 = lookups(
-                url, tenant, absent, args.lookups, args.threads, "lookups: misses"
-            )
-            runner.request_stop()
-            thread.join(30)
+            through = run.rate
+            (hits, hit50, hit99), (misses, miss50, miss99) = run.extra
         finally:
             delete_topic(bootstrap, topic)
             admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until done

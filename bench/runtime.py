@@ -12,16 +12,23 @@ runtime (decode, upcast, validate, sequence checks, commit) — and prints both 
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 
 from prometheus_client import CollectorRegistry
 
-from bench.harness import RESULTS, Rate, broker, create_topic, delete_topic, raw_consume, report
+from bench.harness import (
+    RESULTS,
+    Rate,
+    broker,
+    create_topic,
+    delete_topic,
+    raw_consume,
+    report,
+    run_service,
+)
 from bench.workload import workload
 from runtrail.config import Settings
 from runtrail.publisher import Publisher
-from runtrail.runtime.runner import ServiceRunner
 from runtrail_services.noop.service import NoopService
 
 
@@ -39,50 +46,6 @@ def publish(settings: Settings, events: list[dict[str, object]]) -> Rate:
     if stats.rejected or stats.spooled:
         raise SystemExit(f"publisher did not deliver everything: {stats}")
     return Rate("publisher (validate, redact, encode, produce, ack)", len(events), elapsed)
-
-
-def run_service(settings: Settings, expected: int, profile: bool) -> Rate:
-    """Run the service on this thread (so a profiler sees it); a watcher stops it when done."""
-    registry = CollectorRegistry()
-    runner = ServiceRunner(
-        NoopService, settings, service_name="noop", metrics_port=0, registry=registry
-    )
-    labels = {"service": "noop"}
-    marks: dict[str, float] = {}
-
-    def watch() -> None:
-        while True:
-            consumed = registry.get_sample_value("runtrail_consumed_total", labels) or 0
-            if consumed and "first" not in marks:
-                marks["first"] = time.perf_counter()
-            processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
-            if processed >= expected:
-                marks["last"] = time.perf_counter()
-                marks["processed"] = processed
-                runner.request_stop()
-                return
-            time.sleep(0.005)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    if profile:
-        from pyinstrument import Profiler
-
-        profiler = Profiler(interval=0.001)
-        with profiler:
-            runner.run()
-        RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / "runtime-profile.txt"
-        path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
-        print(f"  profile written to {path}")
-    else:
-        runner.run()
-    watcher.join(10)
-    return Rate(
-        "noop service through the runtime (decode..commit)",
-        int(marks["processed"]),
-        marks["last"] - marks["first"],
-    )
 
 
 def main() -> None:
@@ -113,7 +76,14 @@ def main() -> None:
             print("raw consume …", flush=True)
             raw = raw_consume(bootstrap, topic, args.events)
             print("noop service …", flush=True)
-            noop = run_service(settings, args.events, args.profile)
+            noop = run_service(
+                NoopService,
+                "noop",
+                settings,
+                args.events,
+                label="noop service through the runtime (decode..commit)",
+                profile=args.profile,
+            ).rate
         finally:
             delete_topic(bootstrap, topic)
     report(
