@@ -7,8 +7,9 @@ pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -136,3 +137,27 @@ class Settings(BaseSettings):
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment, with CLI overrides (None values are ignored)."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+class ServiceSettings(BaseSettings):
+    """Base of a service's own settings (``RUNTRAIL_<SERVICE>_*``, overridden by ``-o``).
+
+    Each service keeps its options in a class of its own, so it can grow them without touching
+    the settings every command shares; ``runtrail settings`` lists them all.
+    """
+
+    #: The service's name, used in error messages.
+    service_name: ClassVar[str] = "service"
+
+    @classmethod
+    def load(cls, options: Mapping[str, Any] | None = None) -> Self:
+        """The environment plus ``-o`` options (None values ignored); an unknown key is an
+        error, never a silently ignored typo."""
+        given = {k: v for k, v in (options or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            known = ", ".join(cls.model_fields)
+            raise ValueError(
+                f"unknown {cls.service_name} option(s) {', '.join(unknown)} (known: {known})"
+            )
+        return cls.model_validate(given)

@@ -11,13 +11,14 @@ own defaults, so ``file:///dir?max_bytes=…`` keeps working.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from runtrail.config import ServiceSettings
 
 #: Options that only the ``file://`` sink understands, and those only object stores do.
 FILE_SINK_OPTIONS = ("max_bytes", "max_age_s", "max_open", "buffer_bytes")
@@ -29,10 +30,11 @@ def default_sink_url(state_dir: Path) -> str:
     return (state_dir.expanduser().resolve() / "capture").as_uri()
 
 
-class CaptureSettings(BaseSettings):
+class CaptureSettings(ServiceSettings):
     """What ``runtrail run capture`` and ``runtrail capture``/``replay`` read."""
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_CAPTURE_", extra="ignore")
+    service_name = "capture"
 
     sink_url: str | None = Field(
         default=None,
@@ -64,16 +66,6 @@ class CaptureSettings(BaseSettings):
     batch_bytes: int | None = Field(
         default=None, ge=1, description="object sink: upload a batch once it holds this much."
     )
-
-    @classmethod
-    def load(cls, options: Mapping[str, str] | None = None) -> CaptureSettings:
-        """Environment plus ``-o`` options; rejects keys that are not settings."""
-        given: dict[str, Any] = dict(options or {})
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            known = ", ".join(cls.model_fields)
-            raise ValueError(f"unknown capture option(s) {', '.join(unknown)} (known: {known})")
-        return cls(**given)
 
     def resolved_sink_url(self, state_dir: Path) -> str:
         """The sink URL, defaulting to the file sink under the state folder."""

@@ -8,11 +8,12 @@ silently ignored typo.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from runtrail.config import ServiceSettings
 
 
 def default_store_url(state_dir: Path) -> str:
@@ -20,10 +21,11 @@ def default_store_url(state_dir: Path) -> str:
     return f"sqlite:///{state_dir.expanduser().resolve() / 'projection.db'}"
 
 
-class ProjectorSettings(BaseSettings):
+class ProjectorSettings(ServiceSettings):
     """What ``runtrail run projector``, ``runtrail projection`` and the replay read."""
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_PROJECTOR_", extra="ignore")
+    service_name = "projector"
 
     store_url: str | None = Field(
         default=None,
@@ -48,16 +50,6 @@ class ProjectorSettings(BaseSettings):
         description="Run states kept in memory per partition; older ones are reloaded from "
         "the store when their run speaks again.",
     )
-
-    @classmethod
-    def load(cls, options: Mapping[str, str] | None = None) -> ProjectorSettings:
-        """Environment plus ``-o`` options; rejects keys that are not settings."""
-        given = dict(options or {})
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            known = ", ".join(cls.model_fields)
-            raise ValueError(f"unknown projector option(s) {', '.join(unknown)} (known: {known})")
-        return cls(**given)  # type: ignore[arg-type]
 
     def resolved_store_url(self, state_dir: Path) -> str:
         """The store URL, defaulting to the SQLite file under the state folder."""

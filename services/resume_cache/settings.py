@@ -12,13 +12,13 @@ per tenant). A tenant without a token cannot look anything up.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from runtrail.config import ServiceSettings
 from runtrail.resume.store import sqlite_url
 
 
@@ -27,10 +27,11 @@ def default_store_url(state_dir: Path) -> str:
     return sqlite_url(state_dir / "resume-cache.db")
 
 
-class ResumeCacheSettings(BaseSettings):
+class ResumeCacheSettings(ServiceSettings):
     """What ``runtrail run resume-cache`` and ``runtrail cache`` read."""
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_RESUME_CACHE_", extra="ignore")
+    service_name = "resume-cache"
 
     store_url: str | None = Field(
         default=None,
@@ -61,18 +62,6 @@ class ResumeCacheSettings(BaseSettings):
         if isinstance(value, str):
             return json.loads(value) if value.strip() else {}
         return value
-
-    @classmethod
-    def load(cls, options: Mapping[str, str] | None = None) -> ResumeCacheSettings:
-        """Environment plus ``-o`` options; rejects keys that are not settings."""
-        given: dict[str, Any] = dict(options or {})
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            known = ", ".join(cls.model_fields)
-            raise ValueError(
-                f"unknown resume-cache option(s) {', '.join(unknown)} (known: {known})"
-            )
-        return cls(**given)
 
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or default_store_url(state_dir)

@@ -10,12 +10,13 @@ silently ignored typo. Bearer tokens are secrets: give them in the environment
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from runtrail.config import ServiceSettings
 
 
 def default_store_url(state_dir: Path) -> str:
@@ -28,10 +29,11 @@ def default_blob_url(state_dir: Path) -> str:
     return (state_dir.expanduser().resolve() / "session-blobs").as_uri()
 
 
-class SessionsSettings(BaseSettings):
+class SessionsSettings(ServiceSettings):
     """What ``runtrail run sessions`` and ``runtrail sessions`` read."""
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_SESSIONS_", extra="ignore")
+    service_name = "sessions"
 
     store_url: str | None = Field(
         default=None,
@@ -97,16 +99,6 @@ class SessionsSettings(BaseSettings):
                 raise ValueError("http_tokens expects tenant=token pairs separated by commas")
             return dict(p.split("=", 1) for p in pairs)
         return value
-
-    @classmethod
-    def load(cls, options: Mapping[str, str] | None = None) -> SessionsSettings:
-        """Environment plus ``-o`` options; rejects keys that are not settings."""
-        given = dict(options or {})
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            known = ", ".join(cls.model_fields)
-            raise ValueError(f"unknown sessions option(s) {', '.join(unknown)} (known: {known})")
-        return cls(**given)  # type: ignore[arg-type]
 
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or default_store_url(state_dir)
