@@ -15,18 +15,16 @@ trustworthy (consumed past ``offsets``), with the run's open intent for that too
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
-import threading
 import time
-from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
+from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail.resume.errors import NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.remote import parse_offsets
@@ -38,23 +36,6 @@ log = logging.getLogger(__name__)
 _ENTRY = re.compile(r"^/v1/tenants/([^/]+)/entries/(model|tool)/([0-9a-f]{64})$")
 _RUN = re.compile(r"^/v1/tenants/([^/]+)/runs/([^/]+)$")
 _MISS = {"entry": None, "intent": None}
-
-
-class TokenAuth:
-    """Tenant of a bearer token, compared in constant time."""
-
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._tokens = [(tenant, token.encode("utf-8")) for tenant, token in tokens.items()]
-
-    def tenant_of(self, header: str | None) -> str | None:
-        if not header or not header.startswith("Bearer "):
-            return None
-        given = header[len("Bearer ") :].strip().encode("utf-8")
-        found = None
-        for tenant, token in self._tokens:
-            if hmac.compare_digest(given, token) and found is None:
-                found = tenant
-        return found
 
 
 class _BadRequest(ValueError):
@@ -162,7 +143,7 @@ def _one(query: dict[str, list[str]], name: str) -> str | None:
     return values[-1] if values else None
 
 
-class LookupServer:
+class LookupServer(BackgroundServer):
     """The API on a daemon-threaded ThreadingHTTPServer (port 0 picks a free one)."""
 
     def __init__(
@@ -174,21 +155,6 @@ class LookupServer:
         metrics: ResumeCacheMetrics,
         max_wait_ms: int,
     ) -> None:
-        self._server = ThreadingHTTPServer(
-            (host, port), _handler(index, auth, metrics, max_wait_ms)
+        super().__init__(
+            host, port, _handler(index, auth, metrics, max_wait_ms), "resume-cache-http"
         )
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="resume-cache-http", daemon=True
-        )
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from runtrail.http_server import TokenAuth
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.store import CacheStore, open_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail_services.resume_cache.http_api import LookupServer, TokenAuth
+from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
 from runtrail_services.resume_cache.settings import ResumeCacheSettings

@@ -12,15 +12,14 @@ with no tokens configured every request does (fail closed).
 
 from __future__ import annotations
 
-import hmac
 import logging
-import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote
 
 import orjson
 
+from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail.sessions import AgentSessionStore, SessionStoreError, UntrustedSnapshot
 
 log = logging.getLogger(__name__)
@@ -33,27 +32,7 @@ def _json(status: int, body: object) -> Response:
     return status, orjson.dumps(body)
 
 
-class TokenAuth:
-    """Maps a bearer token to its tenant, comparing in constant time."""
-
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._pairs = [(tenant, token.encode()) for tenant, token in tokens.items() if token]
-
-    def tenant_of(self, header: str | None) -> str | None:
-        if not header:
-            return None
-        scheme, _, token = header.strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        given = token.strip().encode()
-        found = None
-        for tenant, expected in self._pairs:  # no early exit: timing says nothing
-            if hmac.compare_digest(given, expected):
-                found = tenant
-        return found
-
-
-class SessionsApi:
+class SessionsApi(BackgroundServer):
     """A threaded HTTP server answering session reads from ``store``."""
 
     def __init__(
@@ -69,22 +48,7 @@ class SessionsApi:
         self._on_request = on_request or (lambda status: None)
         if not tokens:
             log.warning("sessions API: no bearer tokens configured; every request answers 401")
-        self._server = ThreadingHTTPServer((host, port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="runtrail-sessions-api", daemon=True
-        )
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(host, port, self._handler(), "runtrail-sessions-api")
 
     # --- routes -------------------------------------------------------------------------------
     def answer(self, path: str, authorization: str | None) -> Response:

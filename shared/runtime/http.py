@@ -7,12 +7,13 @@ and received an assignment. A stuck loop therefore fails ``/healthz`` and gets r
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from runtrail.http_server import BackgroundServer
 
 log = logging.getLogger(__name__)
 
@@ -67,25 +68,10 @@ def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPR
     return Handler
 
 
-class HttpEndpoint:
-    """A daemon-threaded HTTP server bound to ``host:port`` (port 0 picks a free one)."""
+class HttpEndpoint(BackgroundServer):
+    """``/metrics``, ``/healthz`` and ``/readyz`` of one service process."""
 
     def __init__(
         self, host: str, port: int, registry: CollectorRegistry, health: HealthState
     ) -> None:
-        self._server = ThreadingHTTPServer((host, port), _handler(registry, health))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="runtrail-http", daemon=True
-        )
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(host, port, _handler(registry, health), "runtrail-http")
