@@ -146,10 +146,12 @@ def run_service(
     options: dict[str, str] | None = None,
     profile: bool = False,
     while_running: Callable[[], Any] | None = None,
+    done_metric: str = "runtrail_processed_total",
 ) -> ServiceRun:
     """Run a service through the runtime on this thread until it processed ``expected`` events.
 
-    Timed from the first consumed message to the last processed one. A watcher thread stops
+    Timed from the first consumed message until ``done_metric`` (by default the processed
+    count; the audit service uses its sealed links) reaches ``expected``. A watcher thread stops
     the runner; ``while_running`` (say, a lookup load) runs on it first, with the service
     caught up and still serving. ``profile`` writes a pyinstrument profile to bench/results/.
     """
@@ -173,7 +175,7 @@ def run_service(
             consumed = registry.get_sample_value("runtrail_consumed_total", labels) or 0
             if consumed and "first" not in marks:
                 marks["first"] = time.perf_counter()
-            processed = registry.get_sample_value("runtrail_processed_total", labels) or 0
+            processed = registry.get_sample_value(done_metric, labels) or 0
             if processed >= expected:
                 marks["last"] = time.perf_counter()
                 marks["processed"] = processed
@@ -202,6 +204,8 @@ def run_service(
     watcher.join(10)
     if "last" not in marks:
         raise SystemExit(f"the {name} service stopped (status {status}) before catching up")
+    if status != 0:
+        raise SystemExit(f"the {name} service stopped with status {status}")
     rate = Rate(
         label or f"{name} service through the runtime",
         int(marks["processed"]),

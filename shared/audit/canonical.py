@@ -33,9 +33,10 @@ hashes never change when our code changes. Concretely:
   such an event cannot be sealed;
 * ``true``, ``false``, ``null`` as literals.
 
-Any RFC 8785 implementation (for Python the ``rfc8785`` package, which we use) gives these
-bytes. A reader parsing an export must refuse duplicate object keys and NaN/Infinity, since
-such a document has no single canonical form.
+Any RFC 8785 implementation (for Python the ``rfc8785`` package, which we use, with a faster
+path in :mod:`runtrail.events.jsonform` that writes the same bytes) gives these bytes. A reader
+parsing an export must refuse duplicate object keys and NaN/Infinity, since such a document
+has no single canonical form.
 """
 
 from __future__ import annotations

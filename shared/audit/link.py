@@ -7,12 +7,13 @@ to are read from the event itself, so a link cannot claim one run while sealing 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from runtrail.audit.canonical import GENESIS_HASH, canonical_event, hash_canonical
 from runtrail.audit.errors import MalformedLink
-from runtrail.events.jsonform import loads_strict
 
 #: Keys of one export line, in the order a human reads them (the file itself is JCS-sorted).
 LINE_KEYS = ("tenantId", "runId", "index", "prevHash", "hash", "event")
@@ -39,12 +40,23 @@ def event_sequence(event: Mapping[str, Any]) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """One sealed event: ``hash = sha256(prevHash + "|" + JCS(event))``."""
+    """One sealed event: ``hash = sha256(prevHash + "|" + JCS(event))``.
+
+    ``sealed_bytes`` is set only by :func:`seal`: the JCS bytes it hashed, kept so that storing
+    and publishing the link need not canonicalise the event again. It is a cache, not part of
+    the link: equality ignores it and verification never reads it (it recomputes from
+    ``event``).
+    """
 
     index: int
     event: Mapping[str, Any]
     prev_hash: str
     hash: str
+    sealed_bytes: bytes | None = field(default=None, compare=False, repr=False)
+
+    def canonical(self) -> bytes:
+        """JCS bytes of the event (those :func:`seal` hashed, when it made this link)."""
+        return self.sealed_bytes if self.sealed_bytes is not None else canonical_event(self.event)
 
     @property
     def tenant_id(self) -> str:
@@ -103,13 +115,14 @@ def seal(index: int, prev_hash: str, event: Mapping[str, Any]) -> Link:
     """A new link for ``event`` after a link whose hash is ``prev_hash``.
 
     The sealed event is a fresh copy parsed back from its canonical bytes, so a caller that
-    mutates its own dict afterwards cannot change what was sealed.
+    mutates its own dict afterwards cannot change what was sealed. (Those bytes are our own
+    JCS output, so they hold no duplicate key or NaN for a strict parser to refuse.)
     """
     for name in ("tenantId", "runId", "eventId"):
         _text_field(event, name)
     canonical = canonical_event(event)
-    copy: dict[str, Any] = loads_strict(canonical)
-    return Link(index, copy, prev_hash, hash_canonical(prev_hash, canonical))
+    copy: dict[str, Any] = orjson.loads(canonical)
+    return Link(index, copy, prev_hash, hash_canonical(prev_hash, canonical), canonical)
 
 
 def genesis_head(tenant_id: str, run_id: str) -> RunHead:

@@ -65,6 +65,14 @@ class LinkStore(Protocol):
         """The link that sealed ``event_id`` in the tenant, if any (for de-duplication)."""
         ...
 
+    def find_events(self, tenant_id: str, event_ids: Iterable[str]) -> dict[str, Link]:
+        """The links that sealed any of ``event_ids`` in the tenant, by eventId (one batch)."""
+        ...
+
+    def heads_of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RunHead]:
+        """The heads of the given (tenant, run) pairs that have links (one batch)."""
+        ...
+
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """Next offset per partition, for those partitions that have one stored."""
         ...
@@ -77,6 +85,14 @@ class LinkStore(Protocol):
 
     def latest_checkpoint(self) -> StoredCheckpoint | None:
         """The most recently saved checkpoint."""
+        ...
+
+    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
+        """A saved checkpoint by its id."""
+        ...
+
+    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
+        """The latest saved checkpoint with this body (origin, size, root), if any."""
         ...
 
     def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from runtrail.audit.canonical import GENESIS_HASH, canonical_event, hash_canonical
+from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
 from runtrail.audit.errors import ChainConflict, MalformedLink
 from runtrail.audit.link import Link, RunHead
@@ -72,6 +72,9 @@ BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
 """
+
+#: Most eventIds in one ``IN (…)`` list (SQLite allows 32766 variables since 3.32; stay far below).
+_IN_CHUNK = 500
 
 _HEAD_SQL = (
     "SELECT idx, hash FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx DESC LIMIT 1"
@@ -140,33 +143,16 @@ class SqliteLinkStore:
                 [(tp[0], tp[1], offset) for tp, offset in offsets.items()],
             )
 
-    def _new_rows(
-        self, conn: sqlite3.Connection, links: Sequence[Link]
-    ) -> list[tuple[str, str, int, str, str, str, str]]:
+    def _new_rows(self, conn: sqlite3.Connection, links: Sequence[Link]) -> list[LinkRow]:
         """Rows to insert, after checking each link extends its run's head."""
-        heads: dict[tuple[str, str], tuple[int, str]] = {}
-        rows: list[tuple[str, str, int, str, str, str, str]] = []
-        for link in links:
-            tenant, run, event_id = link.tenant_id, link.run_id, link.event_id
-            key = (tenant, run)
-            if key not in heads:
-                row = conn.execute(_HEAD_SQL, key).fetchone()
-                heads[key] = (0, GENESIS_HASH) if row is None else (row[0] + 1, row[1])
-            length, last = heads[key]
-            if link.index < length and self._is_stored(conn, tenant, run, link):
-                continue  # a retried batch: this exact link is already there
-            if link.index != length or link.prev_hash != last:
-                raise ChainConflict(
-                    f"link {link.index} of run {tenant}/{run} does not extend its head "
-                    f"(length {length}, hash {last})"
-                )
-            canonical = canonical_event(link.event)
-            if hash_canonical(link.prev_hash, canonical) != link.hash:
-                raise ChainConflict(f"link {link.index} of run {tenant}/{run}: hash is not its own")
-            text = canonical.decode()
-            rows.append((tenant, run, link.index, event_id, link.prev_hash, link.hash, text))
-            heads[key] = (length + 1, link.hash)
-        return rows
+        heads: dict[RunKey, tuple[int, str]] = {}
+        for key in {(link.tenant_id, link.run_id) for link in links}:
+            row = conn.execute(_HEAD_SQL, key).fetchone()
+            if row is not None:
+                heads[key] = (row[0] + 1, row[1])
+        return rows_to_append(
+            links, heads, lambda link: self._is_stored(conn, link.tenant_id, link.run_id, link)
+        )
 
     @staticmethod
     def _is_stored(conn: sqlite3.Connection, tenant: str, run: str, link: Link) -> bool:
@@ -213,6 +199,29 @@ class SqliteLinkStore:
         )
         return _link(rows[0]) if rows else None
 
+    def find_events(self, tenant_id: str, event_ids: Iterable[str]) -> dict[str, Link]:
+        wanted = list(dict.fromkeys(event_ids))
+        found: dict[str, Link] = {}
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            rows = self._query(
+                "SELECT event_id, idx, prev_hash, hash, event FROM audit_links "
+                f"WHERE tenant_id = ? AND event_id IN ({marks})",
+                (tenant_id, *chunk),
+            )
+            found.update((str(row[0]), _link(row[1:])) for row in rows)
+        return found
+
+    def heads_of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RunHead]:
+        found: dict[tuple[str, str], RunHead] = {}
+        with self._lock:
+            for tenant, run in dict.fromkeys(runs):
+                row = self._conn.execute(_HEAD_SQL, (tenant, run)).fetchone()
+                if row is not None:
+                    found[(tenant, run)] = RunHead(tenant, run, int(row[0]) + 1, str(row[1]))
+        return found
+
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         wanted = set(partitions)
         rows = self._query(
@@ -250,12 +259,22 @@ class SqliteLinkStore:
         rows = self._query(
             "SELECT id, body, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1"
         )
-        if not rows:
-            return None
-        checkpoint_id, body, note, created = rows[0]
-        return StoredCheckpoint(
-            int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
+        return _stored_checkpoint(rows[0]) if rows else None
+
+    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
+        rows = self._query(
+            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE id = ?",
+            (checkpoint_id,),
         )
+        return _stored_checkpoint(rows[0]) if rows else None
+
+    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
+        rows = self._query(
+            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE body = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (checkpoint.body(),),
+        )
+        return _stored_checkpoint(rows[0]) if rows else None
 
     def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
         rows = self._query(
@@ -264,6 +283,13 @@ class SqliteLinkStore:
             (checkpoint_id,),
         )
         return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]
+
+
+def _stored_checkpoint(row: tuple[Any, ...]) -> StoredCheckpoint:
+    checkpoint_id, body, note, created = row
+    return StoredCheckpoint(
+        int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
+    )
 
 
 def _link(row: tuple[Any, ...]) -> Link:

@@ -17,7 +17,7 @@ from runtrail.audit.chain import HashChainedEventLog
 def tamper_event(log: HashChainedEventLog, index: int, replacement: Mapping[str, Any]) -> None:
     """Replace link ``index``'s event, keeping its stored hashes (verification must fail there)."""
     links = log._links
-    links[index] = replace(links[index], event=dict(replacement))
+    links[index] = replace(links[index], event=dict(replacement), sealed_bytes=None)
 
 
 def overwrite_hash(log: HashChainedEventLog, index: int, new_hash: str) -> None:

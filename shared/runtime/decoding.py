@@ -76,7 +76,9 @@ class BatchDecoder:
                 result.dead[exc.reason] = result.dead.get(exc.reason, 0) + 1
                 continue
             event = decoded.event
-            verdict = check(partition, event.run_id, event.sequence, event.event_id)
+            verdict = check(
+                partition, event.tenant_id, event.run_id, event.sequence, event.event_id
+            )
             if verdict is not Verdict.NEXT:
                 result.anomalies[verdict.value] = result.anomalies.get(verdict.value, 0) + 1
                 if verdict is Verdict.DUPLICATE:

@@ -34,18 +34,22 @@ class SequenceChecker:
     """Checks each event's (runId, sequence, eventId) against what its partition has shown."""
 
     def __init__(self) -> None:
-        self._runs: dict[int, dict[str, _RunState]] = {}
+        self._runs: dict[int, dict[tuple[str, str], _RunState]] = {}
 
-    def check(self, partition: int, run_id: str, sequence: int, event_id: str) -> Verdict:
+    def check(
+        self, partition: int, tenant_id: str, run_id: str, sequence: int, event_id: str
+    ) -> Verdict:
+        """Runs are scoped by tenant: two tenants may use the same run ID."""
+        key = (tenant_id, run_id)
         runs = self._runs.get(partition)
         if runs is None:
             runs = self._runs[partition] = {}
-        state = runs.get(run_id)
+        state = runs.get(key)
         if state is None:
             if len(runs) >= MAX_RUNS_PER_PARTITION:
                 for old in list(runs)[: MAX_RUNS_PER_PARTITION // 10]:
                     del runs[old]
-            runs[run_id] = _RunState(last=sequence, recent={sequence: event_id})
+            runs[key] = _RunState(last=sequence, recent={sequence: event_id})
             return Verdict.NEXT
         seen = state.recent.get(sequence)
         if seen is not None:

@@ -1,0 +1,183 @@
+"""Seal a batch of delivered events onto their runs' chains, in topic order, in memory.
+
+Per batch: one store query per tenant finds the eventIds already sealed (a producer resend,
+or a replay after a crash), one query loads the heads of runs not seen before, then each
+event is sealed on its run's head. Nothing is written here: the links wait in
+:class:`PendingWork` until the service's flush writes them with their offsets in one
+transaction.
+
+An event already sealed is not sealed again. If its payload is the same it is a re-delivery
+(counted; its stored link is published again when it lies in the replay window, see
+:mod:`runtrail_services.audit.positions`); if it differs, the event is refused to the
+dead-letter topic as ``audit-conflict``. An event with no canonical form (an integer beyond
+±2^53, say) cannot be sealed and is dead-lettered as ``unsealable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtrail.audit.canonical import canonical_event
+from runtrail.audit.errors import MalformedLink
+from runtrail.audit.link import Link, RunHead, seal
+from runtrail.audit.store import LinkStore
+from runtrail.events.errors import EventError
+from runtrail.runtime.delivery import Delivered, Partition
+from runtrail_services.audit.heads import HeadCache
+
+UNSEALABLE = "unsealable"
+CONFLICT = "audit-conflict"
+
+DeadLetter = Callable[[Delivered, str, str], None]
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A link to publish: ``new`` ones are also to be written to the store."""
+
+    partition: Partition
+    link: Link
+    new: bool
+
+
+@dataclass
+class PendingWork:
+    """Everything processed since the last flush, in processing order."""
+
+    outgoing: list[Outgoing] = field(default_factory=list)
+    offsets: dict[Partition, int] = field(default_factory=dict)
+    event_ids: dict[tuple[str, str], Link] = field(default_factory=dict)
+
+    def new_links(self) -> list[Link]:
+        return [item.link for item in self.outgoing if item.new]
+
+    def all_links(self) -> list[Link]:
+        return [item.link for item in self.outgoing]
+
+    def empty(self) -> bool:
+        return not self.outgoing and not self.offsets
+
+    def drop_partitions(self, partitions: Iterable[Partition]) -> None:
+        gone = set(partitions)
+        kept = [item for item in self.outgoing if item.partition not in gone]
+        for item in self.outgoing:
+            if item.partition in gone and item.new:
+                self.event_ids.pop((item.link.tenant_id, item.link.event_id), None)
+        self.outgoing = kept
+        for partition in gone:
+            self.offsets.pop(partition, None)
+
+
+@dataclass
+class BatchCounts:
+    sealed: int = 0
+    redelivered: int = 0
+    republished: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+
+
+def _identity(written: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(tenantId, runId, eventId) of the event as written, if all are usable text."""
+    values = (written.get("tenantId"), written.get("runId"), written.get("eventId"))
+    for value in values:
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            return None
+    return values  # type: ignore[return-value]
+
+
+class Sealer:
+    """Turns delivered events into links on the right heads; keeps them pending until flush."""
+
+    def __init__(self, store: LinkStore, heads: HeadCache, dead_letter: DeadLetter) -> None:
+        self._store = store
+        self._heads = heads
+        self._dead_letter = dead_letter
+        self.pending = PendingWork()
+        #: Per partition, the sealed position found at assignment: events below it were
+        #: sealed before and have their stored links published again.
+        self.replay_until: dict[Partition, int] = {}
+
+    def seal_batch(self, batch: Sequence[Delivered]) -> BatchCounts:
+        counts = BatchCounts()
+        pending = self.pending
+        items: list[tuple[Delivered, str, str, str]] = []
+        for delivered in batch:
+            pending.offsets[delivered.source] = delivered.offset + 1
+            identity = _identity(delivered.written)
+            if identity is None:
+                self._refuse(delivered, UNSEALABLE, "no usable tenantId/runId/eventId", counts)
+                continue
+            items.append((delivered, *identity))
+        sealed = self._already_sealed(items)
+        self._heads.load(
+            (d.source, (tenant, run))
+            for d, tenant, run, event_id in items
+            if (tenant, event_id) not in sealed
+        )
+        for delivered, tenant, run, event_id in items:
+            earlier = pending.event_ids.get((tenant, event_id)) or sealed.get((tenant, event_id))
+            if earlier is not None:
+                self._again(delivered, earlier, (tenant, event_id) in sealed, counts)
+                continue
+            head = self._heads.get((tenant, run))
+            try:
+                link = seal(head.length, head.hash, delivered.written)
+            except (MalformedLink, EventError) as exc:
+                self._refuse(delivered, UNSEALABLE, str(exc), counts)
+                continue
+            self._heads.advance(RunHead(tenant, run, link.index + 1, link.hash))
+            pending.outgoing.append(Outgoing(delivered.source, link, new=True))
+            pending.event_ids[(tenant, event_id)] = link
+            counts.sealed += 1
+        return counts
+
+    def _already_sealed(
+        self, items: Sequence[tuple[Delivered, str, str, str]]
+    ) -> dict[tuple[str, str], Link]:
+        """Links already in the store for the batch's eventIds: one query per tenant."""
+        wanted: dict[str, list[str]] = {}
+        for _, tenant, _, event_id in items:
+            if (tenant, event_id) not in self.pending.event_ids:
+                wanted.setdefault(tenant, []).append(event_id)
+        found: dict[tuple[str, str], Link] = {}
+        for tenant, event_ids in wanted.items():
+            for event_id, link in self._store.find_events(tenant, event_ids).items():
+                found[(tenant, event_id)] = link
+        return found
+
+    def _again(
+        self, delivered: Delivered, earlier: Link, in_store: bool, counts: BatchCounts
+    ) -> None:
+        """An eventId already sealed: a re-delivery, or a different event reusing the ID."""
+        try:
+            same = canonical_event(earlier.event) == canonical_event(delivered.written)
+        except MalformedLink:
+            same = False
+        if not same:
+            detail = (
+                f"eventId already sealed at index {earlier.index} of run "
+                f"{earlier.tenant_id}/{earlier.run_id} with a different payload"
+            )
+            self._refuse(delivered, CONFLICT, detail, counts)
+            return
+        counts.redelivered += 1
+        if in_store and delivered.offset < self.replay_until.get(delivered.source, -1):
+            self.pending.outgoing.append(Outgoing(delivered.source, earlier, new=False))
+            counts.republished += 1
+
+    def _refuse(self, delivered: Delivered, reason: str, detail: str, counts: BatchCounts) -> None:
+        self._dead_letter(delivered, reason, detail)
+        counts.refused[reason] = counts.refused.get(reason, 0) + 1
+
+    def flushed(self) -> None:
+        """The pending work is durable (and published): start a new round."""
+        self.pending = PendingWork()
+
+    def drop_partitions(self, partitions: Sequence[Partition]) -> None:
+        """Partitions are gone: their unflushed links and their runs' heads with them."""
+        self.pending.drop_partitions(partitions)
+        self._heads.drop_partitions(partitions)
+        for partition in partitions:
+            self.replay_until.pop(partition, None)

@@ -1,0 +1,205 @@
+"""``audit``: seal every event into its run's hash chain, persist, publish, checkpoint.
+
+Guarantees, in the order a batch goes through them:
+
+1. **Sealing** (:mod:`.sealing`): one chain per (tenant, run), in the order the topic holds the
+   run's events, on heads read from the store on first sight of a run; an eventId already
+   sealed in the tenant is never sealed again.
+2. **Exactly-once into the store**: :meth:`flush` writes the new links *and* the consumer
+   offsets that follow them in one transaction; :meth:`on_assigned` starts each partition
+   where the store says (:mod:`.positions`), so a crash neither skips nor double-seals.
+3. **At-least-once to the audit topic**: after the commit the links are sent; their
+   acknowledgement is awaited at the next flush (or revoke, or shutdown), and only then is
+   their published position recorded, in that flush's transaction. A crash in between
+   re-sends the same links (identical bytes) after restart.
+4. **Checkpoints**: every ``checkpoint_interval_s`` (if the heads changed, and if no other
+   member signed one meanwhile) a checkpoint over all run heads in the store is signed, kept
+   in the store and published (best effort: the store holds every checkpoint).
+
+A store refusing a batch (:class:`~runtrail.audit.errors.ChainConflict`: another writer
+extended a chain this member was extending) stops the service without committing, visibly;
+the next start re-reads the heads from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from runtrail.audit.errors import ChainConflict
+from runtrail.audit.note import NoteSigner
+from runtrail.audit.store import StoredCheckpoint
+from runtrail.audit.stores import open_link_store, redact_url
+from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
+from runtrail_services.audit.heads import HeadCache
+from runtrail_services.audit.metrics import AuditMetrics
+from runtrail_services.audit.positions import (
+    published_positions,
+    sealed_positions,
+    start_positions,
+)
+from runtrail_services.audit.publishing import AuditPublishError, AuditTopic, Outbox
+from runtrail_services.audit.sealing import Sealer
+from runtrail_services.audit.settings import AuditSettings
+from runtrail_services.audit.signing import load_or_create_signer
+
+log = logging.getLogger(__name__)
+
+
+class AuditService(Service):
+    name = "audit"
+    default_port = 9440
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        settings = context.settings
+        self.audit = AuditSettings.load(context.options)
+        url = self.audit.resolved_store_url(settings.state_dir)
+        self.store = open_link_store(url)
+        self.metrics = AuditMetrics(self.name, context.registry)
+        self.heads = HeadCache(self.store, self.audit.max_cached_runs)
+        self.sealer = Sealer(self.store, self.heads, context.dead_letter)
+        self.topic = AuditTopic(settings, settings.audit_topic) if self.audit.publish else None
+        self.outbox = Outbox(self.topic) if self.topic is not None else None
+        self.signer: NoteSigner | None = None
+        if self.audit.checkpoint_interval_s > 0:
+            key_path = self.audit.resolved_key_path(settings.state_dir)
+            self.signer = load_or_create_signer(key_path, self.audit.key_name)
+        self._next_checkpoint = 0.0
+        self._started_seen = 0
+        latest = self.store.latest_checkpoint()
+        if latest is not None:
+            self.metrics.checkpoint_seen(
+                checkpoint_age_s(latest, time.time()), latest.checkpoint.size
+            )
+        log.info(
+            "audit: store %s; publishing %s; checkpoints %s",
+            redact_url(url),
+            f"to {settings.audit_topic}" if self.topic else "off",
+            f"every {self.audit.checkpoint_interval_s:g}s, key {self.signer.verifier.vkey()}"
+            if self.signer
+            else "on demand only",
+        )
+
+    # --- the batch path ------------------------------------------------------------------
+    def process(self, batch: Sequence[Delivered]) -> None:
+        counts = self.sealer.seal_batch(batch)
+        if counts.redelivered:
+            self.metrics.redelivered.inc(counts.redelivered)
+        for reason, count in counts.refused.items():
+            self.metrics.refused(reason, count)
+
+    def flush(self) -> None:
+        """Confirm the links sent last time; commit new links + offsets (+ those published
+        positions) in one transaction; then send the new links, to confirm next time."""
+        pending = self.sealer.pending
+        if pending.empty() and not self.outbox:
+            return
+        published = self._confirm()
+        new = pending.new_links()
+        # a replay that stopped inside its window must not pull the sealed position back
+        replay = self.sealer.replay_until
+        sealed = {tp: max(o, replay.get(tp, o)) for tp, o in pending.offsets.items()}
+        positions = {**sealed_positions(sealed), **published_positions(published)}
+        try:
+            self.store.append_batch(new, positions)
+        except ChainConflict:
+            log.error(
+                "audit: the store refused a batch (another writer extended a chain this "
+                "member was sealing); stopping without commit, heads are re-read at restart"
+            )
+            self.heads.clear()
+            raise
+        self.metrics.sealed.inc(len(new))
+        self.metrics.chains_started.inc(self.heads.started - self._started_seen)
+        self._started_seen = self.heads.started
+        if self.outbox is not None and pending.offsets:
+            self.outbox.send(pending.all_links(), dict(pending.offsets))
+        self.sealer.flushed()
+        self.heads.trim()
+        self.metrics.cached_heads.set(len(self.heads))
+
+    def _confirm(self) -> dict[Partition, int]:
+        """Positions whose links the audit topic has now acknowledged (raises if it did not)."""
+        if self.outbox is None:
+            return {}
+        confirmed, links = self.outbox.confirm()
+        self.metrics.published.inc(links)
+        return confirmed
+
+    def _record_published(self) -> None:
+        """Confirm what is in flight and record it, outside a flush (revoke, shutdown)."""
+        try:
+            confirmed = self._confirm()
+        except AuditPublishError as exc:
+            log.error("audit: links not confirmed, they are sent again at restart: %s", exc)
+            return
+        if confirmed:
+            self.store.append_batch([], published_positions(confirmed))
+
+    # --- partitions ----------------------------------------------------------------------
+    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
+        positions = start_positions(self.store, partitions, publishing=self.topic is not None)
+        for partition, sealed in positions.sealed.items():
+            if positions.start[partition] < sealed:
+                self.sealer.replay_until[partition] = sealed
+                log.info(
+                    "audit: %s[%d] re-publishes the links sealed below offset %d",
+                    *partition,
+                    sealed,
+                )
+        return positions.start
+
+    def on_revoked(self, partitions: Sequence[Partition]) -> None:
+        self._record_published()  # so the next owner does not send these links again
+        self.sealer.drop_partitions(partitions)
+        self.metrics.cached_heads.set(len(self.heads))
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        if self.signer is None:
+            return
+        now = time.time()  # wall clock: compared with the stored checkpoints' timestamps
+        if now < self._next_checkpoint:
+            return
+        interval = self.audit.checkpoint_interval_s
+        latest = self.store.latest_checkpoint()
+        if latest is not None:
+            age = checkpoint_age_s(latest, now)
+            self.metrics.checkpoint_seen(age, latest.checkpoint.size)
+            if age < interval:  # signed meanwhile by another member or the CLI
+                self._next_checkpoint = now + interval - age
+                return
+        self.checkpoint()
+        self._next_checkpoint = now + interval
+
+    def checkpoint(self) -> StoredCheckpoint | None:
+        """Sign the store's heads now (if they changed) and publish the checkpoint."""
+        assert self.signer is not None
+        signed = sign_and_store(self.store, self.signer, self.audit.origin, only_if_changed=True)
+        self.metrics.chains.set(signed.checkpoint.size)
+        stored = signed.stored
+        if stored is None:
+            return None
+        self.metrics.checkpoints.inc()
+        self.metrics.checkpoint_seen(0.0, stored.checkpoint.size)
+        log.info(
+            "audit: signed checkpoint %d over %d runs", stored.checkpoint_id, stored.checkpoint.size
+        )
+        if self.topic is not None:
+            try:
+                self.topic.send_checkpoint(stored)
+                self.topic.confirm()
+            except AuditPublishError as exc:
+                log.error(
+                    "audit: checkpoint %d kept but not published: %s", stored.checkpoint_id, exc
+                )
+        return stored
+
+    def close(self) -> None:
+        self._record_published()
+        if self.topic is not None:
+            self.topic.close()
+        self.store.close()

@@ -1,0 +1,65 @@
+"""Settings of the audit service and CLI: ``RUNTRAIL_AUDIT_*`` variables, overridden by ``-o``.
+
+They live here, not in :mod:`runtrail.config`, so the audit service can grow options without
+touching the settings every service shares. ``runtrail run audit -o key=value`` (or a CLI
+flag) wins over the environment, which wins over the defaults; an unknown ``-o`` key is an
+error, not a silently ignored typo. Paths left unset default to the state folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from runtrail.audit.checkpoint import DEFAULT_ORIGIN
+from runtrail.audit.stores import sqlite_url
+from runtrail.config import ServiceSettings
+
+
+class AuditSettings(ServiceSettings):
+    """What ``runtrail run audit`` and ``runtrail audit …`` read."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_AUDIT_", extra="ignore")
+    service_name = "audit"
+
+    store_url: str | None = Field(
+        default=None,
+        description="Link store: sqlite:///path.db or postgresql://… "
+        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/audit.db).",
+    )
+    key_path: Path | None = Field(
+        default=None,
+        description="Ed25519 checkpoint signing key, PEM or raw; generated on first use "
+        "(default: <RUNTRAIL_STATE_DIR>/audit/checkpoint.key, public key beside it as .pub).",
+    )
+    key_name: str = Field(
+        default=DEFAULT_ORIGIN,
+        description="Name the checkpoint signatures carry (no spaces, no '+').",
+    )
+    origin: str = Field(
+        default=DEFAULT_ORIGIN, description="Origin line of the signed checkpoints."
+    )
+    checkpoint_interval_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Sign a checkpoint over all run heads this often, when they changed "
+        "(0: only on demand).",
+    )
+    publish: bool = Field(
+        default=True,
+        description="Publish sealed links and checkpoints to RUNTRAIL_AUDIT_TOPIC.",
+    )
+    max_cached_runs: int = Field(
+        default=100_000,
+        ge=1,
+        description="Run heads kept in memory; beyond this the least recently used are "
+        "dropped after a flush and re-read from the store when their run comes back.",
+    )
+
+    def resolved_store_url(self, state_dir: Path) -> str:
+        return self.store_url or sqlite_url(state_dir.expanduser() / "audit.db")
+
+    def resolved_key_path(self, state_dir: Path) -> Path:
+        return self.key_path or state_dir.expanduser().resolve() / "audit" / "checkpoint.key"
