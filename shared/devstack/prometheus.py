@@ -1,0 +1,85 @@
+"""Prometheus for the local stack: the scrape config rendered from the stack's port table.
+
+``deploy/prometheus/prometheus.yml`` is this rendering for the default ports (a test keeps the
+two equal), so what a developer's Prometheus scrapes is what docker-compose's and the tests' do.
+The output is JSON, which is YAML too: no YAML library needed at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import runtrail
+
+SERVICES_JOB = "runtrail-services"
+AGENTS_JOB = "runtrail-agents"
+
+
+def deploy_dir() -> Path:
+    """``deploy/`` of the source checkout (the stack runs from one, like the local broker)."""
+    return Path(runtrail.__file__).resolve().parents[1] / "deploy"
+
+
+def alert_rules_file() -> Path | None:
+    path = deploy_dir() / "prometheus" / "alerts.yml"
+    return path if path.is_file() else None
+
+
+def find_prometheus() -> str | None:
+    return shutil.which("prometheus") or (
+        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
+    )
+
+
+def scrape_config(
+    services: Mapping[str, str],
+    agents: Mapping[str, str],
+    *,
+    interval: str = "15s",
+    rule_files: list[str] | None = None,
+) -> dict[str, Any]:
+    """The config: ``services`` and ``agents`` map a name to its ``host:port``."""
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": list(rule_files or []),
+        "scrape_configs": [
+            {
+                "job_name": SERVICES_JOB,
+                "metrics_path": "/metrics",
+                "static_configs": [
+                    {"targets": [target], "labels": {"runtrail_service": name}}
+                    for name, target in services.items()
+                ],
+            },
+            {
+                "job_name": AGENTS_JOB,
+                "metrics_path": "/metrics",
+                "static_configs": [
+                    {"targets": [target], "labels": {"runtrail_agent": name}}
+                    for name, target in agents.items()
+                ],
+            },
+        ],
+    }
+
+
+def write_config(path: Path, config: Mapping[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def command(binary: str, config: Path, data_dir: Path, port: int) -> list[str]:
+    """Prometheus on loopback only, its TSDB under the stack's state folder."""
+    return [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data_dir}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=2d",
+        "--log.level=warn",
+    ]

@@ -1,0 +1,147 @@
+"""docker-compose.yml and deploy/Dockerfile: valid, and consistent with the local stack.
+
+No Docker engine is needed: Debian's ``docker-compose config`` (1.29) and the Compose
+Specification's JSON schema (as vendored by the ``check-jsonschema`` package, offline) validate
+the file; the rest holds it against the code: the port table, the service commands, every
+``RUNTRAIL_*`` variable naming a real setting.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runtrail.config import Settings
+from runtrail.demo.targets import DemoSettings
+from runtrail.devstack.ports import plan_ports
+from runtrail.devstack.service_settings import importable, settings_info
+from runtrail.runtime.registry import SERVICES
+from tests.kafka_fixture import services_required
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE = REPO / "docker-compose.yml"
+
+
+def missing(what: str) -> None:
+    if services_required():
+        pytest.fail(f"{what} is not installed")
+    pytest.skip(f"{what} is not installed")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
+
+
+def api_services() -> list[str]:
+    return [n for n in SERVICES if importable(n) and settings_info(n).has("http_port")]
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    tool = shutil.which("docker-compose")
+    if tool is None:
+        missing("docker-compose (Debian: docker-compose)")
+    done = subprocess.run(
+        [str(tool), "-f", str(COMPOSE), "config", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_file_validates_against_the_compose_specification_schema(
+    compose: dict[str, Any],
+) -> None:
+    try:
+        vendor = importlib.resources.files("check_jsonschema.builtin_schemas.vendor")
+    except ModuleNotFoundError:
+        missing("check-jsonschema (dev extra)")
+    import jsonschema
+
+    schema = json.loads(vendor.joinpath("compose-spec.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(compose), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
+    broken = dict(compose, services={"x": {"image": "a", "ports": "not a list"}})
+    assert list(validator.iter_errors(broken))  # the schema does catch mistakes
+
+
+def test_every_service_runs_on_the_local_stacks_ports(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    plan = plan_ports(list(SERVICES), with_api=api_services())
+    for name in SERVICES:
+        assert name in services, f"{name} is registered but not in docker-compose.yml"
+        spec = services[name]
+        port = plan.metrics[name]
+        assert spec["command"] == ["run", name, "--metrics-port", str(port)]
+        assert f"{port}:{port}" in spec["ports"]
+        assert spec["build"] == {"context": ".", "dockerfile": "deploy/Dockerfile"}
+        assert "healthcheck" in spec and str(port) == spec["environment"]["RT_PORT"]
+        if name in plan.api:
+            api = plan.api[name]
+            assert f"{api}:{api}" in spec["ports"]
+            env_name = settings_info(name).env_name("http_port")
+            assert spec["environment"][env_name] == str(api)
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert f"{Settings().kafka_port}:9094" in services["kafka"]["ports"]
+    assert "HOST://127.0.0.1:9092" in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    for infra in ("minio", "postgres", "prometheus", "grafana", "topics"):
+        assert infra in services
+    assert services["topics"]["command"] == ["topics", "ensure"]
+
+
+def test_the_demo_is_a_one_shot_naming_every_service(compose: dict[str, Any]) -> None:
+    demo = compose["services"]["demo"]
+    plan = plan_ports(list(SERVICES), with_api=api_services())
+    assert demo["restart"] == "no" and demo["command"][0] == "demo"
+    assert demo["command"][1:] == ["--metrics-port", str(plan.agent)]
+    named = json.loads(demo["environment"]["RUNTRAIL_DEMO_SERVICES"])
+    assert named == {n: f"http://{n}:{plan.metrics[n]}" for n in SERVICES}
+    apis = json.loads(demo["environment"]["RUNTRAIL_DEMO_APIS"])
+    assert apis == {n: f"http://{n}:{plan.api[n]}" for n in plan.api if n == "resume-cache"}
+    for name in SERVICES:
+        assert demo["depends_on"][name] == {"condition": "service_healthy"}
+
+
+def known_variables() -> set[str]:
+    names = {f"RUNTRAIL_{f}".upper() for f in Settings.model_fields}
+    names |= {f"RUNTRAIL_DEMO_{f}".upper() for f in DemoSettings.model_fields}
+    for name in SERVICES:
+        info = settings_info(name)
+        names |= {info.env_name(f) for f in info.fields}
+    return names
+
+
+def test_every_runtrail_variable_is_a_real_setting(compose: dict[str, Any]) -> None:
+    known = known_variables()
+    for name, spec in compose["services"].items():
+        for var in spec.get("environment") or {}:
+            if var.startswith("RUNTRAIL_"):
+                assert var in known, f"{name}: {var} is not a runtrail setting"
+
+
+def test_mounted_files_exist_and_the_dockerfile_copies_what_exists(
+    compose: dict[str, Any],
+) -> None:
+    for spec in compose["services"].values():
+        for volume in spec.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith("./"):
+                assert (REPO / source).exists(), source
+    dockerfile = (REPO / "deploy" / "Dockerfile").read_text()
+    for source in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.M):
+        for item in source.split():
+            assert (REPO / item).exists(), item
+    assert 'ENTRYPOINT ["runtrail"]' in dockerfile
+    assert "'.[s3,postgres]'" in dockerfile  # the extras the compose stores need

@@ -1,0 +1,92 @@
+"""``runtrail dev up`` then ``runtrail dev down``, as a user runs them: nothing is left behind.
+
+The stack gets its own broker (on free ports, in a temporary state folder) and every
+registered service; after ``down`` no recorded process runs, no process of the state folder
+exists at all, and no port of the stack accepts connections.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtrail.config import Settings
+from runtrail.devstack.ports import find_free_base
+from runtrail.devstack.procs import cmdline, pid_alive
+from runtrail.kafka.broker import BrokerError, LocalBroker
+from runtrail.kafka.ports import free_ports, port_accepts, port_bindable
+from runtrail.runtime.registry import SERVICES
+from tests.kafka_fixture import unavailable
+
+pytestmark = [pytest.mark.kafka]
+
+
+def runtrail(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runtrail.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_DEV")},
+    )
+
+
+def processes_of(state_dir: Path) -> list[int]:
+    """Every live process whose command line mentions the state folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and pid_alive(int(entry.name)):
+            argv = cmdline(int(entry.name)) or []
+            if any(str(state_dir) in part for part in argv):
+                found.append(int(entry.name))
+    return found
+
+
+def test_dev_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
+    state_dir = (tmp_path / "state").resolve()
+    try:
+        LocalBroker(state_dir / "kafka", 1, 2, cache_dir=Settings().kafka_cache_dir).ensure_jars()
+    except BrokerError as exc:
+        unavailable(f"no broker jars: {exc}")
+    kafka_port, controller_port = free_ports(2)
+    base = find_free_base(SERVICES)
+    common = ["--state-dir", str(state_dir)]
+    up = runtrail(
+        "dev", "up", *common, "--port-base", str(base),
+        "--kafka-port", str(kafka_port), "--kafka-controller-port", str(controller_port),
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        stack = json.loads((state_dir / "dev" / "stack.json").read_text())
+        services = stack["services"]
+        assert set(services) == set(SERVICES)  # every registered service, each its own process
+        pids = [r["pid"] for r in services.values()]
+        assert len(set(pids)) == len(pids) and all(pid_alive(p) for p in pids)
+        ports = [p for r in services.values() for p in (r["metrics_port"], r["api_port"]) if p]
+        ports += [kafka_port, controller_port]
+        assert all(port_accepts(p) for p in ports)
+        broker_pid = int((state_dir / "kafka" / "broker.pid").read_text())
+        for name, record in services.items():
+            assert Path(record["log"]).exists()
+            assert int((state_dir / "dev" / f"{name}.pid").read_text()) == record["pid"]
+
+        status = runtrail("dev", "status", *common)
+        assert status.returncode == 0, status.stdout + status.stderr
+        for name, record in services.items():
+            row = next(line for line in status.stdout.splitlines() if line.startswith(f"{name} "))
+            assert str(record["pid"]) in row and "ready" in row and f"runtrail.{name}" in row
+            assert f"http://127.0.0.1:{record['metrics_port']}/metrics" in row
+    finally:
+        down = runtrail("dev", "down", *common)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not any(pid_alive(p) for p in [*pids, broker_pid])
+    assert processes_of(state_dir) == []
+    assert all(port_bindable(p) for p in ports), [p for p in ports if not port_bindable(p)]
+    assert not (state_dir / "dev" / "stack.json").exists()
+    again = runtrail("dev", "status", *common)
+    assert again.returncode == 3  # no stack recorded

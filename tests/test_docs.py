@@ -1,0 +1,26 @@
+"""The README's reference sections are generated from the code, so they cannot drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtrail.settings_catalog import render_markdown, sections
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
+
+
+def test_readme_settings_table_is_current() -> None:
+    text = README.read_text()
+    assert BEGIN in text and END in text, "README lacks the settings markers"
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+    assert block == render_markdown(), (
+        "README settings are stale: regenerate with `runtrail settings --markdown`"
+    )
+
+
+def test_every_registered_service_with_settings_is_documented() -> None:
+    documented = {section.name for section in sections()}
+    assert "core" in documented
+    for name in ("capture", "resume-cache", "sessions", "projector"):
+        assert name in documented
