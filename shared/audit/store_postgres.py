@@ -31,11 +31,10 @@ import psycopg
 
 from runtrail.audit.appending import RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
-from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.errors import ChainConflict
 from runtrail.audit.link import Link, RunHead
+from runtrail.audit.sql_reads import CheckpointReads, link_from_row
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
-from runtrail.events.errors import EventError
-from runtrail.events.jsonform import loads_strict
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -133,8 +132,10 @@ def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
-class PostgresLinkStore:
+class PostgresLinkStore(CheckpointReads):
     """:class:`~runtrail.audit.store.LinkStore` on PostgreSQL (one connection, thread-safe)."""
+
+    PARAM = "%s"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         if not is_postgres_url(url):
@@ -197,7 +198,7 @@ class PostgresLinkStore:
             "WHERE tenant_id = %s AND run_id = %s ORDER BY idx",
             (tenant_id, run_id),
         )
-        return [_link(row) for row in rows]
+        return [link_from_row(row) for row in rows]
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         return self.heads_of([(tenant_id, run_id)]).get((tenant_id, run_id))
@@ -237,7 +238,7 @@ class PostgresLinkStore:
             "WHERE tenant_id = %s AND event_id = ANY(%s::text[])",
             (tenant_id, wanted),
         )
-        return {str(row[0]): _link(row[1:]) for row in rows}
+        return {str(row[0]): link_from_row(row[1:]) for row in rows}
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         wanted = list(set(partitions))
@@ -281,35 +282,6 @@ class PostgresLinkStore:
                 )
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
 
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1"
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE id = %s",
-            (checkpoint_id,),
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE body = %s "
-            "ORDER BY id DESC LIMIT 1",
-            (checkpoint.body(),),
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
-        rows = self._query(
-            "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
-            "WHERE checkpoint_id = %s ORDER BY leaf_index",
-            (checkpoint_id,),
-        )
-        return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]
-
 
 def _is_stored(conn: Connection, link: Link) -> bool:
     row = conn.execute(
@@ -318,21 +290,3 @@ def _is_stored(conn: Connection, link: Link) -> bool:
         (link.tenant_id, link.run_id, link.index),
     ).fetchone()
     return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
-
-
-def _stored_checkpoint(row: tuple[Any, ...]) -> StoredCheckpoint:
-    checkpoint_id, body, note, created = row
-    return StoredCheckpoint(
-        int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
-    )
-
-
-def _link(row: Sequence[Any]) -> Link:
-    idx, prev_hash, hash_, text = row
-    try:
-        event = loads_strict(str(text))
-    except (ValueError, EventError) as exc:
-        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", int(idx)) from exc
-    if not isinstance(event, dict):
-        raise MalformedLink(f"stored link {idx}: event is not a JSON object", int(idx))
-    return Link(int(idx), event, str(prev_hash), str(hash_))

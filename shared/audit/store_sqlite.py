@@ -20,11 +20,10 @@ from urllib.parse import unquote, urlparse
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
-from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.errors import ChainConflict
 from runtrail.audit.link import Link, RunHead
+from runtrail.audit.sql_reads import CheckpointReads, link_from_row
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
-from runtrail.events.errors import EventError
-from runtrail.events.jsonform import loads_strict
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_links (
@@ -90,8 +89,10 @@ def path_from_url(url: str) -> str:
     return ":memory:" if path == "/:memory:" else path
 
 
-class SqliteLinkStore:
+class SqliteLinkStore(CheckpointReads):
     """:class:`~runtrail.audit.store.LinkStore` on one SQLite file (thread-safe)."""
+
+    PARAM = "?"
 
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":
@@ -164,9 +165,9 @@ class SqliteLinkStore:
         return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
 
     # --- reading -------------------------------------------------------------------------
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return [tuple(row) for row in self._conn.execute(sql, params).fetchall()]
+            return [tuple(row) for row in self._conn.execute(sql, tuple(params)).fetchall()]
 
     def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
         rows = self._query(
@@ -174,7 +175,7 @@ class SqliteLinkStore:
             "WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
             (tenant_id, run_id),
         )
-        return [_link(row) for row in rows]
+        return [link_from_row(row) for row in rows]
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         rows = self._query(_HEAD_SQL, (tenant_id, run_id))
@@ -197,7 +198,7 @@ class SqliteLinkStore:
             "WHERE tenant_id = ? AND event_id = ?",
             (tenant_id, event_id),
         )
-        return _link(rows[0]) if rows else None
+        return link_from_row(rows[0]) if rows else None
 
     def find_events(self, tenant_id: str, event_ids: Iterable[str]) -> dict[str, Link]:
         wanted = list(dict.fromkeys(event_ids))
@@ -210,7 +211,7 @@ class SqliteLinkStore:
                 f"WHERE tenant_id = ? AND event_id IN ({marks})",
                 (tenant_id, *chunk),
             )
-            found.update((str(row[0]), _link(row[1:])) for row in rows)
+            found.update((str(row[0]), link_from_row(row[1:])) for row in rows)
         return found
 
     def heads_of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RunHead]:
@@ -254,50 +255,3 @@ class SqliteLinkStore:
                 ],
             )
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
-
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints ORDER BY id DESC LIMIT 1"
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE id = ?",
-            (checkpoint_id,),
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
-        rows = self._query(
-            "SELECT id, body, note, created_at FROM audit_checkpoints WHERE body = ? "
-            "ORDER BY id DESC LIMIT 1",
-            (checkpoint.body(),),
-        )
-        return _stored_checkpoint(rows[0]) if rows else None
-
-    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
-        rows = self._query(
-            "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
-            "WHERE checkpoint_id = ? ORDER BY leaf_index",
-            (checkpoint_id,),
-        )
-        return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]
-
-
-def _stored_checkpoint(row: tuple[Any, ...]) -> StoredCheckpoint:
-    checkpoint_id, body, note, created = row
-    return StoredCheckpoint(
-        int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
-    )
-
-
-def _link(row: tuple[Any, ...]) -> Link:
-    idx, prev_hash, hash_, text = row
-    try:
-        event = loads_strict(str(text))
-    except (ValueError, EventError) as exc:
-        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", idx) from exc
-    if not isinstance(event, dict):
-        raise MalformedLink(f"stored link {idx}: event is not a JSON object", idx)
-    return Link(int(idx), event, str(prev_hash), str(hash_))
