@@ -1,12 +1,17 @@
-"""The SQLite projection store: atomic batches, fences, halts, offsets, snapshots, URLs — and the
+"""The projection store contract on both adapters — SQLite and a real PostgreSQL server: atomic
+batches, fences (also between two writers at once), halts, offsets, snapshots, URLs — and the
 shadow rebuild: a fresh store rebuilt from the events matches the online one."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Iterator
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +23,7 @@ from runtrail.projection import (
     ProjectionBatch,
     ProjectionError,
     ProjectionSnapshot,
+    ProjectionStore,
     RunProjection,
     SnapshotMismatch,
     StoreConflict,
@@ -28,17 +34,73 @@ from runtrail.projection import (
     replay_runs,
     take_snapshot,
 )
-from runtrail.projection.store_sqlite import SqliteProjectionStore, sqlite_path
+from runtrail.projection.store_postgres import PostgresProjectionStore
+from runtrail.projection.store_sqlite import sqlite_path
 from tests.projection_support import full_run
 
 TOPIC = "runtrail.events"
 
+#: name -> a fresh, empty store URL of the test's backend (the same name: the same store).
+UrlFactory = Callable[[str], str]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UrlFactory]:
+    """Store URLs on SQLite files, or on fresh databases of the real PostgreSQL server."""
+    made: dict[str, str] = {}
+    if request.param == "sqlite":
+
+        def sqlite_url(name: str) -> str:
+            return made.setdefault(name, f"sqlite:///{tmp_path}/{name}.db")
+
+        yield sqlite_url
+        return
+    import psycopg
+
+    server = str(request.getfixturevalue("postgres_server"))
+    base = server.rpartition("/")[0]
+
+    def postgres_url(name: str) -> str:
+        if name not in made:
+            database = f"rt_{uuid.uuid4().hex[:12]}"
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{database}"')
+            made[name] = f"{base}/{database}"
+        return made[name]
+
+    try:
+        yield postgres_url
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            for url in made.values():
+                database = url.rpartition("/")[2]
+                admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteProjectionStore]:
-    s = SqliteProjectionStore(tmp_path / "projection.db")
+def store_url(new_url: UrlFactory) -> str:
+    return new_url("projection")
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[ProjectionStore]:
+    s = open_projection_store(store_url)
     yield s
     s.close()
+
+
+def execute_raw(url: str, statement: str) -> None:
+    """Run one statement on the store's database behind its back."""
+    if url.startswith("sqlite:"):
+        db = sqlite3.connect(sqlite_path(url.partition("://")[2]))
+        db.execute(statement)
+        db.commit()
+        db.close()
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement)
 
 
 def state_of(run_id: str, upto: int | None = None, tenant: str = "t1") -> RunProjection:
@@ -58,12 +120,12 @@ def coords(sequence: int = 3, offset: int | None = 42) -> EventCoordinates:
     )
 
 
-def offsets(store: SqliteProjectionStore) -> dict[int, int]:
+def offsets(store: ProjectionStore) -> dict[int, int]:
     return store.stored_offsets(TOPIC, range(8))
 
 
 # --- batches ----------------------------------------------------------------------------------
-def test_batch_writes_projections_and_offsets(store: SqliteProjectionStore) -> None:
+def test_batch_writes_projections_and_offsets(store: ProjectionStore) -> None:
     a, b = state_of("run-a", 5), state_of("run-b")
     store.apply_batch(ProjectionBatch(projections=[a, b], offsets={(TOPIC, 0): 10, (TOPIC, 3): 7}))
     row = store.get("t1", "run-a")
@@ -81,20 +143,21 @@ def test_batch_writes_projections_and_offsets(store: SqliteProjectionStore) -> N
 
 
 def test_batch_is_atomic_when_a_write_fails_midway(
-    store: SqliteProjectionStore, monkeypatch: pytest.MonkeyPatch
+    store: ProjectionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.apply_batch(ProjectionBatch(projections=[state_of("run-a", 3)], offsets={(TOPIC, 0): 3}))
     calls = 0
-    real = SqliteProjectionStore._write_projection
+    adapter: Any = type(store)
+    real = adapter._write_projection
 
-    def failing(self: SqliteProjectionStore, cur: sqlite3.Cursor, state: RunProjection) -> None:
+    def failing(self: Any, cur: Any, state: RunProjection) -> None:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise OSError("disk full")
         real(self, cur, state)
 
-    monkeypatch.setattr(SqliteProjectionStore, "_write_projection", failing)
+    monkeypatch.setattr(adapter, "_write_projection", failing)
     batch = ProjectionBatch(
         projections=[state_of("run-a", 8), state_of("run-b"), state_of("run-c")],
         halts=[Halt("t1", "run-d", "bad", coords())],
@@ -106,13 +169,13 @@ def test_batch_is_atomic_when_a_write_fails_midway(
     assert row is not None and row.version == 3  # the first write of the batch was rolled back
     assert store.get("t1", "run-b") is None and store.get("t1", "run-d") is None
     assert offsets(store) == {0: 3}
-    monkeypatch.setattr(SqliteProjectionStore, "_write_projection", real)
+    monkeypatch.setattr(adapter, "_write_projection", real)
     store.apply_batch(batch)  # the same batch, retried, goes through whole
     assert offsets(store) == {0: 99, 1: 5}
     assert [r.run_id for r in store.list()] == ["run-a", "run-b", "run-c", "run-d"]
 
 
-def test_batch_is_atomic_when_an_offset_would_move_back(store: SqliteProjectionStore) -> None:
+def test_batch_is_atomic_when_an_offset_would_move_back(store: ProjectionStore) -> None:
     store.apply_batch(ProjectionBatch(offsets={(TOPIC, 0): 50}))
     with pytest.raises(StoreConflict, match="refusing to move it back to 40"):
         store.apply_batch(
@@ -124,7 +187,7 @@ def test_batch_is_atomic_when_an_offset_would_move_back(store: SqliteProjectionS
     assert offsets(store) == {0: 50}
 
 
-def test_projection_never_moves_to_a_lower_version(store: SqliteProjectionStore) -> None:
+def test_projection_never_moves_to_a_lower_version(store: ProjectionStore) -> None:
     store.apply_batch(ProjectionBatch(projections=[state_of("run-a", 10)]))
     store.apply_batch(ProjectionBatch(projections=[state_of("run-a", 10)]))  # same: idempotent
     with pytest.raises(StoreConflict, match="at version 10; refusing to write version 4"):
@@ -134,7 +197,7 @@ def test_projection_never_moves_to_a_lower_version(store: SqliteProjectionStore)
 
 
 # --- halts ---------------------------------------------------------------------------------------
-def test_halt_is_visible_and_fences_the_run(store: SqliteProjectionStore) -> None:
+def test_halt_is_visible_and_fences_the_run(store: ProjectionStore) -> None:
     good = state_of("run-a", 5)
     store.apply_batch(
         ProjectionBatch(
@@ -156,7 +219,7 @@ def test_halt_is_visible_and_fences_the_run(store: SqliteProjectionStore) -> Non
     assert row.halt_reason.startswith("unknown-event-version")  # the first halt wins
 
 
-def test_halt_of_a_run_never_projected(store: SqliteProjectionStore) -> None:
+def test_halt_of_a_run_never_projected(store: ProjectionStore) -> None:
     store.halt("t2", "run-x", "a run's first event must be run.accepted", coords(1, offset=None))
     row = store.get("t2", "run-x")
     assert row is not None
@@ -164,7 +227,7 @@ def test_halt_of_a_run_never_projected(store: SqliteProjectionStore) -> None:
     assert row.halt_coordinates is not None and row.halt_coordinates.offset is None
 
 
-def test_list_filters(store: SqliteProjectionStore) -> None:
+def test_list_filters(store: ProjectionStore) -> None:
     store.apply_batch(
         ProjectionBatch(
             projections=[
@@ -188,7 +251,7 @@ def test_list_filters(store: SqliteProjectionStore) -> None:
 
 
 # --- snapshots -----------------------------------------------------------------------------------
-def test_snapshot_round_trip(store: SqliteProjectionStore) -> None:
+def test_snapshot_round_trip(store: ProjectionStore) -> None:
     snapshot = take_snapshot(state_of("run-a", 12))
     assert store.load_snapshot("t1", "run-a") is None
     store.save_snapshot(snapshot)
@@ -201,7 +264,7 @@ def test_snapshot_round_trip(store: SqliteProjectionStore) -> None:
     assert replay(events[20:], start=loaded) == replay(events)
 
 
-def test_snapshot_of_another_projector_version_is_not_trusted(store: SqliteProjectionStore) -> None:
+def test_snapshot_of_another_projector_version_is_not_trusted(store: ProjectionStore) -> None:
     state = state_of("run-a", 12)
     store.save_snapshot(
         ProjectionSnapshot(
@@ -212,19 +275,16 @@ def test_snapshot_of_another_projector_version_is_not_trusted(store: SqliteProje
         store.load_snapshot("t1", "run-a")
 
 
-def test_unreadable_snapshot_is_not_trusted(store: SqliteProjectionStore, tmp_path: Path) -> None:
+def test_unreadable_snapshot_is_not_trusted(store: ProjectionStore, store_url: str) -> None:
     store.save_snapshot(take_snapshot(state_of("run-a", 3)))
-    db = sqlite3.connect(tmp_path / "projection.db")
-    db.execute('UPDATE projection_snapshots SET state = \'{"status": "weird"}\'')
-    db.commit()
-    db.close()
+    execute_raw(store_url, 'UPDATE projection_snapshots SET state = \'{"status": "weird"}\'')
     with pytest.raises(SnapshotMismatch, match="unreadable"):
         store.load_snapshot("t1", "run-a")
 
 
 # --- durability and URLs -------------------------------------------------------------------------
-def test_everything_survives_a_reopen(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/nested/dir/p.db"
+def test_everything_survives_a_reopen(new_url: UrlFactory) -> None:
+    url = new_url("nested/dir/p")
     first = open_projection_store(url)
     first.apply_batch(
         ProjectionBatch(
@@ -279,7 +339,6 @@ def test_memory_store_works() -> None:
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("postgresql://db/x", "not available yet"),
         ("mysql://db/x", "unsupported"),
         ("p.db", "not a store URL"),
         ("sqlite://host/p.db", "no host"),
@@ -306,7 +365,7 @@ def _stream() -> list[tuple[int, Event]]:
     return out
 
 
-def _online(store: SqliteProjectionStore, stream: list[tuple[int, Event]], seed: int) -> None:
+def _online(store: ProjectionStore, stream: list[tuple[int, Event]], seed: int) -> None:
     """What the service will do: per batch, apply events, halt runs that fail, advance offsets."""
     rng = random.Random(seed)
     next_offset = [0, 0, 0]
@@ -338,16 +397,16 @@ def _online(store: SqliteProjectionStore, stream: list[tuple[int, Event]], seed:
         )
 
 
-def _rebuild(store: SqliteProjectionStore, stream: list[tuple[int, Event]]) -> None:
+def _rebuild(store: ProjectionStore, stream: list[tuple[int, Event]]) -> None:
     result = replay_runs(event for _, event in stream)
     halts = [Halt.of(result.halted_at[key], exc) for key, exc in result.halted.items()]
     store.apply_batch(ProjectionBatch(projections=list(result.projections.values()), halts=halts))
 
 
-def test_rebuild_into_a_fresh_store_matches_the_online_projection(tmp_path: Path) -> None:
+def test_rebuild_into_a_fresh_store_matches_the_online_projection(new_url: UrlFactory) -> None:
     stream = _stream()
-    live = SqliteProjectionStore(tmp_path / "live.db")
-    shadow = SqliteProjectionStore(tmp_path / "shadow.db")
+    live = open_projection_store(new_url("live"))
+    shadow = open_projection_store(new_url("shadow"))
     try:
         _online(live, stream, seed=1)
         _rebuild(shadow, stream)
@@ -360,9 +419,9 @@ def test_rebuild_into_a_fresh_store_matches_the_online_projection(tmp_path: Path
         shadow.close()
 
 
-def test_compare_reports_every_kind_of_difference(tmp_path: Path) -> None:
-    a = SqliteProjectionStore(tmp_path / "a.db")
-    b = SqliteProjectionStore(tmp_path / "b.db")
+def test_compare_reports_every_kind_of_difference(new_url: UrlFactory) -> None:
+    a = open_projection_store(new_url("a"))
+    b = open_projection_store(new_url("b"))
     try:
         a.apply_batch(
             ProjectionBatch(
@@ -388,3 +447,170 @@ def test_compare_reports_every_kind_of_difference(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+# --- two writers at once -----------------------------------------------------------------------
+def test_two_writers_cannot_both_move_a_run_or_an_offset_backwards(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stores (two connections) write the same run and partition. The first holds its
+    transaction open after its writes; the second's older batch waits for it, then is refused
+    whole — never interleaved, never a regression; a newer batch afterwards goes through."""
+    first = open_projection_store(store_url)
+    second = open_projection_store(store_url)
+    try:
+        first.apply_batch(
+            ProjectionBatch(projections=[state_of("run-a", 3)], offsets={(TOPIC, 0): 3})
+        )
+        wrote, release = threading.Event(), threading.Event()
+        real = first._write_offset  # type: ignore[attr-defined]
+
+        def held(cur: Any, topic: str, partition: int, offset: int) -> None:
+            real(cur, topic, partition, offset)
+            wrote.set()
+            assert release.wait(10)
+
+        monkeypatch.setattr(first, "_write_offset", held)
+        newer = ProjectionBatch(projections=[state_of("run-a", 10)], offsets={(TOPIC, 0): 50})
+        older = ProjectionBatch(
+            projections=[state_of("run-a", 8), state_of("run-b")], offsets={(TOPIC, 0): 40}
+        )
+        outcome: dict[str, BaseException | None] = {}
+
+        def write(name: str, store: ProjectionStore, batch: ProjectionBatch) -> None:
+            try:
+                store.apply_batch(batch)
+                outcome[name] = None
+            except BaseException as exc:
+                outcome[name] = exc
+
+        t1 = threading.Thread(target=write, args=("first", first, newer))
+        t1.start()
+        assert wrote.wait(10)  # the first batch has written, and not committed
+        t2 = threading.Thread(target=write, args=("second", second, older))
+        t2.start()
+        time.sleep(0.3)
+        assert "second" not in outcome  # the second writer waits for the first
+        release.set()
+        t1.join(15)
+        t2.join(15)
+        assert outcome["first"] is None
+        assert isinstance(outcome["second"], StoreConflict)
+        for reader in (first, second):
+            row = reader.get("t1", "run-a")
+            assert row is not None and row.version == 10 and row.state == state_of("run-a", 10)
+            assert reader.get("t1", "run-b") is None  # the refused batch left nothing behind
+            assert offsets(reader) == {0: 50}
+        monkeypatch.undo()
+        second.apply_batch(
+            ProjectionBatch(projections=[state_of("run-a", 12)], offsets={(TOPIC, 0): 60})
+        )
+        with pytest.raises(StoreConflict):
+            first.apply_batch(ProjectionBatch(offsets={(TOPIC, 0): 55}))
+        assert offsets(first) == {0: 60}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_racing_writers_keep_the_newest(new_url: UrlFactory) -> None:
+    """Many rounds of two writers racing on one run and partition (and on a second run, in the
+    opposite order, which must not deadlock): whatever commits first, the newest write stays."""
+    url = new_url("race")
+    stores = [open_projection_store(url), open_projection_store(url)]
+    barrier = threading.Barrier(2)
+    failures: list[BaseException] = []
+    try:
+        for rnd in range(1, 6):  # full_run has 27 events: versions up to 21
+
+            def write(i: int, rnd: int = rnd) -> None:
+                version = 4 * rnd + i  # store 1 is always the newer of the round
+                runs = [state_of("run-a", version), state_of("run-b", version)]
+                batch = ProjectionBatch(
+                    projections=runs if i else runs[::-1],
+                    offsets={(TOPIC, 0): 100 * rnd + i, (TOPIC, 1): 100 * rnd + i},
+                )
+                barrier.wait(10)
+                try:
+                    stores[i].apply_batch(batch)
+                except StoreConflict as exc:
+                    if i == 1:  # the newer write of the round is never refused
+                        failures.append(exc)
+                except BaseException as exc:
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=write, args=(i,)) for i in (0, 1)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(20)
+            assert failures == []
+            for run in ("run-a", "run-b"):
+                row = stores[0].get("t1", run)
+                assert row is not None and row.version == 4 * rnd + 1
+            assert stores[1].stored_offsets(TOPIC, [0, 1]) == {0: 100 * rnd + 1, 1: 100 * rnd + 1}
+    finally:
+        for s in stores:
+            s.close()
+
+
+# --- PostgreSQL specifics ------------------------------------------------------------------------
+@pytest.fixture
+def locale_sorted_postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh database whose default collation sorts like a human (ICU en-US: "run-1" <
+    "run-a" < "Run-B"), where the server supports ICU; else a plain one."""
+    import psycopg
+
+    database = f"rt_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        try:
+            admin.execute(
+                f'CREATE DATABASE "{database}" TEMPLATE template0 '
+                "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+            )
+        except psycopg.Error:
+            admin.execute(f'CREATE DATABASE "{database}"')
+    try:
+        yield f"{postgres_server.rpartition('/')[0]}/{database}"
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def test_postgres_returns_exactly_what_sqlite_returns(
+    tmp_path: Path, locale_sorted_postgres_url: str
+) -> None:
+    """The same writes into SQLite and PostgreSQL read back equal: every row (state, halts and
+    their coordinates), the list order (bytewise, whatever the database's collation), offsets
+    and snapshots; ``postgres://`` opens the PostgreSQL store too."""
+    lite = open_projection_store(f"sqlite:///{tmp_path}/p.db")
+    pg = open_projection_store(
+        locale_sorted_postgres_url.replace("postgresql://", "postgres://", 1)
+    )
+    assert isinstance(pg, PostgresProjectionStore)
+    try:
+        stream = _stream()
+        extra = ProjectionBatch(
+            projections=[state_of("Run-B"), state_of("run-a", 4, tenant="T"), state_of("é", 2)],
+            halts=[
+                Halt("t1", "run-z", "bad", coords(offset=None)),
+                Halt("t1", "run-1", "x", coords()),
+            ],
+            snapshots=[take_snapshot(state_of("run-a", 7))],
+            offsets={(TOPIC, 5): 9},
+        )
+        for s in (lite, pg):
+            _online(s, stream, seed=3)
+            s.apply_batch(extra)
+        assert pg.list() == lite.list() and len(lite.list()) == 10
+        assert [r.run_id for r in pg.list(tenant="t1")][:2] == ["Run-B", "run-1"]
+        for filters in ({"halted": True}, {"status": "succeeded", "tenant": "t0"}, {"limit": 3}):
+            assert pg.list(**filters) == lite.list(**filters)
+        for row in lite.list():
+            assert pg.get(row.tenant_id, row.run_id) == row
+        assert pg.stored_offsets(TOPIC, range(8)) == lite.stored_offsets(TOPIC, range(8))
+        assert pg.load_snapshot("t1", "run-a") == lite.load_snapshot("t1", "run-a")
+        assert compare_projections(lite, pg) == []
+    finally:
+        lite.close()
+        pg.close()

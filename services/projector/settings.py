@@ -29,8 +29,8 @@ class ProjectorSettings(ServiceSettings):
 
     store_url: str | None = Field(
         default=None,
-        description="Projection store: sqlite:///path.db (default: "
-        "sqlite:///<RUNTRAIL_STATE_DIR>/projection.db).",
+        description="Projection store: sqlite:///path.db or postgresql://user@host/db "
+        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/projection.db).",
     )
     snapshot_every: int = Field(
         default=100,

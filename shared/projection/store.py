@@ -1,4 +1,5 @@
-"""The projection store interface (adapters: ``store_sqlite``; pick one by URL with ``open_store``).
+"""The projection store interface (adapters: ``store_sqlite``, ``store_postgres``; ``open_store``
+picks one by URL).
 
 The store keeps, per (tenant, run), the projection (status, version, state JSON) or the reason
 its projection halted, plus the consumer's next offset per (topic, partition). One call,

@@ -1,11 +1,23 @@
-"""The projection store's SQL, portable between SQLite and PostgreSQL.
+"""The projection store's SQL, portable between SQLite and PostgreSQL, and its row decoding.
 
-Statements use ``?`` placeholders (sqlite3); an adapter for a driver with another paramstyle
-rewrites them (``%s`` for psycopg). Upserts use ``INSERT … ON CONFLICT … DO UPDATE … WHERE``,
-which both databases support; the ``WHERE`` clauses are the store's fences.
+Statements use ``?`` placeholders (sqlite3); :func:`format_style` rewrites one to ``%s``
+(psycopg). Upserts use ``INSERT … ON CONFLICT … DO UPDATE … WHERE``, which both databases
+support; the ``WHERE`` clauses are the store's fences. A fenced upsert that does not apply
+reports ``rowcount == 0`` in both. State is stored as TEXT (the projection's JSON) in both, so
+both adapters return exactly the same rows for the same writes.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from runtrail.projection.errors import SnapshotMismatch
+from runtrail.projection.model import RunProjection
+from runtrail.projection.projector import PROJECTOR_VERSION
+from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot
+from runtrail.projection.store import EventCoordinates, StoredProjection
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS projections (
@@ -104,3 +116,91 @@ SELECT_OFFSET = "SELECT next_offset FROM consumer_offsets WHERE topic = ? AND pa
 SELECT_OFFSETS = "SELECT partition_id, next_offset FROM consumer_offsets WHERE topic = ?"
 SELECT_SNAPSHOT = """SELECT projector_version, last_applied_sequence, state
 FROM projection_snapshots WHERE tenant_id = ? AND run_id = ?"""
+
+
+def format_style(statement: str) -> str:
+    """``statement`` with ``%s`` placeholders instead of ``?`` (no statement here holds a
+    literal ``?`` or ``%``; one that did would be refused rather than mangled)."""
+    if "%" in statement:
+        raise ValueError("statement holds a literal %; cannot convert its placeholders")
+    return statement.replace("?", "%s")
+
+
+#: ``list`` order: SQLite compares TEXT bytewise; PostgreSQL needs ``COLLATE "C"`` to do the
+#: same (its default collation follows the locale), so both list rows in one order.
+ORDER_ROWS = "tenant_id, run_id"
+ORDER_ROWS_BYTEWISE = 'tenant_id COLLATE "C", run_id COLLATE "C"'
+
+
+def list_statement(
+    status: str | None,
+    tenant: str | None,
+    halted: bool | None,
+    limit: int | None,
+    *,
+    order: str = ORDER_ROWS,
+) -> tuple[str, tuple[Any, ...]]:
+    """The ``list`` query (``?`` style) and its parameters, ordered by (tenant, run)."""
+    where: list[str] = []
+    params: list[Any] = []
+    for column, value in (("status", status), ("tenant_id", tenant), ("halted", halted)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    statement = SELECT_ROWS
+    if where:
+        statement += " WHERE " + " AND ".join(where)
+    statement += " ORDER BY " + order
+    if limit is not None:
+        statement += " LIMIT ?"
+        params.append(limit)
+    return statement, tuple(params)
+
+
+def stored_row(row: tuple[Any, ...]) -> StoredProjection:
+    """A row of ``ROW_COLUMNS`` as a :class:`StoredProjection` (same for every database)."""
+    (tenant, run, status, version, projector_version, state, halted, reason) = row[:8]
+    seq, event_id, event_type, schema_version, topic, partition, offset = row[8:]
+    coordinates = None
+    if halted and seq is not None:
+        coordinates = EventCoordinates(
+            sequence=int(seq),
+            event_id=event_id,
+            event_type=event_type,
+            schema_version=int(schema_version),
+            topic=topic,
+            partition=None if partition is None else int(partition),
+            offset=None if offset is None else int(offset),
+        )
+    return StoredProjection(
+        tenant_id=tenant,
+        run_id=run,
+        status=status,
+        version=int(version),
+        projector_version=int(projector_version),
+        state=RunProjection.from_json(state) if state is not None else None,
+        halted=bool(halted),
+        halt_reason=reason,
+        halt_coordinates=coordinates,
+    )
+
+
+def stored_snapshot(tenant_id: str, run_id: str, row: tuple[Any, ...]) -> ProjectionSnapshot:
+    """A ``SELECT_SNAPSHOT`` row as a snapshot; :class:`SnapshotMismatch` if another projector
+    version wrote it or it does not parse."""
+    projector_version, sequence, text = row
+    if projector_version != PROJECTOR_VERSION:
+        raise SnapshotMismatch(
+            f"snapshot of {tenant_id}/{run_id} was written by projector v{projector_version}, "
+            f"this is v{PROJECTOR_VERSION}: rebuild from events"
+        )
+    try:
+        snapshot = ProjectionSnapshot(
+            projector_version=int(projector_version),
+            last_applied_sequence=int(sequence),
+            state=RunProjection.from_json(text),
+        )
+    except ValidationError as exc:
+        raise SnapshotMismatch(f"snapshot of {tenant_id}/{run_id} is unreadable: {exc}") from None
+    from_snapshot(snapshot)
+    return snapshot

@@ -15,13 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from runtrail.projection import store_sql as sql
-from runtrail.projection.errors import SnapshotMismatch
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
-from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot
+from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
     EventCoordinates,
     Halt,
@@ -161,7 +158,7 @@ class SqliteProjectionStore:
 
     def get(self, tenant_id: str, run_id: str) -> StoredProjection | None:
         rows = self._query(sql.SELECT_ONE, (tenant_id, run_id))
-        return _row(rows[0]) if rows else None
+        return sql.stored_row(rows[0]) if rows else None
 
     def list(
         self,
@@ -171,20 +168,8 @@ class SqliteProjectionStore:
         halted: bool | None = None,
         limit: int | None = None,
     ) -> StoredList:
-        where: list[str] = []
-        params: list[Any] = []
-        for column, value in (("status", status), ("tenant_id", tenant), ("halted", halted)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        statement = sql.SELECT_ROWS
-        if where:
-            statement += " WHERE " + " AND ".join(where)
-        statement += " ORDER BY tenant_id, run_id"
-        if limit is not None:
-            statement += " LIMIT ?"
-            params.append(limit)
-        return [_row(r) for r in self._query(statement, tuple(params))]
+        statement, params = sql.list_statement(status, tenant, halted, limit)
+        return [sql.stored_row(r) for r in self._query(statement, params)]
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         wanted = set(partitions)
@@ -193,54 +178,8 @@ class SqliteProjectionStore:
 
     def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
         rows = self._query(sql.SELECT_SNAPSHOT, (tenant_id, run_id))
-        if not rows:
-            return None
-        projector_version, sequence, text = rows[0]
-        if projector_version != PROJECTOR_VERSION:
-            raise SnapshotMismatch(
-                f"snapshot of {tenant_id}/{run_id} was written by projector v{projector_version}, "
-                f"this is v{PROJECTOR_VERSION}: rebuild from events"
-            )
-        try:
-            snapshot = ProjectionSnapshot(
-                projector_version=projector_version,
-                last_applied_sequence=sequence,
-                state=RunProjection.from_json(text),
-            )
-        except ValidationError as exc:
-            raise SnapshotMismatch(
-                f"snapshot of {tenant_id}/{run_id} is unreadable: {exc}"
-            ) from None
-        from_snapshot(snapshot)
-        return snapshot
+        return sql.stored_snapshot(tenant_id, run_id, rows[0]) if rows else None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def _row(row: tuple[Any, ...]) -> StoredProjection:
-    (tenant, run, status, version, projector_version, state, halted, reason) = row[:8]
-    seq, event_id, event_type, schema_version, topic, partition, offset = row[8:]
-    coordinates = None
-    if halted and seq is not None:
-        coordinates = EventCoordinates(
-            sequence=seq,
-            event_id=event_id,
-            event_type=event_type,
-            schema_version=schema_version,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        )
-    return StoredProjection(
-        tenant_id=tenant,
-        run_id=run,
-        status=status,
-        version=int(version),
-        projector_version=int(projector_version),
-        state=RunProjection.from_json(state) if state is not None else None,
-        halted=bool(halted),
-        halt_reason=reason,
-        halt_coordinates=coordinates,
-    )
