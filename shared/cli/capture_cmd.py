@@ -33,6 +33,7 @@ from runtrail.capture import (
     replay_model_mock,
     replay_tool_live,
 )
+from runtrail.cli.common import replay_group
 
 #: Exit statuses: done / nothing found (or unreadable sink) / could not run as asked.
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -54,10 +55,7 @@ def register(subparsers: Any) -> None:
     _add_source_flags(query)
     query.set_defaults(func=run_query)
 
-    replay = subparsers.add_parser(
-        "replay", help="replay a captured node", description="Replay one captured node."
-    )
-    replay_sub = replay.add_subparsers(dest="replay_command", metavar="COMMAND", required=True)
+    replay_sub = replay_group(subparsers)
     node = replay_sub.add_parser(
         "node",
         help="rebuild (--mock) or re-invoke (--live) one node",

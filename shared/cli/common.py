@@ -57,3 +57,20 @@ def configure_logging(verbosity: int) -> None:
         level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+def replay_group(subparsers: Any) -> Any:
+    """The subcommands of ``runtrail replay`` (an ``argparse`` subparsers action), creating the
+    ``replay`` group if no module did yet. Other modules may call this to add theirs."""
+    parser = subparsers.choices.get("replay")
+    if parser is None:
+        parser = subparsers.add_parser(
+            "replay",
+            help="replay what was recorded: one node (mock or live) or a whole projection",
+            description="Replay recorded events. `replay projection` and `replay node --mock` "
+            "never call a model or tool; `replay node --live` is an explicit re-invocation.",
+        )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return parser.add_subparsers(dest="replay_command", metavar="COMMAND", required=True)

@@ -18,28 +18,12 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from runtrail.cli.common import add_common_flags, settings_from_args
+from runtrail.cli.common import add_common_flags, replay_group, settings_from_args
 
 if TYPE_CHECKING:
     from runtrail_services.projector.rebuild import Comparison, Progress, ReplaySummary
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
-
-
-def replay_group(subparsers: Any) -> Any:
-    """The subcommands of ``runtrail replay`` (an ``argparse`` subparsers action), creating the
-    ``replay`` group if no module did yet. Other modules may call this to add theirs."""
-    parser = subparsers.choices.get("replay")
-    if parser is None:
-        parser = subparsers.add_parser(
-            "replay",
-            help="replay recorded events (never re-executes anything)",
-            description="Replay recorded events.",
-        )
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return parser.add_subparsers(dest="replay_command", metavar="COMMAND", required=True)
 
 
 def register(subparsers: Any) -> None:
