@@ -18,7 +18,7 @@ import pytest
 
 from runtrail.audit import TopicPartition, read_export
 from runtrail.cli.main import main
-from tests.test_audit_postgres_store import BACKENDS, Backend, event, links_for, open_backend
+from tests.test_audit_store_contract import BACKENDS, Backend, event, links_for, open_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "verify_audit_export.py"

@@ -1,7 +1,7 @@
 """The audit service in-process: sealing order, de-duplication, positions, revokes, checkpoints.
 
 No broker here: batches of :class:`Delivered` are handed to the service directly, the store is
-SQLite (PostgreSQL passes the same store contract, tests/test_audit_postgres_store.py), and
+SQLite (PostgreSQL passes the same store contract, tests/test_audit_store_contract.py), and
 the audit topic's producer is the in-memory fake. The end-to-end tests with a real broker,
 real PostgreSQL and SIGKILLs are in tests/test_audit_service_e2e.py.
 """

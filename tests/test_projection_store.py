@@ -35,6 +35,7 @@ from runtrail.projection import (
     take_snapshot,
 )
 from runtrail.projection.store_postgres import PostgresProjectionStore
+from runtrail.projection.store_sql import BatchWriter
 from runtrail.projection.store_sqlite import sqlite_path
 from tests.projection_support import full_run
 
@@ -147,8 +148,7 @@ def test_batch_is_atomic_when_a_write_fails_midway(
 ) -> None:
     store.apply_batch(ProjectionBatch(projections=[state_of("run-a", 3)], offsets={(TOPIC, 0): 3}))
     calls = 0
-    adapter: Any = type(store)
-    real = adapter._write_projection
+    real = BatchWriter.projection
 
     def failing(self: Any, cur: Any, state: RunProjection) -> None:
         nonlocal calls
@@ -157,7 +157,7 @@ def test_batch_is_atomic_when_a_write_fails_midway(
             raise OSError("disk full")
         real(self, cur, state)
 
-    monkeypatch.setattr(adapter, "_write_projection", failing)
+    monkeypatch.setattr(BatchWriter, "projection", failing)
     batch = ProjectionBatch(
         projections=[state_of("run-a", 8), state_of("run-b"), state_of("run-c")],
         halts=[Halt("t1", "run-d", "bad", coords())],
@@ -169,7 +169,7 @@ def test_batch_is_atomic_when_a_write_fails_midway(
     assert row is not None and row.version == 3  # the first write of the batch was rolled back
     assert store.get("t1", "run-b") is None and store.get("t1", "run-d") is None
     assert offsets(store) == {0: 3}
-    monkeypatch.setattr(adapter, "_write_projection", real)
+    monkeypatch.setattr(BatchWriter, "projection", real)
     store.apply_batch(batch)  # the same batch, retried, goes through whole
     assert offsets(store) == {0: 99, 1: 5}
     assert [r.run_id for r in store.list()] == ["run-a", "run-b", "run-c", "run-d"]
@@ -463,14 +463,15 @@ def test_two_writers_cannot_both_move_a_run_or_an_offset_backwards(
             ProjectionBatch(projections=[state_of("run-a", 3)], offsets={(TOPIC, 0): 3})
         )
         wrote, release = threading.Event(), threading.Event()
-        real = first._write_offset  # type: ignore[attr-defined]
+        writer = first._writer  # type: ignore[attr-defined]
+        real = writer.offset
 
         def held(cur: Any, topic: str, partition: int, offset: int) -> None:
             real(cur, topic, partition, offset)
             wrote.set()
             assert release.wait(10)
 
-        monkeypatch.setattr(first, "_write_offset", held)
+        monkeypatch.setattr(writer, "offset", held)
         newer = ProjectionBatch(projections=[state_of("run-a", 10)], offsets={(TOPIC, 0): 50})
         older = ProjectionBatch(
             projections=[state_of("run-a", 8), state_of("run-b")], offsets={(TOPIC, 0): 40}

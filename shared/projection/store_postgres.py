@@ -29,14 +29,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from runtrail.projection import store_sql as sql
-from runtrail.projection.model import RunProjection
-from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
     EventCoordinates,
     Halt,
     ProjectionBatch,
-    StoreConflict,
     StoredList,
     StoredProjection,
 )
@@ -49,12 +46,7 @@ T = TypeVar("T")
 #: not race-free in PostgreSQL). An arbitrary constant: "rtprojn" in ASCII.
 _SCHEMA_LOCK = 0x727470726F6A6E
 
-_UPSERT_PROJECTION = sql.format_style(sql.UPSERT_PROJECTION)
-_UPSERT_HALT = sql.format_style(sql.UPSERT_HALT)
-_UPSERT_OFFSET = sql.format_style(sql.UPSERT_OFFSET)
-_UPSERT_SNAPSHOT = sql.format_style(sql.UPSERT_SNAPSHOT)
 _SELECT_ONE = sql.format_style(sql.SELECT_ONE)
-_SELECT_FENCE = sql.format_style(sql.SELECT_FENCE)
 _SELECT_OFFSET = sql.format_style(sql.SELECT_OFFSET)
 _SELECT_OFFSETS = sql.format_style(sql.SELECT_OFFSETS)
 _SELECT_SNAPSHOT = sql.format_style(sql.SELECT_SNAPSHOT)
@@ -81,6 +73,7 @@ class PostgresProjectionStore:
 
     def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
         self.url = url
+        self._writer = sql.BatchWriter(sql.format_style)
         self._timeout = connect_timeout_s
         self._lock = threading.Lock()
         self._conn: Connection | None = None
@@ -120,13 +113,13 @@ class PostgresProjectionStore:
                 if locks:
                     cur.executemany(_LOCK, [(lock,) for lock in locks])
                 for state in batch.projections:
-                    self._write_projection(cur, state)
+                    self._writer.projection(cur, state)
                 for halt in batch.halts:
-                    self._write_halt(cur, halt)
+                    self._writer.halt(cur, halt)
                 for snapshot in batch.snapshots:
-                    self._write_snapshot(cur, snapshot)
+                    self._writer.snapshot(cur, snapshot)
                 for (topic, partition), offset in batch.offsets.items():
-                    self._write_offset(cur, topic, partition, offset)
+                    self._writer.offset(cur, topic, partition, offset)
 
         self._run(work)
 
@@ -135,67 +128,6 @@ class PostgresProjectionStore:
 
     def save_snapshot(self, snapshot: ProjectionSnapshot) -> None:
         self.apply_batch(ProjectionBatch(snapshots=[snapshot]))
-
-    def _write_projection(self, cur: Cursor, state: RunProjection) -> None:
-        cur.execute(
-            _UPSERT_PROJECTION,
-            (
-                state.tenant_id,
-                state.run_id,
-                state.status,
-                state.version,
-                PROJECTOR_VERSION,
-                state.to_json(),
-            ),
-        )
-        if cur.rowcount == 0:
-            row = cur.execute(_SELECT_FENCE, (state.tenant_id, state.run_id)).fetchone()
-            why = "is halted" if row and row[0] else f"is at version {row[1] if row else '?'}"
-            raise StoreConflict(
-                f"projection {state.tenant_id}/{state.run_id} {why}; "
-                f"refusing to write version {state.version}"
-            )
-
-    def _write_halt(self, cur: Cursor, halt: Halt) -> None:
-        c = halt.coordinates
-        cur.execute(
-            _UPSERT_HALT,
-            (
-                halt.tenant_id,
-                halt.run_id,
-                PROJECTOR_VERSION,
-                halt.reason,
-                c.sequence,
-                c.event_id,
-                c.event_type,
-                c.schema_version,
-                c.topic,
-                c.partition,
-                c.offset,
-            ),
-        )
-
-    def _write_snapshot(self, cur: Cursor, snapshot: ProjectionSnapshot) -> None:
-        state = snapshot.state
-        cur.execute(
-            _UPSERT_SNAPSHOT,
-            (
-                state.tenant_id,
-                state.run_id,
-                snapshot.projector_version,
-                snapshot.last_applied_sequence,
-                state.to_json(),
-            ),
-        )
-
-    def _write_offset(self, cur: Cursor, topic: str, partition: int, offset: int) -> None:
-        cur.execute(_UPSERT_OFFSET, (topic, partition, offset))
-        if cur.rowcount == 0:
-            row = cur.execute(_SELECT_OFFSET, (topic, partition)).fetchone()
-            stored = row[0] if row else "?"
-            raise StoreConflict(
-                f"offset of {topic}[{partition}] is {stored}; refusing to move it back to {offset}"
-            )
 
     # --- reads ---------------------------------------------------------------------------------
     def _query(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:

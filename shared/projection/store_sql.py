@@ -9,6 +9,7 @@ both adapters return exactly the same rows for the same writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,7 +18,7 @@ from runtrail.projection.errors import SnapshotMismatch
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot
-from runtrail.projection.store import EventCoordinates, StoredProjection
+from runtrail.projection.store import EventCoordinates, Halt, StoreConflict, StoredProjection
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS projections (
@@ -204,3 +205,81 @@ def stored_snapshot(tenant_id: str, run_id: str, row: tuple[Any, ...]) -> Projec
         raise SnapshotMismatch(f"snapshot of {tenant_id}/{run_id} is unreadable: {exc}") from None
     from_snapshot(snapshot)
     return snapshot
+
+
+class BatchWriter:
+    """The fenced writes of ``apply_batch``, for any DB-API cursor (sqlite3 or psycopg).
+
+    Both adapters run exactly these statements inside their own transaction; ``convert``
+    adapts the placeholders (:func:`format_style` for psycopg). A fence that refuses a write
+    raises :class:`StoreConflict`, and the adapter's transaction rolls the whole batch back.
+    """
+
+    def __init__(self, convert: Callable[[str], str] = lambda statement: statement) -> None:
+        self._projection = convert(UPSERT_PROJECTION)
+        self._fence = convert(SELECT_FENCE)
+        self._halt = convert(UPSERT_HALT)
+        self._snapshot = convert(UPSERT_SNAPSHOT)
+        self._offset = convert(UPSERT_OFFSET)
+        self._stored_offset = convert(SELECT_OFFSET)
+
+    def projection(self, cur: Any, state: RunProjection) -> None:
+        cur.execute(
+            self._projection,
+            (
+                state.tenant_id,
+                state.run_id,
+                state.status,
+                state.version,
+                PROJECTOR_VERSION,
+                state.to_json(),
+            ),
+        )
+        if cur.rowcount == 0:
+            row = cur.execute(self._fence, (state.tenant_id, state.run_id)).fetchone()
+            why = "is halted" if row and row[0] else f"is at version {row[1] if row else '?'}"
+            raise StoreConflict(
+                f"projection {state.tenant_id}/{state.run_id} {why}; "
+                f"refusing to write version {state.version}"
+            )
+
+    def halt(self, cur: Any, halt: Halt) -> None:
+        c = halt.coordinates
+        cur.execute(
+            self._halt,
+            (
+                halt.tenant_id,
+                halt.run_id,
+                PROJECTOR_VERSION,
+                halt.reason,
+                c.sequence,
+                c.event_id,
+                c.event_type,
+                c.schema_version,
+                c.topic,
+                c.partition,
+                c.offset,
+            ),
+        )
+
+    def snapshot(self, cur: Any, snapshot: ProjectionSnapshot) -> None:
+        state = snapshot.state
+        cur.execute(
+            self._snapshot,
+            (
+                state.tenant_id,
+                state.run_id,
+                snapshot.projector_version,
+                snapshot.last_applied_sequence,
+                state.to_json(),
+            ),
+        )
+
+    def offset(self, cur: Any, topic: str, partition: int, offset: int) -> None:
+        cur.execute(self._offset, (topic, partition, offset))
+        if cur.rowcount == 0:
+            row = cur.execute(self._stored_offset, (topic, partition)).fetchone()
+            stored = row[0] if row else "?"
+            raise StoreConflict(
+                f"offset of {topic}[{partition}] is {stored}; refusing to move it back to {offset}"
+            )

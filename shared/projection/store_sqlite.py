@@ -16,14 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from runtrail.projection import store_sql as sql
-from runtrail.projection.model import RunProjection
-from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
     EventCoordinates,
     Halt,
     ProjectionBatch,
-    StoreConflict,
     StoredList,
     StoredProjection,
 )
@@ -45,6 +42,7 @@ class SqliteProjectionStore:
 
     def __init__(self, path: str | Path) -> None:
         target = str(path)
+        self._writer = sql.BatchWriter()
         if target != MEMORY:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
@@ -77,79 +75,19 @@ class SqliteProjectionStore:
     def apply_batch(self, batch: ProjectionBatch) -> None:
         with self._transaction() as cur:
             for state in batch.projections:
-                self._write_projection(cur, state)
+                self._writer.projection(cur, state)
             for halt in batch.halts:
-                self._write_halt(cur, halt)
+                self._writer.halt(cur, halt)
             for snapshot in batch.snapshots:
-                self._write_snapshot(cur, snapshot)
+                self._writer.snapshot(cur, snapshot)
             for (topic, partition), offset in batch.offsets.items():
-                self._write_offset(cur, topic, partition, offset)
+                self._writer.offset(cur, topic, partition, offset)
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:
         self.apply_batch(ProjectionBatch(halts=[Halt(tenant_id, run_id, reason, coordinates)]))
 
     def save_snapshot(self, snapshot: ProjectionSnapshot) -> None:
         self.apply_batch(ProjectionBatch(snapshots=[snapshot]))
-
-    def _write_projection(self, cur: sqlite3.Cursor, state: RunProjection) -> None:
-        cur.execute(
-            sql.UPSERT_PROJECTION,
-            (
-                state.tenant_id,
-                state.run_id,
-                state.status,
-                state.version,
-                PROJECTOR_VERSION,
-                state.to_json(),
-            ),
-        )
-        if cur.rowcount == 0:
-            row = cur.execute(sql.SELECT_FENCE, (state.tenant_id, state.run_id)).fetchone()
-            why = "is halted" if row and row[0] else f"is at version {row[1] if row else '?'}"
-            raise StoreConflict(
-                f"projection {state.tenant_id}/{state.run_id} {why}; "
-                f"refusing to write version {state.version}"
-            )
-
-    def _write_halt(self, cur: sqlite3.Cursor, halt: Halt) -> None:
-        c = halt.coordinates
-        cur.execute(
-            sql.UPSERT_HALT,
-            (
-                halt.tenant_id,
-                halt.run_id,
-                PROJECTOR_VERSION,
-                halt.reason,
-                c.sequence,
-                c.event_id,
-                c.event_type,
-                c.schema_version,
-                c.topic,
-                c.partition,
-                c.offset,
-            ),
-        )
-
-    def _write_snapshot(self, cur: sqlite3.Cursor, snapshot: ProjectionSnapshot) -> None:
-        state = snapshot.state
-        cur.execute(
-            sql.UPSERT_SNAPSHOT,
-            (
-                state.tenant_id,
-                state.run_id,
-                snapshot.projector_version,
-                snapshot.last_applied_sequence,
-                state.to_json(),
-            ),
-        )
-
-    def _write_offset(self, cur: sqlite3.Cursor, topic: str, partition: int, offset: int) -> None:
-        cur.execute(sql.UPSERT_OFFSET, (topic, partition, offset))
-        if cur.rowcount == 0:
-            (stored,) = cur.execute(sql.SELECT_OFFSET, (topic, partition)).fetchone()
-            raise StoreConflict(
-                f"offset of {topic}[{partition}] is {stored}; refusing to move it back to {offset}"
-            )
 
     # --- reads -------------------------------------------------------------------------------
     def _query(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
