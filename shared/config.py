@@ -102,6 +102,21 @@ class Settings(BaseSettings):
     compression: str = Field(default="zstd", description="Producer compression.type.")
     linger_ms: int = Field(default=5, ge=0, description="Producer linger.ms (batching).")
 
+    # --- Limits (enforced at publish and at consume; see runtrail.events.limits) --------------
+    max_event_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="Largest encoded event; larger ones are rejected at publish and "
+        "dead-lettered (too-large) at consume. Topics and clients are sized to it.",
+    )
+    max_json_depth: int = Field(
+        default=128,
+        ge=2,
+        le=512,
+        description="Deepest nesting of objects/arrays in an event's JSON form; deeper ones "
+        "are rejected at publish and dead-lettered (too-deep) at consume.",
+    )
+
     # --- Local broker -----------------------------------------------------------------------
     state_dir: Path = Field(
         default=Path(".runtrail"),

@@ -1,0 +1,105 @@
+"""Size, depth and number limits on events: one check, used at publish and at consume.
+
+Why: a legal but huge, deeply nested or non-finite event must be refused with a reason, never
+crash a process (Python's recursion limit, a client's ``message.max.bytes``) or be sealed in a
+form that cannot be canonicalized. The publisher rejects such input with the reason (and the
+rest of a file is still sent); the consumer runtime dead-letters it with the same reason.
+
+The walk is iterative, so a value nested 100,000 deep is measured, not recursed into.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtrail.events.errors import EventError
+
+if TYPE_CHECKING:
+    from runtrail.config import Settings
+
+#: Default largest encoded event (Avro single-object bytes); topics and clients are sized to it.
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: Default deepest nesting of objects/arrays inside an event's JSON form.
+DEFAULT_MAX_JSON_DEPTH = 128
+
+
+class TooLarge(EventError):
+    """The encoded event is larger than ``max_event_bytes``."""
+
+    reason = "too-large"
+
+
+class TooDeep(EventError):
+    """Objects/arrays are nested deeper than ``max_json_depth``."""
+
+    reason = "too-deep"
+
+
+class NonFinite(EventError):
+    """A number is NaN or ±Infinity: JSON has no such value and RFC 8785 cannot hash it."""
+
+    reason = "non-finite"
+
+
+@dataclass(frozen=True, slots=True)
+class EventLimits:
+    """The limits in force; build it once per process from :class:`~runtrail.config.Settings`."""
+
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EventLimits:
+        return cls(max_event_bytes=settings.max_event_bytes, max_json_depth=settings.max_json_depth)
+
+    def check_size(self, size: int, what: str = "event") -> None:
+        """Raise :class:`TooLarge` if ``size`` bytes exceed the limit."""
+        if size > self.max_event_bytes:
+            raise TooLarge(
+                f"{what} is {size} bytes, over the limit of {self.max_event_bytes} "
+                "(RUNTRAIL_MAX_EVENT_BYTES)"
+            )
+
+    def check_value(self, value: Any, where: str = "event") -> None:
+        """Raise :class:`TooDeep` or :class:`NonFinite` (naming the path) for a JSON value."""
+        limit = self.max_json_depth
+        stack: list[tuple[Any, int, str]] = [(value, 0, where)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            item, depth, path = pop()
+            kind = type(item)
+            if kind is float or (kind is not bool and isinstance(item, float)):
+                if not math.isfinite(item):
+                    raise NonFinite(f"{path} is {item!r}: NaN and Infinity are not JSON")
+            elif kind is dict or isinstance(item, dict):
+                if depth >= limit:
+                    raise TooDeep(
+                        f"{path} is nested deeper than {limit} levels (RUNTRAIL_MAX_JSON_DEPTH)"
+                    )
+                for key, child in item.items():
+                    if type(child) in _SCALARS:
+                        continue
+                    push((child, depth + 1, f"{path}.{key}"))
+            elif kind is list or isinstance(item, (list, tuple)):
+                if depth >= limit:
+                    raise TooDeep(
+                        f"{path} is nested deeper than {limit} levels (RUNTRAIL_MAX_JSON_DEPTH)"
+                    )
+                for index, child in enumerate(item):
+                    if type(child) in _SCALARS:
+                        continue
+                    push((child, depth + 1, f"{path}[{index}]"))
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "EventLimits",
+    "NonFinite",
+    "TooDeep",
+    "TooLarge",
+]
