@@ -6,8 +6,12 @@
   default scope); without it, any run of the tenant. ``--service URL --token TOKEN`` asks the
   running service's API instead of reading the store.
 * ``cache export FILE [--tenant T]`` / ``cache import FILE`` — the ``save_json`` file format,
-  so an export loads into an in-process ``ResumeCache.load_json`` and back. Imported entries
-  also go to the compacted cache topic (``--no-topic`` to skip), so topic readers see them.
+  so an export loads into an in-process ``ResumeCache.load_json`` and back. Import restores
+  everything export writes: entries *and* open intents (a call whose outcome is unknown must
+  stay unknown after the move, never become a miss that re-runs it). Intents are filed under
+  their run's events-topic partition (``--partitions N``, else asked of the broker), where the
+  service finds them on assignment. Imported records also go to the compacted cache topic
+  (``--no-topic`` to skip), so topic readers see them.
 
 The store defaults to the service's (``RUNTRAIL_RESUME_CACHE_STORE_URL``, else
 ``sqlite:///<state dir>/resume-cache.db``).
@@ -55,10 +59,19 @@ def register(subparsers: Any) -> None:
     _store_flags(export)
     export.set_defaults(func=run_export)
 
-    imp = sub.add_parser("import", help="load entries from a JSON file into the store")
+    imp = sub.add_parser(
+        "import", help="load entries and open intents from a JSON file into the store"
+    )
     imp.add_argument("file", type=Path)
     imp.add_argument(
         "--no-topic", action="store_true", help="do not also write them to the cache topic"
+    )
+    imp.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="partitions of the events topic, to file open intents under their run's partition "
+        "(default: asked of the broker)",
     )
     _store_flags(imp)
     imp.set_defaults(func=run_import)
@@ -165,8 +178,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from runtrail.resume.partitioning import partition_for
     from runtrail.resume.persistence import CacheFileError, read_cache_file
-    from runtrail.resume.records import entry_record
+    from runtrail.resume.records import entry_record, intent_record
     from runtrail.resume.store import open_store
 
     settings = settings_from_args(args)
@@ -174,23 +188,60 @@ def run_import(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cache import: {args.file} does not exist\n")
         return EXIT_USAGE
     try:
-        entries, _ = read_cache_file(args.file)
+        entries, intents = read_cache_file(args.file)
     except CacheFileError as exc:
         sys.stderr.write(f"cache import: {exc}\n")
+        return EXIT_USAGE
+    partitions = args.partitions
+    if intents and partitions is None:
+        try:
+            partitions = _events_partitions(settings)
+        except RuntimeError as exc:
+            sys.stderr.write(f"cache import: {exc}; give --partitions N\n")
+            return EXIT_USAGE
+    if partitions is not None and partitions < 1:
+        sys.stderr.write(f"cache import: --partitions must be at least 1, got {partitions}\n")
         return EXIT_USAGE
     store = open_store(_store_url(args, settings), readers=1)
     try:
         added = store.import_entries(entries)
+        opened = store.import_intents(
+            intents,
+            settings.events_topic,
+            lambda run_id: partition_for(run_id, partitions or 1),
+        )
     finally:
         store.close()
-    if not args.no_topic and entries:
+    if not args.no_topic and (entries or intents):
         from runtrail_services.resume_cache.topic_writer import CacheTopicWriter, ensure_cache_topic
 
         ensure_cache_topic(settings)
         writer = CacheTopicWriter(settings)
         try:
-            writer.write([entry_record(e) for e in entries])
+            writer.write([entry_record(e) for e in entries] + [intent_record(i) for i in intents])
         finally:
             writer.close()
-    sys.stderr.write(f"imported {added} new of {len(entries)} entries from {args.file}\n")
+    sys.stderr.write(
+        f"imported {added} new of {len(entries)} entries and {opened} new of {len(intents)} "
+        f"open intents from {args.file}\n"
+    )
     return EXIT_OK
+
+
+def _events_partitions(settings: Settings, timeout: float = 10.0) -> int:
+    """How many partitions the events topic has, from the broker (RuntimeError naming it)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    topic = settings.events_topic
+    try:
+        metadata = AdminClient(settings.kafka_config()).list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise RuntimeError(
+            f"cannot ask {settings.bootstrap_servers} how many partitions topic {topic!r} has: "
+            f"{exc}"
+        ) from exc
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None or not described.partitions:
+        raise RuntimeError(f"topic {topic!r} does not exist on {settings.bootstrap_servers}")
+    return len(described.partitions)

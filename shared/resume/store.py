@@ -272,8 +272,40 @@ class CacheStore:
             )
             return self._count(cur) - before
 
-    def _count(self, cur: Any) -> int:
-        cur.execute("SELECT COUNT(*) FROM rc_entries")
+    def import_intents(
+        self, intents: Iterable[Intent], topic: str, partition_of: Callable[[str], int]
+    ) -> int:
+        """Insert open intents (first wins); returns how many were new.
+
+        Each is filed under the events-topic partition of its run (``partition_of(run_id)``),
+        because that is where the service looks for open state on assignment: a TOOL_RESULT
+        consumed later closes the imported intent like one it had seen itself.
+        """
+        rows = [
+            (
+                i.tenant_id,
+                i.run_id,
+                i.intent_id,
+                i.key,
+                topic,
+                partition_of(i.run_id),
+                _dumps(i.to_json()),
+            )
+            for i in intents
+        ]
+        with self._write_lock, self._transaction(self._writer) as cur:
+            before = self._count(cur, "rc_intents")
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO rc_intents (tenant_id, run_id, intent_id, key, topic, partition, "
+                    "body) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                ),
+                rows,
+            )
+            return self._count(cur, "rc_intents") - before
+
+    def _count(self, cur: Any, table: str = "rc_entries") -> int:
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
         row = cur.fetchone()
         return int(row[0]) if row else 0
 
