@@ -37,6 +37,24 @@ HEADER_LEN = 10
 JsonDict = dict[str, Any]
 
 
+def header_problem(value: bytes | None) -> str:
+    """Why ``value`` has no valid single-object header, in words an operator can act on: a
+    truncated value (e.g. ``C3 01`` alone) is not the same fault as bytes of another format."""
+    if value is None:
+        return "no value (a null message, e.g. a tombstone): not an event"
+    if not value:
+        return "truncated: empty value (0 bytes), not an event"
+    if len(value) < HEADER_LEN and MAGIC.startswith(value[:2]):
+        return (
+            f"truncated: {len(value)} byte(s), shorter than the {HEADER_LEN}-byte header "
+            f"(C3 01 marker + 8-byte schema fingerprint)"
+        )
+    return (
+        f"not Avro single-object encoding: no C3 01 marker (starts with {value[:2].hex(' ')}, "
+        f"{len(value)} bytes)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Decoded:
     """A decoded event: the validated current form and the JSON form as it was written."""
@@ -97,7 +115,7 @@ class EventCodec:
     def decode_written(self, value: bytes | None) -> JsonDict:
         """The JSON form exactly as written (writer version), without upcasting or validation."""
         if value is None or len(value) < HEADER_LEN or value[:2] != MAGIC:
-            raise UndecodableEvent("not Avro single-object encoding (missing C3 01 marker)")
+            raise UndecodableEvent(header_problem(value))
         schema = self._by_fp.get(value[2:HEADER_LEN])
         if schema is None:
             raise UnknownSchema(f"unknown writer schema fingerprint {value[2:HEADER_LEN].hex()}")
