@@ -132,12 +132,23 @@ def register(subparsers: Any) -> None:
 
     up = kafka_sub.add_parser("up", help="start the local broker (fetching its jars once)")
     add_common_flags(up)
-    up.add_argument("--port", type=int, help="broker port (RUNTRAIL_KAFKA_PORT, default 9092)")
+    # --kafka-port is the one name (dev up and demo take it too); --port stays a hidden alias
     up.add_argument(
-        "--controller-port",
+        "--kafka-port",
+        dest="port",
         type=int,
+        metavar="N",
+        help="broker port (RUNTRAIL_KAFKA_PORT, default 9092)",
+    )
+    up.add_argument("--port", dest="port", type=int, help=argparse.SUPPRESS)
+    up.add_argument(
+        "--kafka-controller-port",
+        dest="controller_port",
+        type=int,
+        metavar="N",
         help="controller port (RUNTRAIL_KAFKA_CONTROLLER_PORT, default 9093)",
     )
+    up.add_argument("--controller-port", dest="controller_port", type=int, help=argparse.SUPPRESS)
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the broker")
     up.set_defaults(func=_up)
 

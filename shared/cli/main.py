@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from runtrail import __version__
 
@@ -30,9 +31,35 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose leaf commands reject unknown arguments themselves.
+
+    Plain argparse hands a subcommand's unrecognized arguments up to the top-level parser,
+    which then prints ``usage: runtrail [-h] [--version] COMMAND ...`` — useless to someone
+    who mistyped an option of ``runtrail kafka up``. Subparsers inherit this class (argparse
+    makes them of the parent's type), so every error prints the usage of the command it is in.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self._is_leaf():
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def _is_leaf(self) -> bool:
+        return self.prog != ROOT_PROG and not any(
+            isinstance(a, argparse._SubParsersAction) for a in self._actions
+        )
+
+
+ROOT_PROG = "runtrail"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="runtrail",
+    parser: Any = CommandParser(
+        prog=ROOT_PROG,
         description="The flight recorder for AI-agent runs, on Kafka.",
     )
     parser.add_argument("--version", action="version", version=f"runtrail {__version__}")

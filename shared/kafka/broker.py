@@ -243,7 +243,7 @@ class LocalBroker:
             if not port_bindable(port):
                 raise BrokerError(
                     f"port {LOOPBACK}:{port} is already in use; choose other ports "
-                    "(--port/--controller-port or RUNTRAIL_KAFKA_PORT)"
+                    "(--kafka-port/--kafka-controller-port or RUNTRAIL_KAFKA_PORT)"
                 )
         libs = self.ensure_jars()
         java = find_java()

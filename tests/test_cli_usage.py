@@ -1,0 +1,54 @@
+"""CLI papercuts (issue 12): one name for the broker port everywhere, and an error in a
+subcommand prints that subcommand's usage, not the top-level one."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtrail.cli.main import build_parser, main
+
+
+def test_kafka_up_takes_kafka_port_like_dev_up_and_keeps_port_as_a_hidden_alias(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    new = parser.parse_args(
+        ["kafka", "up", "--kafka-port", "19092", "--kafka-controller-port", "19093"]
+    )
+    old = parser.parse_args(["kafka", "up", "--port", "19092", "--controller-port", "19093"])
+    assert (new.port, new.controller_port) == (old.port, old.controller_port) == (19092, 19093)
+    dev = parser.parse_args(["dev", "up", "--kafka-port", "19092"])
+    assert dev.kafka_port == 19092
+    with pytest.raises(SystemExit):
+        main(["kafka", "up", "--help"])
+    text = capsys.readouterr().out
+    assert "--kafka-port" in text and "--kafka-controller-port" in text
+    assert "--port " not in text and "--controller-port" not in text.replace(
+        "--kafka-controller-port", ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["kafka", "up", "--bogus", "1"], "usage: runtrail kafka up "),
+        (["cache", "stats", "--nope"], "usage: runtrail cache stats "),
+        (["cache", "nope"], "usage: runtrail cache "),
+        (["audit", "verify", "--not-an-option"], "usage: runtrail audit verify "),
+    ],
+)
+def test_an_error_in_a_subcommand_prints_that_subcommands_usage(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert "usage: runtrail [-h]" not in err
+
+
+def test_the_top_level_still_reports_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
+    assert capsys.readouterr().err.startswith("usage: runtrail [-h]")
