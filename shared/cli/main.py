@@ -10,7 +10,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from runtrail import __version__
 
@@ -58,7 +57,7 @@ ROOT_PROG = "runtrail"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser: Any = CommandParser(
+    parser = CommandParser(
         prog=ROOT_PROG,
         description="The flight recorder for AI-agent runs, on Kafka.",
     )
