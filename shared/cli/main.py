@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.audit_cmd",
     "runtrail.cli.capture_cmd",
     "runtrail.cli.cache_cmd",
+    "runtrail.cli.offsets_cmd",
     "runtrail.cli.projection_cmd",
     "runtrail.cli.replay_projection_cmd",
     "runtrail.cli.sessions_cmd",

@@ -152,6 +152,11 @@ class ProjectionStore(Protocol):
         """Next offset per partition; partitions never written are absent (start per reset)."""
         ...
 
+    def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set next offsets per partition, back or forward: the one write the offset fence lets
+        through, for an operator skipping or rewinding the projector (``runtrail offsets``)."""
+        ...
+
     def save_snapshot(self, snapshot: ProjectionSnapshot) -> None:
         """Keep the run's latest snapshot (replacing the previous one)."""
         ...

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import psycopg
@@ -49,6 +49,7 @@ _SCHEMA_LOCK = 0x727470726F6A6E
 _SELECT_ONE = sql.format_style(sql.SELECT_ONE)
 _SELECT_OFFSET = sql.format_style(sql.SELECT_OFFSET)
 _SELECT_OFFSETS = sql.format_style(sql.SELECT_OFFSETS)
+_SET_OFFSET = sql.format_style(sql.SET_OFFSET)
 _SELECT_SNAPSHOT = sql.format_style(sql.SELECT_SNAPSHOT)
 _LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
@@ -120,6 +121,18 @@ class PostgresProjectionStore:
                     self._writer.snapshot(cur, snapshot)
                 for (topic, partition), offset in batch.offsets.items():
                     self._writer.offset(cur, topic, partition, offset)
+
+        self._run(work)
+
+    def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set next offsets, back or forward, past the fence (``runtrail offsets set``); under
+        the same per-partition locks as :meth:`apply_batch`."""
+
+        def work(conn: Connection) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                locks = sorted({_lock_id("offset", topic, str(p)) for p in offsets})
+                cur.executemany(_LOCK, [(lock,) for lock in locks])
+                cur.executemany(_SET_OFFSET, [(topic, p, o) for p, o in offsets.items()])
 
         self._run(work)
 

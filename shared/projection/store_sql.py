@@ -96,6 +96,13 @@ ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offs
 WHERE consumer_offsets.next_offset <= excluded.next_offset
 """
 
+#: Unfenced: only for an operator's explicit ``runtrail offsets set`` (skip or rewind), never
+#: from the service's own writes, which stay fenced by UPSERT_OFFSET.
+SET_OFFSET = """
+INSERT INTO consumer_offsets (topic, partition_id, next_offset) VALUES (?, ?, ?)
+ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset
+"""
+
 UPSERT_SNAPSHOT = """
 INSERT INTO projection_snapshots (
     tenant_id, run_id, projector_version, last_applied_sequence, state

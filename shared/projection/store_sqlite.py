@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,11 @@ class SqliteProjectionStore:
                 self._writer.snapshot(cur, snapshot)
             for (topic, partition), offset in batch.offsets.items():
                 self._writer.offset(cur, topic, partition, offset)
+
+    def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set next offsets, back or forward, past the fence (``runtrail offsets set``)."""
+        with self._transaction() as cur:
+            cur.executemany(sql.SET_OFFSET, [(topic, p, o) for p, o in offsets.items()])
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:
         self.apply_batch(ProjectionBatch(halts=[Halt(tenant_id, run_id, reason, coordinates)]))

@@ -17,7 +17,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -314,6 +314,19 @@ class CacheStore:
         """Per partition, the next offset to consume (what was made durable)."""
         rows = self._query("SELECT partition, next_offset FROM rc_offsets WHERE topic = ?", [topic])
         return {int(p): int(o) for p, o in rows}
+
+    def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set next offsets per partition, back or forward (``runtrail offsets set``): the
+        service starts there on its next assignment. Open state stays as it is."""
+        with self._write_lock, self._transaction(self._writer) as cur:
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO rc_offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
+                    "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = "
+                    "excluded.next_offset"
+                ),
+                [(topic, p, o) for p, o in offsets.items()],
+            )
 
     def open_state(
         self, topic: str, partitions: Sequence[int]

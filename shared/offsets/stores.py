@@ -1,0 +1,132 @@
+"""The positions a service keeps in its own store, read and moved by the operator.
+
+Audit, projector and resume-cache write their next offsets in the same transaction as their
+output and seek there on assignment, so moving only the consumer group's offsets has no effect
+on them. Each adapter here opens the store the service itself would open (its settings class,
+the same ``-o`` options) and writes through the store's explicit rewind path, the one write
+its "positions never move back" fence lets through. Store-less services (noop, capture,
+sessions) have none: their group's committed offsets are their positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from runtrail.config import Settings
+
+#: How ``show`` prints a partition the store would start from its beginning.
+BEGINNING = -2
+
+
+class StorePositions(Protocol):
+    """Next offset per partition as the service's store holds it."""
+
+    #: What is shown to the operator: the store's redacted URL.
+    where: str
+
+    def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """Where the service starts each partition (absent: never stored; BEGINNING: from 0)."""
+        ...
+
+    def write(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Move the stored positions (back or forward)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class _AuditPositions:
+    """Sealed and published positions (:mod:`runtrail_services.audit.positions`), moved together:
+    the service starts at the lower of the two."""
+
+    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+        from runtrail.audit.stores import open_link_store, redact_url
+        from runtrail_services.audit.settings import AuditSettings
+
+        audit = AuditSettings.load(options)
+        url = audit.resolved_store_url(settings.state_dir)
+        self.publishing = audit.publish
+        self.where = redact_url(url)
+        self._store = open_link_store(url)
+
+    def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        from runtrail_services.audit.positions import start_positions
+
+        found = start_positions(
+            self._store, [(topic, p) for p in partitions], publishing=self.publishing
+        )
+        stored = self._store.stored_offsets(topic, partitions)
+        return {p: o for (_, p), o in found.start.items() if p in stored}
+
+    def write(self, topic: str, offsets: Mapping[int, int]) -> None:
+        from runtrail.audit.store import TopicPartition
+        from runtrail_services.audit.positions import published_name
+
+        moved: dict[TopicPartition, int] = {}
+        for partition, offset in offsets.items():
+            moved[TopicPartition(topic, partition)] = offset
+            moved[TopicPartition(published_name(topic), partition)] = offset
+        self._store.append_batch([], moved)  # no links: the contract's offsets-only write
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class _ProjectorPositions:
+    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+        from runtrail.projection import open_projection_store
+        from runtrail.resume.store import redact_url
+        from runtrail_services.projector.settings import ProjectorSettings
+
+        url = ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
+        self.where = redact_url(url)
+        self._store = open_projection_store(url)
+
+    def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        return self._store.stored_offsets(topic, partitions)
+
+    def write(self, topic: str, offsets: Mapping[int, int]) -> None:
+        self._store.rewind_offsets(topic, offsets)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class _ResumeCachePositions:
+    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+        from runtrail.resume.store import open_store, redact_url
+        from runtrail_services.resume_cache.settings import ResumeCacheSettings
+
+        url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
+        self.where = redact_url(url)
+        self._store = open_store(url, readers=1)
+
+    def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        stored = self._store.offsets(topic)
+        return {p: stored[p] for p in partitions if p in stored}
+
+    def write(self, topic: str, offsets: Mapping[int, int]) -> None:
+        self._store.rewind_offsets(topic, offsets)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+_ADAPTERS: dict[str, Callable[[Settings, Mapping[str, str]], StorePositions]] = {
+    "audit": _AuditPositions,
+    "projector": _ProjectorPositions,
+    "resume-cache": _ResumeCachePositions,
+}
+
+
+def has_store_positions(service: str) -> bool:
+    return service in _ADAPTERS
+
+
+def open_store_positions(
+    service: str, settings: Settings, options: Mapping[str, str]
+) -> StorePositions | None:
+    """The service's store positions, or None for a service that keeps none."""
+    adapter = _ADAPTERS.get(service)
+    return adapter(settings, options) if adapter is not None else None
