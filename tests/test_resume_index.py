@@ -31,10 +31,9 @@ def store(tmp_path: Path) -> Iterator[CacheStore]:
     opened.close()
 
 
-def _batch(offset: int) -> WriteBatch:
+def _batch() -> WriteBatch:
     batch = WriteBatch()
     batch.add_entry(ENTRY)
-    batch.offsets[(TOPIC, 0)] = offset + 1
     return batch
 
 
@@ -61,8 +60,9 @@ def test_a_miss_waits_until_consumed_and_a_hit_comes_from_the_unflushed_overlay(
     waiter.start()
     time.sleep(0.3)
     assert answers == []
-    batch = _batch(4)
-    index.consumed(batch, {0: 5})
+    batch = _batch()
+    index.consumed(batch)
+    index.advanced({0: 5})
     waiter.join(5)
     assert answers and answers[0].entry == ENTRY  # before any flush
     store.apply(index.pending(), TOPIC)
@@ -76,7 +76,8 @@ def test_partitions_of_other_instances_count_once_the_shared_store_has_them(
     index = LookupIndex(store, TOPIC)  # owns nothing
     other = LookupIndex(store, TOPIC)
     other.assigned({0: 0})
-    other.consumed(_batch(9), {0: 10})
+    other.consumed(_batch())
+    other.advanced({0: 10})
     assert not index.caught_up({0: 9}, 0.1)
     store.apply(other.pending(), TOPIC)  # the other instance flushed
     assert index.caught_up({0: 9}, 1.0)
@@ -85,7 +86,8 @@ def test_partitions_of_other_instances_count_once_the_shared_store_has_them(
 def test_http_answers_503_when_not_caught_up_and_404_across_tenants(store: CacheStore) -> None:
     index = LookupIndex(store, TOPIC)
     index.assigned({0: 0})
-    index.consumed(_batch(0), {0: 1})
+    index.consumed(_batch())
+    index.advanced({0: 1})
     metrics = ResumeCacheMetrics("resume-cache", CollectorRegistry())
     server = LookupServer(
         "127.0.0.1", 0, index, TokenAuth({"acme": "a", "globex": "g"}), metrics, max_wait_ms=300

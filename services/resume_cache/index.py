@@ -11,9 +11,10 @@ is consumed past its offset — by this instance (its in-memory position) or, fo
 another instance of the group owns, by whoever made the shared store durable that far (the
 stored offsets, polled). Otherwise :class:`NotCaughtUp` after the timeout.
 
-Known limit: the runtime hands the service only the events it could decode; a partition whose
-last message was dead-lettered or dropped as a duplicate looks one short until the next event
-arrives, so such a lookup times out (an untrusted miss), never answers wrongly.
+Positions come from the runtime's ``on_positions`` (:meth:`LookupIndex.advanced`), which
+counts the messages the service never sees — dead-lettered, or dropped as duplicates — so a
+lookup naming the offset of such a message is answered as soon as the consume loop is past it,
+not after the timeout. Only an instance that really is behind makes a lookup wait.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ class LookupIndex:
             for p in partitions:
                 self._positions.pop(p, None)
 
-    def consumed(self, delta: WriteBatch, positions: Mapping[int, int]) -> None:
-        """A processed batch's changes become visible, and its partitions' positions advance."""
+    def consumed(self, delta: WriteBatch) -> None:
+        """A processed batch's changes become visible (its positions follow in
+        :meth:`advanced`, so a lookup woken by them finds these changes)."""
         with self._cond:
             pending = self._pending
             for ek, entry in delta.entries.items():
@@ -69,10 +71,16 @@ class LookupIndex:
                 held = pending.runs.get(run)
                 if held is None or seq > held[0]:
                     pending.runs[run] = (seq, partition)
-            pending.offsets.update(delta.offsets)
+            self._cond.notify_all()
+
+    def advanced(self, positions: Mapping[int, int]) -> None:
+        """The consume loop reached these next offsets (every message counted, decodable or
+        not): they are stored at the next flush, and waiting lookups wake."""
+        with self._cond:
             for p, position in positions.items():
                 if position > self._positions.get(p, -1):
                     self._positions[p] = position
+                self._pending.offsets[(self.topic, p)] = position
             self._cond.notify_all()
 
     def pending(self) -> WriteBatch:

@@ -8,7 +8,8 @@ without a result as open intents. At flush the batch goes to the compacted cache
 and the open state of each partition is loaded back from the store with them.
 
 Lookups are served on their own port (:mod:`.http_api`), from the store plus what is consumed
-but not yet flushed (:mod:`.index`), with read-your-writes waits.
+but not yet flushed (:mod:`.index`), with read-your-writes waits that end as soon as the
+runtime's ``on_positions`` says the consume loop is past the named offsets.
 """
 
 from __future__ import annotations
@@ -75,17 +76,19 @@ class ResumeCacheService(Service):
     # --- events ---------------------------------------------------------------------------
     def process(self, batch: Sequence[Delivered]) -> None:
         delta = WriteBatch()
-        positions: dict[int, int] = {}
         feed = self.builder.feed
         for delivered in batch:
             feed(delivered.event, delivered.partition, delta)
-            positions[delivered.partition] = delivered.offset + 1
-            delta.offsets[(delivered.topic, delivered.partition)] = delivered.offset + 1
         for entry in delta.entries.values():
             self.metrics.entries.labels(self.name, entry.kind.value).inc()
         for held in delta.intents.values():
             self.metrics.intents.labels(self.name, "closed" if held is None else "opened").inc()
-        self.index.consumed(delta, positions)
+        self.index.consumed(delta)
+
+    def on_positions(self, positions: Mapping[Partition, int]) -> None:
+        """After each batch, the next offsets reached *including* messages the runtime
+        dead-lettered or dropped: read-your-writes waits end there, and the store keeps them."""
+        self.index.advanced({p: o for (t, p), o in positions.items() if t == self.events_topic})
 
     def flush(self) -> None:
         batch = self.index.pending()
