@@ -42,7 +42,7 @@ def topic(kafka_bootstrap: str) -> str:
     produce_forms(
         kafka_bootstrap,
         name,
-        [form(run_id=RUN, sequence=s, tenant="acme") for s in range(1, EVENTS + 1)],
+        [form("STEP_END", RUN, s, {"reason": None}, tenant="acme") for s in range(1, EVENTS + 1)],
     )
     return name
 
@@ -65,7 +65,12 @@ def _options(service: str, home: Path) -> dict[str, str]:
             "http_port": "0",
             "publish_topic": "false",
         }
+    if service == "capture":
+        return {"sink_url": f"file://{home / 'capture'}"}
     return {}
+
+
+STORELESS = ("noop", "capture")
 
 
 class Run:
@@ -126,7 +131,7 @@ def _show(
     return {row["partition"]: row for row in json.loads(out)["partitions"]}
 
 
-@pytest.mark.parametrize("service", ["audit", "projector", "resume-cache", "noop"])
+@pytest.mark.parametrize("service", ["audit", "projector", "resume-cache", "noop", "capture"])
 def test_skip_past_a_poison_event_then_rewind(
     service: str,
     kafka_bootstrap: str,
@@ -151,7 +156,7 @@ def test_skip_past_a_poison_event_then_rewind(
         30,
         what="the group's commit",
     )
-    if service != "noop":
+    if service not in STORELESS:
         assert shown[PART]["store"] == EVENTS
 
     # rewind to just past the poison event: the service starts at POISON + 1
@@ -170,7 +175,7 @@ def test_skip_past_a_poison_event_then_rewind(
     assert "moved 1 partition(s)" in out
     shown = _show(capsys, kafka_bootstrap, topic, args)
     assert shown[PART]["group"] == POISON + 1
-    assert shown[PART]["store"] == (None if service == "noop" else POISON + 1)
+    assert shown[PART]["store"] == (None if service in STORELESS else POISON + 1)
     assert shown[PART]["lag"] == EVENTS - POISON - 1
     second = Run(service, settings, options)
     try:
@@ -222,7 +227,9 @@ def test_dry_run_by_time_and_errors(
     time.sleep(1.1)
     cut = datetime.now(UTC)
     time.sleep(0.1)
-    produce_forms(kafka_bootstrap, topic, [form(run_id=RUN, sequence=EVENTS + 1, tenant="acme")])
+    produce_forms(
+        kafka_bootstrap, topic, [form("STEP_END", RUN, EVENTS + 1, {"reason": None}, tenant="acme")]
+    )
     args = ["noop", "--group", group, "--partition", str(PART)]
     code, out, err = _cli(
         capsys, kafka_bootstrap, topic, "set", *args, "--to-time", cut.isoformat(), "--dry-run"
