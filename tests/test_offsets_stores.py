@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from runtrail.config import Settings
+from runtrail.offsets.stores import StoreMissing, open_store_positions
 from runtrail.projection import ProjectionBatch, StoreConflict, open_projection_store
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore, open_store, sqlite_url
@@ -60,3 +62,45 @@ def test_reopened_projection_store_keeps_the_rewind(tmp_path: Path) -> None:
         assert again.stored_offsets(TOPIC, [0]) == {0: 4}
     finally:
         again.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    from runtrail.audit.stores import open_link_store
+
+    url = f"sqlite://{tmp_path / 'audit.db'}"
+    open_link_store(url).close()  # the service made it
+    return url
+
+
+def test_audit_positions_move_sealed_and_published_together(audit_url: str, tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path)
+    positions = open_store_positions("audit", settings, {"store_url": audit_url})
+    assert positions is not None
+    try:
+        positions.write(TOPIC, {0: 50, 1: 9})
+        positions.write(TOPIC, {0: 3})  # back: allowed on this path
+        assert positions.read(TOPIC, [0, 1, 2]) == {0: 3, 1: 9}
+    finally:
+        positions.close()
+    from runtrail.audit.stores import open_link_store
+    from runtrail_services.audit.positions import published_name
+
+    links = open_link_store(audit_url)
+    try:  # the service starts at the lower of the two: both moved
+        assert links.stored_offsets(TOPIC, [0]) == {0: 3}
+        assert links.stored_offsets(published_name(TOPIC), [0]) == {0: 3}
+    finally:
+        links.close()
+
+
+@pytest.mark.parametrize("service", ["audit", "projector", "resume-cache"])
+def test_a_mistyped_sqlite_store_is_an_error_not_a_new_store(service: str, tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "nope.db"
+    url = f"sqlite:///{missing}" if service == "projector" else f"sqlite://{missing}"
+    with pytest.raises(StoreMissing, match=f"no {service} store at {missing}"):
+        open_store_positions(service, Settings(state_dir=tmp_path), {"store_url": url})
+    assert not missing.exists()
+    assert open_store_positions("noop", Settings(state_dir=tmp_path), {}) is None

@@ -104,7 +104,10 @@ class _Context:
         if unknown:
             raise OffsetsError(f"topic {self.topic!r} has partitions {existing}, not {unknown}")
         self.partitions = sorted(set(wanted))
-        options = dict(o.split("=", 1) for o in args.option if "=" in o)
+        malformed = [o for o in args.option if "=" not in o]
+        if malformed:
+            raise OffsetsError(f"-o expects KEY=VALUE, got {', '.join(malformed)}")
+        options = dict(o.split("=", 1) for o in args.option)
         self.store = open_store_positions(args.service, settings, options)
         self.marks = self.broker.watermarks(self.topic, self.partitions)
         self.committed = self.broker.committed(self.group, self.topic, self.partitions)

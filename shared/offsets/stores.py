@@ -19,6 +19,22 @@ from runtrail.config import Settings
 BEGINNING = -2
 
 
+class StoreMissing(ValueError):
+    """The store the options name does not exist: moving positions there would move nothing."""
+
+
+def _require_file(path: str, service: str, where: str) -> None:
+    """An SQLite store must already exist: a mistyped path would otherwise become a new, empty
+    store that takes the positions while the service's real store keeps its own."""
+    from pathlib import Path
+
+    if path != ":memory:" and not Path(path).is_file():
+        raise StoreMissing(
+            f"no {service} store at {path} ({where}); give the service's store with "
+            "-o store_url=… (as for `runtrail run`) or --state-dir"
+        )
+
+
 class StorePositions(Protocol):
     """Next offset per partition as the service's store holds it."""
 
@@ -48,6 +64,10 @@ class _AuditPositions:
         url = audit.resolved_store_url(settings.state_dir)
         self.publishing = audit.publish
         self.where = redact_url(url)
+        if url.startswith("sqlite:"):
+            from runtrail.audit.store_sqlite import path_from_url
+
+            _require_file(path_from_url(url), "audit", self.where)
         self._store = open_link_store(url)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
@@ -81,6 +101,10 @@ class _ProjectorPositions:
 
         url = ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
+        if url.startswith("sqlite:"):
+            from runtrail.projection.store_sqlite import sqlite_path
+
+            _require_file(sqlite_path(url.partition("://")[2]), "projector", self.where)
         self._store = open_projection_store(url)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
@@ -100,6 +124,8 @@ class _ResumeCachePositions:
 
         url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
+        if url.startswith("sqlite:"):
+            _require_file(url[len("sqlite://") :], "resume-cache", self.where)
         self._store = open_store(url, readers=1)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
