@@ -120,3 +120,33 @@ def test_import_of_intents_names_the_topic_it_cannot_find(tmp_path: Path) -> Non
         sqlite_url(tmp_path / "c.db"),
     )
     assert "3 new of 3 open intents" in with_count.stderr
+
+
+def test_imported_intents_reach_the_cache_topic_too(kafka_bootstrap: str, tmp_path: Path) -> None:
+    import os
+
+    from runtrail.resume.records import parse_record
+    from tests.support import consume_all
+
+    topic = create_topic(kafka_bootstrap, unique_topic("rt-cache"), partitions=3)
+    cache_topic = f"{topic}.cache"
+    source = sqlite_url(tmp_path / "a.db")
+    _seed(source, topic)
+    exported = tmp_path / "export.json"
+    _cache("export", str(exported), "--store-url", source)
+    env = {**os.environ, "RUNTRAIL_RESUME_CACHE_TOPIC": cache_topic}
+    done = subprocess.run(
+        [
+            *CLI, "import", str(exported), "--store-url", sqlite_url(tmp_path / "b.db"),
+            "--bootstrap-servers", kafka_bootstrap, "--events-topic", topic,
+        ],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = [
+        parse_record(m.key(), m.value())
+        for m in consume_all(kafka_bootstrap, cache_topic, expect=7, timeout=30)
+    ]
+    kinds = sorted(r.type for r in records if r is not None)
+    assert kinds == ["entry"] * 4 + ["intent"] * 3
+    assert sorted(r.intent.call_id for r in records if r and r.intent) == ["c1", "c1", "c2"]
