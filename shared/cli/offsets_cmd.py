@@ -112,6 +112,7 @@ class _Context:
         self.marks = self.broker.watermarks(self.topic, self.partitions)
         self.committed = self.broker.committed(self.group, self.topic, self.partitions)
         self.stored = self.store.read(self.topic, self.partitions) if self.store else None
+        self.falls_back = self.store.falls_back_to_group if self.store else True
 
     def header(self) -> str:
         store = self.store.where if self.store else "none (the group's offsets are its positions)"
@@ -141,6 +142,8 @@ def _cell(value: int | None) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from runtrail.offsets.plan import current_position
+
     ctx = _open(args)
     if ctx is None:
         return EXIT_USAGE
@@ -150,8 +153,8 @@ def run_show(args: argparse.Namespace) -> int:
             mark = ctx.marks[p]
             group = ctx.committed.get(p)
             store = ctx.stored.get(p) if ctx.stored is not None else None
-            position = store if ctx.stored is not None else group
-            start_at = position if position is not None and position >= 0 else mark.start
+            position = current_position(p, ctx.committed, ctx.stored, ctx.falls_back)
+            start_at = position if position is not None else mark.start
             rows.append(
                 {
                     "partition": p,
@@ -205,7 +208,13 @@ def run_set(args: argparse.Namespace) -> int:
                 else None
             )
             moves = plan_moves(
-                target, ctx.partitions, ctx.marks, ctx.committed, ctx.stored, by_time
+                target,
+                ctx.partitions,
+                ctx.marks,
+                ctx.committed,
+                ctx.stored,
+                by_time,
+                falls_back_to_group=ctx.falls_back,
             )
         except OffsetsError as exc:
             sys.stderr.write(f"offsets set: {exc}\n")

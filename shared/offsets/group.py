@@ -30,7 +30,8 @@ class Watermarks:
 
 
 class Broker:
-    """One AdminClient for one command (``close`` is a no-op: the client needs none)."""
+    """One AdminClient for one command: every call bounded by ``timeout``, every failure an
+    :class:`OffsetsError` naming the topic or group."""
 
     def __init__(self, settings: Settings, timeout: float = 15.0) -> None:
         self.settings = settings

@@ -46,6 +46,23 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def current_position(
+    partition: int,
+    committed: Mapping[int, int],
+    stored: Mapping[int, int] | None,
+    falls_back_to_group: bool,
+) -> int | None:
+    """Where the service would start ``partition`` now: its store's position (None when it has
+    no store), else the group's committed offset, or None when that is the log's beginning or
+    the consumer's reset policy."""
+    if stored is not None:
+        if partition in stored:
+            return stored[partition] if stored[partition] >= 0 else None
+        if not falls_back_to_group:
+            return None  # from the beginning of the partition
+    return committed.get(partition)
+
+
 @dataclass(frozen=True, slots=True)
 class Move:
     partition: int
@@ -62,6 +79,7 @@ def plan_moves(
     committed: Mapping[int, int],
     stored: Mapping[int, int] | None,
     by_time: Mapping[int, int] | None = None,
+    falls_back_to_group: bool = True,
 ) -> list[Move]:
     """One move per partition; OffsetsError (naming the partition) if any cannot be planned.
 
@@ -91,8 +109,8 @@ def plan_moves(
             if found < 0:
                 note = "no event at or after that time: log end"
         elif target.kind == "shift":
-            current = store_from if stored is not None else group_from
-            if current is None or current < 0:
+            current = current_position(p, committed, stored, falls_back_to_group)
+            if current is None:
                 owner = "its store" if stored is not None else "the group"
                 raise OffsetsError(
                     f"partition {p} has no position in {owner} to shift from; "

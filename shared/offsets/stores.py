@@ -40,6 +40,10 @@ class StorePositions(Protocol):
 
     #: What is shown to the operator: the store's redacted URL.
     where: str
+    #: Where the service starts a partition its store never wrote: at the group's committed
+    #: offset (True), or at the partition's beginning (False: a chain or a projection needs
+    #: every event).
+    falls_back_to_group: bool
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """Where the service starts each partition (absent: never stored; BEGINNING: from 0)."""
@@ -55,6 +59,8 @@ class StorePositions(Protocol):
 class _AuditPositions:
     """Sealed and published positions (:mod:`runtrail_services.audit.positions`), moved together:
     the service starts at the lower of the two."""
+
+    falls_back_to_group = False
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
         from runtrail.audit.stores import open_link_store, redact_url
@@ -94,6 +100,8 @@ class _AuditPositions:
 
 
 class _ProjectorPositions:
+    falls_back_to_group = False
+
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
         from runtrail.projection import open_projection_store
         from runtrail.resume.store import redact_url
@@ -118,6 +126,8 @@ class _ProjectorPositions:
 
 
 class _ResumeCachePositions:
+    falls_back_to_group = True
+
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
         from runtrail.resume.store import open_store, redact_url
         from runtrail_services.resume_cache.settings import ResumeCacheSettings
