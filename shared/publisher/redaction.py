@@ -1,13 +1,28 @@
 """Redaction of secrets from an event's JSON form before it leaves the agent's process.
 
-Agents put whatever they have into prompts and tool arguments, including HTTP headers and
-credentials. The publisher runs a redactor over every event's JSON form before validation and
-encoding, so a secret never reaches Kafka, a capture file or the audit chain. Only ``data`` is
-redacted: envelope ids and coordinates are not secrets and must stay intact for pairing.
+Why here: the history is append-only (the audit store forbids DELETE), so a secret that reaches
+Kafka can never be purged from the topic, capture files, audit chain, sessions or caches. The
+publisher runs :func:`default_redactor` over every event's JSON form before validation and
+encoding. What it masks (``docs/SECURITY.md`` has the full list and the reasons):
+
+* values under secret-bearing key names, anywhere in ``data`` (:func:`is_sensitive_key`);
+* secret-shaped text inside any string: provider keys and tokens, JWTs, PEM private keys,
+  ``Bearer``/``Basic`` credentials, DSN passwords, ``key=value`` / ``"key": "value"`` pairs of a
+  secret key name, and JSON text inside strings (parsed and walked like ``data``);
+* the envelope's free-text fields (``correlationId``, ``actor.id``) the same way. Identifier
+  fields (run, tenant, event, session, turn, causation ids) are keys consumers group and pair
+  on: masking them would merge unrelated runs, so an identifier holding a secret-shaped value
+  is refused (:class:`SecretInIdentifier`) instead.
+
+Cost: one regex scan of the event's JSON text decides whether anything could match; a clean
+event (the common case) is returned as it is, without a walk.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -19,44 +34,233 @@ Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
 REDACTED = "[REDACTED]"
 
-#: Key names whose values are always secret, compared lower-cased with ``-`` read as ``_``.
-SENSITIVE_KEYS: frozenset[str] = frozenset(
+
+class SecretInIdentifier(ValueError):
+    """An envelope identifier holds a secret-shaped value; the event is refused, not masked."""
+
+
+# --- key names --------------------------------------------------------------------------------
+#: A key's last word (after splitting camelCase and ``-_.`` and space) ending in one of these
+#: marks its value secret: ``db_password``, ``githubToken``, ``Set-Cookie``, ``x-api-key``…
+SECRET_SUFFIXES: tuple[str, ...] = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "cookie",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "apikey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+)
+#: Words that make a following ``key`` secret (``api_key``, ``private_key``,
+#: ``aws_secret_access_key``) while ``idempotency_key``, ``cache_key`` or ``key`` stay data.
+KEY_QUALIFIERS: frozenset[str] = frozenset(
     {
-        "api_key",
-        "apikey",
-        "x_api_key",
-        "password",
-        "passwd",
+        "access",
+        "account",
+        "api",
+        "auth",
+        "client",
+        "encryption",
+        "hmac",
+        "license",
+        "master",
+        "private",
         "secret",
-        "client_secret",
-        "access_token",
-        "refresh_token",
-        "token",
-        "authorization",
+        "session",
+        "signing",
+        "ssh",
+        "subscription",
     }
 )
+#: A word anywhere in the key (``password_confirmation``, ``passphrase_hint``).
+SECRET_ANYWHERE: frozenset[str] = frozenset({"password", "passwd", "passphrase"})
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Only separators JSON never escapes, so a marker scan of JSON text sees what the split sees.
+_SEPARATORS = re.compile(r"[-_. ]+")
+
+
+def _secret_words(words: list[str]) -> bool:
+    if not words:
+        return False
+    last = words[-1]
+    if last.endswith(SECRET_SUFFIXES):
+        return True
+    if last == "key" and len(words) > 1 and words[-2] in KEY_QUALIFIERS:
+        return True
+    return any(w in SECRET_ANYWHERE for w in words)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_sensitive_key(key: str) -> bool:
+    """Whether values under ``key`` are secrets (any case, camelCase, ``-``/``_``/``.``).
+
+    Split both at camelCase humps and not (``PassWord`` is a password, ``dbPassword`` too);
+    ``input_tokens``, ``tokenizer``, ``secretary``, ``idempotencyKey`` are data.
+    """
+    plain = [w for w in _SEPARATORS.split(key.lower()) if w]
+    camel = [w for w in _SEPARATORS.split(_CAMEL.sub("_", key).lower()) if w]
+    return _secret_words(plain) or _secret_words(camel)
+
+
+# --- secret-shaped text -----------------------------------------------------------------------
+_PEM = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)", re.DOTALL
+)
 _BEARER = re.compile(r"\b(Bearer)\s+[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
-# OpenAI (sk-…, sk-proj-…) and Anthropic (sk-ant-…) keys; the length floor spares words like "sk-learn".
+_BASIC = re.compile(r"\b(Basic)\s+([A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])", re.IGNORECASE)
+# OpenAI (sk-…, sk-proj-…) and Anthropic (sk-ant-…) keys; the length floor spares "sk-learn".
 _SK_KEY = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}")
 # AWS access key IDs: AKIA (long-term) or ASIA (temporary) + 16 upper-case alphanumerics.
 _AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
-# One cheap scan first: most strings hold none of the markers and are returned as they are.
-_ANY_MARKER = re.compile(r"(?i:bearer)|sk-|AKIA|ASIA")
+# GitHub tokens: classic (ghp_ personal, gho_ OAuth, ghu_/ghs_ app, ghr_ refresh) and fine-grained.
+_GITHUB = re.compile(
+    r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"
+)
+# Slack tokens: xoxb- (bot), xoxp- (user), xoxa-/xoxo-/xoxr-/xoxs-.
+_SLACK = re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}")
+# JWTs (and JWS/JWE compact forms): base64url header and claims, both JSON objects ("eyJ").
+_JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+# scheme://user:password@host — the password only; user and host stay for diagnosis.
+_DSN = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#\"']*:)([^\s@/?#\"']+)@")
+# name <sep> value, where the name is then checked with is_sensitive_key. The value is a JSON
+# string (plain or escaped one level or more), a quoted word, or a bare token.
+_KEY_VALUE = re.compile(
+    r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,80}?)"
+    r"(?P<sep>\\*[\"']?\s*[:=]\s*)"
+    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|(?P<esc>\\+)\"(?:(?!\\+\").)*\\+\"|'[^']*'"
+    r"|[^\s,;&\"'<>{}\[\]\\]+)"
+)
+# ``Cookie: …`` / ``Authorization: …`` header lines: the value runs to the end of the line (or
+# a quote); an Authorization scheme word (Bearer, Basic, Digest…) is kept.
+_HEADER_LINE = re.compile(
+    r"(?im)(?<![\w-])(?P<name>(?:set-)?cookie|(?:proxy-)?authorization)(?P<sep>\s*:[ \t]*)"
+    r"(?P<value>[^\r\n\"']*)"
+)
+_LINE_VALUED = frozenset({"cookie", "set-cookie", "authorization", "proxy-authorization"})
+_SCHEME = re.compile(r"[A-Za-z][\w-]*[ \t]+(?=\S)")
+
+# One cheap scan first: a string (or an event's JSON text) without any marker is returned as
+# it is. Plain substring tests (``in``, ``find``) over the lower-cased text: a regex alternation
+# of the same markers is ten times slower in ``re``. Sound: every sensitive key name holds
+# "passw"/"passphrase", or ends its last word (no letter follows) in a SECRET_SUFFIXES entry or
+# in "key"; every text pattern contains a marker here; ``\u`` is there because JSON text
+# inside a string may spell a key name in escapes.
+_CASED_MARKERS = ("AKIA", "ASIA", "eyJ")
+_PLAIN_MARKERS = (
+    "passw",
+    "passphrase",
+    "bearer",
+    "basic",
+    "-----begin",
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "\\u",
+)
+_WORD_END_MARKERS = tuple(sorted({*SECRET_SUFFIXES, "key"}))
+_DSN_MARKER = re.compile(r"://[^\s/@\"]*:[^\s/@\"]*@")
 
 
-def is_sensitive_key(key: str) -> bool:
-    """Whether values under ``key`` are secrets (case-insensitive, ``-`` same as ``_``)."""
-    return key.lower().replace("-", "_") in SENSITIVE_KEYS
+def _ends_word_somewhere(low: str, word: str) -> bool:
+    at = low.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if end == len(low) or not "a" <= low[end] <= "z":
+            return True
+        at = low.find(word, end)
+    return False
+
+
+def _has_marker(text: str) -> bool:
+    """Whether ``text`` could hold anything :func:`redact_text` or a key check would mask."""
+    if any(m in text for m in _CASED_MARKERS):
+        return True
+    low = text.lower()
+    if any(m in low for m in _PLAIN_MARKERS):
+        return True
+    if "://" in low and _DSN_MARKER.search(low) is not None:
+        return True
+    return any(_ends_word_somewhere(low, w) for w in _WORD_END_MARKERS if w in low)
+
+
+def _basic(match: re.Match[str]) -> str:
+    """Mask a Basic credential only when it decodes to ``user:password`` ("Basic plan" stays)."""
+    try:
+        decoded = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group(0)
+    return f"{match.group(1)} {REDACTED}" if b":" in decoded else match.group(0)
+
+
+def _key_value(match: re.Match[str]) -> str:
+    name, sep, value = match.group("name"), match.group("sep"), match.group("value")
+    if not is_sensitive_key(name) or REDACTED in value:
+        return match.group(0)
+    quoted = value.startswith(("'", '"')) or match.group("esc")
+    if not quoted and ":" in sep and name.lower() in _LINE_VALUED:
+        return match.group(0)  # a header line: _HEADER_LINE masked its whole value already
+    if value.startswith('"'):
+        return f'{name}{sep}"{REDACTED}"'
+    if match.group("esc"):
+        quote = match.group("esc") + '"'
+        return f"{name}{sep}{quote}{REDACTED}{quote}"
+    if value.startswith("'"):
+        return f"{name}{sep}'{REDACTED}'"
+    return f"{name}{sep}{REDACTED}"
+
+
+def _header_line(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if not value.strip() or REDACTED in value:
+        return match.group(0)
+    head = match.group("name") + match.group("sep")
+    scheme = _SCHEME.match(value) if match.group("name").lower().endswith("authorization") else None
+    return f"{head}{scheme.group(0) if scheme else ''}{REDACTED}"
+
+
+def _json_text(text: str) -> str | None:
+    """``text`` redacted as JSON when it is a JSON object or array, else None."""
+    stripped = text.lstrip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    redacted = redact_value(parsed)
+    return text if redacted == parsed else orjson.dumps(redacted).decode()
 
 
 def redact_text(text: str) -> str:
-    """``text`` with bearer tokens, ``sk-`` API keys and AWS access key IDs masked."""
-    if _ANY_MARKER.search(text) is None:
+    """``text`` with every secret shape listed in the module docstring masked."""
+    if not _has_marker(text):
         return text
+    as_json = _json_text(text)
+    if as_json is not None:
+        return as_json
+    text = _PEM.sub(REDACTED, text)
+    text = _HEADER_LINE.sub(_header_line, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _SK_KEY.sub(REDACTED, text)
-    return _AWS_KEY_ID.sub(REDACTED, text)
+    text = _BASIC.sub(_basic, text)
+    text = _DSN.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _KEY_VALUE.sub(_key_value, text)
+    for pattern in (_SK_KEY, _AWS_KEY_ID, _GITHUB, _SLACK, _JWT):
+        text = pattern.sub(REDACTED, text)
+    return text
 
 
 def redact_value(value: Any) -> Any:
@@ -73,34 +277,61 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-# In JSON text, one pass: any marker of redact_text, or a sensitive key (the whole quoted key
-# before its colon).
-_SECRET_IN_JSON = re.compile(
-    _ANY_MARKER.pattern
-    + r'|(?i:"(?:'
-    + "|".join(k.replace("_", "[_-]") for k in sorted(SENSITIVE_KEYS))
-    + r')"\s*:)'
+#: Envelope fields consumers key on: never masked; a secret-shaped value refuses the event.
+IDENTIFIER_FIELDS: tuple[str, ...] = (
+    "eventId",
+    "runId",
+    "tenantId",
+    "causationEventId",
+    "sessionId",
+    "turnId",
 )
+#: Envelope free text (no consumer keys on it): masked like strings in ``data``.
+FREE_TEXT_FIELDS: tuple[str, ...] = ("correlationId",)
 
 
-def _may_hold_secrets(data: Any) -> bool:
-    """One scan of the payload's JSON text: False only when the walk would change nothing.
+def _may_hold_secrets(form: dict[str, Any]) -> bool:
+    """One scan of the event's JSON text: False only when the walk would change nothing.
 
-    Sound because every marker and key name is plain ASCII that JSON never escapes, so a
-    string or key that the walk would redact shows up verbatim in the text.
+    Sound because every marker is plain ASCII that JSON never escapes, so a string or key
+    that the walk would redact shows it verbatim in the text.
     """
     try:
-        text = orjson.dumps(data).decode()
+        text = orjson.dumps(form).decode()
     except TypeError:  # not plain JSON (e.g. a model object): let the walk decide
         return True
-    return _SECRET_IN_JSON.search(text) is not None
+    return _has_marker(text)
+
+
+def _redact_envelope(form: dict[str, Any]) -> dict[str, Any]:
+    for name in IDENTIFIER_FIELDS:
+        value = form.get(name)
+        if isinstance(value, str) and redact_text(value) != value:
+            raise SecretInIdentifier(
+                f"envelope field {name} holds a secret-shaped value; identifiers are never "
+                "masked (consumers key on them), so the event is refused"
+            )
+    out = form
+    for name in FREE_TEXT_FIELDS:
+        value = form.get(name)
+        if isinstance(value, str) and (masked := redact_text(value)) != value:
+            out = {**out, name: masked}
+    actor = form.get("actor")
+    if isinstance(actor, dict) and isinstance(actor.get("id"), str):
+        masked = redact_text(actor["id"])
+        if masked != actor["id"]:
+            out = {**out, "actor": {**actor, "id": masked}}
+    return out
 
 
 def default_redactor(form: dict[str, Any]) -> dict[str, Any]:
-    """Redact secrets inside ``data`` of a JSON-form event; the envelope is left alone."""
-    if "data" not in form or not _may_hold_secrets(form["data"]):
+    """Redact secrets in ``data`` and the envelope's free text; refuse secret identifiers."""
+    if not _may_hold_secrets(form):
         return form
-    return {**form, "data": redact_value(form["data"])}
+    out = _redact_envelope(form)
+    if "data" in out:
+        out = {**out, "data": redact_value(out["data"])}
+    return out
 
 
 def no_redaction(form: dict[str, Any]) -> dict[str, Any]:
