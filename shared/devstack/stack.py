@@ -373,6 +373,7 @@ class DevStack:
                 {"demo": f"127.0.0.1:{state.agent_port}"},
                 interval=self.options.scrape_interval,
                 rule_files=[str(rules)] if rules else [],
+                token=self.settings.metrics_token,
             ),
         )
         argv = prom.command(binary, config, folder / "data", port)

@@ -132,12 +132,14 @@ _JWT = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}
 # scheme://user:password@host — the password only; user and host stay for diagnosis.
 _DSN = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#\"']*:)([^\s@/?#\"']+)@")
 # name <sep> value, where the name is then checked with is_sensitive_key. The value is a JSON
-# string (plain or escaped one level or more), a quoted word, or a bare token.
+# string (plain or escaped one level or more), a quoted word, or a bare token. It is matched
+# in a lookahead, so a pair whose name is data ("url: https://…?token=…") does not swallow a
+# secret pair inside its value.
 _KEY_VALUE = re.compile(
     r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]{0,80}?)"
     r"(?P<sep>\\*[\"']?\s*[:=]\s*)"
-    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|(?P<esc>\\+)\"(?:(?!\\+\").)*\\+\"|'[^']*'"
-    r"|[^\s,;&\"'<>{}\[\]\\]+)"
+    r"(?=(?P<value>\"(?:[^\"\\]|\\.)*\"|(?P<esc>\\+)\"(?:(?!\\+\").)*\\+\"|'[^']*'"
+    r"|[^\s,;&\"'<>{}\[\]\\]+))"
 )
 # ``Cookie: …`` / ``Authorization: …`` header lines: the value runs to the end of the line (or
 # a quote); an Authorization scheme word (Bearer, Basic, Digest…) is kept.
@@ -206,21 +208,39 @@ def _basic(match: re.Match[str]) -> str:
     return f"{match.group(1)} {REDACTED}" if b":" in decoded else match.group(0)
 
 
-def _key_value(match: re.Match[str]) -> str:
+def _masked_value(match: re.Match[str]) -> str | None:
+    """What replaces the value of one ``name <sep> value`` pair, or None to keep it."""
     name, sep, value = match.group("name"), match.group("sep"), match.group("value")
     if not is_sensitive_key(name) or REDACTED in value:
-        return match.group(0)
-    quoted = value.startswith(("'", '"')) or match.group("esc")
-    if not quoted and ":" in sep and name.lower() in _LINE_VALUED:
-        return match.group(0)  # a header line: _HEADER_LINE masked its whole value already
+        return None
     if value.startswith('"'):
-        return f'{name}{sep}"{REDACTED}"'
+        return f'"{REDACTED}"'
     if match.group("esc"):
         quote = match.group("esc") + '"'
-        return f"{name}{sep}{quote}{REDACTED}{quote}"
+        return f"{quote}{REDACTED}{quote}"
     if value.startswith("'"):
-        return f"{name}{sep}'{REDACTED}'"
-    return f"{name}{sep}{REDACTED}"
+        return f"'{REDACTED}'"
+    if ":" in sep and name.lower() in _LINE_VALUED:
+        return None  # a header line: _HEADER_LINE masked its whole value already
+    return REDACTED
+
+
+def _mask_pairs(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for match in _KEY_VALUE.finditer(text):
+        if match.start() < pos:
+            continue
+        masked = _masked_value(match)
+        if masked is None:
+            continue
+        out.append(text[pos : match.end()])
+        out.append(masked)
+        pos = match.end() + len(match.group("value"))
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _header_line(match: re.Match[str]) -> str:
@@ -257,7 +277,7 @@ def redact_text(text: str) -> str:
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _BASIC.sub(_basic, text)
     text = _DSN.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
-    text = _KEY_VALUE.sub(_key_value, text)
+    text = _mask_pairs(text)
     for pattern in (_SK_KEY, _AWS_KEY_ID, _GITHUB, _SLACK, _JWT):
         text = pattern.sub(REDACTED, text)
     return text
