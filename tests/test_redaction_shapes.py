@@ -146,6 +146,14 @@ def test_redaction_is_idempotent() -> None:
         assert default_redactor(once) == once
 
 
+def test_every_secret_suffix_is_under_a_prefilter_stem() -> None:
+    from runtrail.publisher import redaction
+
+    covered = {x for xs in redaction._SUFFIXES_BY_STEM.values() for x in xs}
+    assert set(redaction.SECRET_SUFFIXES) - covered <= {"password", "passwd", "passphrase"}
+    assert all(m in redaction._PLAIN_MARKERS for m in ("passw", "passphrase"))
+
+
 # --- the one-scan prefilter must never skip a redaction the walk would make ---------------------
 _keys = st.sampled_from(
     ["q", "dbPassword", "Set-Cookie", "sessionKey", "inputTokens", "note", "PassWord", "key"]
