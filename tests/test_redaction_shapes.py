@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from runtrail.publisher import REDACTED, default_redactor
 from runtrail.publisher.redaction import is_sensitive_key, redact_text, redact_value
+from runtrail.publisher.secret_keys import SECRET_SUFFIXES
 from tests.secret_shapes import Shape, shapes
 
 
@@ -159,11 +160,11 @@ def test_redaction_is_idempotent() -> None:
 
 
 def test_every_secret_suffix_is_under_a_prefilter_stem() -> None:
-    from runtrail.publisher import redaction
+    from runtrail.publisher import secret_markers
 
-    covered = {x for xs in redaction._SUFFIXES_BY_STEM.values() for x in xs}
-    assert set(redaction.SECRET_SUFFIXES) - covered <= {"password", "passwd", "passphrase"}
-    assert all(m in redaction._PLAIN_MARKERS for m in ("passw", "passphrase"))
+    covered = {x for xs in secret_markers._SUFFIXES_BY_STEM.values() for x in xs}
+    assert set(SECRET_SUFFIXES) - covered <= {"password", "passwd", "passphrase"}
+    assert all(m in secret_markers._PLAIN_MARKERS for m in ("passw", "passphrase"))
 
 
 # --- the one-scan prefilter must never skip a redaction the walk would make ---------------------
