@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     metrics_health_open: bool = Field(
         default=False,
         description="Serve /healthz and /readyz without the metrics token (for Kubernetes "
-        "probes, which cannot read a Secret; they reveal only ok / not ready).",
+        "probes, which cannot read a Secret; they say only whether the service is live and ready).",
     )
 
     # --- Publisher --------------------------------------------------------------------------
