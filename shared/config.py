@@ -84,6 +84,16 @@ class Settings(BaseSettings):
         default=None,
         description="Port of the HTTP endpoint (default: the service's own; 0 = any free).",
     )
+    metrics_token: str | None = Field(
+        default=None,
+        description="Bearer token /metrics (and /healthz, /readyz) require; set it whenever "
+        "metrics_host is not loopback. None: open.",
+    )
+    metrics_health_open: bool = Field(
+        default=False,
+        description="Serve /healthz and /readyz without the metrics token (for Kubernetes "
+        "probes, which cannot read a Secret; they say only whether the service is live and ready).",
+    )
 
     # --- Publisher --------------------------------------------------------------------------
     spool_dir: Path = Field(

@@ -14,12 +14,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
 from runtrail.config import Settings
+from runtrail.publisher.redaction import is_sensitive_key, redact_text
 from runtrail.runtime.registry import SERVICES
 
+#: A setting whose name holds one of these is shown as ``***`` whole (tokens, their files,
+#: signing key paths); every other value is shown with secret-shaped parts masked.
 _SECRET_WORDS = ("token", "secret", "password", "key_path")
+#: librdkafka options that carry key material or credentials without a secret word in their
+#: name; options that have one (``sasl.password``, ``ssl.key.password``,
+#: ``sasl.oauthbearer.client.secret``…) are found by :func:`is_sensitive_key`.
+SECRET_OPTIONS: frozenset[str] = frozenset(
+    {
+        "ssl.key.pem",
+        "ssl_key",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.assertion.private.key.pem",
+    }
+)
+MASK = "***"
 
 
 @dataclass(frozen=True)
@@ -72,15 +88,51 @@ def render_markdown() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def _secret_option(name: str) -> bool:
+    return name.lower() in SECRET_OPTIONS or is_sensitive_key(name)
+
+
+def masked(name: str, value: Any) -> str:
+    """``value`` of setting ``name`` as ``runtrail settings`` shows it: secrets masked.
+
+    Whole values of secret settings and of secret options inside a mapping (Kafka options,
+    token tables) become ``***``; any other text has its secret-shaped parts masked by the
+    publisher's redactor (a password in a store URL, a token in an option value).
+    """
+    if not value:
+        return str(value)
+    if any(w in name for w in _SECRET_WORDS):
+        return MASK
+    if isinstance(value, dict):
+        shown = {
+            str(k): MASK if _secret_option(str(k)) else redact_text(str(v))
+            for k, v in value.items()
+        }
+        return str(shown)
+    if isinstance(value, list | tuple):
+        return str([redact_text(str(v)) for v in value])
+    return redact_text(str(value))
+
+
+def _invalid(exc: Exception) -> str:
+    """Why a section does not load, without the offending input (it may be a secret)."""
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        return "<invalid: " + "; ".join(parts) + ">"
+    return f"<invalid: {redact_text(str(exc))}>"
+
+
 def effective_values() -> Iterator[tuple[str, str, str]]:
     """(section, variable, value in force) with secrets masked."""
     for section in sections():
         try:
             instance = section.cls()
         except Exception as exc:  # a misconfigured section is reported, not fatal
-            yield section.name, f"{section.prefix}*", f"<invalid: {exc}>"
+            yield section.name, f"{section.prefix}*", _invalid(exc)
             continue
         for name in section.cls.model_fields:
             value = getattr(instance, name)
-            shown = "***" if value and any(w in name for w in _SECRET_WORDS) else str(value)
-            yield section.name, f"{section.prefix}{name.upper()}", shown
+            yield section.name, f"{section.prefix}{name.upper()}", masked(name, value)

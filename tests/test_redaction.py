@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtrail.publisher import REDACTED, default_redactor, no_redaction
-from runtrail.publisher.redaction import is_sensitive_key, redact_text, redact_value
+from runtrail.publisher.redaction import (
+    SecretInIdentifier,
+    is_sensitive_key,
+    redact_text,
+    redact_value,
+)
 
 SECRET_KEYS = [
     "api_key",
@@ -109,11 +114,11 @@ def test_ordinary_text_is_kept(text: str) -> None:
     assert redact_text(text) == text
 
 
-def test_strings_are_redacted_everywhere_in_data_but_not_in_envelope() -> None:
+def test_strings_are_redacted_everywhere_in_data_and_envelope_free_text() -> None:
     key = "sk-" + "k" * 30
     form = event({"arguments": ["x", {"note": f"key {key}"}], "n": 1, "ok": True, "z": None})
-    form["eventId"] = key  # envelope fields are never touched, even when they look secret
     form["correlationId"] = "Bearer abcdef"
+    form["actor"] = {"kind": "agent", "id": f"bot {key}"}
     out = default_redactor(form)
     assert out["data"] == {
         "arguments": ["x", {"note": f"key {REDACTED}"}],
@@ -121,9 +126,17 @@ def test_strings_are_redacted_everywhere_in_data_but_not_in_envelope() -> None:
         "ok": True,
         "z": None,
     }
-    assert out["eventId"] == key
-    assert out["correlationId"] == "Bearer abcdef"
-    assert out["runId"] == "run-1"
+    assert out["correlationId"] == f"Bearer {REDACTED}"
+    assert out["actor"] == {"kind": "agent", "id": f"bot {REDACTED}"}
+    assert out["runId"] == "run-1" and out["eventId"] == "e-1"
+
+
+@pytest.mark.parametrize("field", ["eventId", "runId", "tenantId", "sessionId", "turnId"])
+def test_a_secret_shaped_identifier_refuses_the_event(field: str) -> None:
+    form = event({"n": 1})
+    form[field] = "sk-" + "k" * 30
+    with pytest.raises(SecretInIdentifier, match=field):
+        default_redactor(form)
 
 
 def test_input_is_not_mutated() -> None:

@@ -19,6 +19,7 @@ from runtrail.audit.keys import (
     write_public_key,
 )
 from runtrail.audit.note import NoteSigner
+from runtrail.files import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def public_key_path(key_path: Path) -> Path:
 
 def create_key(key_path: Path, name: str) -> NoteSigner:
     """Generate a key at ``key_path`` (refuses to overwrite) and its ``.pub``; the signer."""
-    key_path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(key_path.parent)
     private = generate_private_key()
     write_private_key(key_path, private)
     pub = public_key_path(key_path)

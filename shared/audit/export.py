@@ -18,6 +18,7 @@ from runtrail.audit.link import Link, link_from_json
 from runtrail.audit.verify import RUN_MISMATCH, ChainVerification, ChainVerifier
 from runtrail.events.errors import EventError
 from runtrail.events.jsonform import canonical_bytes, loads_strict
+from runtrail.files import private_dir
 
 
 def export_lines(links: Iterable[Link]) -> Iterator[bytes]:
@@ -29,7 +30,7 @@ def export_lines(links: Iterable[Link]) -> Iterator[bytes]:
 def write_export(path: str | Path, links: Iterable[Link]) -> int:
     """Write the export atomically (temp file, fsync, rename); returns the number of links."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     count = 0
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:

@@ -3,11 +3,18 @@
 A key file is either PEM (PKCS#8 private / SubjectPublicKeyInfo public, unencrypted) or the raw
 32 bytes (the RFC 8032 seed, or the public key). Private keys are written with mode 0600 and
 never overwrite an existing file, so a key cannot be replaced by accident.
+
+A private key that others may read, or that group or others may write, is refused when
+loaded, as ssh refuses one: anyone who could read it could sign checkpoints as this service.
+A group-readable key (0640, 0440) is accepted with a warning, because that is how Kubernetes
+hands a Secret to a non-root pod (owner root, group fsGroup, mode 0440).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +33,8 @@ from cryptography.hazmat.primitives.serialization import (
 
 from runtrail.audit.errors import NoteError
 from runtrail.audit.note import NoteSigner, NoteVerifier
+
+log = logging.getLogger(__name__)
 
 KeyFormat = Literal["pem", "raw"]
 _PEM_MARK = b"-----BEGIN"
@@ -59,8 +68,21 @@ def write_public_key(path: str | Path, key: Ed25519PublicKey, fmt: KeyFormat = "
     _write_new(Path(path), data, 0o644)
 
 
+def check_private_key_mode(path: str | Path) -> None:
+    """Refuse a private key others can read (or group/others can write); warn if group-readable."""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & (stat.S_IRWXO | stat.S_IWGRP):
+        raise NoteError(
+            f"private key {path} has mode {mode:04o}: others can read or change it, so it is "
+            f"refused (run: chmod 600 {path}; if it leaked, make a new key)"
+        )
+    if mode & stat.S_IRGRP:
+        log.warning("private key %s has mode %04o: its group can read it", path, mode)
+
+
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:
-    """An Ed25519 private key from a PEM or raw 32-byte file."""
+    """An Ed25519 private key from a PEM or raw 32-byte file whose mode keeps it private."""
+    check_private_key_mode(path)
     data = Path(path).read_bytes()
     if data.lstrip().startswith(_PEM_MARK):
         key = load_pem_private_key(data, password=None)

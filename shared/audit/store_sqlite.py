@@ -24,6 +24,7 @@ from runtrail.audit.errors import ChainConflict
 from runtrail.audit.link import Link, RunHead
 from runtrail.audit.sql_reads import CheckpointReads, link_from_row
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.files import open_private, private_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_links (
@@ -96,7 +97,8 @@ class SqliteLinkStore(CheckpointReads):
 
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            private_dir(Path(path).parent)
+            open_private(path, "a").close()  # 0600 before SQLite creates it (and its WAL)
         self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock:

@@ -29,6 +29,7 @@ from runtrail.capture.urls import (
     reject_unknown,
     split_options,
 )
+from runtrail.files import private_dir
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE_S = 3600.0
@@ -103,7 +104,7 @@ class JsonlFileSink:
         self._files: OrderedDict[tuple[str, str], _OpenFile] = OrderedDict()
         self._dirs_to_sync: set[Path] = set()
         self._closed = False
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         #: Files cut back to their last complete line when the sink opened.
         self.repaired: list[Path] = repair_tree(self.root) if repair else []
 
@@ -180,14 +181,14 @@ class JsonlFileSink:
         if not day.is_dir():
             for directory in (day.parent, day):
                 if not directory.is_dir():
-                    directory.mkdir(exist_ok=True)
+                    private_dir(directory)
                     self._dirs_to_sync.add(directory.parent)
         numbers = [int(m.group(1)) for name in os.listdir(day) if (m := FILE_RE.match(name))]
         number = max(numbers, default=-1) + 1
         while True:
             path = day / f"capture-{number}.jsonl"
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
             except FileExistsError:
                 number += 1
                 continue

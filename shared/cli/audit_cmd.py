@@ -27,6 +27,7 @@ from runtrail.audit.stores import open_link_store, redact_url
 from runtrail.audit.verify import ChainVerification
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.config import Settings
+from runtrail.files import private_dir
 
 if TYPE_CHECKING:  # the service package is imported only when a command runs
     from runtrail_services.audit.settings import AuditSettings
@@ -343,7 +344,7 @@ def cmd_keygen(args: argparse.Namespace, settings: Settings) -> int:
     path = audit.resolved_key_path(settings.state_dir)
     if path.exists():
         raise Unusable(f"{path} exists; a key is never overwritten (move it away first)")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     key = generate_private_key()
     write_private_key(path, key, args.format)
     pub = public_key_path(path)

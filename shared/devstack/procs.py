@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runtrail.files import open_private, private_dir
+
 log = logging.getLogger(__name__)
 
 
@@ -59,9 +61,9 @@ def spawn(
     argv: Sequence[str], *, env: Mapping[str, str], log_path: Path, cwd: Path | None = None
 ) -> int:
     """Start ``argv`` detached, appending its stdout/stderr to ``log_path``; its pid."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log_path.parent)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    with log_path.open("ab") as out:
+    with open_private(log_path, "ab") as out:
         out.write(f"--- runtrail dev: starting at {stamp}: {' '.join(argv)} ---\n".encode())
         out.flush()
         proc = subprocess.Popen(

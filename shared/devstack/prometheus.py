@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import runtrail
+from runtrail.files import open_private, private_dir
 
 SERVICES_JOB = "runtrail-services"
 AGENTS_JOB = "runtrail-agents"
@@ -41,20 +42,25 @@ def scrape_config(
     *,
     interval: str = "15s",
     rule_files: list[str] | None = None,
+    token: str | None = None,
 ) -> dict[str, Any]:
-    """The config: ``services`` and ``agents`` map a name to its ``host:port``."""
+    """The config: ``services`` and ``agents`` map a name to its ``host:port``; ``token`` is
+    the services' metrics token (``RUNTRAIL_METRICS_TOKEN``), sent as a bearer token."""
+    services_job: dict[str, Any] = {
+        "job_name": SERVICES_JOB,
+        "metrics_path": "/metrics",
+        "static_configs": [
+            {"targets": [target], "labels": {"runtrail_service": name}}
+            for name, target in services.items()
+        ],
+    }
+    if token:
+        services_job["authorization"] = {"type": "Bearer", "credentials": token}
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": list(rule_files or []),
         "scrape_configs": [
-            {
-                "job_name": SERVICES_JOB,
-                "metrics_path": "/metrics",
-                "static_configs": [
-                    {"targets": [target], "labels": {"runtrail_service": name}}
-                    for name, target in services.items()
-                ],
-            },
+            services_job,
             {
                 "job_name": AGENTS_JOB,
                 "metrics_path": "/metrics",
@@ -68,8 +74,10 @@ def scrape_config(
 
 
 def write_config(path: Path, config: Mapping[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    """Write the config 0600 in a 0700 folder: it may hold the metrics token."""
+    private_dir(path.parent)
+    with open_private(path, "w", encoding="utf-8") as out:
+        out.write(json.dumps(config, indent=2) + "\n")
     return path
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from runtrail.config import Settings
+
 Labels = Mapping[str, str]
 
 
@@ -59,10 +61,20 @@ def parse(text: str) -> Scrape:
     return Scrape(samples)
 
 
+def _request(url: str) -> urllib.request.Request:
+    """A GET of ``url`` carrying ``RUNTRAIL_METRICS_TOKEN`` when one is set (the services
+    started from the same environment require it)."""
+    request = urllib.request.Request(url)
+    token = Settings().metrics_token
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    return request
+
+
 def fetch(url: str, timeout: float = 2.0) -> Scrape | None:
     """The scrape of ``url``, or None when nothing answers there."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(_request(url), timeout=timeout) as response:
             return parse(response.read().decode("utf-8"))
     except (OSError, urllib.error.URLError, ValueError):
         return None
@@ -71,7 +83,8 @@ def fetch(url: str, timeout: float = 2.0) -> Scrape | None:
 def ready(port: int, timeout: float = 2.0) -> bool:
     """Whether ``/readyz`` on ``127.0.0.1:port`` answers 200 (joined its group, assigned)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=timeout) as r:
+        url = f"http://127.0.0.1:{port}/readyz"
+        with urllib.request.urlopen(_request(url), timeout=timeout) as r:
             return int(r.status) == 200
     except (OSError, urllib.error.URLError):
         return False

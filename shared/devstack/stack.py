@@ -28,6 +28,7 @@ from runtrail.devstack.ports import DEFAULT_BASE, DEFAULT_PROMETHEUS_PORT, PortP
 from runtrail.devstack.scrape import ready
 from runtrail.devstack.service_settings import DEV_TUNING, importable, settings_info
 from runtrail.devstack.state import ProcessRecord, StackState
+from runtrail.files import open_private, private_dir
 from runtrail.kafka.broker import BrokerError, LocalBroker
 from runtrail.kafka.ports import port_accepts, port_bindable, wait_port_closed
 from runtrail.kafka.topics import TopicsError, design_topics, ensure_topics
@@ -154,6 +155,7 @@ class DevStack:
 
     # --- up -------------------------------------------------------------------------------
     def up(self) -> StackState:
+        private_dir(self.dev_dir / "logs")  # state, logs and pids are the owner's alone
         selection = self.select()
         for name, why in selection.skipped.items():
             self.say(f"  skipping {name}: {why}")
@@ -318,7 +320,8 @@ class DevStack:
         env["PYTHONUNBUFFERED"] = "1"
         log = self.log_path(name)
         pid = procs.spawn(argv, env=env, log_path=log, cwd=self.state_dir)
-        self.pid_path(name).write_text(f"{pid}\n", encoding="ascii")
+        with open_private(self.pid_path(name), "w", encoding="ascii") as out:
+            out.write(f"{pid}\n")
         self.say(f"  started {name} (pid {pid}, metrics :{plan.metrics[name]}, log {log})")
         return ProcessRecord(
             name=name,
@@ -373,6 +376,7 @@ class DevStack:
                 {"demo": f"127.0.0.1:{state.agent_port}"},
                 interval=self.options.scrape_interval,
                 rule_files=[str(rules)] if rules else [],
+                token=self.settings.metrics_token,
             ),
         )
         argv = prom.command(binary, config, folder / "data", port)

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtrail.files import private_dir
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -78,7 +80,7 @@ class StackState:
     def save(self) -> Path:
         """Write atomically: a reader never sees half a file."""
         path = self.path_in(Path(self.state_dir))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=".stack.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(self.to_json(), out, indent=2)

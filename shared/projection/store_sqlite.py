@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runtrail.files import open_private, private_dir
 from runtrail.projection import store_sql as sql
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
@@ -44,7 +45,8 @@ class SqliteProjectionStore:
         target = str(path)
         self._writer = sql.BatchWriter()
         if target != MEMORY:
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            private_dir(Path(target).parent)
+            open_private(target, "a").close()  # 0600 before SQLite creates it (and its WAL)
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock:

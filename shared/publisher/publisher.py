@@ -59,7 +59,7 @@ from runtrail.publisher.envelope_defaults import (
 from runtrail.publisher.headers import event_headers
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.producer_config import producer_config
-from runtrail.publisher.redaction import Redactor, default_redactor
+from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool import Spool, SpoolRecord
 
@@ -360,6 +360,8 @@ class Publisher:
         form = fill_defaults(form, self._settings.tenant)
         try:
             redacted = self._redactor(form)
+        except SecretInIdentifier as exc:  # its message names the field, never the value
+            raise _Rejected("secret-in-identifier", str(exc)) from exc
         except Exception as exc:
             raise _Rejected(
                 "redaction-failed", f"the redactor raised {type(exc).__name__}"

@@ -1,62 +1,62 @@
 """Redaction of secrets from an event's JSON form before it leaves the agent's process.
 
-Agents put whatever they have into prompts and tool arguments, including HTTP headers and
-credentials. The publisher runs a redactor over every event's JSON form before validation and
-encoding, so a secret never reaches Kafka, a capture file or the audit chain. Only ``data`` is
-redacted: envelope ids and coordinates are not secrets and must stay intact for pairing.
+Why here: the history is append-only (the audit store forbids DELETE), so a secret that reaches
+Kafka can never be purged from the topic, capture files, audit chain, sessions or caches. The
+publisher runs :func:`default_redactor` over every event's JSON form before validation and
+encoding. What it masks (``docs/SECURITY.md`` has the full list and the reasons):
+
+* values under secret-bearing key names, anywhere in ``data`` (:func:`is_sensitive_key`);
+* secret-shaped text inside any string: provider keys and tokens, JWTs, PEM private keys,
+  ``Bearer``/``Basic`` credentials, DSN passwords, ``key=value`` / ``"key": "value"`` pairs of a
+  secret key name, and JSON text inside strings (parsed and walked like ``data``);
+* the envelope's free-text fields (``correlationId``, ``actor.id``) the same way. Identifier
+  fields (run, tenant, event, session, turn, causation ids) are keys consumers group and pair
+  on: masking them would merge unrelated runs, so an identifier holding a secret-shaped value
+  is refused (:class:`SecretInIdentifier`) instead.
+
+Cost: one scan of the event's JSON text (:mod:`.secret_markers`) decides whether anything
+could match; a clean event (the common case) is returned as it is, without a walk. Key names
+are judged in :mod:`.secret_keys`, text patterns live in :mod:`.secret_text`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from runtrail.publisher.secret_keys import is_sensitive_key
+from runtrail.publisher.secret_markers import has_marker
+from runtrail.publisher.secret_text import REDACTED, mask_text
+
 #: A redactor maps a JSON-form event to a (new) JSON-form event; it must not mutate its input.
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
-REDACTED = "[REDACTED]"
 
-#: Key names whose values are always secret, compared lower-cased with ``-`` read as ``_``.
-SENSITIVE_KEYS: frozenset[str] = frozenset(
-    {
-        "api_key",
-        "apikey",
-        "x_api_key",
-        "password",
-        "passwd",
-        "secret",
-        "client_secret",
-        "access_token",
-        "refresh_token",
-        "token",
-        "authorization",
-    }
-)
-
-_BEARER = re.compile(r"\b(Bearer)\s+[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
-# OpenAI (sk-…, sk-proj-…) and Anthropic (sk-ant-…) keys; the length floor spares words like "sk-learn".
-_SK_KEY = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}")
-# AWS access key IDs: AKIA (long-term) or ASIA (temporary) + 16 upper-case alphanumerics.
-_AWS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
-# One cheap scan first: most strings hold none of the markers and are returned as they are.
-_ANY_MARKER = re.compile(r"(?i:bearer)|sk-|AKIA|ASIA")
+class SecretInIdentifier(ValueError):
+    """An envelope identifier holds a secret-shaped value; the event is refused, not masked."""
 
 
-def is_sensitive_key(key: str) -> bool:
-    """Whether values under ``key`` are secrets (case-insensitive, ``-`` same as ``_``)."""
-    return key.lower().replace("-", "_") in SENSITIVE_KEYS
+def _json_text(text: str) -> str | None:
+    """``text`` redacted as JSON when it is a JSON object or array, else None."""
+    stripped = text.lstrip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    redacted = redact_value(parsed)
+    return text if redacted == parsed else orjson.dumps(redacted).decode()
 
 
 def redact_text(text: str) -> str:
-    """``text`` with bearer tokens, ``sk-`` API keys and AWS access key IDs masked."""
-    if _ANY_MARKER.search(text) is None:
+    """``text`` with every secret shape listed in the module docstring masked."""
+    if not has_marker(text):
         return text
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _SK_KEY.sub(REDACTED, text)
-    return _AWS_KEY_ID.sub(REDACTED, text)
+    as_json = _json_text(text)
+    return as_json if as_json is not None else mask_text(text)
 
 
 def redact_value(value: Any) -> Any:
@@ -73,34 +73,73 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-# In JSON text, one pass: any marker of redact_text, or a sensitive key (the whole quoted key
-# before its colon).
-_SECRET_IN_JSON = re.compile(
-    _ANY_MARKER.pattern
-    + r'|(?i:"(?:'
-    + "|".join(k.replace("_", "[_-]") for k in sorted(SENSITIVE_KEYS))
-    + r')"\s*:)'
+#: Envelope fields consumers key on: never masked; a secret-shaped value refuses the event.
+IDENTIFIER_FIELDS: tuple[str, ...] = (
+    "eventId",
+    "runId",
+    "tenantId",
+    "causationEventId",
+    "sessionId",
+    "turnId",
 )
+#: Envelope free text (no consumer keys on it): masked like strings in ``data``.
+FREE_TEXT_FIELDS: tuple[str, ...] = ("correlationId",)
 
 
-def _may_hold_secrets(data: Any) -> bool:
-    """One scan of the payload's JSON text: False only when the walk would change nothing.
+def _may_hold_secrets(form: dict[str, Any]) -> bool:
+    """One scan of the event's JSON text: False only when the walk would change nothing.
 
-    Sound because every marker and key name is plain ASCII that JSON never escapes, so a
-    string or key that the walk would redact shows up verbatim in the text.
+    Sound because every marker is plain ASCII that JSON never escapes, so a string or key
+    that the walk would redact shows it verbatim in the text.
     """
     try:
-        text = orjson.dumps(data).decode()
+        text = orjson.dumps(form).decode()
     except TypeError:  # not plain JSON (e.g. a model object): let the walk decide
         return True
-    return _SECRET_IN_JSON.search(text) is not None
+    return has_marker(text)
+
+
+def _redact_envelope(form: dict[str, Any]) -> dict[str, Any]:
+    for name in IDENTIFIER_FIELDS:
+        value = form.get(name)
+        if isinstance(value, str) and redact_text(value) != value:
+            raise SecretInIdentifier(
+                f"envelope field {name} holds a secret-shaped value; identifiers are never "
+                "masked (consumers key on them), so the event is refused"
+            )
+    out = form
+    for name in FREE_TEXT_FIELDS:
+        value = form.get(name)
+        if isinstance(value, str) and (masked := redact_text(value)) != value:
+            out = {**out, name: masked}
+    actor = form.get("actor")
+    if isinstance(actor, dict) and isinstance(actor.get("id"), str):
+        masked = redact_text(actor["id"])
+        if masked != actor["id"]:
+            out = {**out, "actor": {**actor, "id": masked}}
+    return out
 
 
 def default_redactor(form: dict[str, Any]) -> dict[str, Any]:
-    """Redact secrets inside ``data`` of a JSON-form event; the envelope is left alone."""
-    if "data" not in form or not _may_hold_secrets(form["data"]):
+    """Redact secrets in ``data`` and the envelope's free text; refuse secret identifiers."""
+    if not _may_hold_secrets(form):
         return form
-    return {**form, "data": redact_value(form["data"])}
+    out = _redact_envelope(form)
+    if "data" in out:
+        out = {**out, "data": redact_value(out["data"])}
+    return out
+
+
+__all__ = [
+    "REDACTED",
+    "Redactor",
+    "SecretInIdentifier",
+    "default_redactor",
+    "is_sensitive_key",
+    "no_redaction",
+    "redact_text",
+    "redact_value",
+]
 
 
 def no_redaction(form: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from runtrail.files import open_private, private_dir
+
 log = logging.getLogger(__name__)
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -93,7 +95,7 @@ class Spool:
         """Open and lock ``path``; raises ``BlockingIOError`` if another publisher holds it."""
         self.path = path
         self._cursor_path = path.with_name(path.name + ".cursor")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -246,7 +248,7 @@ class Spool:
 
     def _store_cursor(self, offset: int) -> None:
         tmp = self._cursor_path.with_name(self._cursor_path.name + ".tmp")
-        with open(tmp, "w") as out:
+        with open_private(tmp, "w") as out:
             out.write(str(offset))
             out.flush()
             os.fsync(out.fileno())

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from runtrail.files import private_dir
 from runtrail.resume.entry import CacheEntry, Intent
 
 FORMAT = "runtrail.resume-cache"
@@ -39,7 +40,7 @@ def write_cache_file(
         "intents": [i.to_json() for i in intents],
     }
     data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

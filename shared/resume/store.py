@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from runtrail.files import open_private, private_dir
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
@@ -486,7 +487,8 @@ def open_store(url: str, *, readers: int = 8) -> CacheStore:
         if not raw.startswith("/"):
             raise ValueError(f"a sqlite URL needs an absolute path: sqlite:///path.db, got {url!r}")
         path = Path(raw)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        open_private(path, "a").close()  # 0600 before SQLite creates it (and its WAL)
         return CacheStore(_sqlite_connect(path), "sqlite", readers=readers)
     if scheme in ("postgresql", "postgres"):
         import psycopg

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from runtrail.http_server import BackgroundServer
+from runtrail.config import Settings
+from runtrail.http_server import BackgroundServer, TokenAuth
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,30 @@ class HealthState:
         return self.ready and not self.stopping and self.healthy()
 
 
-def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPRequestHandler]:
+class EndpointAuth:
+    """The optional bearer token of ``/metrics`` (and of the health paths, unless exempted).
+
+    Why: metrics name tenants, runs' counts and store errors, and docker-compose and
+    Kubernetes bind the endpoint to 0.0.0.0. Without a token everything is open (loopback).
+    """
+
+    def __init__(self, token: str | None, *, health_too: bool = True) -> None:
+        self._auth = TokenAuth({"metrics": token}) if token else None
+        self._health_too = health_too
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EndpointAuth:
+        return cls(settings.metrics_token, health_too=not settings.metrics_health_open)
+
+    def allows(self, path: str, header: str | None) -> bool:
+        if self._auth is None or (path != "/metrics" and not self._health_too):
+            return True
+        return self._auth.tenant_of(header) == "metrics"
+
+
+def _handler(
+    registry: CollectorRegistry, health: HealthState, auth: EndpointAuth
+) -> type[BaseHTTPRequestHandler]:
     routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
         "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
         "/healthz": lambda: (
@@ -54,9 +78,15 @@ def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPR
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            route = routes.get(self.path.split("?", 1)[0])
-            status, ctype, body = route() if route else (404, "text/plain", b"not found\n")
+            path = self.path.split("?", 1)[0]
+            route = routes.get(path)
+            if route is not None and not auth.allows(path, self.headers.get("Authorization")):
+                status, ctype, body = 401, "text/plain", b"bearer token required\n"
+            else:
+                status, ctype, body = route() if route else (404, "text/plain", b"not found\n")
             self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-metrics"')
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -72,6 +102,12 @@ class HttpEndpoint(BackgroundServer):
     """``/metrics``, ``/healthz`` and ``/readyz`` of one service process."""
 
     def __init__(
-        self, host: str, port: int, registry: CollectorRegistry, health: HealthState
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        health: HealthState,
+        auth: EndpointAuth | None = None,
     ) -> None:
-        super().__init__(host, port, _handler(registry, health), "runtrail-http")
+        handler = _handler(registry, health, auth or EndpointAuth(None))
+        super().__init__(host, port, handler, "runtrail-http")

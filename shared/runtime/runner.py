@@ -29,7 +29,7 @@ from runtrail.events import EventCodec
 from runtrail.runtime.deadletter import DeadLetterProducer
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
-from runtrail.runtime.http import HealthState, HttpEndpoint
+from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import RuntimeMetrics
 from runtrail.runtime.sequencing import SequenceChecker
 from runtrail.runtime.service import Service, ServiceContext
@@ -83,6 +83,7 @@ class ServiceRunner:
             default_port if port is None else port,
             self.registry,
             self.health,
+            EndpointAuth.from_settings(settings),
         )
         self._consumer = Consumer(self._consumer_config())
 

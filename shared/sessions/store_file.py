@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
+from runtrail.files import private_dir
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot
@@ -57,7 +58,7 @@ class FileSessionStore(AgentSessionStore):
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).expanduser().absolute()
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
 
     @classmethod
     def from_url(cls, url: str) -> FileSessionStore:
@@ -107,9 +108,9 @@ class FileSessionStore(AgentSessionStore):
     def _locked(self, path: Path) -> Iterator[None]:
         folder = path.parent
         if not folder.exists():
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             _fsync_dir(folder.parent)  # the new tenant folder's entry must survive too
-        fd = os.open(folder / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(folder / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -130,7 +131,7 @@ class FileSessionStore(AgentSessionStore):
 
     def _write(self, path: Path, data: bytes) -> None:
         tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             try:
                 view = memoryview(data)
