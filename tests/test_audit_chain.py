@@ -187,13 +187,13 @@ def test_modified_payload_of_first_and_last_link() -> None:
         assert (result.first_broken_index, result.reason) == (index, "hash mismatch")
 
 
-def test_deleted_middle_link_reports_the_next_index() -> None:
+def test_deleted_middle_link_reports_its_position() -> None:
     log = sealed()
     delete_link(log, 2)
     result = log.verify_chain()
     assert (result.valid, result.first_broken_index, result.reason) == (
         False,
-        3,
+        2,  # the survivor now at position 2 (labelled 3) no longer chains
         "prevHash mismatch",
     )
     assert result.length == 4
@@ -203,7 +203,7 @@ def test_deleted_first_link() -> None:
     log = sealed()
     delete_link(log, 0)
     result = log.verify_chain()
-    assert (result.first_broken_index, result.reason) == (1, "prevHash mismatch")
+    assert (result.first_broken_index, result.reason) == (0, "prevHash mismatch")
 
 
 def test_swapped_pair_is_caught() -> None:
@@ -212,7 +212,7 @@ def test_swapped_pair_is_caught() -> None:
     result = log.verify_chain()
     assert not result.valid
     # Position 1 now holds link 2, whose prevHash is link 1's hash, not link 0's.
-    assert (result.first_broken_index, result.reason) == (2, "prevHash mismatch")
+    assert (result.first_broken_index, result.reason) == (1, "prevHash mismatch")
 
 
 def test_swapped_events_with_relabelled_hashes_are_caught() -> None:

@@ -327,7 +327,7 @@ def test_a_chain_tampered_without_resealing_reports_its_own_break(
     links = list(log.links)
     del links[1]
     result = verify_against_checkpoint(links, checkpoint, proof)
-    assert (result.first_broken_index, result.reason) == (2, "prevHash mismatch")
+    assert (result.first_broken_index, result.reason) == (1, "prevHash mismatch")
 
 
 def test_another_runs_chain_or_a_bad_proof_does_not_pass(

@@ -93,7 +93,7 @@ def _swap(b: Backend) -> None:
 TAMPERING = {
     "modified payload": (_payload, verdict(False, 6, 3, "hash mismatch")),
     "modified stored hash": (_hash, verdict(False, 6, 4, "hash mismatch")),
-    "deleted middle link": (_delete, verdict(False, 5, 3, "prevHash mismatch")),
+    "deleted middle link": (_delete, verdict(False, 5, 2, "prevHash mismatch")),
     "swapped pair": (_swap, verdict(False, 6, 1, "prevHash mismatch")),
 }
 

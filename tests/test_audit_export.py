@@ -110,10 +110,23 @@ def test_reformatted_lines_still_verify(export: Path) -> None:
     assert both(export)["valid"]
 
 
-def test_empty_export_is_an_empty_valid_chain(tmp_path: Path) -> None:
+def test_an_empty_export_is_an_empty_chain_but_the_script_does_not_call_it_valid(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "empty.jsonl"
     write_export(path, [])
-    assert both(path) == {"valid": True, "length": 0, "firstBrokenIndex": None, "reason": None}
+    # The library sees an empty chain (what a trusted head then checks against) ...
+    assert verify_export(path).to_json() == {
+        "valid": True,
+        "length": 0,
+        "firstBrokenIndex": None,
+        "reason": None,
+    }
+    # ... but a verdict on nothing is never "valid" (12.3); `audit verify --file` says the same.
+    assert run_tool(path) == (
+        1,
+        {"valid": False, "length": 0, "firstBrokenIndex": None, "reason": "no links"},
+    )
 
 
 # --- the tamper table, against a file --------------------------------------------------------
@@ -133,10 +146,10 @@ def test_deleted_middle_link(export: Path) -> None:
     objs = lines(export)
     del objs[2]
     rewrite(export, objs)
-    assert both(export) == {
+    assert both(export) == {  # the position of the survivor after the gap, not its label 3
         "valid": False,
         "length": 5,
-        "firstBrokenIndex": 3,
+        "firstBrokenIndex": 2,
         "reason": "prevHash mismatch",
     }
 
@@ -148,7 +161,7 @@ def test_swapped_pair(export: Path) -> None:
     verdict = both(export)
     assert (verdict["valid"], verdict["firstBrokenIndex"], verdict["reason"]) == (
         False,
-        2,
+        1,  # the first position out of place, whatever label it carries (2)
         "prevHash mismatch",
     )
 
@@ -191,7 +204,8 @@ def test_a_link_of_another_run_spliced_in(tmp_path: Path) -> None:
     path = tmp_path / "spliced.jsonl"
     write_export(path, [*mine, other[0]])
     verdict = both(path)
-    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (0, "prevHash mismatch")
+    # position 3, though the spliced line is labelled 0 (the position is what verification reports)
+    assert (verdict["firstBrokenIndex"], verdict["reason"]) == (3, "prevHash mismatch")
 
 
 def test_unreadable_line(export: Path) -> None:

@@ -11,6 +11,9 @@ Prints ``{"valid", "length", "firstBrokenIndex", "reason"}`` and exits 0 when th
 valid, 1 when it is not, 2 when the file cannot be read. With ``--expect-length N
 --expect-hash H`` (a head you obtained earlier, e.g. from a signed checkpoint) it also reports
 a chain cut short of it (``truncated``) or not containing it (``rewritten``).
+``firstBrokenIndex`` is the 0-based position of the first failing line (blank lines not
+counted), never the line's own ``index`` label, which the hash does not cover. A file with no
+links is not valid (reason ``no links``).
 
     python verify_audit_export.py links.jsonl
 """
@@ -76,7 +79,7 @@ def link_hash(prev_hash: str, event: dict[str, Any]) -> str:
 
 def verify(path: str, expect_length: int | None, expect_hash: str | None) -> dict[str, Any]:
     expected_prev, identity, count = GENESIS, None, 0
-    failure: tuple[int, str] | None = None
+    failure: tuple[int | None, str] | None = None
     hashes: list[str] = []
     with open(path, "rb") as source:
         for raw in source:
@@ -98,22 +101,25 @@ def verify(path: str, expect_length: int | None, expect_hash: str | None) -> dic
                 if not all(isinstance(part, str) and part.strip() for part in run):
                     raise Malformed("event has no tenantId/runId")
             except Malformed:
-                failure = (label, "malformed link")
+                failure = (position, "malformed link")
                 continue
+            # firstBrokenIndex is always the position: the index label is not hashed.
             if recomputed != line["hash"]:
-                failure = (label, "hash mismatch")
+                failure = (position, "hash mismatch")
             elif line["prevHash"] != expected_prev:
-                failure = (label, "prevHash mismatch")
+                failure = (position, "prevHash mismatch")
             elif identity is not None and run != identity:
-                failure = (label, "run mismatch")
+                failure = (position, "run mismatch")
             elif label != position:
                 failure = (position, "index mismatch")
             elif run != (line["tenantId"], line["runId"]):
-                failure = (label, "run mismatch")
+                failure = (position, "run mismatch")
             else:
                 identity, expected_prev = run, line["hash"]
                 hashes.append(line["hash"])
-    if failure is None and expect_length is not None:
+    if failure is None and count == 0 and not expect_length:
+        failure = (None, "no links")  # verifying nothing is not "valid"
+    elif failure is None and expect_length is not None:
         if count < expect_length:
             failure = (count, "truncated")
         elif expect_length > 0 and hashes[expect_length - 1] != expect_hash:

@@ -130,6 +130,8 @@ class RunFolder:
         self.pending = Pending()
         #: Snapshots refused because they could not be trusted (those runs are rebuilt).
         self.untrusted_snapshots = 0
+        #: (tenant, run, reason) of each refused snapshot, for the replay's summary.
+        self.refused_snapshots: list[tuple[str, str, str]] = []
         self._states: dict[RunKey, RunProjection | None] = {}
         self._halted: dict[RunKey, _HaltInfo] = {}
         #: Runs started from a snapshot, by its sequence, until the event after it arrives.
@@ -252,8 +254,9 @@ class RunFolder:
     def _from_snapshot(self, key: RunKey, source: ProjectionStore) -> RunProjection | None:
         try:
             snapshot = source.load_snapshot(*key)
-        except (SnapshotMismatch, ValidationError):
+        except (SnapshotMismatch, ValidationError) as exc:
             self.untrusted_snapshots += 1  # refused: the run is rebuilt from its events
+            self.refused_snapshots.append((*key, str(exc)))
             return None
         if snapshot is None:
             return None

@@ -82,6 +82,8 @@ class ReplaySummary:
     halted: list[Halt] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)
     untrusted_snapshots: int = 0
+    #: (tenant, run, reason) of each snapshot refused; each such run was rebuilt from events.
+    refused_snapshots: list[tuple[str, str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -240,6 +242,7 @@ def rebuild_projection(
     summary.runs = len(fold.runs)
     summary.halted = fold.halted
     summary.untrusted_snapshots = fold.untrusted_snapshots
+    summary.refused_snapshots = [r for f in fold.folders.values() for r in f.refused_snapshots]
     if on_progress is not None:
         on_progress(progress())
     return summary

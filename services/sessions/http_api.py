@@ -4,6 +4,10 @@
 * ``GET /v1/sessions/{sessionId}`` — the latest snapshot of one of them (the stored document,
   digest included, so a client can verify it).
 
+A session the service halted (its stored snapshot was edited or cannot be trusted) answers
+409 ``{"error", "sessionId", "status": "halted", "reason"}`` and is listed with
+``"status": "halted"``: a client must not mistake the stored document for the session's state.
+
 The token decides the tenant; nothing in the request can name another. A session of another
 tenant is therefore looked up under the caller's tenant and answers 404, exactly like a session
 that does not exist (a 403 would confirm that it does). No or an unknown token answers 401;
@@ -42,8 +46,11 @@ class SessionsApi(BackgroundServer):
         host: str,
         port: int,
         on_request: Callable[[int], None] | None = None,
+        halted: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.store = store
+        #: Why the service halted a (tenant, session), or None (a reader of live state).
+        self._halted = halted or (lambda tenant, session: None)
         self.auth = TokenAuth(tokens)
         self._on_request = on_request or (lambda status: None)
         if not tokens:
@@ -71,10 +78,25 @@ class SessionsApi(BackgroundServer):
         except SessionStoreError as exc:
             log.error("sessions API: cannot list %s: %s", tenant, exc)
             return _json(503, {"error": "session store unavailable"})
-        body = {"tenantId": tenant, "sessions": [s.as_json() for s in sessions]}
-        return _json(200, body)
+        listed: list[dict[str, str]] = []
+        for summary in sessions:
+            entry = summary.as_json()
+            reason = self._halted(tenant, summary.session_id)
+            if reason is not None:
+                entry.update(status="halted", reason=reason)
+            listed.append(entry)
+        return _json(200, {"tenantId": tenant, "sessions": listed})
 
     def _get(self, tenant: str, session_id: str) -> Response:
+        reason = self._halted(tenant, session_id)
+        if reason is not None:
+            body = {
+                "error": "the session is halted: its stored snapshot cannot be trusted",
+                "sessionId": session_id,
+                "status": "halted",
+                "reason": reason,
+            }
+            return _json(409, body)
         try:
             snapshot = self.store.load(tenant, session_id)
         except (SessionStoreError, UntrustedSnapshot) as exc:

@@ -18,8 +18,11 @@ has been quiet, and when its partitions are revoked or the service stops. Then:
   topic — inline, or uploaded to object storage and referenced with its digest when it is
   large — and is flushed before offsets are committed.
 * **Untrusted snapshots halt their session, visibly.** A stored snapshot that is corrupted or
-  built by another code version is not built upon: the session is not checkpointed, its offsets
-  are held (so nothing is lost), it is counted in ``runtrail_sessions_halted`` and logged.
+  built by another code version is not built upon, and one edited while the session is held
+  in memory is not overwritten: ``save_if`` verifies the stored content (not only its digest
+  field) before replacing it, so the edited file or row stays as evidence. The session is not
+  checkpointed, its offsets are held (so nothing is lost), it is counted in
+  ``runtrail_sessions_halted``, logged, and the session API answers 409 with the reason.
   Repair: ``runtrail sessions rebuild ID`` (from the topic), then restart the service.
 
 The runtime gives no signal before its last commit at shutdown, so the shutdown checkpoint
@@ -93,6 +96,7 @@ class SessionsService(Service):
                 self.settings.http_tokens,
                 self.settings.http_host,
                 self.settings.http_port,
+                halted=self.halted_reason,
                 on_request=lambda status: self.metrics.http_requests.labels(
                     self.name, str(status)
                 ).inc(),
@@ -133,7 +137,11 @@ class SessionsService(Service):
     def _halt(self, tracked: Tracked, exc: Exception) -> None:
         """Stop checkpointing a session whose stored snapshot cannot be trusted; its offsets
         stay held, so after the repair a restart re-reads what it did not save."""
-        tracked.halted = str(exc)
+        # the API shows the reason, not the path or row (those stay in the log)
+        if isinstance(exc, CorruptSnapshot):
+            tracked.halted = exc.reason
+        else:
+            tracked.halted = "the stored snapshot is untrusted (see the service log)"
         session = tracked.session
         log.error(
             "sessions: %s/%s halted (repair: runtrail sessions rebuild, then restart): %s",
@@ -142,6 +150,11 @@ class SessionsService(Service):
             exc,
         )
         self._update_gauges()
+
+    def halted_reason(self, tenant_id: str, session_id: str) -> str | None:
+        """Why a session is halted (None if it is not): what the session API reports."""
+        found = self._sessions.get((tenant_id, session_id))
+        return found.halted if found is not None else None
 
     def _update_gauges(self) -> None:
         self.metrics.tracked.set(len(self._sessions))
@@ -181,7 +194,13 @@ class SessionsService(Service):
         with self.metrics.checkpoint_seconds.time():
             for _ in range(self.settings.save_attempts):
                 snapshot = session.snapshot()
-                if self.store.save_if(snapshot, tracked.stored_digest):
+                try:
+                    replaced = self.store.save_if(snapshot, tracked.stored_digest)
+                except (CorruptSnapshot, UntrustedSnapshot) as exc:
+                    # the stored snapshot was edited behind our back: keep it (evidence), halt
+                    self._halt(tracked, exc)
+                    return
+                if replaced:
                     tracked.saved(snapshot)
                     self.metrics.checkpointed(trigger, len(snapshot.to_bytes()))
                     return

@@ -73,7 +73,7 @@ def verify_export(path: str | Path) -> ChainVerification:
         except MalformedLink:
             labels_match = True  # the verifier has already reported the event itself
         if not labels_match:
-            verifier.fail(link.index, RUN_MISMATCH, f"line {number} labels {tenant}/{run}")
+            verifier.fail_last(RUN_MISMATCH, f"line {number} labels {tenant}/{run}")
     return verifier.result()
 
 

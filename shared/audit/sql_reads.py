@@ -20,15 +20,20 @@ from runtrail.events.jsonform import loads_strict
 _CHECKPOINT_COLUMNS = "SELECT id, body, note, created_at FROM audit_checkpoints"
 
 
-def link_from_row(row: Sequence[Any]) -> Link:
-    """A stored (index, prevHash, hash, event JSON) row; a row that is not one is malformed."""
+def link_from_row(row: Sequence[Any], position: int | None = None) -> Link:
+    """A stored (index, prevHash, hash, event JSON) row; a row that is not one is malformed.
+
+    ``position`` is the row's place in the chain as read (``load_chain``); the error carries
+    it rather than the stored ``idx`` label, which an attacker could have rewritten.
+    """
     idx, prev_hash, hash_, text = row
+    where = int(idx) if position is None else position
     try:
         event = loads_strict(str(text))
     except (ValueError, EventError) as exc:
-        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", int(idx)) from exc
+        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", where) from exc
     if not isinstance(event, dict):
-        raise MalformedLink(f"stored link {idx}: event is not a JSON object", int(idx))
+        raise MalformedLink(f"stored link {idx}: event is not a JSON object", where)
     return Link(int(idx), event, str(prev_hash), str(hash_))
 
 

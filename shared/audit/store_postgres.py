@@ -198,7 +198,7 @@ class PostgresLinkStore(CheckpointReads):
             "WHERE tenant_id = %s AND run_id = %s ORDER BY idx",
             (tenant_id, run_id),
         )
-        return [link_from_row(row) for row in rows]
+        return [link_from_row(row, position) for position, row in enumerate(rows)]
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         return self.heads_of([(tenant_id, run_id)]).get((tenant_id, run_id))

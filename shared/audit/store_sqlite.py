@@ -177,7 +177,7 @@ class SqliteLinkStore(CheckpointReads):
             "WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
             (tenant_id, run_id),
         )
-        return [link_from_row(row) for row in rows]
+        return [link_from_row(row, position) for position, row in enumerate(rows)]
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         rows = self._query(_HEAD_SQL, (tenant_id, run_id))

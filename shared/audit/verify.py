@@ -10,9 +10,11 @@ Each link, in the order presented, must pass, in this order:
 4. ``index`` equals its position (else ``"index mismatch"``; the index is a label and is not
    hashed, so it is checked on its own).
 
-``firstBrokenIndex`` is the stored ``index`` of the first failing link (its position if the
-index itself is the problem or the line could not be read). Deleting link *k* therefore
-reports *k + 1*: the surviving link whose ``prevHash`` no longer matches.
+``firstBrokenIndex`` is the 0-based **position** of the first failing link in the order
+presented, never its stored ``index`` label: the label is not hashed, so whoever tampers with
+a chain could otherwise choose what verification reports. Deleting link *k* therefore reports
+*k* (the surviving link now at that position, whose ``prevHash`` no longer matches); swapping
+links *i* < *j* reports *i*.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ PREV_HASH_MISMATCH = "prevHash mismatch"
 INDEX_MISMATCH = "index mismatch"
 RUN_MISMATCH = "run mismatch"
 MALFORMED_LINK = "malformed link"
+#: What the CLI and the standalone script report for a run or file with no links at all:
+#: verifying nothing must not read as "valid" (a wrong tenant, a typo, an emptied export).
+NO_LINKS = "no links"
 #: Reasons only a trusted checkpoint can give (see :mod:`runtrail.audit.anchoring`).
 TRUNCATED = "truncated"
 REWRITTEN = "rewritten"
@@ -90,10 +95,10 @@ class ChainVerifier:
         if self._failure is None:
             self._failure = (position, MALFORMED_LINK, detail)
 
-    def fail(self, index: int, reason: str, detail: str | None = None) -> None:
-        """Record a failure found outside the chain itself (an export line's labels, say)."""
+    def fail_last(self, reason: str, detail: str | None = None) -> None:
+        """Record a failure of the link added last, found outside the chain (its line's labels)."""
         if self._failure is None:
-            self._failure = (index, reason, detail)
+            self._failure = (self._count - 1, reason, detail)
 
     def result(self) -> ChainVerification:
         if self._failure is not None:
@@ -103,23 +108,30 @@ class ChainVerifier:
         return ChainVerification(True, self._count, None, None, head)
 
     def _check(self, link: Link, position: int) -> tuple[int, str, str | None] | None:
-        label = link.index if isinstance(link.index, int) else position
+        where = f"link at position {position} (labelled {link.index!r})"
         try:
             recomputed = link_hash(link.prev_hash, link.event)
             identity = (link.tenant_id, link.run_id)
         except MalformedLink as exc:
-            return (label, MALFORMED_LINK, str(exc))
+            return (position, MALFORMED_LINK, f"{where}: {exc}")
         if recomputed != link.hash:
-            return (label, HASH_MISMATCH, f"stored {link.hash!r}, recomputed {recomputed}")
+            detail = f"{where}: stored {link.hash!r}, recomputed {recomputed}"
+            return (position, HASH_MISMATCH, detail)
         if link.prev_hash != self._expected_prev:
-            return (label, PREV_HASH_MISMATCH, f"expected {self._expected_prev}")
+            return (position, PREV_HASH_MISMATCH, f"{where}: expected {self._expected_prev}")
         if self._identity is None:
             self._identity = identity
         elif identity != self._identity:
-            return (label, RUN_MISMATCH, f"event of {identity}, chain of {self._identity}")
+            detail = f"{where}: event of {identity}, chain of {self._identity}"
+            return (position, RUN_MISMATCH, detail)
         if link.index != position:
             return (position, INDEX_MISMATCH, f"link at position {position} says {link.index}")
         return None
+
+
+def nothing_verified() -> ChainVerification:
+    """The verdict on an empty chain where one was expected (see :data:`NO_LINKS`)."""
+    return ChainVerification(False, 0, None, NO_LINKS)
 
 
 def verify_links(

@@ -1,7 +1,8 @@
 """``runtrail audit …``: verify, export, head, prove, checkpoint, keygen.
 
 Every command prints JSON on stdout. Exit status: 0 when all is well, 1 when a chain is invalid
-(or a command found nothing to act on), 2 when the input cannot be used (a missing file, an
+or a command found nothing to act on (``verify``/``export`` of a run with no chain fail, naming
+the tenant and run looked up: verifying nothing is never "valid"), 2 when the input cannot be used (a missing file, an
 unreachable store, an untrusted checkpoint). ``--store URL`` (or ``RUNTRAIL_AUDIT_STORE_URL``)
 picks the link store; the default is the embedded ``sqlite:///<state dir>/audit.db``.
 """
@@ -24,7 +25,7 @@ from runtrail.audit.export import export_lines, read_export, verify_export, writ
 from runtrail.audit.link import Link, genesis_head
 from runtrail.audit.store import LinkStore, verify_stored
 from runtrail.audit.stores import open_link_store, redact_url
-from runtrail.audit.verify import ChainVerification
+from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.config import Settings
 from runtrail.files import private_dir
@@ -39,6 +40,17 @@ VALID, INVALID, UNUSABLE = 0, 1, 2
 
 class Unusable(Exception):
     """The command cannot do its job with what it was given (exit status 2)."""
+
+
+class NothingFound(Exception):
+    """The store holds nothing for what was asked (exit status 1): never a silent success."""
+
+
+def _no_chain(command: str, tenant: str, run: str, url: str) -> NothingFound:
+    return NothingFound(
+        f"audit {command}: no audit chain for tenant {tenant!r}, run {run!r} in "
+        f"{redact_url(url)} (check --tenant and --run)"
+    )
 
 
 def _emit(obj: Any) -> None:
@@ -61,8 +73,10 @@ def register(subparsers: Any) -> None:
     )
     commands = parser.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
 
-    verify = _command(commands, "verify", "verify a run's chain (store) or an export (file)")
-    source = verify.add_mutually_exclusive_group(required=True)
+    verify, chain = _chain_command(
+        commands, "verify", "verify a run's chain (store) or an export (file)"
+    )
+    source = chain.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="run ID whose chain in the store to verify")
     source.add_argument("--file", type=Path, help="an export (links.jsonl) to verify, no DB")
     verify.add_argument(
@@ -88,17 +102,21 @@ def register(subparsers: Any) -> None:
     )
     verify.set_defaults(func=cmd_verify)
 
-    export = _command(commands, "export", "write a run's links as JSONL")
-    export.add_argument("--run", required=True)
+    export, chain = _chain_command(commands, "export", "write a run's links as JSONL")
+    chain.add_argument("--run", required=True, help="run ID to export")
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     export.set_defaults(func=cmd_export)
 
-    head = _command(commands, "head", "print a run's head {tenantId, runId, length, hash}")
-    head.add_argument("--run", required=True)
+    head, chain = _chain_command(
+        commands, "head", "print a run's head {tenantId, runId, length, hash}"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
     head.set_defaults(func=cmd_head)
 
-    prove = _command(commands, "prove", "inclusion proof of a run's head in a checkpoint")
-    prove.add_argument("--run", required=True)
+    prove, chain = _chain_command(
+        commands, "prove", "inclusion proof of a run's head in a checkpoint"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
     prove.add_argument("--checkpoint-id", type=int, help="a stored checkpoint (default: latest)")
     prove.add_argument("-o", "--output", type=Path, help="also write the JSON to this file")
     prove.set_defaults(func=cmd_prove)
@@ -115,10 +133,16 @@ def register(subparsers: Any) -> None:
     keygen.set_defaults(func=cmd_keygen)
 
 
-def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+def _command(
+    commands: Any, name: str, help_text: str, chain: Any = None
+) -> argparse.ArgumentParser:
+    """A subcommand with the store, key and common flags (``--tenant`` among the connection
+    flags unless the command selects a chain: see :func:`_chain_command`)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         name, help=help_text, description=help_text
     )
+    if chain is not None:
+        chain(parser)
     parser.add_argument(
         "--store",
         help="link store URL: sqlite:///path.db or postgresql://… (RUNTRAIL_AUDIT_STORE_URL)",
@@ -126,8 +150,24 @@ def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParse
     parser.add_argument("--key", type=Path, help="checkpoint key file (RUNTRAIL_AUDIT_KEY_PATH)")
     parser.add_argument("--key-name", help="checkpoint key name (RUNTRAIL_AUDIT_KEY_NAME)")
     parser.add_argument("--origin", help="checkpoint origin (RUNTRAIL_AUDIT_ORIGIN)")
-    add_common_flags(parser)
+    add_common_flags(parser, tenant=chain is None)
     return parser
+
+
+def _chain_command(commands: Any, name: str, help_text: str) -> tuple[Any, Any]:
+    """A subcommand whose help lists ``--tenant`` first in a "chain" section, where the caller
+    adds ``--run``: a chain is selected by tenant and run together, not by a connection flag."""
+    groups: list[Any] = []
+
+    def chain(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("chain", "which run's chain: --tenant with --run")
+        group.add_argument(
+            "--tenant", help="tenant ID of the run (RUNTRAIL_TENANT; default: default)"
+        )
+        groups.append(group)
+
+    parser = _command(commands, name, help_text, chain)
+    return parser, groups[0]
 
 
 # --- plumbing --------------------------------------------------------------------------------
@@ -144,9 +184,13 @@ def _audit_settings(args: argparse.Namespace) -> AuditSettings:
     )
 
 
+def _store_url(args: argparse.Namespace, settings: Settings) -> str:
+    return _audit_settings(args).resolved_store_url(settings.state_dir)
+
+
 @contextmanager
 def _store(args: argparse.Namespace, settings: Settings) -> Iterator[LinkStore]:
-    url = _audit_settings(args).resolved_store_url(settings.state_dir)
+    url = _store_url(args, settings)
     try:
         store = open_link_store(url)
     except Exception as exc:
@@ -161,6 +205,9 @@ def _guarded(func: Callable[[argparse.Namespace, Settings], int]) -> Callable[..
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args, settings_from_args(args))
+        except NothingFound as exc:
+            print(json.dumps({"error": str(exc)}), file=sys.stderr)
+            return INVALID
         except (Unusable, OSError, AuditError, ValueError) as exc:
             print(json.dumps({"error": str(exc)}), file=sys.stderr)
             return UNUSABLE
@@ -176,12 +223,20 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if args.file is not None:
         if not args.file.exists():
             raise Unusable(f"no such file: {args.file}")
-        return _verdict(verify_export(args.file))
+        result = verify_export(args.file)
+        if result.length == 0:  # nothing verified is not "valid"
+            print(f"audit verify: {args.file} holds no links", file=sys.stderr)
+            return _verdict(nothing_verified())
+        return _verdict(result)
     with _store(args, settings) as store:
         result = verify_stored(store, settings.tenant, args.run)
-        if result.length == 0:
-            print(f"audit verify: run {settings.tenant}/{args.run} has no links", file=sys.stderr)
-        return _verdict(result)
+    if result.length == 0:
+        print(
+            _no_chain("verify", settings.tenant, args.run, _store_url(args, settings)),
+            file=sys.stderr,
+        )
+        return _verdict(nothing_verified())
+    return _verdict(result)
 
 
 def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
@@ -240,6 +295,8 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     with _store(args, settings) as store:
         links = store.load_chain(settings.tenant, args.run)
+    if not links:  # checked before writing: no empty file is left to pass for an export
+        raise _no_chain("export", settings.tenant, args.run, _store_url(args, settings))
     if args.output is not None:
         count = write_export(args.output, links)
         _emit({"file": str(args.output), "links": count})
@@ -248,8 +305,6 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         for line in export_lines(links):
             out.write(line)
         out.flush()
-    if not links:
-        print(f"audit export: run {settings.tenant}/{args.run} has no links", file=sys.stderr)
     return VALID
 
 

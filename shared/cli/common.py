@@ -9,13 +9,18 @@ from typing import Any
 from runtrail.config import Settings, load_settings
 
 
-def add_common_flags(parser: argparse.ArgumentParser) -> None:
-    """Connection and logging flags; each overrides its ``RUNTRAIL_*`` variable."""
+def add_common_flags(parser: argparse.ArgumentParser, *, tenant: bool = True) -> None:
+    """Connection and logging flags; each overrides its ``RUNTRAIL_*`` variable.
+
+    ``tenant=False`` leaves ``--tenant`` out, for a command that lists it with the run it
+    selects (a chain or a projection is picked by tenant *and* run, not a connection detail).
+    """
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--bootstrap-servers", help="Kafka bootstrap servers (RUNTRAIL_BOOTSTRAP_SERVERS)"
     )
-    group.add_argument("--tenant", help="tenant ID (RUNTRAIL_TENANT)")
+    if tenant:
+        group.add_argument("--tenant", help="tenant ID (RUNTRAIL_TENANT)")
     group.add_argument("--events-topic", help="events topic (RUNTRAIL_EVENTS_TOPIC)")
     group.add_argument("--state-dir", help="local state folder (RUNTRAIL_STATE_DIR)")
     group.add_argument(

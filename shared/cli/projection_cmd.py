@@ -1,8 +1,10 @@
 """``runtrail projection show|list|replay``: read the run projection the projector keeps.
 
-``show --run R`` prints one run's projection as JSON (with its halt, if it halted); the run is
-looked up in one tenant (``--tenant``, else ``RUNTRAIL_TENANT``), since tenants never mix.
-``list`` prints one line per run, filtered by ``--status``, ``--halted`` and ``--tenant``.
+Both read commands scope tenants the same way: ``--tenant``, else ``RUNTRAIL_TENANT`` when it is
+set, else every tenant. ``show --run R`` prints one run's projection as JSON (with its halt, if
+it halted); with no tenant given it finds the run in whichever tenant holds it, and fails naming
+the tenants when more than one does (tenants never mix: pick one with ``--tenant``).
+``list`` prints one line per run, filtered by ``--status``, ``--halted`` and the tenant scope.
 ``replay`` is ``runtrail replay projection`` under this group too.
 
 The store defaults to the projector service's (``RUNTRAIL_PROJECTOR_STORE_URL``, else
@@ -13,14 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.cli.replay_projection_cmd import add_replay_parser
-from runtrail.projection import ProjectionStore, StoredProjection, open_projection_store
+from runtrail.projection import ProjectionStore, open_projection_store
+from runtrail.projection.display import row_json
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+#: Tenants named when a run ID is in several (show without --tenant).
+MAX_CANDIDATES = 10
 
 STATUSES = (
     "received",
@@ -46,9 +52,12 @@ def register(subparsers: Any) -> None:
     show = sub.add_parser(
         "show",
         help="print one run's projection as JSON",
-        description="Print one run's projection as JSON. Exits 1 when the store has no such run.",
+        description="Print one run's projection as JSON. Exits 1 when the store has no such run, "
+        "2 when no tenant is given and the run ID is in several tenants.",
     )
-    show.add_argument("--run", required=True, help="run ID")
+    selector = show.add_argument_group("run", "which run: --run, in --tenant (else any tenant)")
+    selector.add_argument("--run", required=True, help="run ID")
+    _tenant_flag(selector)
     _store_flag(show)
     show.set_defaults(func=run_show)
 
@@ -56,8 +65,10 @@ def register(subparsers: Any) -> None:
         "list",
         help="list runs and their status",
         description="One line per run: tenant, run, status, version, and the halt reason if "
-        "its projection halted. --tenant filters to one tenant (default: every tenant).",
+        "its projection halted. --tenant filters to one tenant (default: RUNTRAIL_TENANT if "
+        "set, else every tenant).",
     )
+    _tenant_flag(listing.add_argument_group("runs", "which runs"))
     listing.add_argument("--status", choices=STATUSES, help="only runs in this status")
     listing.add_argument("--halted", action="store_true", help="only halted runs")
     listing.add_argument("--limit", type=int, help="at most this many runs")
@@ -75,7 +86,19 @@ def _store_flag(parser: argparse.ArgumentParser) -> None:
         help="projection store (default: RUNTRAIL_PROJECTOR_STORE_URL, else "
         "sqlite:///<state dir>/projection.db)",
     )
-    add_common_flags(parser)
+    add_common_flags(parser, tenant=False)
+
+
+def _tenant_flag(group: Any) -> None:
+    group.add_argument(
+        "--tenant",
+        help="tenant ID (default: RUNTRAIL_TENANT if set, else every tenant)",
+    )
+
+
+def tenant_scope(args: argparse.Namespace) -> str | None:
+    """The one tenant to read (``--tenant``, else ``RUNTRAIL_TENANT`` if set), or None: all."""
+    return args.tenant or os.environ.get("RUNTRAIL_TENANT") or None
 
 
 def store_url(args: argparse.Namespace) -> str:
@@ -91,44 +114,37 @@ def _open(args: argparse.Namespace) -> ProjectionStore:
     return open_projection_store(store_url(args))
 
 
-def row_json(row: StoredProjection) -> dict[str, Any]:
-    """A stored row as JSON: identity, status, halt and the projection itself."""
-    c = row.halt_coordinates
-    return {
-        "tenantId": row.tenant_id,
-        "runId": row.run_id,
-        "status": row.status,
-        "version": str(row.version),
-        "projectorVersion": row.projector_version,
-        "halted": row.halted,
-        "haltReason": row.halt_reason,
-        "haltedAt": None
-        if c is None
-        else {
-            "topic": c.topic,
-            "partition": c.partition,
-            "offset": c.offset,
-            "sequence": str(c.sequence),
-            "eventId": c.event_id,
-            "type": c.event_type,
-            "schemaVersion": c.schema_version,
-        },
-        "projection": row.state.json_form() if row.state is not None else None,
-    }
-
-
 def run_show(args: argparse.Namespace) -> int:
-    tenant = settings_from_args(args).tenant
+    tenant = tenant_scope(args)
     try:
         store = _open(args)
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
     try:
-        row = store.get(tenant, args.run)
+        if tenant is not None:
+            row = store.get(tenant, args.run)
+            elsewhere = [] if row else [r.tenant_id for r in store.list(run_id=args.run)]
+        else:
+            rows = store.list(run_id=args.run, limit=MAX_CANDIDATES + 1)
     finally:
         store.close()
-    if row is None:
-        return _fail(EXIT_NOT_FOUND, f"no projection of run {args.run!r} in tenant {tenant!r}")
+    if tenant is not None:
+        if row is None:
+            hint = f" (it is in tenant {', '.join(map(repr, elsewhere))})" if elsewhere else ""
+            return _fail(
+                EXIT_NOT_FOUND, f"no projection of run {args.run!r} in tenant {tenant!r}{hint}"
+            )
+    elif not rows:
+        return _fail(EXIT_NOT_FOUND, f"no projection of run {args.run!r} in any tenant")
+    elif len(rows) > 1:
+        names = ", ".join(repr(r.tenant_id) for r in rows[:MAX_CANDIDATES])
+        more = " and more" if len(rows) > MAX_CANDIDATES else ""
+        return _fail(
+            EXIT_USAGE,
+            f"run {args.run!r} is in several tenants ({names}{more}): choose one with --tenant",
+        )
+    else:
+        row = rows[0]
     print(json.dumps(row_json(row), indent=2))
     return EXIT_OK
 
@@ -140,7 +156,10 @@ def run_list(args: argparse.Namespace) -> int:
         return _fail(EXIT_USAGE, str(exc))
     try:
         rows = store.list(
-            args.status, args.tenant, halted=True if args.halted else None, limit=args.limit
+            args.status,
+            tenant_scope(args),
+            halted=True if args.halted else None,
+            limit=args.limit,
         )
     finally:
         store.close()

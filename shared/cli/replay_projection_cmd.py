@@ -169,6 +169,13 @@ def _print_summary(s: ReplaySummary) -> None:
             f"  snapshots not trusted (runs rebuilt from events): {s.untrusted_snapshots:,}",
             file=out,
         )
+    for tenant, run, reason in s.refused_snapshots:
+        # a store keeps one snapshot per run: with it refused, the run starts from zero
+        print(
+            f"    {tenant}/{run}: snapshot refused ({reason}); replayed from zero instead "
+            "(a store keeps no earlier snapshot)",
+            file=out,
+        )
     print(f"  halted runs: {len(s.halted):,}", file=out)
     for halt in s.halted:
         c = halt.coordinates

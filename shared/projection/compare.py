@@ -1,8 +1,13 @@
 """Shadow rebuild check: which runs differ between two projection stores (seed 002).
 
 Rebuild the topic into a fresh store with new projector code, then compare it with the live
-one before switching: every run present in only one store, or whose state or halt differs, is
-reported with the top-level fields (camelCase) that differ.
+one before switching: every run present in only one store, or that differs in anything the
+read commands display, is reported with the fields (camelCase) that differ. The compared form
+is :func:`~runtrail.projection.display.row_json`, the very JSON ``projection show`` prints:
+its columns (``status``, ``version``, ``projectorVersion``, ``halted``, ``haltReason``,
+``haltedAt``) and each top-level field of the state. A column and the state field of the same
+name (``status``, ``version``) are one field: it differs if either does, so an edited column
+(``UPDATE projections SET status = 'failed'``) is reported although the state JSON is intact.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from runtrail.projection.display import row_json
 from runtrail.projection.store import ProjectionStore, StoredProjection
 
 DifferenceKind = Literal["only_in_a", "only_in_b", "differs"]
@@ -38,15 +44,41 @@ class ProjectionDifference:
         )
 
 
-def _form(row: StoredProjection) -> dict[str, Any]:
-    state = row.state.json_form() if row.state is not None else {}
-    return {**state, "halted": row.halted, "haltReason": row.halt_reason}
+_ABSENT = object()
+#: Where the halting event sits in the topic it was read from (``haltedAt``).
+_POSITION = ("topic", "partition", "offset")
+
+
+def _form(row: StoredProjection, *, position: bool) -> dict[str, tuple[Any, Any]]:
+    """Field name -> (column as displayed, state field): every value a reader is shown."""
+    shown = row_json(row)
+    state = shown.pop("projection") or {}
+    halted_at = shown["haltedAt"]
+    if halted_at is not None and not position:
+        shown["haltedAt"] = {k: v for k, v in halted_at.items() if k not in _POSITION}
+    return {
+        name: (shown.get(name, _ABSENT), state.get(name, _ABSENT))
+        for name in shown.keys() | state.keys()
+    }
+
+
+def _topic_of(row: StoredProjection) -> str | None:
+    return row.halt_coordinates.topic if row.halt_coordinates is not None else None
 
 
 def differing_fields(a: StoredProjection, b: StoredProjection) -> tuple[str, ...]:
-    """Top-level fields (camelCase, plus halted/haltReason) whose values differ."""
-    fa, fb = _form(a), _form(b)
-    return tuple(sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k)))
+    """The displayed fields (columns and top-level state fields, camelCase) that differ.
+
+    The halting event's position (topic, partition, offset) is compared when both rows name
+    the same topic; a store rebuilt from another topic (a migrated copy) holds the same event
+    at another position, which is not a difference in the projection.
+    """
+    position = _topic_of(a) == _topic_of(b)
+    fa, fb = _form(a, position=position), _form(b, position=position)
+    missing = (_ABSENT, _ABSENT)
+    return tuple(
+        sorted(k for k in fa.keys() | fb.keys() if fa.get(k, missing) != fb.get(k, missing))
+    )
 
 
 def compare_projections(

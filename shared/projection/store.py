@@ -140,8 +140,9 @@ class ProjectionStore(Protocol):
         *,
         halted: bool | None = None,
         limit: int | None = None,
+        run_id: str | None = None,
     ) -> StoredList:
-        """Rows filtered by status, tenant and halted flag, ordered by (tenant, run)."""
+        """Rows filtered by status, tenant, halted flag and run ID, ordered by (tenant, run)."""
         ...
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:

@@ -12,12 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
-from runtrail.projection.errors import SnapshotMismatch
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
-from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot
+from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
 from runtrail.projection.store import EventCoordinates, Halt, StoreConflict, StoredProjection
 
 SCHEMA: tuple[str, ...] = (
@@ -147,11 +144,13 @@ def list_statement(
     limit: int | None,
     *,
     order: str = ORDER_ROWS,
+    run_id: str | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """The ``list`` query (``?`` style) and its parameters, ordered by (tenant, run)."""
     where: list[str] = []
     params: list[Any] = []
-    for column, value in (("status", status), ("tenant_id", tenant), ("halted", halted)):
+    filters = (("status", status), ("tenant_id", tenant), ("halted", halted), ("run_id", run_id))
+    for column, value in filters:
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
@@ -194,24 +193,10 @@ def stored_row(row: tuple[Any, ...]) -> StoredProjection:
 
 
 def stored_snapshot(tenant_id: str, run_id: str, row: tuple[Any, ...]) -> ProjectionSnapshot:
-    """A ``SELECT_SNAPSHOT`` row as a snapshot; :class:`SnapshotMismatch` if another projector
-    version wrote it or it does not parse."""
+    """A ``SELECT_SNAPSHOT`` row as a verified snapshot (digest, version, sequence);
+    :class:`SnapshotMismatch` with the reason otherwise."""
     projector_version, sequence, text = row
-    if projector_version != PROJECTOR_VERSION:
-        raise SnapshotMismatch(
-            f"snapshot of {tenant_id}/{run_id} was written by projector v{projector_version}, "
-            f"this is v{PROJECTOR_VERSION}: rebuild from events"
-        )
-    try:
-        snapshot = ProjectionSnapshot(
-            projector_version=int(projector_version),
-            last_applied_sequence=int(sequence),
-            state=RunProjection.from_json(text),
-        )
-    except ValidationError as exc:
-        raise SnapshotMismatch(f"snapshot of {tenant_id}/{run_id} is unreadable: {exc}") from None
-    from_snapshot(snapshot)
-    return snapshot
+    return open_sealed(tenant_id, run_id, int(projector_version), int(sequence), text)
 
 
 class BatchWriter:
@@ -278,7 +263,7 @@ class BatchWriter:
                 state.run_id,
                 snapshot.projector_version,
                 snapshot.last_applied_sequence,
-                state.to_json(),
+                snapshot.sealed(),
             ),
         )
 

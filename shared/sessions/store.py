@@ -11,7 +11,9 @@ Contract:
   never a mix) and *newest wins*: it refuses to replace a snapshot holding more events
   (a higher :attr:`~AgentSessionSnapshot.revision`) and says so by returning False;
 * :meth:`~AgentSessionStore.save_if` is compare-and-set on the stored digest, for writers
-  that merge what another writer stored before replacing it;
+  that merge what another writer stored before replacing it; it first verifies the stored
+  *content* against its digest and raises :class:`~runtrail.sessions.errors.CorruptSnapshot`
+  (writing nothing, so the edited snapshot stays as evidence) when they disagree;
 * :meth:`~AgentSessionStore.load` verifies the digest and refuses a corrupted snapshot with
   :class:`~runtrail.sessions.errors.CorruptSnapshot` naming the file or row;
 * everything is scoped by tenant: a session ID alone never reaches another tenant's data.
@@ -57,7 +59,8 @@ class AgentSessionStore(ABC):
     @abstractmethod
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
         """Store ``snapshot`` only if the stored one has ``expected_digest`` (None: only if
-        there is none); False if another writer got there first."""
+        there is none); False if another writer got there first. CorruptSnapshot, and nothing
+        written, if the stored content does not match its digest."""
 
     @abstractmethod
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:

@@ -26,7 +26,7 @@ import orjson
 from runtrail.files import private_dir
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
-from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot
+from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
 from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,14 @@ class FileSessionStore(AgentSessionStore):
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
         path = self.path_of(snapshot.tenant_id, snapshot.session_id)
         with self._locked(path):
-            stored = self._peek(path)
-            if (stored[1] if stored else None) != expected_digest:
+            try:
+                data: bytes | None = path.read_bytes()
+            except FileNotFoundError:
+                data = None
+            # the stored CONTENT is checked, not only its digest field: an edited file raises
+            # CorruptSnapshot here and stays as it is (the evidence is not overwritten)
+            stored = verified_digest(data, str(path)) if data is not None else None
+            if stored != expected_digest:
                 return False
             self._write(path, snapshot.to_bytes())
         return True

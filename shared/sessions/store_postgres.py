@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
-from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot
+from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
 from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries, redact_url
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -68,6 +68,9 @@ UPDATE {TABLE} SET revision = %s, code_version = %s, digest = %s, snapshot = %s,
 WHERE tenant_id = %s AND session_id = %s AND digest = %s
 """
 _SELECT = f"SELECT revision, digest, snapshot FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
+_SELECT_FOR_UPDATE = (
+    f"SELECT digest, snapshot FROM {TABLE} WHERE tenant_id = %s AND session_id = %s FOR UPDATE"
+)
 _LIST = f"""
 SELECT tenant_id, session_id,
        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
@@ -130,24 +133,38 @@ class PostgresSessionStore(AgentSessionStore):
         return self._run(work)
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
+        where = self.row_name(snapshot.tenant_id, snapshot.session_id)
+        key = (snapshot.tenant_id, snapshot.session_id)
+
         def work(conn: Connection) -> bool:
             with conn.transaction():
-                if expected_digest is None:
-                    cursor = conn.execute(_INSERT_IF_ABSENT, _row(snapshot))
-                else:
-                    cursor = conn.execute(
-                        _REPLACE_IF_DIGEST,
-                        (
-                            snapshot.revision,
-                            snapshot.code_version,
-                            snapshot.digest,
-                            snapshot.to_bytes().decode(),
-                            snapshot.tenant_id,
-                            snapshot.session_id,
-                            expected_digest,
-                        ),
+                found = conn.execute(_SELECT_FOR_UPDATE, key).fetchone()  # locks the row
+                if found is None:
+                    if expected_digest is not None:
+                        return False
+                    return conn.execute(_INSERT_IF_ABSENT, _row(snapshot)).rowcount == 1
+                column, text = found
+                # the stored CONTENT is checked, not only the digest column: an edited row
+                # raises CorruptSnapshot here and stays as it is (the evidence is kept)
+                stored = verified_digest(str(text), where)
+                if column != stored:
+                    raise CorruptSnapshot(
+                        where, f"digest column {column}, the snapshot's digest {stored}"
                     )
-                return cursor.rowcount == 1
+                if stored != expected_digest:
+                    return False
+                conn.execute(
+                    _REPLACE_IF_DIGEST,
+                    (
+                        snapshot.revision,
+                        snapshot.code_version,
+                        snapshot.digest,
+                        snapshot.to_bytes().decode(),
+                        *key,
+                        expected_digest,
+                    ),
+                )
+                return True
 
         return self._run(work)
 
