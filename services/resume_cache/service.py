@@ -33,6 +33,9 @@ from runtrail_services.resume_cache.topic_writer import (
 
 log = logging.getLogger(__name__)
 
+#: Runs silent this long are forgotten by the sequencer (and how often it looks for them).
+FORGET_RUNS_MS = 10 * 60 * 1000
+
 
 class ResumeCacheService(Service):
     """See the module docstring."""
@@ -54,6 +57,7 @@ class ResumeCacheService(Service):
         )
         #: per partition, the next offset to read (what the store may record once applied)
         self._read: dict[int, int] = {}
+        self._next_forget_ms = 0
         self.index = LookupIndex(self.store, self.events_topic)
         self.writer: CacheTopicWriter | None = None
         if self.settings.publish_topic:
@@ -95,11 +99,15 @@ class ResumeCacheService(Service):
         self._publish(delta, {d.partition for d in batch})
 
     def tick(self, now_ms: int) -> None:
-        """Give up sequence waits on quiet partitions, so what waits behind them is applied."""
-        if not self.builder.buffered():
+        """Give up sequence waits on quiet partitions, so what waits behind them is applied;
+        now and then forget idle runs (the store's last sequence re-anchors them)."""
+        forget = now_ms >= self._next_forget_ms
+        if not forget and not self.builder.buffered():
             return
+        if forget:
+            self._next_forget_ms = now_ms + FORGET_RUNS_MS
         delta = WriteBatch()
-        self.builder.expire(now_ms, delta)
+        self.builder.expire(now_ms, delta, FORGET_RUNS_MS if forget else None)
         self._publish(delta, set(self._read))
 
     def _publish(self, delta: WriteBatch, partitions: set[int]) -> None:
