@@ -35,6 +35,12 @@ def deliver(events: list[tuple[int, Event]]) -> list[Delivered]:
     return [Delivered(e, {}, TOPIC, 0, offset, 0, e.run_id.encode()) for offset, e in events]
 
 
+def consume(service: ResumeCacheService, events: list[tuple[int, Event]]) -> None:
+    """A batch as the runtime hands it: process, then the positions it reached."""
+    service.process(deliver(events))
+    service.on_positions({(TOPIC, 0): events[-1][0] + 1})
+
+
 def test_a_waiting_event_holds_the_stored_offset_and_a_restart_re_reads_it(tmp_path: Path) -> None:
     run = RunEvents()
     events = [
@@ -47,7 +53,7 @@ def test_a_waiting_event_holds_the_stored_offset_and_a_restart_re_reads_it(tmp_p
     arrival = list(enumerate([events[0], events[1], events[3], events[2], events[4]]))
     first = make(tmp_path)
     first.on_assigned([(TOPIC, 0)])
-    first.process(deliver(arrival[:3]))  # 1, 2, then 4 waits for 3
+    consume(first, arrival[:3])  # 1, 2, then 4 waits for 3
     first.flush()
     assert first.store.offsets(TOPIC) == {0: 2}  # not past the waiting event at offset 2
     assert first.store.run_state("acme", "run-1").last_sequence == 2
@@ -56,7 +62,7 @@ def test_a_waiting_event_holds_the_stored_offset_and_a_restart_re_reads_it(tmp_p
     second = make(tmp_path)  # the crash: the runtime seeks to the store's offsets
     starts = second.on_assigned([(TOPIC, 0)])
     assert starts == {(TOPIC, 0): 2}
-    second.process(deliver(arrival[2:]))
+    consume(second, arrival[2:])
     second.flush()
     [entry] = second.store.entries("acme")
     assert entry.result["message"] == "Hello, world"  # each delta once, in sequence order
@@ -69,12 +75,12 @@ def test_a_re_read_of_applied_events_is_skipped(tmp_path: Path) -> None:
     events = [run.request(prompt()), run.response("a"), run.response("b"), run.step_end()]
     first = make(tmp_path)
     first.on_assigned([(TOPIC, 0)])
-    first.process(deliver(list(enumerate(events[:3]))))
+    consume(first, list(enumerate(events[:3])))
     first.flush()
     first.close()
     second = make(tmp_path)
     second.on_assigned([(TOPIC, 0)])
-    second.process(deliver(list(enumerate(events))))  # a replay from 0 (an operator rewind)
+    consume(second, list(enumerate(events)))  # a replay from 0 (an operator rewind)
     second.flush()
     [entry] = second.store.entries("acme")
     assert entry.result["message"] == "ab"
