@@ -288,11 +288,7 @@ class NodePairer:
             return None
         node = self._open("TOOL", event, partition, offset)
         node.call_key = key[4]
-        node.inputs = {
-            "callId": call.call_id,
-            "toolName": call.tool_name,
-            "arguments": call.arguments,
-        }
+        node.inputs = call.model_dump(by_alias=True)  # the call as published (v2: with type)
         node.touch(event, offset, now)
         queue.append(node)
         return None
