@@ -136,6 +136,9 @@ def test_tool_node_is_flushed_at_tool_result_with_call_as_input_and_result_as_ou
         "toolName": "calculator",
         "output": {"value": 4},
         "error": None,
+        "ok": None,
+        "failed": None,
+        "trace": None,
     }
     assert record.started_at_epoch_ms == T0_MS
     assert record.captured_at_epoch_ms == T0_MS + 100

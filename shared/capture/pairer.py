@@ -315,12 +315,7 @@ class NodePairer:
         else:  # an orphan result: captured without input
             node = self._open("TOOL", event, partition, offset)
             node.call_key = key[4]
-        node.raw = {
-            "callId": result.call_id,
-            "toolName": result.tool_name,
-            "output": result.output,
-            "error": result.error,
-        }
+        node.raw = result.model_dump(by_alias=True)  # the result as published (v2: ok, failed…)
         node.touch(event, offset, now)
         return self._close(node, offset)
 
