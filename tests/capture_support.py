@@ -120,6 +120,12 @@ def feed_all(
     return records
 
 
+def drain(pairer: NodePairer) -> list[NodeIoRecord]:
+    """The stream goes quiet: runs picked up mid-way (after a resume) stop waiting for an
+    earlier sequence, and what they buffered is paired (open nodes stay open)."""
+    return pairer.expire_idle(now_ms=3_600_000, idle_ms=10**12)
+
+
 def model_step(run: RunEvents, step: int = 1, answer: str = "4") -> list[Event]:
     """A whole MODEL node: request, one response with usage, step end."""
     raw = {"id": f"r{step}", "usage": {"prompt_tokens": 12, "completion_tokens": 3}}

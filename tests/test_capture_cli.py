@@ -33,8 +33,10 @@ def records() -> dict[str, NodeIoRecord]:
     model, tool = sample_records()  # run-1 of acme
     other_run = tool_records(1, run_id="run-2")[0]
     other_tenant = tool_records(1, tenant="globex")[0]  # run-1 of globex
-    run = RunEvents("run-3")  # a MODEL node whose request was never seen
-    no_prompt = feed_all(NodePairer(), [run.response("late", None), run.step_end()])[0]
+    run = RunEvents("run-3")  # a MODEL node whose request carried no prompt
+    no_prompt = feed_all(
+        NodePairer(), [run.request(None), run.response("late", None), run.step_end()]
+    )[0]
     return {
         "model": model,
         "tool": tool,
@@ -184,6 +186,9 @@ def test_mock_replay_of_a_tool_node_prints_its_captured_result(
             "toolName": "calculator",
             "output": {"value": 4},
             "error": None,
+            "ok": None,
+            "failed": None,
+            "trace": None,
         }
     )
 

@@ -9,7 +9,7 @@ import pytest
 from runtrail.capture import Hold, NodeIoRecord, NodePairer
 from runtrail.capture.holds import decode_marks, encode_marks
 from runtrail.events import Event
-from tests.capture_support import T0_MS, RunEvents, feed_all, model_step, prompt
+from tests.capture_support import T0_MS, RunEvents, drain, feed_all, model_step, prompt
 
 
 def test_held_offset_is_the_first_offset_of_the_oldest_open_node_per_partition() -> None:
@@ -31,14 +31,25 @@ def test_held_offset_is_the_first_offset_of_the_oldest_open_node_per_partition()
 def test_a_closed_node_straddling_the_commit_point_is_named_in_the_metadata() -> None:
     a, b = RunEvents("run-a"), RunEvents("run-b")
     pairer = NodePairer()
-    pairer.feed(a.request(prompt()), 0, 0)  # A: 0..3
+    pairer.feed(a.call("c1", "calc", {}), 0, 0)  # A: 0..3
     pairer.feed(b.request(prompt()), 0, 1)  # B: opens at 1, stays open
-    pairer.feed(a.response("x"), 0, 2)
-    pairer.feed(a.step_end(), 0, 3)
+    pairer.feed(a.step_end(), 0, 2)
+    pairer.feed(a.result("c1", "calc", 2), 0, 3)
     assert pairer.holds() == {0: Hold(1, encode_marks(1, [3]))}
     assert decode_marks(1, pairer.holds()[0].metadata) == [3]
     pairer.feed(b.step_end(), 0, 4)
     assert pairer.holds() == {}
+
+
+def test_a_straddling_model_node_needs_no_mark_unless_its_request_is_re_read() -> None:
+    """Only MODEL_REQUEST opens a node: a re-read tail without it forms nothing."""
+    a, b = RunEvents("run-a"), RunEvents("run-b")
+    pairer = NodePairer()
+    pairer.feed(a.request(prompt()), 0, 0)  # A: 0..3
+    pairer.feed(b.request(prompt()), 0, 1)  # B: opens at 1, stays open
+    pairer.feed(a.response("x"), 0, 2)
+    pairer.feed(a.step_end(), 0, 3)
+    assert pairer.holds() == {0: Hold(1, "")}
 
 
 def test_nodes_inside_the_held_range_need_no_marks() -> None:
@@ -111,6 +122,7 @@ def _run_with_crashes(
             position += 1
             if rng.random() < 0.3:  # the sink is flushed: commit
                 committed = pairer.holds().get(0, Hold(position, ""))
+    written.extend(drain(pairer))
     return written
 
 
@@ -167,9 +179,10 @@ def test_resume_drops_the_tail_of_a_straddling_model_node() -> None:
 
     resumed = NodePairer()
     resumed.resume(0, hold.offset, hold.metadata)
-    records = feed_all(resumed, stream[1:], start_offset=1)
+    records = feed_all(resumed, stream[1:], start_offset=1) + drain(resumed)
     assert [r.run_id for r in records] == ["run-b"]
     assert records[0].inputs == prompt()
+    assert resumed.dropped == {"no-open-request": 1}  # A's response: its request came before
 
 
 def test_resume_skips_the_result_of_a_straddling_tool_node() -> None:
@@ -190,7 +203,7 @@ def test_resume_skips_the_result_of_a_straddling_tool_node() -> None:
 
     resumed = NodePairer()
     resumed.resume(0, hold.offset, hold.metadata)
-    records = feed_all(resumed, stream[1:], start_offset=1)
+    records = feed_all(resumed, stream[1:], start_offset=1) + drain(resumed)
     assert {r.record_id for r in records} < {r.record_id for r in expected}
     [two] = [r for r in records if r.node_type == "TOOL"]
     assert (two.inputs["arguments"], two.outputs["output"]) == ({"n": 2}, "two")
@@ -198,7 +211,7 @@ def test_resume_skips_the_result_of_a_straddling_tool_node() -> None:
 
 def test_pending_marks_are_carried_into_the_next_commit() -> None:
     a, b = RunEvents("run-a"), RunEvents("run-b")
-    stream = [a.request(prompt()), b.call("c", "t", {}), a.response("A"), a.step_end()]
+    stream = [a.call("a", "t", {}), b.call("c", "t", {}), a.step_end(), a.result("a", "t", 1)]
     pairer = NodePairer()
     feed_all(pairer, stream)  # A spans 0..3, B's call holds 1
     hold = pairer.holds()[0]
@@ -213,13 +226,13 @@ def test_pending_marks_are_carried_into_the_next_commit() -> None:
 def test_oversized_metadata_keeps_the_previous_commit_point() -> None:
     runs = [RunEvents(f"run-{i}") for i in range(3)]
     pairer = NodePairer()
-    pairer.feed(runs[0].request(prompt()), 0, 0)
-    pairer.feed(runs[1].request(prompt()), 0, 1)
-    pairer.feed(runs[2].request(prompt()), 0, 2)
-    pairer.feed(runs[0].step_end(), 0, 3)
+    pairer.feed(runs[0].call("c", "t", {}), 0, 0)
+    pairer.feed(runs[1].call("c", "t", {}), 0, 1)
+    pairer.feed(runs[2].call("c", "t", {}), 0, 2)
+    pairer.feed(runs[0].result("c", "t", 0), 0, 3)
     first = pairer.holds(max_metadata=7)[0]
     assert first == Hold(1, encode_marks(1, [3]))
-    pairer.feed(runs[1].step_end(), 0, 4)
+    pairer.feed(runs[1].result("c", "t", 1), 0, 4)
     assert len(encode_marks(2, [3, 4])) > 7
     assert pairer.holds(max_metadata=7) == {0: first}  # still valid, just older
     assert pairer.holds() == {0: Hold(2, encode_marks(2, [3, 4]))}
@@ -235,11 +248,11 @@ def test_expired_straddler_tail_is_dropped_on_resume() -> None:
     [expired] = pairer.expire_idle(now_ms=1_000, idle_ms=800)
     assert (expired.run_id, expired.incomplete) == ("run-a", True)
     hold = pairer.holds()[0]
-    assert hold == Hold(1, encode_marks(1, [2]))
+    assert hold == Hold(1, "")  # A's re-read tail has no request: it forms nothing
 
     resumed = NodePairer()
     resumed.resume(0, hold.offset, hold.metadata)
-    records = feed_all(resumed, stream[1:], start_offset=1)
+    records = feed_all(resumed, stream[1:], start_offset=1) + drain(resumed)
     assert [r.run_id for r in records] == ["run-b"]
     assert resumed.open_nodes() == 0
 

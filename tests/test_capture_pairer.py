@@ -83,21 +83,27 @@ def test_reasoning_segments_are_joined_with_newlines() -> None:
     assert record.reasoning_text == "First, read the question.\nThen add.\n2+2=4"
 
 
-def test_model_retries_are_counted_and_the_latest_prompt_is_the_input() -> None:
+def test_model_retries_are_counted_and_a_re_sent_request_restarts_the_node() -> None:
     run = RunEvents()
     retried = prompt(text="What is 2+2? Answer briefly.")
+    first = run.request(prompt())
     events = [
-        run.request(prompt()),
+        first,
+        run.response("partial "),
         run.retry(1, "HTTP 529"),
         run.retry(2, "timeout"),
         run.request(retried),
         run.response("4"),
         run.step_end(),
     ]
-    [record] = feed_all(NodePairer(), events)
-    assert record.retry_count == 2
+    pairer = NodePairer()
+    [record] = feed_all(pairer, events)
+    assert record.retry_count == 2  # kept across the restart (runtrail's SDK re-sends)
     assert record.inputs == retried
-    assert record.started_at_epoch_ms == T0_MS  # the node started with the first request
+    assert record.output_text == "4"  # never the superseded call's text
+    assert first.event_id not in record.source_event_ids
+    assert record.started_at_epoch_ms == T0_MS + 400  # the node restarted with the request
+    assert pairer.dropped == {"superseded-request": 4}
 
 
 def test_model_id_comes_from_the_prompt_model_and_is_none_without_one() -> None:
@@ -240,12 +246,25 @@ def test_step_end_without_a_model_node_produces_nothing() -> None:
     assert feed_all(NodePairer(), [run.step_end()]) == []
 
 
-def test_response_without_request_is_captured_without_input() -> None:
+def test_model_events_without_an_open_request_are_dropped_and_counted_like_ai4j() -> None:
+    """ai4j opens a node only on MODEL_REQUEST; runtrail used to open one on any model event."""
     run = RunEvents()
-    [record] = feed_all(NodePairer(), [run.response("hi", {"id": 1}), run.step_end()])
-    assert record.inputs is None
-    assert record.model_id is None
-    assert record.output_text == "hi"
+    pairer = NodePairer()
+    events = [
+        run.response("hi", {"id": 1}),
+        run.reasoning("hmm"),
+        run.retry(1, "busy"),
+        run.step_end(),
+        run.request(prompt(), step=2),
+        run.response("ok", step=2),
+        run.step_end(step=2),
+        run.response(" late", {"id": 2}, step=2),  # after STEP_END: no extra record
+        run.step_end(step=2),
+    ]
+    [record] = feed_all(pairer, events)
+    assert (record.step, record.output_text, record.incomplete) == (2, "ok", False)
+    assert pairer.dropped == {"no-open-request": 4}
+    assert pairer.open_nodes() == 0 and pairer.holds() == {}
 
 
 def test_keys_separate_steps_turns_runs_and_tenants() -> None:

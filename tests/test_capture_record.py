@@ -34,7 +34,12 @@ SEED_FIELDS = {
 def test_json_form_has_the_seed_field_names_plus_tenant_sources_and_incomplete() -> None:
     model, _tool = sample_records()
     form = orjson.loads(model.to_json_line())
-    assert set(form) == SEED_FIELDS | {"tenantId", "sourceEventIds", "incomplete"}
+    assert set(form) == SEED_FIELDS | {
+        "tenantId",
+        "sourceEventIds",
+        "incomplete",
+        "incompleteReason",
+    }
     assert form["nodeType"] == "MODEL"
     assert form["sourceEventIds"] == list(model.source_event_ids)
 

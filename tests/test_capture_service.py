@@ -107,7 +107,7 @@ def test_commit_points_are_the_holds_with_their_metadata(tmp_path: Path) -> None
     a, b = RunEvents("run-a"), RunEvents("run-b")
     service = make_service(tmp_path)
     service.process(
-        deliver([a.request(prompt()), b.request(prompt()), a.response("x"), a.step_end()])
+        deliver([a.call("c", "t", {}), b.request(prompt()), a.step_end(), a.result("c", "t", 1)])
     )
     service.process(deliver([RunEvents("run-c").call("k", "t", {})], partition=3, start=40))
     assert service.held_offsets() == {(TOPIC, 0): 1, (TOPIC, 3): 40}
@@ -123,36 +123,39 @@ def test_a_restart_at_the_commit_point_rewrites_identical_records_only(tmp_path:
     events: list[Event] = []
     for step in (1, 2):  # three runs' steps interleaved, so nodes straddle every commit point
         for run in runs:
+            events += [run.call(f"c{step}", "t", {}, step=step)]
             events += [run.request(prompt(), step=step), run.response("a", step=step)]
         for run in runs:
             events += [run.response("b", {"usage": {"input": 1}}, step=step)]
-            events += [run.step_end(step=step)]
+            events += [run.result(f"c{step}", "t", step, step=step), run.step_end(step=step)]
     first = make_service(tmp_path)
-    first.process(deliver(events[:9]))
+    first.process(deliver(events[:14]))
     first.flush()
     point = first.held_offsets()[(TOPIC, 0)]
     metadata = first.commit_metadata().get((TOPIC, 0))
     assert metadata, "the scenario must have a straddling node"
-    first.process(deliver(events[9:], start=9))
+    first.process(deliver(events[14:], start=14))
 
     second = make_service(tmp_path)  # the crash: a new process, the group's commit point
     second.on_committed({(TOPIC, 0): (point, metadata)})
     second.process(deliver(events[point:], start=point))
+    second.tick(wall_ms() + 10_000)  # runs picked up mid-way wait a little for their order
     before = {r.record_id: r for r in memory(first).records()}
     again = memory(second).records()
     assert again, "the re-read must re-form the nodes that were open at the commit point"
     assert all(before.get(r.record_id) == r for r in again), "a truncated or changed copy"
-    assert len(before) == 6
+    assert len(before) == 12
 
 
 def test_without_the_metadata_a_reread_would_write_a_truncated_copy(tmp_path: Path) -> None:
     """The control for the test above: it fails if metadata stops mattering."""
     a, b = RunEvents("run-a"), RunEvents("run-b")
-    events = [a.request(prompt()), b.request(prompt()), a.response("x"), a.step_end()]
-    events += [b.step_end()]
+    events = [a.call(None, "t", {"n": 1}), b.request(prompt()), a.call(None, "t", {"n": 2})]
+    events += [a.result(None, "t", 1), a.result(None, "t", 2), b.step_end()]
     service = make_service(tmp_path)
     service.on_committed({(TOPIC, 0): (1, None)})
     service.process(deliver(events[1:], start=1))
+    service.tick(wall_ms() + 10_000)
     reference = {r.record_id for r in feed_all(NodePairer(), events)}
     assert any(r.record_id not in reference for r in memory(service).records())
 
@@ -209,7 +212,8 @@ def test_partitions_of_two_topics_do_not_mix(tmp_path: Path) -> None:
     run = RunEvents()
     service.process(deliver([run.request(prompt())], topic="x"))
     service.process(deliver([run.step_end()], topic="y"))  # not the same node: another topic
-    assert service.held_offsets() == {("x", 0): 0}
+    # on y the run starts at sequence 2: that event waits (and holds) for its predecessor
+    assert service.held_offsets() == {("x", 0): 0, ("y", 0): 0}
     assert len(memory(service)) == 0
 
 
@@ -249,7 +253,7 @@ def test_the_runtime_commits_the_hold_with_its_metadata(
     runtime, recorder = runner
     a, b = RunEvents("run-a"), RunEvents("run-b")
     runtime.service.process(
-        deliver([a.request(prompt()), b.request(prompt()), a.response("x"), a.step_end()])
+        deliver([a.call("c", "t", {}), b.request(prompt()), a.step_end(), a.result("c", "t", 1)])
     )
     runtime._positions[(TOPIC, 0)] = 4
     runtime._commit(force=True)

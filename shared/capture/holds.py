@@ -16,7 +16,6 @@ consumer just re-reads more after a crash.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 PREFIX = "rtc1:"
@@ -60,13 +59,19 @@ def decode_marks(offset: int, metadata: str | None) -> list[int]:
 
 
 class PartitionHolds:
-    """Open and recently closed node spans of one partition, and marks to honour on resume."""
+    """Open and recently closed node spans of one partition, and marks to honour on resume.
+
+    Nodes are assembled in sequence order, so a node's events need not be read in offset
+    order: a node's span is from the lowest to the highest offset of its events, and what a
+    re-read must skip of a straddler (its *skips*) is given when it closes.
+    """
 
     __slots__ = ("_closed", "_open", "last_hold", "marks", "position")
 
     def __init__(self, start: Hold | None = None) -> None:
-        self._open: OrderedDict[int, int] = OrderedDict()  # serial -> first offset, in order
-        self._closed: list[tuple[int, int]] = []  # (first, last) of multi-offset closed nodes
+        self._open: dict[int, int] = {}  # serial -> lowest offset of the node's events
+        #: (first, last, skips) of closed nodes spanning more than one offset
+        self._closed: list[tuple[int, int, tuple[int, ...]]] = []
         self.marks: set[int] = set(decode_marks(start.offset, start.metadata)) if start else set()
         #: The next offset to read, once known (from ``start`` or from the first event).
         self.position: int | None = start.offset if start else None
@@ -80,17 +85,22 @@ class PartitionHolds:
         self.position = offset + 1
 
     def opened(self, serial: int, offset: int) -> None:
-        self._open[serial] = offset
+        """Node ``serial`` holds ``offset``; called again, it lowers the node's first offset."""
+        first = self._open.get(serial)
+        if first is None or offset < first:
+            self._open[serial] = offset
 
-    def closed(self, serial: int, last: int) -> None:
-        """Node ``serial`` is flushed, expired or discarded; its events ended at ``last``."""
+    def closed(self, serial: int, last: int, skips: tuple[int, ...] | None = None) -> None:
+        """Node ``serial`` is flushed, expired or discarded; its highest offset is ``last``.
+
+        ``skips`` are the offsets a re-read must skip if the commit point falls inside the
+        node (default: ``last``, the closing event).
+        """
         first = self._open.pop(serial)
-        if not self._open:
-            self._closed.clear()  # nothing open: no earlier span can straddle a later commit
-        elif first < last:
-            self._closed.append((first, last))
+        if first < last:
+            self._closed.append((first, last, (last,) if skips is None else skips))
 
-    def tail_dropped(self, offset: int, serial: int | None) -> None:
+    def tail_dropped(self, offset: int, serial: int | None = None) -> None:
         """At a mark: the tail of a node that began before the resume point ended here.
 
         Re-reading from any commit point at or below ``offset`` meets this tail again, so
@@ -98,20 +108,25 @@ class PartitionHolds:
         """
         self.marks.discard(offset)
         if serial is not None:
-            self._open.pop(serial)
-        if self._open:
-            self._closed.append((-1, offset))
-        else:
-            self._closed.clear()
+            self._open.pop(serial, None)
+        self._closed.append((-1, offset, (offset,)))
 
-    def hold(self, max_metadata: int) -> Hold | None:
-        """Where to commit now; ``None`` when nothing is held (commit the position)."""
+    def hold(self, max_metadata: int, floor: int | None = None) -> Hold | None:
+        """Where to commit now; ``None`` when nothing is held (commit the position).
+
+        ``floor`` is the lowest offset read but not processed yet (an event waiting for a
+        missing predecessor of its run): the commit never passes it.
+        """
         if self.position is None:
             return None  # nothing read yet
-        pending = [m for m in self.marks if m >= self.position]
+        reached = self.position if floor is None else min(self.position, floor)
+        pending = [m for m in self.marks if m >= reached]
         self.marks.intersection_update(pending)  # marks passed without being fed are moot
-        if self._open:
-            offset = next(iter(self._open.values()))
+        low = min(self._open.values()) if self._open else None
+        if floor is not None and (low is None or floor < low):
+            low = floor
+        if low is not None:
+            offset = low
         elif pending:
             offset = self.position
         else:
@@ -119,8 +134,8 @@ class PartitionHolds:
             self.last_hold = Hold(self.position, "")
             return None
         self._closed = [span for span in self._closed if span[1] >= offset]
-        ends = {last for first, last in self._closed if first < offset}
-        marks = sorted(ends.union(pending))
+        ends = {o for first, _, skips in self._closed if first < offset for o in skips}
+        marks = sorted(m for m in ends.union(pending) if m >= offset)
         metadata = encode_marks(offset, marks)
         if len(metadata) > max_metadata:
             return self.last_hold

@@ -1,26 +1,36 @@
-"""Pairs runtime events into node records, exactly as seed 000 §1 prescribes. Pure: no I/O.
+"""Pairs runtime events into node records as seed 000 §1 and ai4j's listener do. Pure: no I/O.
 
-* MODEL nodes: MODEL_REQUEST (input = the prompt), MODEL_RESPONSE, MODEL_REASONING and
-  MODEL_RETRY share the key ``runId|turnId|step`` and are flushed at that step's STEP_END.
-  ``outputText`` concatenates every response's ``message``; ``outputs`` keeps only the latest
-  non-empty ``raw`` (overwrite); reasoning segments are joined with ``"\\n"``; retries are
-  counted; token counts are parsed from ``outputs`` at flush. A repeated MODEL_REQUEST in the
-  same step (a retry) replaces the input, so live replay uses the prompt that was answered.
-* TOOL nodes: TOOL_CALL and TOOL_RESULT share ``runId|turnId|step|callKey`` (callId, else
-  toolName, else ``anon``) and are flushed at TOOL_RESULT. Calls under the same key pair with
-  results first-in first-out. A result without a call is captured without input.
+Events are first put back in per-run sequence order (:class:`runtrail.nodes.RunSequencer`);
+the rules below apply in that order, never in arrival order.
+
+* MODEL nodes, key ``runId|turnId|step``: only MODEL_REQUEST opens one (input = the prompt);
+  a second MODEL_REQUEST in the same step restarts it, as ai4j does (the superseded call's
+  events are dropped and counted, never mixed into the new call's record). MODEL_RESPONSE
+  appends its non-empty ``message`` to ``outputText``; ``outputs`` keeps the latest non-empty
+  ``raw`` (overwrite); token counts keep the last value seen per slot; MODEL_REASONING
+  segments are joined with ``"\\n"`` (empty ones skipped); MODEL_RETRY is counted. A model
+  event with no open request in its step (including one after STEP_END) is dropped and
+  counted. The node is flushed at its step's STEP_END.
+* TOOL nodes, key ``runId|turnId|step|callKey`` (callId, else toolName, else ``anon``): TOOL_CALL
+  opens, TOOL_RESULT closes and flushes. A TOOL_CALL identical to the latest pending one (same
+  callId, toolName and arguments) is the same call said twice (ai4j's Anthropic stream does
+  it) and joins that node. Other calls under one key pair with results first-in first-out. A
+  result without a call is captured without input.
 * Keys are also scoped by tenant, so tenants never mix even if run IDs collide.
-* An event whose ``sequence`` is not above the last one its node saw is a redelivery and is
-  ignored, so a duplicate delta cannot double ``outputText``.
+* A sequence gap that does not fill in within the window marks the run's open nodes
+  ``incomplete`` (reason ``sequence-gap``); redelivered and too-late events are dropped and
+  counted in :attr:`NodePairer.dropped`.
 
 Record times are the events' ``occurredAt``; only idle expiry looks at a clock (injected, or
 ``now_ms`` passed by the caller), because "idle" is about the consumer's time, not the agent's.
-Commit points and their metadata (:mod:`.holds`) make a restart re-form every node exactly.
+Commit points and their metadata (:mod:`.holds`) make a restart re-form every node exactly;
+an event waiting for a missing predecessor still holds its offset.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -28,13 +38,11 @@ from runtrail.capture.holds import DEFAULT_MAX_METADATA, Hold, PartitionHolds
 from runtrail.capture.record import (
     NodeIoRecord,
     NodeType,
-    call_key,
     derive_record_id,
     model_node_id,
     tool_node_id,
 )
 from runtrail.capture.times import epoch_ms
-from runtrail.capture.tokens import parse_usage
 from runtrail.events.envelope import Event
 from runtrail.events.runtime_events import (
     ModelReasoning,
@@ -43,22 +51,33 @@ from runtrail.events.runtime_events import (
     ToolCall,
     ToolResult,
 )
+from runtrail.nodes import (
+    Gap,
+    Released,
+    RunSequencer,
+    Stale,
+    append_reasoning,
+    append_text,
+    call_key,
+    keep_last,
+    non_empty,
+    parse_usage,
+)
+from runtrail.nodes.order import Outcome
 
 ModelKey = tuple[str, str, str | None, int | None]
 ToolKey = tuple[str, str, str | None, int | None, str]
+
+#: Why an event formed no part of any record (the labels of the dropped-events counter).
+NO_OPEN_REQUEST = "no-open-request"
+SUPERSEDED_REQUEST = "superseded-request"
+DUPLICATE = "duplicate"
+LATE = "late"
 
 
 def wall_ms() -> int:
     """The default idle clock: wall time in epoch milliseconds."""
     return time.time_ns() // 1_000_000
-
-
-def _non_empty(raw: Any) -> bool:
-    if raw is None:
-        return False
-    if isinstance(raw, str | bytes | list | dict):
-        return len(raw) > 0
-    return True
 
 
 class _Node:
@@ -68,12 +87,13 @@ class _Node:
         "call_key",
         "event_ids",
         "first_offset",
+        "incomplete",
         "inputs",
         "last_at",
         "last_offset",
-        "last_seq",
         "model_id",
         "node_type",
+        "offsets",
         "partition",
         "raw",
         "reasoning",
@@ -84,7 +104,8 @@ class _Node:
         "started_at",
         "step",
         "tenant_id",
-        "texts",
+        "text",
+        "tokens",
         "touched_ms",
         "turn_id",
     )
@@ -103,33 +124,27 @@ class _Node:
         self.partition = partition
         self.first_offset = offset
         self.last_offset = offset
+        #: offsets a re-read must skip if a commit point falls inside this node
+        self.offsets: list[int] = [offset]
         self.started_at = event.occurred_at
         self.last_at = event.occurred_at
-        self.last_seq = 0
         self.touched_ms = 0
         self.event_ids: list[str] = []
         self.inputs: Any = None
         self.model_id: str | None = None
-        self.texts: list[str] = []
+        self.text = ""
         self.raw: Any = None
-        self.reasoning: list[str] = []
+        self.reasoning = ""
         self.retries = 0
+        self.tokens: tuple[int | None, int | None] = (None, None)
+        self.incomplete: str | None = None
 
-    def touch(self, event: Event, offset: int, now_ms: int) -> None:
-        self.event_ids.append(event.event_id)
-        self.last_offset = offset
-        self.last_seq = event.sequence
-        self.last_at = event.occurred_at
-        self.touched_ms = now_ms
-        if self.session_id is None:
-            self.session_id = event.session_id
-
-    def to_record(self, incomplete: bool = False) -> NodeIoRecord:
+    def to_record(self) -> NodeIoRecord:
         started = epoch_ms(self.started_at)
         captured = epoch_ms(self.last_at)
         if self.node_type == "MODEL":
             node_id = model_node_id(self.run_id, self.turn_id, self.step)
-            input_tokens, output_tokens = parse_usage(self.raw)
+            input_tokens, output_tokens = self.tokens
         else:
             node_id = tool_node_id(self.run_id, self.turn_id, self.step, self.call_key)
             input_tokens = output_tokens = None
@@ -144,17 +159,18 @@ class _Node:
             node_id=node_id,
             model_id=self.model_id,
             inputs=self.inputs,
-            output_text="".join(self.texts),
+            output_text=self.text,
             outputs=self.raw,
             started_at_epoch_ms=started,
             captured_at_epoch_ms=captured,
             duration_ms=max(0, captured - started),
-            reasoning_text="\n".join(self.reasoning),
+            reasoning_text=self.reasoning,
             retry_count=self.retries,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             source_event_ids=tuple(self.event_ids),
-            incomplete=incomplete,
+            incomplete=self.incomplete is not None,
+            incomplete_reason=self.incomplete,
         )
 
 
@@ -168,16 +184,24 @@ class NodePairer:
     3. to commit: ``flush`` the sink, then commit each partition in ``holds()`` at its
        ``offset`` *with its* ``metadata``, and every other partition at its position;
     4. periodically ``expire_idle``; on revocation ``drop_partitions``.
+
+    ``window`` and ``wait_ms`` bound how long a missing sequence is waited for (see
+    :mod:`runtrail.nodes.order`).
     """
 
-    def __init__(self, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self, clock: Callable[[], int] = wall_ms, window: int = 1000, wait_ms: int = 5000
+    ) -> None:
         self._clock = clock
+        self._order = RunSequencer(window, wait_ms)
         self._models: dict[ModelKey, _Node] = {}
         self._tools: dict[ToolKey, list[_Node]] = {}
         self._holds: dict[int, PartitionHolds] = {}
         self._serial = 0
+        #: events that formed no part of a record, by reason (the service reads and resets it)
+        self.dropped: Counter[str] = Counter()
         self._handlers: dict[str, Callable[[Event, int, int, int], NodeIoRecord | None]] = {
-            "MODEL_REQUEST": self._on_model_event,
+            "MODEL_REQUEST": self._on_model_request,
             "MODEL_RESPONSE": self._on_model_event,
             "MODEL_REASONING": self._on_model_event,
             "MODEL_RETRY": self._on_model_event,
@@ -193,31 +217,47 @@ class NodePairer:
         """Account for one event; returns the records it completes (usually none or one).
 
         ``now_ms`` is the idle clock reading; pass one per poll batch to spare a clock call.
-        Events of other types are ignored (they still advance the partition's position).
+        Every event goes through sequence order (all of a run's events carry its sequence);
+        events of other types then only advance the partition's position.
         """
         holds = self._holds.get(partition)
         if holds is None:
             holds = self._holds[partition] = PartitionHolds()
         holds.seen(offset)
-        handler = self._handlers.get(event.type)
-        if handler is None:
-            return []
         now = self._clock() if now_ms is None else now_ms
-        if holds.marks and offset in holds.marks:
-            self._drop_tail(event, partition, offset, now)
-            return []
-        record = handler(event, partition, offset, now)
-        return [] if record is None else [record]
+        outcomes = self._order.feed(event, partition, offset, now)
+        if len(outcomes) == 1 and type(outcomes[0]) is Released:
+            released = outcomes[0]
+            if not holds.marks and released.event.type not in self._handlers:
+                return []
+        return self._apply(outcomes, now)
 
-    def _drop_tail(self, event: Event, partition: int, offset: int, now: int) -> None:
-        """The end of a node that began before the commit point: it was captured already."""
-        node = None
-        if event.type not in ("TOOL_CALL", "TOOL_RESULT"):  # a tool tail is its result: skip it
-            if event.type != "STEP_END":
-                self._on_model_event(event, partition, offset, now)
-            key: ModelKey = (event.tenant_id, event.run_id, event.turn_id, event.step)
-            node = self._models.pop(key, None)
-        self._holds[partition].tail_dropped(offset, None if node is None else node.serial)
+    def _apply(self, outcomes: Iterable[Outcome], now: int) -> list[NodeIoRecord]:
+        records: list[NodeIoRecord] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Released):
+                event, partition, offset = outcome
+                handler = self._handlers.get(event.type)
+                if handler is None:
+                    continue
+                holds = self._holds[partition]
+                if holds.marks and offset in holds.marks:
+                    holds.tail_dropped(offset)  # a straddler's tail: captured already
+                    continue
+                record = handler(event, partition, offset, now)
+                if record is not None:
+                    records.append(record)
+            elif isinstance(outcome, Gap):
+                self._taint(outcome)
+            elif isinstance(outcome, Stale):
+                self.dropped[outcome.reason] += 1
+        return records
+
+    def _taint(self, gap: Gap) -> None:
+        """A run's events are missing: none of its open nodes can be trusted whole."""
+        for node in self._iter_open():
+            if node.tenant_id == gap.tenant_id and node.run_id == gap.run_id:
+                node.incomplete = "sequence-gap"
 
     def _open(self, node_type: NodeType, event: Event, partition: int, offset: int) -> _Node:
         self._serial += 1
@@ -225,11 +265,48 @@ class NodePairer:
         self._holds[partition].opened(node.serial, offset)
         return node
 
-    def _close(self, node: _Node, offset: int, incomplete: bool = False) -> NodeIoRecord:
+    def _touch(self, node: _Node, event: Event, offset: int, now: int) -> None:
+        node.event_ids.append(event.event_id)
+        if offset < node.first_offset:
+            node.first_offset = offset
+            self._holds[node.partition].opened(node.serial, offset)
+        if offset > node.last_offset:
+            node.last_offset = offset
+        node.last_at = event.occurred_at
+        node.touched_ms = now
+        if node.session_id is None:
+            node.session_id = event.session_id
+
+    def _close(self, node: _Node) -> NodeIoRecord:
+        self._release(node)
+        return node.to_record()
+
+    def _release(self, node: _Node) -> None:
         holds = self._holds.get(node.partition)
         if holds is not None:
-            holds.closed(node.serial, offset)
-        return node.to_record(incomplete)
+            skips = tuple(node.offsets) if node.node_type == "TOOL" else (node.offsets[0],)
+            holds.closed(node.serial, node.last_offset, skips)
+
+    def _on_model_request(
+        self, event: Event, partition: int, offset: int, now: int
+    ) -> NodeIoRecord | None:
+        key: ModelKey = (event.tenant_id, event.run_id, event.turn_id, event.step)
+        old = self._models.get(key)
+        if old is not None:  # ai4j restarts the node: the earlier call is not recorded
+            self.dropped[SUPERSEDED_REQUEST] += len(old.event_ids)
+            self._release(old)
+        node = self._models[key] = self._open("MODEL", event, partition, offset)
+        if old is not None:
+            node.retries = old.retries  # runtrail's SDK re-sends the request after MODEL_RETRY
+            # the count comes from the superseded call's events: a re-read must include them
+            node.first_offset = min(node.first_offset, old.first_offset)
+            self._holds[partition].opened(node.serial, node.first_offset)
+        self._touch(node, event, offset, now)
+        prompt = cast(ModelRequest, event.data).prompt
+        node.inputs = prompt
+        model = prompt.get("model") if isinstance(prompt, dict) else None
+        node.model_id = model if isinstance(model, str) else None
+        return None
 
     def _on_model_event(
         self, event: Event, partition: int, offset: int, now: int
@@ -237,38 +314,31 @@ class NodePairer:
         key: ModelKey = (event.tenant_id, event.run_id, event.turn_id, event.step)
         node = self._models.get(key)
         if node is None:
-            node = self._models[key] = self._open("MODEL", event, partition, offset)
-        elif event.sequence <= node.last_seq:
+            self.dropped[NO_OPEN_REQUEST] += 1
             return None
-        node.touch(event, offset, now)
+        self._touch(node, event, offset, now)
         kind = event.type
         if kind == "MODEL_RESPONSE":
             response = cast(ModelResponse, event.data)
-            if response.message:
-                node.texts.append(response.message)
-            if _non_empty(response.raw):
+            node.text = append_text(node.text, response.message)
+            if non_empty(response.raw):
                 node.raw = response.raw
+                node.tokens = keep_last(node.tokens, parse_usage(response.raw))
         elif kind == "MODEL_REASONING":
-            node.reasoning.append(cast(ModelReasoning, event.data).text)
-        elif kind == "MODEL_RETRY":
+            node.reasoning = append_reasoning(node.reasoning, cast(ModelReasoning, event.data).text)
+        else:  # MODEL_RETRY
             node.retries += 1
-        else:  # MODEL_REQUEST
-            prompt = cast(ModelRequest, event.data).prompt
-            node.inputs = prompt
-            model = prompt.get("model") if isinstance(prompt, dict) else None
-            node.model_id = model if isinstance(model, str) else None
         return None
 
     def _on_step_end(
         self, event: Event, partition: int, offset: int, now: int
     ) -> NodeIoRecord | None:
         key: ModelKey = (event.tenant_id, event.run_id, event.turn_id, event.step)
-        node = self._models.get(key)
-        if node is None or event.sequence <= node.last_seq:
+        node = self._models.pop(key, None)
+        if node is None:
             return None
-        del self._models[key]
-        node.touch(event, offset, now)
-        return self._close(node, offset)
+        self._touch(node, event, offset, now)
+        return self._close(node)
 
     def _on_tool_call(
         self, event: Event, partition: int, offset: int, now: int
@@ -281,15 +351,19 @@ class NodePairer:
             event.step,
             call_key(call.call_id, call.tool_name),
         )
+        inputs = call.model_dump(by_alias=True)  # the call as published (v2: with its type)
         queue = self._tools.get(key)
         if queue is None:
             queue = self._tools[key] = []
-        elif event.sequence <= queue[-1].last_seq:
+        elif call.call_id is not None and queue[-1].inputs == inputs:
+            node = queue[-1]  # the same call said twice: one node
+            node.offsets.append(offset)
+            self._touch(node, event, offset, now)
             return None
         node = self._open("TOOL", event, partition, offset)
         node.call_key = key[4]
-        node.inputs = call.model_dump(by_alias=True)  # the call as published (v2: with type)
-        node.touch(event, offset, now)
+        node.inputs = inputs
+        self._touch(node, event, offset, now)
         queue.append(node)
         return None
 
@@ -306,18 +380,18 @@ class NodePairer:
         )
         queue = self._tools.get(key)
         if queue:
-            node = queue[0]
-            if event.sequence <= node.last_seq:
-                return None
-            del queue[0]
+            node = queue.pop(0)
             if not queue:
                 del self._tools[key]
+            node.offsets.append(offset)
         else:  # an orphan result: captured without input
             node = self._open("TOOL", event, partition, offset)
             node.call_key = key[4]
+            if self._order.missed_before((event.tenant_id, event.run_id), event.sequence):
+                node.incomplete = "sequence-gap"  # its call may be what went missing
         node.raw = result.model_dump(by_alias=True)  # the result as published (v2: ok, failed…)
-        node.touch(event, offset, now)
-        return self._close(node, offset)
+        self._touch(node, event, offset, now)
+        return self._close(node)
 
     # --- housekeeping ---------------------------------------------------------------------------
     def resume(self, partition: int, offset: int, metadata: str | None = None) -> None:
@@ -333,12 +407,13 @@ class NodePairer:
     def holds(self, max_metadata: int = DEFAULT_MAX_METADATA) -> dict[int, Hold]:
         """Per partition, the commit point: re-read from ``offset``, honouring ``metadata``.
 
-        ``offset`` is the first offset of the oldest open node. Partitions holding nothing are
-        absent: commit them at the consumed position (with no metadata).
+        ``offset`` is the lowest offset of the oldest open node or of an event still waiting
+        for a missing predecessor. Partitions holding nothing are absent: commit them at the
+        consumed position (with no metadata).
         """
         result: dict[int, Hold] = {}
         for partition, holds in self._holds.items():
-            hold = holds.hold(max_metadata)
+            hold = holds.hold(max_metadata, self._order.floor(partition))
             if hold is not None:
                 result[partition] = hold
         return result
@@ -348,20 +423,24 @@ class NodePairer:
         return {partition: hold.offset for partition, hold in self.holds().items()}
 
     def expire_idle(self, now_ms: int, idle_ms: int) -> list[NodeIoRecord]:
-        """Flush, marked incomplete, every node untouched for more than ``idle_ms``.
+        """Give up sequence waits past their time, then flush idle nodes as incomplete.
 
-        A step that never ends (a crashed agent) must not hold memory or offsets forever.
-        The record's capture time is its last event's ``occurredAt``.
+        A step that never ends (a crashed agent) must not hold memory or offsets forever:
+        every node untouched for more than ``idle_ms`` is flushed, marked incomplete
+        (reason ``idle``, unless a gap already marked it). The record's capture time is its
+        last event's ``occurredAt``. Runs idle that long are forgotten by the sequencer.
         """
+        records = self._apply(self._order.expire(now_ms, forget_ms=idle_ms), now_ms)
         stale = [n for n in self._iter_open() if now_ms - n.touched_ms > idle_ms]
         if not stale:
-            return []
+            return records
         stale.sort(key=lambda n: (n.partition, n.first_offset))
         for node in stale:
             self._forget(node)
-        records = []
         for node in stale:
-            records.append(self._close(node, node.last_offset, incomplete=True))
+            if node.incomplete is None:
+                node.incomplete = "idle"
+            records.append(self._close(node))
         return records
 
     def drop_partitions(self, partitions: Iterable[int]) -> None:
@@ -371,10 +450,15 @@ class NodePairer:
             self._forget(node)
         for partition in gone:
             self._holds.pop(partition, None)
+        self._order.drop_partitions(gone)
 
     def open_nodes(self) -> int:
         """How many nodes are open (for metrics)."""
         return len(self._models) + sum(len(q) for q in self._tools.values())
+
+    def buffered_events(self) -> int:
+        """How many events wait for a missing predecessor of their run (for metrics)."""
+        return self._order.buffered()
 
     def _iter_open(self) -> list[_Node]:
         nodes = list(self._models.values())

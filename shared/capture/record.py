@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from runtrail.nodes.keys import call_key as call_key  # the one pairing-key function
+
 NodeType = Literal["MODEL", "TOOL"]
 NODE_TYPES: tuple[NodeType, ...] = ("MODEL", "TOOL")
 
@@ -37,11 +39,6 @@ JsonValue = Annotated[Any, "runtrail.json"]
 def step_key(run_id: str, turn_id: str | None, step: int | None) -> str:
     """``<runId>|<turnId>|<step>``, the MODEL pairing key (missing parts are empty)."""
     return f"{run_id}|{'' if turn_id is None else turn_id}|{'' if step is None else step}"
-
-
-def call_key(call_id: str | None, tool_name: str | None) -> str:
-    """The TOOL pairing suffix: ``callId``, falling back to ``toolName``, then ``anon``."""
-    return call_id or tool_name or "anon"
 
 
 def model_node_id(run_id: str, turn_id: str | None, step: int | None) -> str:
@@ -89,8 +86,11 @@ class NodeIoRecord(BaseModel):
     input_tokens: int | None = None
     output_tokens: int | None = None
     source_event_ids: tuple[str, ...] = ()
-    #: True when the node was flushed by idle expiry, before its closing event arrived.
+    #: True when the record may not hold the node whole: flushed by idle expiry before its
+    #: closing event arrived, or a sequence gap in its run did not fill in within the window.
     incomplete: bool = False
+    #: Why it is incomplete: ``idle`` or ``sequence-gap`` (None when complete).
+    incomplete_reason: str | None = None
 
     def to_json_line(self) -> bytes:
         """The record's JSON form as one JSONL line, newline included."""

@@ -1,0 +1,31 @@
+"""Seed 000 §1 node assembly, written once for every consumer that forms nodes.
+
+Capture (``runtrail.capture.pairer``) and the resume cache (``runtrail.resume.builder``) both
+pair runtime events into nodes. What they must agree on lives here, one mechanism each:
+
+* :mod:`.keys` — pairing keys (``callId``, else ``toolName``, else ``anon``) and what counts as
+  a non-empty raw payload;
+* :mod:`.text` — how response deltas and reasoning segments accumulate (ai4j's rules);
+* :mod:`.tokens` — the one token parser (capture and projection use it), per-slot keep-last;
+* :mod:`.order` — per-run sequence order: events are assembled by sequence, not arrival.
+"""
+
+from __future__ import annotations
+
+from runtrail.nodes.keys import call_key, non_empty
+from runtrail.nodes.order import Gap, Released, RunSequencer, Stale
+from runtrail.nodes.text import append_reasoning, append_text
+from runtrail.nodes.tokens import keep_last, parse_usage
+
+__all__ = [
+    "Gap",
+    "Released",
+    "RunSequencer",
+    "Stale",
+    "append_reasoning",
+    "append_text",
+    "call_key",
+    "keep_last",
+    "non_empty",
+    "parse_usage",
+]
