@@ -2,8 +2,8 @@
 
 The same event sequences go through ai4j's real ``IoCaptureAgentListener`` (the Maven harness
 in ``tests/ai4j/``, with ai4j's own payload classes and ``JsonlIoCaptureSink``) and through
-runtrail's capture: the pairer library for every sequence, and the real capture service over
-a real broker for the basic set. Records must be equal, record for record and in order, after
+runtrail's capture: the pairer library, and the real capture service over a real broker, both
+for every sequence (and the run ai4j's real runtime emitted). Records must be equal, record for record and in order, after
 the field mapping of ``docs/CAPTURE.md`` ("Conformance with ai4j"):
 
 * compared: nodeType, nodeId, runId, sessionId, turnId, step, modelId, inputs, outputText,
@@ -255,8 +255,9 @@ def test_the_capture_service_writes_what_ai4j_captures(
 ) -> None:
     topic = create_topic(kafka_bootstrap, unique_topic("ai4j-capture"), partitions=2)
     create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=2)
-    names = sorted(seqs.basic())
-    forms = [f for name in names for f in runtrail_forms(ALL[name])]
+    every = {**ALL, "ai4j_runtime_run": emitted_run()}
+    names = sorted(every)
+    forms = [f for name in names for f in runtrail_forms(every[name])]
     produce_forms(kafka_bootstrap, topic, forms)
     want = {name: expected(ai4j, name) for name in names}
     total = sum(len(recs) for runs in want.values() for recs in runs.values())
@@ -285,7 +286,7 @@ def test_the_capture_service_writes_what_ai4j_captures(
         proc.close()
     records = written()
     assert len(records) == total
-    runs = {ev["runId"]: name for name in names for ev in ALL[name]}
+    runs = {ev["runId"]: name for name in names for ev in every[name]}
     got: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in names}
     # within one (tenant, run) the files keep stream order; sort by the first source event
     order = {f["eventId"]: i for i, f in enumerate(forms)}
