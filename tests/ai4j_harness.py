@@ -85,8 +85,10 @@ def ai4j_dir() -> Path | None:
     """The shared ai4j folder (jars + install.sh), if this machine has one."""
     candidates = [os.environ.get("RUNTRAIL_AI4J_DIR"), REPO.parent / "shared" / "ai4j"]
     for candidate in candidates:
-        if candidate and (Path(candidate) / "install.sh").is_file():
-            return Path(candidate)
+        if candidate:
+            folder = REPO / candidate  # a relative setting is relative to the repository
+            if (folder / "install.sh").is_file():
+                return folder
     return None
 
 
