@@ -237,3 +237,45 @@ def test_published_by_cli_and_api_no_service_dead_letters_them(
             assert len(chain) == len(api_forms)
     finally:
         store.close()
+
+
+#: AgentToolResult fields -> whether ai4j derives ``failed``.
+RESULT_CASES: list[tuple[dict[str, Any], bool]] = [
+    ({"ok": True, "error": "x"}, True),  # ai4j: a non-blank error fails even with ok=true
+    ({"error": "  "}, False),  # a blank error is no failure
+    ({"output": "TOOL_ERROR: timeout"}, True),  # ai4j's error prefix
+    ({"ok": False}, True),
+    ({}, False),
+]
+
+
+@pytest.fixture(scope="module")
+def serialized_results() -> list[dict[str, Any]]:
+    """Each case's AgentToolResult as ai4j writes it (one JVM run for all)."""
+    sequences = {
+        str(i): [
+            {
+                "type": "TOOL_RESULT",
+                "runId": "r",
+                "step": 0,
+                "payload": {"name": "t", "callId": "c", "output": "o", **fields},
+            }
+        ]
+        for i, (fields, _) in enumerate(RESULT_CASES)
+    }
+    records = harness().capture(sequences)
+    return [records[str(i)][0]["outputs"] for i in range(len(RESULT_CASES))]
+
+
+@pytest.mark.parametrize("case", range(len(RESULT_CASES)))
+def test_every_tool_result_ai4j_serializes_is_accepted(
+    case: int, serialized_results: list[dict[str, Any]]
+) -> None:
+    """ai4j derives ``failed``; whatever its AgentToolResult JSON says, runtrail agrees."""
+    written = serialized_results[case]
+    failed = RESULT_CASES[case][1]
+    assert written["failed"] is failed
+    event = {"type": "TOOL_RESULT", "runId": "r", "step": 0, "payload": written}
+    data = validate_json_form(full_form(to_runtrail(event), 1)).data
+    assert isinstance(data, ToolResult)
+    assert data.is_failure is failed

@@ -183,10 +183,11 @@ class ToolResult(EventData):
 
     @model_validator(mode="after")
     def _consistent(self) -> ToolResult:
-        if self.failed is False and (self.ok is False or self.error):
+        # ai4j derives failed = (ok is false) or (error is not blank) or (output starts with
+        # TOOL_ERROR); only a writer contradicting its own fields is refused (ok=true with an
+        # error is a failure there, so it is not a contradiction)
+        if self.failed is False and (self.ok is False or (self.error and self.error.strip())):
             raise ValueError("failed is false but ok is false or error is set")
-        if self.ok is True and self.failed is True:
-            raise ValueError("ok is true but failed is true")
         return self
 
     @property
