@@ -72,14 +72,14 @@ class ModelRequest(EventData):
     @model_validator(mode="before")
     @classmethod
     def _agent_prompt(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and data
-            and "prompt" not in data
-            and AGENT_PROMPT_FIELDS.issuperset(data)
-        ):
-            return {"prompt": dict(data)}
-        return data
+        if not isinstance(data, dict) or not data or "prompt" in data:
+            return data  # runtrail's own form (and every decoded event): nothing to do
+        unknown = sorted(set(data) - AGENT_PROMPT_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"neither {{prompt}} nor an ai4j AgentPrompt: unknown field(s) {unknown}"
+            )
+        return {"prompt": dict(data)}
 
 
 class ModelResponse(EventData):
