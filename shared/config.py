@@ -117,6 +117,20 @@ class Settings(BaseSettings):
         "are rejected at publish and dead-lettered (too-deep) at consume.",
     )
 
+    # --- Node assembly (capture, resume-cache; see runtrail.nodes.order) ----------------------
+    reorder_window: int = Field(
+        default=1000,
+        ge=0,
+        description="A run's missing sequence is waited for while fewer than this many later "
+        "events are read from its partition; then its open nodes are marked incomplete.",
+    )
+    reorder_wait_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Longest consumer time a missing sequence is waited for on a quiet "
+        "partition (and a run picked up mid-way waits before it starts).",
+    )
+
     # --- Local broker -----------------------------------------------------------------------
     state_dir: Path = Field(
         default=Path(".runtrail"),

@@ -8,7 +8,7 @@ safe to walk from the HTTP thread while the loop mutates them.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -29,10 +29,26 @@ class CaptureMetrics:
         )
         incomplete = Counter(
             "runtrail_capture_incomplete",
-            "Nodes flushed by idle expiry, marked incomplete, by node type.",
+            "Records marked incomplete (idle expiry or a sequence gap), by node type.",
             ["service", "node_type"],
             registry=registry,
         )
+        self._dropped = Counter(
+            "runtrail_capture_dropped_events",
+            "Events that formed no part of any record, by reason: no-open-request (a model "
+            "event with no MODEL_REQUEST in its step), superseded-request (a call restarted by "
+            "a second MODEL_REQUEST), duplicate (a redelivered sequence), late (its sequence "
+            "was given up as a gap).",
+            ["service", "reason"],
+            registry=registry,
+        )
+        self._service = service
+        self.buffered_events = Gauge(
+            "runtrail_capture_buffered_events",
+            "Events waiting for a missing earlier sequence of their run (offsets held).",
+            ["service"],
+            registry=registry,
+        ).labels(service)
         self._records = {t: records.labels(service, t) for t in NODE_TYPES}
         self._incomplete = {t: incomplete.labels(service, t) for t in NODE_TYPES}
         self.open_nodes = Gauge(
@@ -48,6 +64,11 @@ class CaptureMetrics:
             buckets=_FLUSH_BUCKETS,
             registry=registry,
         ).labels(service)
+
+    def dropped(self, reasons: Mapping[str, int]) -> None:
+        """Count a batch's dropped events by reason."""
+        for reason, count in reasons.items():
+            self._dropped.labels(self._service, reason).inc(count)
 
     def written(self, records: Sequence[NodeIoRecord]) -> None:
         """Count a batch of records by node type, and the incomplete ones among them."""

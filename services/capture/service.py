@@ -61,7 +61,10 @@ class CaptureService(Service):
         """The pairer of one topic (partitions are numbered per topic)."""
         pairer = self._pairers.get(topic)
         if pairer is None:
-            pairer = self._pairers[topic] = NodePairer()
+            settings = self.context.settings
+            pairer = self._pairers[topic] = NodePairer(
+                window=settings.reorder_window, wait_ms=int(settings.reorder_wait_s * 1000)
+            )
         return pairer
 
     # --- events -----------------------------------------------------------------------------
@@ -78,6 +81,15 @@ class CaptureService(Service):
                 records.extend(closed)
         if records:
             self._write(records)
+        self._count_dropped()
+
+    def _count_dropped(self) -> None:
+        """Per batch: count and log the events that formed no part of a record."""
+        for topic, pairer in self._pairers.items():
+            if pairer.dropped:
+                self.metrics.dropped(pairer.dropped)
+                log.info("capture: %s: events in no record: %s", topic, dict(pairer.dropped))
+                pairer.dropped.clear()
 
     def tick(self, now_ms: int) -> None:
         """Flush, marked incomplete, nodes idle longer than ``idle_flush_s``; update the gauge.
@@ -90,9 +102,11 @@ class CaptureService(Service):
             for pairer in self._pairers.values():
                 expired.extend(pairer.expire_idle(now_ms, self._idle_ms))
             if expired:
-                log.info("capture: %d idle node(s) flushed as incomplete", len(expired))
+                log.info("capture: %d node(s) flushed by expiry", len(expired))
                 self._write(expired)
+            self._count_dropped()
         self.metrics.open_nodes.set(sum(p.open_nodes() for p in self._pairers.values()))
+        self.metrics.buffered_events.set(sum(p.buffered_events() for p in self._pairers.values()))
 
     def _write(self, records: list[NodeIoRecord]) -> None:
         self.sink.write(records)

@@ -14,6 +14,7 @@ but not yet flushed (:mod:`.index`), with read-your-writes waits.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 
 from runtrail.http_server import TokenAuth
@@ -32,6 +33,9 @@ from runtrail_services.resume_cache.topic_writer import (
 
 log = logging.getLogger(__name__)
 
+#: Runs silent this long are forgotten by the sequencer (and how often it looks for them).
+FORGET_RUNS_MS = 10 * 60 * 1000
+
 
 class ResumeCacheService(Service):
     """See the module docstring."""
@@ -46,7 +50,14 @@ class ResumeCacheService(Service):
         url = self.settings.resolved_store_url(context.settings.state_dir)
         self.store: CacheStore = open_store(url, readers=self.settings.readers)
         self.metrics = ResumeCacheMetrics(self.name, context.registry)
-        self.builder = EntryBuilder()
+        self.builder = EntryBuilder(
+            window=context.settings.reorder_window,
+            wait_ms=int(context.settings.reorder_wait_s * 1000),
+            anchor=self._applied_sequence,
+        )
+        #: per partition, the next offset to read (what the store may record once applied)
+        self._read: dict[int, int] = {}
+        self._next_forget_ms = 0
         self.index = LookupIndex(self.store, self.events_topic)
         self.writer: CacheTopicWriter | None = None
         if self.settings.publish_topic:
@@ -73,14 +84,43 @@ class ResumeCacheService(Service):
         )
 
     # --- events ---------------------------------------------------------------------------
+    def _applied_sequence(self, tenant: str, run_id: str) -> int | None:
+        """The run's last applied sequence in the store: where its order resumes."""
+        last = self.store.run_state(tenant, run_id).last_sequence
+        return last if last > 0 else None
+
     def process(self, batch: Sequence[Delivered]) -> None:
         delta = WriteBatch()
-        positions: dict[int, int] = {}
         feed = self.builder.feed
+        now = int(time.time() * 1000)
         for delivered in batch:
-            feed(delivered.event, delivered.partition, delta)
-            positions[delivered.partition] = delivered.offset + 1
-            delta.offsets[(delivered.topic, delivered.partition)] = delivered.offset + 1
+            feed(delivered.event, delivered.partition, delta, delivered.offset, now)
+            self._read[delivered.partition] = delivered.offset + 1
+        self._publish(delta, {d.partition for d in batch})
+
+    def tick(self, now_ms: int) -> None:
+        """Give up sequence waits on quiet partitions, so what waits behind them is applied;
+        now and then forget idle runs (the store's last sequence re-anchors them)."""
+        forget = now_ms >= self._next_forget_ms
+        if not forget and not self.builder.buffered():
+            return
+        if forget:
+            self._next_forget_ms = now_ms + FORGET_RUNS_MS
+        delta = WriteBatch()
+        self.builder.expire(now_ms, delta, FORGET_RUNS_MS if forget else None)
+        self._publish(delta, set(self._read))
+
+    def _publish(self, delta: WriteBatch, partitions: set[int]) -> None:
+        """Make a delta visible, with offsets that never pass an event not yet applied."""
+        positions: dict[int, int] = {}
+        for partition in partitions:
+            position = self._read[partition]
+            floor = self.builder.floor(partition)
+            positions[partition] = position if floor is None else min(position, floor)
+            delta.offsets[(self.events_topic, partition)] = positions[partition]
+        if self.builder.dropped:
+            log.info("resume-cache: events or nodes not applied: %s", dict(self.builder.dropped))
+            self.builder.dropped.clear()
         for entry in delta.entries.values():
             self.metrics.entries.labels(self.name, entry.kind.value).inc()
         for held in delta.intents.values():
@@ -107,6 +147,8 @@ class ResumeCacheService(Service):
         models, intents = self.store.open_state(self.events_topic, mine)
         self.builder.drop_partitions(mine)
         self.builder.load(models, intents)
+        for p in mine:
+            self._read.pop(p, None)
         starts = {(self.events_topic, p): stored[p] for p in mine if p in stored}
         self.index.assigned({p: stored.get(p, 0) for p in mine})
         log.info(
@@ -120,6 +162,8 @@ class ResumeCacheService(Service):
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         mine = [p for t, p in partitions if t == self.events_topic]
         self.builder.drop_partitions(mine)
+        for p in mine:
+            self._read.pop(p, None)
         self.index.revoked(mine)
 
     def close(self) -> None:

@@ -75,6 +75,9 @@ DUPLICATE = "duplicate"
 LATE = "late"
 
 
+_GAP = object()  # a gap was reported; the step it ran into is not known yet
+
+
 def wall_ms() -> int:
     """The default idle clock: wall time in epoch milliseconds."""
     return time.time_ns() // 1_000_000
@@ -200,6 +203,9 @@ class NodePairer:
         self._serial = 0
         #: events that formed no part of a record, by reason (the service reads and resets it)
         self.dropped: Counter[str] = Counter()
+        #: runs just past a gap -> the (turn, step) released first after it (_GAP until known)
+        self._suspect: dict[tuple[str, str], object] = {}
+        self._tainting = False
         self._handlers: dict[str, Callable[[Event, int, int, int], NodeIoRecord | None]] = {
             "MODEL_REQUEST": self._on_model_request,
             "MODEL_RESPONSE": self._on_model_event,
@@ -244,7 +250,10 @@ class NodePairer:
                 if holds.marks and offset in holds.marks:
                     holds.tail_dropped(offset)  # a straddler's tail: captured already
                     continue
+                if self._suspect:
+                    self._tainting = self._after_gap(event)
                 record = handler(event, partition, offset, now)
+                self._tainting = False
                 if record is not None:
                     records.append(record)
             elif isinstance(outcome, Gap):
@@ -254,14 +263,36 @@ class NodePairer:
         return records
 
     def _taint(self, gap: Gap) -> None:
-        """A run's events are missing: none of its open nodes can be trusted whole."""
+        """A run's events are missing: none of its open nodes can be trusted whole.
+
+        Nor can a node that opens in the step the gap ran into: what is missing may be its
+        first event (a TOOL_CALL said twice, whose first saying was lost).
+        """
         for node in self._iter_open():
             if node.tenant_id == gap.tenant_id and node.run_id == gap.run_id:
                 node.incomplete = "sequence-gap"
+        self._suspect[(gap.tenant_id, gap.run_id)] = _GAP
+
+    def _after_gap(self, event: Event) -> bool:
+        """Whether nodes this event opens are suspect (it is in the step a gap ran into)."""
+        key = (event.tenant_id, event.run_id)
+        where = self._suspect.get(key)
+        if where is None:
+            return False
+        here = (event.turn_id, event.step)
+        if where is _GAP:
+            self._suspect[key] = here
+            return True
+        if where == here:
+            return True
+        del self._suspect[key]
+        return False
 
     def _open(self, node_type: NodeType, event: Event, partition: int, offset: int) -> _Node:
         self._serial += 1
         node = _Node(self._serial, node_type, event, partition, offset)
+        if self._tainting:
+            node.incomplete = "sequence-gap"
         self._holds[partition].opened(node.serial, offset)
         return node
 
@@ -451,6 +482,7 @@ class NodePairer:
         for partition in gone:
             self._holds.pop(partition, None)
         self._order.drop_partitions(gone)
+        self._suspect.clear()
 
     def open_nodes(self) -> int:
         """How many nodes are open (for metrics)."""

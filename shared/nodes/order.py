@@ -34,7 +34,7 @@ from runtrail.events.envelope import Event
 
 RunKey = tuple[str, str]  # tenant, run
 #: Given-up ranges remembered per run, to tell a late event from a redelivery.
-_MISSING_KEPT = 16
+_MISSING_KEPT = 1024
 
 
 class Released(NamedTuple):

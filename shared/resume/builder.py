@@ -12,7 +12,15 @@ The rules, from seed 000 §1 and §3 and seed 002:
   it and, without ``error``, becomes an entry keyed by the call's tool name and arguments. A
   failed call closes its intent (the outcome is known) but is not cached as completed. A result
   without a call has no key and yields nothing.
-* Every event advances its run's last sequence, so a resumed run can continue numbering.
+* Events are applied in per-run sequence order (:class:`runtrail.nodes.RunSequencer`), not
+  arrival order: a swapped delta is put back in place. A gap that does not fill in within the
+  window spoils the run's open model nodes and those opening in the step it ran into: they
+  yield no entry (a cache entry has no "incomplete" flag, so a partial answer must not be
+  served). Redelivered and late events are skipped; all of these are counted in ``dropped``.
+* Every applied event advances its run's last sequence, so a resumed run can continue
+  numbering, and a re-read after a restart skips what was applied (the store's last sequence
+  is the sequencer's anchor). An event waiting for a missing predecessor is not applied, so
+  the service must not store an offset past it (:meth:`EntryBuilder.floor`).
 
 Changes accumulate in a :class:`WriteBatch` that the service makes durable in one transaction,
 together with the consumed offsets; the open state itself (unanswered model nodes, intents) is
@@ -21,7 +29,8 @@ part of the batch, so a restart loads it back instead of re-reading the topic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +43,12 @@ from runtrail.events.runtime_events import (
     ToolCall,
     ToolResult,
 )
+from runtrail.nodes import Gap, Released, RunSequencer, Stale, non_empty
 from runtrail.resume.entry import CacheEntry, Intent, ModelResult
 from runtrail.resume.keys import Kind, intent_id, model_key, tool_key
+
+#: Why an applied model node yields no entry / why an event was not applied.
+SEQUENCE_GAP = "sequence-gap"
 
 NodeKey = tuple[str, str, str, int | None]  # tenant, run, turn ('' when none), step
 IntentKey = tuple[str, str, str]  # tenant, run, intent ID
@@ -58,6 +71,8 @@ class ModelNode:
     message: str | None = None
     raw: Any = None
     responded: bool = False
+    #: a gap in the run's sequence touched this node: it must not become an entry
+    spoiled: bool = False
 
     @property
     def node_key(self) -> NodeKey:
@@ -91,6 +106,7 @@ class ModelNode:
             "message": self.message,
             "raw": self.raw,
             "responded": self.responded,
+            "spoiled": self.spoiled,
         }
 
     @classmethod
@@ -107,6 +123,7 @@ class ModelNode:
             message=data.get("message"),
             raw=data.get("raw"),
             responded=bool(data.get("responded")),
+            spoiled=bool(data.get("spoiled")),
         )
 
 
@@ -131,22 +148,24 @@ class WriteBatch:
         return bool(self.entries or self.intents or self.models or self.runs or self.offsets)
 
 
-def _non_empty(raw: Any) -> bool:
-    if raw is None:
-        return False
-    if isinstance(raw, str | bytes | list | dict):
-        return len(raw) > 0
-    return True
-
-
 class EntryBuilder:
     """Open model nodes and intents of the partitions this service owns; see module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        window: int = 1000,
+        wait_ms: int = 5000,
+        anchor: Callable[[str, str], int | None] | None = None,
+    ) -> None:
         self.models: dict[NodeKey, ModelNode] = {}
         self.intents: dict[IntentKey, tuple[Intent, int]] = {}
-        #: highest sequence seen per run (kept so a batch only writes increases)
+        #: highest sequence applied per run (kept so a batch only writes increases)
         self.sequences: dict[RunKey, int] = {}
+        self._order = RunSequencer(window, wait_ms, anchor)
+        #: events not applied, or model nodes that yielded no entry, by reason
+        self.dropped: Counter[str] = Counter()
+        #: runs just past a gap -> the (turn, step) applied first after it (None until known)
+        self._suspect: dict[RunKey, tuple[str | None, int | None] | None] = {}
 
     # --- state from the store -------------------------------------------------------------
     def load(self, models: Iterable[ModelNode], intents: Iterable[tuple[Intent, int]]) -> None:
@@ -160,6 +179,20 @@ class EntryBuilder:
         self.models = {k: n for k, n in self.models.items() if n.partition not in gone}
         self.intents = {k: v for k, v in self.intents.items() if v[1] not in gone}
         self.sequences.clear()
+        self._order.drop_partitions(gone)
+        self._suspect.clear()
+
+    def floor(self, partition: int) -> int | None:
+        """The lowest offset read but not applied (waiting for its run's missing sequence)."""
+        return self._order.floor(partition)
+
+    def buffered(self) -> int:
+        """Events waiting for a missing earlier sequence of their run."""
+        return self._order.buffered()
+
+    def expire(self, now_ms: int, out: WriteBatch, forget_ms: int | None = None) -> None:
+        """Give up sequence waits older than the wait time (a quiet partition)."""
+        self._apply(self._order.expire(now_ms, forget_ms), out)
 
     def open_intent(self, tenant: str, run_id: str, key: str) -> Intent | None:
         """The run's open intent for a tool key (linear: only used for a few lookups)."""
@@ -169,8 +202,51 @@ class EntryBuilder:
         return None
 
     # --- events ---------------------------------------------------------------------------
-    def feed(self, event: Event, partition: int, out: WriteBatch) -> None:
-        """Apply one event; its consequences go into ``out``."""
+    def feed(
+        self, event: Event, partition: int, out: WriteBatch, offset: int = 0, now_ms: int = 0
+    ) -> None:
+        """Account for one event read at ``offset``; what it lets apply goes into ``out``."""
+        outcomes = self._order.feed(event, partition, offset, now_ms)
+        if len(outcomes) == 1 and type(outcomes[0]) is Released and not self._suspect:
+            self._apply_event(event, partition, out)
+        else:
+            self._apply(outcomes, out)
+
+    def _apply(self, outcomes: Iterable[Released | Gap | Stale], out: WriteBatch) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, Released):
+                spoil = bool(self._suspect) and self._after_gap(outcome.event)
+                self._apply_event(outcome.event, outcome.partition, out, spoil)
+            elif isinstance(outcome, Gap):
+                self._spoil(outcome, out)
+            else:
+                self.dropped[outcome.reason] += 1
+
+    def _spoil(self, gap: Gap, out: WriteBatch) -> None:
+        """Events of a run are missing: its open model nodes cannot be trusted whole."""
+        for nk, node in self.models.items():
+            if node.tenant_id == gap.tenant_id and node.run_id == gap.run_id:
+                node.spoiled = True
+                out.models[nk] = node
+        self._suspect[(gap.tenant_id, gap.run_id)] = None
+
+    def _after_gap(self, event: Event) -> bool:
+        key = (event.tenant_id, event.run_id)
+        if key not in self._suspect:
+            return False
+        where = self._suspect[key]
+        here = (event.turn_id, event.step)
+        if where is None:
+            self._suspect[key] = here
+            return True
+        if where == here:
+            return True
+        del self._suspect[key]
+        return False
+
+    def _apply_event(
+        self, event: Event, partition: int, out: WriteBatch, spoil: bool = False
+    ) -> None:
         run: RunKey = (event.tenant_id, event.run_id)
         if event.sequence > self.sequences.get(run, 0):
             self.sequences[run] = event.sequence
@@ -184,7 +260,7 @@ class EntryBuilder:
                 if data.message is not None:
                     node.message = (node.message or "") + data.message
                     node.responded = True
-                if _non_empty(data.raw):
+                if non_empty(data.raw):
                     node.raw = data.raw
                     node.responded = True
                 out.models[node.node_key] = node
@@ -199,6 +275,11 @@ class EntryBuilder:
             self._tool_call(event, data, partition, out)
         elif isinstance(data, ToolResult):
             self._tool_result(event, data, out)
+        if spoil:
+            node = self.models.get(_node_key(event))
+            if node is not None and not node.spoiled:
+                node.spoiled = True
+                out.models[node.node_key] = node
 
     def _model_request(
         self, event: Event, data: ModelRequest, partition: int, out: WriteBatch
@@ -211,7 +292,7 @@ class EntryBuilder:
             out.models[nk] = node
             return
         if node is not None and node.responded:
-            out.add_entry(node.entry())  # a second, different call in the same step
+            self._emit(node, out)  # a second, different call in the same step
         node = ModelNode(
             event.tenant_id,
             event.run_id,
@@ -231,8 +312,14 @@ class EntryBuilder:
         if node is None:
             return
         if node.responded:
-            out.add_entry(node.entry())
+            self._emit(node, out)
         out.models[nk] = None
+
+    def _emit(self, node: ModelNode, out: WriteBatch) -> None:
+        if node.spoiled:
+            self.dropped[SEQUENCE_GAP] += 1  # a partial answer is never cached
+            return
+        out.add_entry(node.entry())
 
     def _tool_call(self, event: Event, data: ToolCall, partition: int, out: WriteBatch) -> None:
         if data.tool_name is None:
