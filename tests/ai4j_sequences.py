@@ -200,3 +200,44 @@ def repeated_call_id() -> list[Ev]:
         e("TOOL_RESULT", 0, "one", tool_result("w", "dup", "one")),
         e("TOOL_RESULT", 0, "two", tool_result("w", "dup", "two")),
     ]
+
+
+def differences() -> dict[str, list[Ev]]:
+    """The deliberate differences of docs/CAPTURE.md, each fed to *one* ai4j listener."""
+    seqs: dict[str, list[Ev]] = {"fifo": repeated_call_id(), "mixed": basic()["two_tenants"]}
+    e = run("run-emptyraw")
+    seqs["empty_raw"] = [
+        e("MODEL_REQUEST", payload=agent_prompt()),
+        e("MODEL_RESPONSE", message="x", payload=usage(3, 1)),
+        e("MODEL_RESPONSE", payload={}),
+        e("STEP_END"),
+    ]
+    e = run("run-retry-restart")
+    seqs["retry_then_request"] = [
+        e("MODEL_REQUEST", payload=agent_prompt()),
+        e("MODEL_RETRY", payload={"attempt": 1, "maxAttempts": 3}),
+        e("MODEL_REQUEST", payload=agent_prompt()),
+        e("MODEL_RESPONSE", message="ok"),
+        e("STEP_END"),
+    ]
+    e = run("run-badusage")
+    seqs["usage_not_a_count"] = [
+        e("MODEL_REQUEST", payload=agent_prompt()),
+        e(
+            "MODEL_RESPONSE",
+            message="x",
+            payload={"usage": {"prompt_tokens": "[REDACTED]", "completion_tokens": 5}},
+        ),
+        e("STEP_END"),
+    ]
+    e = run("run-emptyid")
+    seqs["empty_call_id"] = [
+        e("TOOL_CALL", 0, "w", tool_call("w", "")),
+        e("TOOL_RESULT", 0, "ok", tool_result("w", "", "ok")),
+    ]
+    arrival = [
+        ev for ev in basic()["streamed_deltas"] if ev["type"] not in ("STEP_START", "FINAL_OUTPUT")
+    ]
+    arrival[1], arrival[2] = arrival[2], arrival[1]  # two deltas arrive swapped
+    seqs["arrival_order"] = arrival
+    return seqs

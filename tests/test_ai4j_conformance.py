@@ -152,7 +152,7 @@ ALL: Sequences = {**seqs.basic(), **seqs.edge_cases()}
 @pytest.fixture(scope="module")
 def ai4j() -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per sequence name, per tenant, ai4j's records (mapped); one JVM run for all."""
-    inputs = {**ALL, "ai4j_runtime_run": emitted_run(), "fifo": seqs.repeated_call_id()}
+    inputs = {**ALL, "ai4j_runtime_run": emitted_run()}
     raw = harness().capture(split_tenants(inputs))
     out: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
     for key, records in raw.items():
@@ -207,45 +207,82 @@ def test_the_mapping_is_not_vacuous(ai4j: Any) -> None:
 
 
 # --- the deliberate differences (docs/CAPTURE.md) --------------------------------------------
-def test_difference_repeated_call_id_pairs_first_in_first_out(ai4j: Any) -> None:
+DIFF = seqs.differences()
+
+
+@pytest.fixture(scope="module")
+def one_listener() -> dict[str, list[dict[str, Any]]]:
+    """ai4j's raw records of each difference sequence, one listener each (one JVM run)."""
+    return harness().capture(DIFF)
+
+
+def test_difference_repeated_call_id_pairs_first_in_first_out(one_listener: Any) -> None:
     """ai4j's pending map keeps only the last call of a key: call 1 is lost, its result is
     paired with call 2's arguments, and result 2 becomes an orphan. runtrail pairs FIFO, so
     no call is lost and none is paired with another's result."""
-    theirs = ai4j["fifo"]["acme"]
+    theirs = [from_ai4j(r) for r in one_listener["fifo"]]
     assert [(r["inputs"] or {}).get("arguments") for r in theirs] == ['{"n":2}', None]
-    ours = by_tenant(pairer_records(seqs.repeated_call_id()))["acme"]
+    ours = by_tenant(pairer_records(DIFF["fifo"]))["acme"]
     assert [(r["inputs"]["arguments"], r["outputs"]["output"]) for r in ours] == [
         ('{"n":1}', "one"),
         ('{"n":2}', "two"),
     ]
 
 
-def test_difference_tenants_never_share_a_node(ai4j: Any) -> None:
+def test_difference_tenants_never_share_a_node(ai4j: Any, one_listener: Any) -> None:
     """ai4j has no tenant: one listener fed two tenants' run ``run-shared`` merges them. runtrail
     scopes every key by tenant, which equals one ai4j listener per tenant."""
-    merged = harness().capture({"mixed": ALL["two_tenants"]})["mixed"]
-    model = next(r for r in merged if r["nodeType"] == "MODEL")
+    model = next(r for r in one_listener["mixed"] if r["nodeType"] == "MODEL")
     assert (model["outputText"], model["inputs"]["model"]) == ("acmeglobex", "m-globex")
-    ours = by_tenant(pairer_records(ALL["two_tenants"]))
+    ours = by_tenant(pairer_records(DIFF["mixed"]))
     assert ours == expected(ai4j, "two_tenants")
     assert [r["outputText"] for r in ours["acme"] if r["nodeType"] == "MODEL"] == ["acme"]
 
 
-def test_difference_an_empty_raw_does_not_replace_outputs() -> None:
+def test_difference_an_empty_raw_does_not_replace_outputs(one_listener: Any) -> None:
     """Seed 000: "only the latest non-empty raw payload is kept". ai4j's code keeps any
-    non-null payload, so a trailing ``{}`` would replace the provider's response; runtrail
+    non-null payload, so a trailing ``{}`` replaces the provider's response; runtrail
     follows the seed's text."""
-    e = seqs.run("run-emptyraw")
-    events = [
-        e("MODEL_REQUEST", payload=seqs.agent_prompt()),
-        e("MODEL_RESPONSE", message="x", payload=seqs.usage(3, 1)),
-        e("MODEL_RESPONSE", payload={}),
-        e("STEP_END"),
-    ]
-    theirs = harness().capture({"empty": events})["empty"]
-    assert theirs[0]["outputs"] == {}
-    ours = pairer_records(events)
-    assert ours[0].outputs == seqs.usage(3, 1)
+    assert [r["outputs"] for r in one_listener["empty_raw"]] == [{}]
+    assert [r.outputs for r in pairer_records(DIFF["empty_raw"])] == [seqs.usage(3, 1)]
+
+
+def test_difference_retries_survive_a_restarting_request(one_listener: Any) -> None:
+    """A second MODEL_REQUEST restarts the node in both; ai4j's new builder starts at
+    retryCount 0, runtrail keeps the step's count (its SDK re-sends the request after a
+    failed stream, so the retry belongs to the call that follows)."""
+    assert [r.get("retryCount") for r in one_listener["retry_then_request"]] == [0]
+    assert [r.retry_count for r in pairer_records(DIFF["retry_then_request"])] == [1]
+
+
+def test_difference_a_usage_value_that_is_no_count_loses_only_its_slot(one_listener: Any) -> None:
+    """fastjson2 throws on a non-numeric count and ai4j's listener swallows it: both slots of
+    that raw are lost. runtrail drops only the unreadable slot."""
+    theirs = one_listener["usage_not_a_count"]
+    assert [(r.get("inputTokens"), r.get("outputTokens")) for r in theirs] == [(None, None)]
+    ours = pairer_records(DIFF["usage_not_a_count"])
+    assert [(r.input_tokens, r.output_tokens) for r in ours] == [(None, 5)]
+
+
+def test_difference_an_empty_call_id_falls_back_to_the_tool_name(one_listener: Any) -> None:
+    """ai4j keys by any non-null callId, so ``""`` is a key of its own; runtrail treats an empty
+    ID as absent and falls back to the tool name, like a missing one."""
+    assert [r["nodeId"] for r in one_listener["empty_call_id"]] == ["tool@run-emptyid|turn-1|0|"]
+    ours = pairer_records(DIFF["empty_call_id"])
+    assert [r.node_id for r in ours] == ["tool@run-emptyid|turn-1|0|w"]
+
+
+def test_difference_sequence_order_not_arrival_order(ai4j: Any, one_listener: Any) -> None:
+    """ai4j pairs in listener-call order; runtrail in each run's ``sequence`` order, so events
+    a topic delivers out of order form the records ai4j forms from the events in order."""
+    assert one_listener["arrival_order"][0]["outputText"] == "is It 21C."
+    forms = runtrail_forms(ALL["streamed_deltas"])
+    swapped = [forms[0], forms[2], forms[1], *forms[3:]]  # the same two deltas swapped
+    pairer = NodePairer()
+    records: list[NodeIoRecord] = []
+    for offset, form in enumerate(swapped):
+        records.extend(pairer.feed(validate_json_form(form), 0, offset, now_ms=0))
+    assert by_tenant(records) == expected(ai4j, "streamed_deltas")
 
 
 # --- the capture service on a real broker ----------------------------------------------------
