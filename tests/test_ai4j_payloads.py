@@ -32,6 +32,8 @@ from runtrail.events import (
 from runtrail.events.ai4j import to_runtrail
 from runtrail.events.runtime_events import RUNTIME_TYPES, ModelRequest, ToolResult
 from runtrail.publisher import Publisher
+from runtrail.resume.builder import EntryBuilder, WriteBatch
+from runtrail.resume.keys import Kind
 from tests.ai4j_harness import harness
 from tests.support import ServiceProcess, consume_all, create_topic, unique_topic, wait_for
 
@@ -279,3 +281,37 @@ def test_every_tool_result_ai4j_serializes_is_accepted(
     data = validate_json_form(full_form(to_runtrail(event), 1)).data
     assert isinstance(data, ToolResult)
     assert data.is_failure is failed
+
+
+def test_the_resume_cache_never_caches_what_ai4j_calls_failed(
+    emitted: list[dict[str, Any]],
+) -> None:
+    """A failed AgentToolResult may carry no ``error`` (an output starting ``TOOL_ERROR``):
+    the cache asks ``is_failure``, so only the successful call becomes an entry."""
+    partials = runtime_forms(emitted, "run-cache")
+    for partial in partials:  # ai4j's sandbox/blocked outputs fail by their prefix alone
+        if partial["type"] == "TOOL_RESULT" and partial["data"].get("failed"):
+            partial["data"] = {k: v for k, v in partial["data"].items() if k not in ("ok", "error")}
+    builder, out = EntryBuilder(), WriteBatch()
+    for i, partial in enumerate(partials, 1):
+        builder.feed(validate_json_form(full_form(partial, i)), 0, out)
+    tools = sorted(e.call_id or "" for e in out.entries.values() if e.kind is Kind.TOOL)
+    assert tools == ["call_1"]
+    assert sum(1 for e in out.entries.values() if e.kind is Kind.MODEL) == 2
+
+
+def test_v1_results_keep_their_meaning_after_upcasting() -> None:
+    """The v1 -> v2 upcaster adds nulls and decides nothing: a v1 failure is one by its error."""
+    for error, failure in ((None, False), ("boom", True)):
+        v1 = full_form(
+            {
+                "type": "TOOL_RESULT",
+                "runId": "r",
+                "data": {"toolName": "t", "output": 1, "error": error},
+            },
+            1,
+        )
+        v1["schemaVersion"] = 1
+        data = CODEC.decode(CODEC.encode(validate_json_form(v1))).event.data
+        assert isinstance(data, ToolResult)
+        assert (data.ok, data.failed, data.trace, data.is_failure) == (None, None, None, failure)
