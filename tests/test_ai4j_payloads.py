@@ -85,7 +85,8 @@ def test_the_runtime_emits_what_the_findings_say(emitted: list[dict[str, Any]]) 
     assert isinstance(call["arguments"], str) and call["name"] == "weather"
     failed = [e["payload"] for e in emitted if e["type"] == "TOOL_RESULT"]
     assert [r["failed"] for r in failed] == [False, True]
-    # streaming publishes every TOOL_CALL twice: from the stream, then before running it
+    # a client that reports tool calls while streaming (ai4j's Anthropic Messages client; the
+    # scripted model here) gets each TOOL_CALL published twice: from the stream, then to run it
     calls = [
         (e["payload"]["callId"], e["payload"]["arguments"])
         for e in emitted
