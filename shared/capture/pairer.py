@@ -231,12 +231,13 @@ class NodePairer:
             holds = self._holds[partition] = PartitionHolds()
         holds.seen(offset)
         now = self._clock() if now_ms is None else now_ms
-        outcomes = self._order.feed(event, partition, offset, now)
-        if len(outcomes) == 1 and type(outcomes[0]) is Released:
-            released = outcomes[0]
-            if not holds.marks and released.event.type not in self._handlers:
+        if not holds.marks and not self._suspect and self._order.in_order(event, partition, now):
+            handler = self._handlers.get(event.type)
+            if handler is None:
                 return []
-        return self._apply(outcomes, now)
+            record = handler(event, partition, offset, now)
+            return [] if record is None else [record]
+        return self._apply(self._order.feed(event, partition, offset, now), now)
 
     def _apply(self, outcomes: Iterable[Outcome], now: int) -> list[NodeIoRecord]:
         records: list[NodeIoRecord] = []

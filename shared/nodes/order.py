@@ -131,6 +131,21 @@ class RunSequencer:
             self._expire_offsets(deadlines, offset, out)
         return out
 
+    def in_order(self, event: Event, partition: int, now_ms: int = 0) -> bool:
+        """The fast path: if ``event`` is its run's next and nothing waits on ``partition``,
+        release it (it is the only outcome) and return True; else do nothing (call feed)."""
+        run = self._runs.get((event.tenant_id, event.run_id))
+        if (
+            run is None
+            or run.next != event.sequence
+            or run.waiting
+            or self._deadlines.get(partition)
+        ):
+            return False
+        run.next += 1
+        run.touched_ms = now_ms
+        return True
+
     def _start(self, key: RunKey, partition: int, seq: int) -> _Run:
         last = self._anchor(*key) if self._anchor is not None else None
         if last is not None:

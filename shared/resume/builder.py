@@ -206,11 +206,10 @@ class EntryBuilder:
         self, event: Event, partition: int, out: WriteBatch, offset: int = 0, now_ms: int = 0
     ) -> None:
         """Account for one event read at ``offset``; what it lets apply goes into ``out``."""
-        outcomes = self._order.feed(event, partition, offset, now_ms)
-        if len(outcomes) == 1 and type(outcomes[0]) is Released and not self._suspect:
+        if not self._suspect and self._order.in_order(event, partition, now_ms):
             self._apply_event(event, partition, out)
         else:
-            self._apply(outcomes, out)
+            self._apply(self._order.feed(event, partition, offset, now_ms), out)
 
     def _apply(self, outcomes: Iterable[Released | Gap | Stale], out: WriteBatch) -> None:
         for outcome in outcomes:
