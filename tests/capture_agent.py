@@ -27,6 +27,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
+from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.publisher import Publisher
 
 USAGES: tuple[tuple[dict[str, int], int | None, int | None], ...] = (
@@ -146,7 +147,12 @@ def _tool_calls(run: _Run, index: int, turn: str, step: int) -> None:
             "toolName": tool,
             "arguments": {"query": f"q{index}.{step}.{n}"},
         }
-        run.expect(f"tool@{where}|{key}", nodeType="TOOL", inputs=inputs, outputs=result)
+        run.expect(
+            f"tool@{where}|{key}",
+            nodeType="TOOL",
+            inputs=ToolCall.model_validate(inputs).model_dump(by_alias=True),
+            outputs=ToolResult.model_validate(result).model_dump(by_alias=True),
+        )
 
 
 def agent_run(script: Script, index: int, tenant: str, hang: bool) -> _Run:
@@ -170,7 +176,7 @@ def agent_run(script: Script, index: int, tenant: str, hang: bool) -> _Run:
             f"tool@{run.run_id}|turn-1|9|ghost-{index}",
             nodeType="TOOL",
             inputs=None,
-            outputs=result,
+            outputs=ToolResult.model_validate(result).model_dump(by_alias=True),
         )
     if hang:  # the agent dies mid-step: no STEP_END, no record (until idle expiry)
         run.emit("MODEL_REQUEST", {"prompt": {"model": "glm-5.1", "messages": []}}, "turn-9", 1)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runtrail.capture import NodeIoRecord, NodePairer
-from runtrail.events import Event, validate_json_form
+from runtrail.events import CURRENT_VERSIONS, Event, validate_json_form
 
 T0_MS = 1_714_557_600_000  # 2024-05-01T10:00:00Z
 
@@ -51,7 +51,7 @@ class RunEvents:
             "tenantId": self.tenant,
             "sequence": str(self.sequence),
             "type": event_type,
-            "schemaVersion": 1,
+            "schemaVersion": CURRENT_VERSIONS[event_type],
             "occurredAt": iso(self.now_ms),
             "actor": {"kind": "agent", "id": "agent-1"},
             "correlationId": f"corr-{self.run_id}",

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runtrail.events import Event, EventCodec, validate_json_form
+from runtrail.events import CURRENT_VERSIONS, Event, EventCodec, validate_json_form
 
 FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "fixtures"
 CODEC = EventCodec()
@@ -22,7 +22,7 @@ def make_event(
     data: dict[str, Any],
     sequence: int,
     *,
-    version: int = 1,
+    version: int | None = None,
     run_id: str = "run-1",
     tenant: str = "t1",
     event_id: str | None = None,
@@ -38,7 +38,7 @@ def make_event(
             "tenantId": tenant,
             "sequence": str(sequence),
             "type": event_type,
-            "schemaVersion": version,
+            "schemaVersion": CURRENT_VERSIONS[event_type] if version is None else version,
             "occurredAt": occurred_at,
             "recordedAt": None,
             "actor": {"kind": "agent", "id": "test-agent"},

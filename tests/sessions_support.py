@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from runtrail.events import Event, validate_json_form
+from runtrail.events import CURRENT_VERSIONS, Event, validate_json_form
 from runtrail.sessions import AgentSession, AgentSessionSnapshot
 
 RUNS = ("run-a", "run-b")
@@ -67,7 +67,7 @@ def session_forms(
                 "tenantId": tenant,
                 "sequence": str(sequence),
                 "type": event_type,
-                "schemaVersion": 1,
+                "schemaVersion": CURRENT_VERSIONS[event_type],
                 "occurredAt": "2026-11-29T10:00:00.000Z",
                 "recordedAt": f"2026-11-29T{10 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z",
                 "actor": {"kind": "agent", "id": "agent-1"},

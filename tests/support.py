@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from runtrail.events import EventCodec, validate_json_form
+from runtrail.events import CURRENT_VERSIONS, EventCodec, validate_json_form
 
 FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "fixtures"
 _codec = EventCodec()
@@ -37,7 +37,7 @@ def form(
     sequence: int = 1,
     data: dict[str, Any] | None = None,
     *,
-    version: int = 1,
+    version: int | None = None,
     tenant: str = "t1",
     **envelope: Any,
 ) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def form(
         "tenantId": tenant,
         "sequence": str(sequence),
         "type": event_type,
-        "schemaVersion": version,
+        "schemaVersion": CURRENT_VERSIONS.get(event_type, 1) if version is None else version,
         "occurredAt": "2026-11-29T10:00:00.000Z",
         "recordedAt": None,
         "actor": {"kind": "agent", "id": "test-agent"},

@@ -186,6 +186,9 @@ def test_mock_replay_of_a_tool_node_prints_its_captured_result(
             "toolName": "calculator",
             "output": {"value": 4},
             "error": None,
+            "ok": None,
+            "failed": None,
+            "trace": None,
         }
     )
 

@@ -279,7 +279,7 @@ def test_idle_nodes_are_expired_as_incomplete_records() -> None:
 
     [tool] = pairer.expire_idle(now_ms=10_000, idle_ms=1_000)
     assert tool.incomplete is True
-    assert tool.inputs == {"callId": "c1", "toolName": "calc", "arguments": {"x": 1}}
+    assert tool.inputs == {"callId": "c1", "toolName": "calc", "arguments": {"x": 1}, "type": None}
     assert tool.outputs is None
     assert pairer.open_nodes() == 0
     assert pairer.held_offsets() == {}

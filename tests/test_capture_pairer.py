@@ -135,12 +135,16 @@ def test_tool_node_is_flushed_at_tool_result_with_call_as_input_and_result_as_ou
         "callId": "c1",
         "toolName": "calculator",
         "arguments": {"expression": "2+2"},
+        "type": None,
     }
     assert record.outputs == {
         "callId": "c1",
         "toolName": "calculator",
         "output": {"value": 4},
         "error": None,
+        "ok": None,
+        "failed": None,
+        "trace": None,
     }
     assert record.started_at_epoch_ms == T0_MS
     assert record.captured_at_epoch_ms == T0_MS + 100
@@ -181,7 +185,7 @@ def test_tool_call_without_call_id_and_tool_name_pairs_as_anon() -> None:
     events = [run.call(None, None, {"x": 1}), run.result(None, None, "ok")]
     [record] = feed_all(NodePairer(), events)
     assert record.node_id == "tool@run-1|t1|1|anon"
-    assert record.inputs == {"callId": None, "toolName": None, "arguments": {"x": 1}}
+    assert record.inputs == {"callId": None, "toolName": None, "arguments": {"x": 1}, "type": None}
     assert record.outputs["output"] == "ok"
 
 

@@ -23,6 +23,7 @@ def test_an_identical_duplicate_tool_call_is_the_same_node_and_holds_nothing_aft
         "callId": "toolu_1",
         "toolName": "search",
         "arguments": '{"q": "kafka"}',
+        "type": None,
     }
     assert record.outputs["output"] == "found"
     assert record.source_event_ids == (call.event_id, again.event_id, result.event_id)

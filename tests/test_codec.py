@@ -77,7 +77,12 @@ def test_round_trip_keeps_every_field() -> None:
     f = form(
         "TOOL_CALL",
         sequence=12,
-        data={"callId": "c1", "toolName": "search", "arguments": {"q": "x", "n": [1, 2.5, None]}},
+        data={
+            "callId": "c1",
+            "toolName": "search",
+            "arguments": {"q": "x", "n": [1, 2.5, None]},
+            "type": "function",
+        },
         sessionId="s1",
         causationEventId="e0",
     )
@@ -202,6 +207,7 @@ json_values = st.recursive(
 @given(output=json_values)
 def test_any_json_payload_round_trips(output: object) -> None:
     f = form("TOOL_RESULT", data={"callId": "c", "toolName": "t", "output": output, "error": None})
+    f["data"].update(ok=None, failed=None, trace=None)
     decoded = codec.decode(codec.encode(validate_json_form(f)))
     assert decoded.written["data"]["output"] == output
     assert canonical_bytes(decoded.written) == canonical_bytes(orjson.loads(orjson.dumps(f)))

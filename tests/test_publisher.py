@@ -478,7 +478,7 @@ def test_round_trip_through_kafka(
         assert ids[event.event_id] == event.run_id
         hdrs = dict(msg.headers())
         assert hdrs["rt.type"] == b"TOOL_CALL"
-        assert hdrs["rt.schema_version"] == b"1"
+        assert hdrs["rt.schema_version"] == str(CURRENT_VERSIONS["TOOL_CALL"]).encode()
         assert hdrs["rt.tenant"] == b"t1"
         assert hdrs["rt.event_id"] == event.event_id.encode()
         assert hdrs["traceparent"] == TRACEPARENT.encode()

@@ -383,7 +383,7 @@ class NodePairer:
             event.step,
             call_key(call.call_id, call.tool_name),
         )
-        inputs = {"callId": call.call_id, "toolName": call.tool_name, "arguments": call.arguments}
+        inputs = call.model_dump(by_alias=True)  # the call as published (v2: with its type)
         queue = self._tools.get(key)
         if queue is None:
             queue = self._tools[key] = []
@@ -421,12 +421,7 @@ class NodePairer:
             node.call_key = key[4]
             if self._order.missed_before((event.tenant_id, event.run_id), event.sequence):
                 node.incomplete = "sequence-gap"  # its call may be what went missing
-        node.raw = {
-            "callId": result.call_id,
-            "toolName": result.tool_name,
-            "output": result.output,
-            "error": result.error,
-        }
+        node.raw = result.model_dump(by_alias=True)  # the result as published (v2: ok, failed…)
         self._touch(node, event, offset, now)
         return self._close(node)
 

@@ -40,6 +40,28 @@ def _approval_required_v1_to_v2(data: JsonDict) -> JsonDict:
     return {**data, "expiresAt": None}
 
 
+@upcaster("MODEL_RETRY", 1)
+def _model_retry_v1_to_v2(data: JsonDict) -> JsonDict:
+    """v2 adds ``maxAttempts``; a v1 writer never said its budget, so the honest value is null."""
+    return {**data, "maxAttempts": None}
+
+
+@upcaster("TOOL_CALL", 1)
+def _tool_call_v1_to_v2(data: JsonDict) -> JsonDict:
+    """v2 adds the call's ``type``; v1 never said it (null). ``arguments`` stay as written."""
+    return {**data, "type": None}
+
+
+@upcaster("TOOL_RESULT", 1)
+def _tool_result_v1_to_v2(data: JsonDict) -> JsonDict:
+    """v2 adds ``ok``, ``failed`` and ``trace``; v1 said none of them, so all are null.
+
+    ``failed`` is not derived from ``error`` here: v1's failure rule (``error`` set) stays
+    the reader's rule for a null ``failed`` (``ToolResult.is_failure``), so nothing is decided.
+    """
+    return {**data, "ok": None, "failed": None, "trace": None}
+
+
 def upcast(event: JsonDict) -> JsonDict:
     """The JSON form of ``event`` lifted to its type's current version (a new dict if changed)."""
     event_type = event["type"]

@@ -103,9 +103,12 @@ from runtrail.events.runtime_events import (
     ModelRequest,
     ModelResponse,
     ModelRetry,
+    ModelRetryV1,
     StepEnd,
     ToolCall,
+    ToolCallV1,
     ToolResult,
+    ToolResultV1,
 )
 from runtrail.projection import effect_rules as fx
 from runtrail.projection import run_rules as run
@@ -183,9 +186,12 @@ RULES: dict[tuple[str, int], Rule[Any]] = {
     ("MODEL_REQUEST", 1): Rule(ModelRequest, rt.model_request, LIVE, _LIVE),
     ("MODEL_RESPONSE", 1): Rule(ModelResponse, rt.model_response, LIVE, _LIVE),
     ("MODEL_REASONING", 1): Rule(ModelReasoning, rt.model_reasoning, LIVE, _LIVE),
-    ("MODEL_RETRY", 1): Rule(ModelRetry, rt.model_retry, LIVE, _LIVE),
-    ("TOOL_CALL", 1): Rule(ToolCall, rt.tool_call, LIVE, _LIVE),
-    ("TOOL_RESULT", 1): Rule(ToolResult, rt.tool_result, LIVE, _LIVE),
+    ("MODEL_RETRY", 1): Rule(ModelRetryV1, rt.model_retry_v1, LIVE, _LIVE),
+    ("MODEL_RETRY", 2): Rule(ModelRetry, rt.model_retry, LIVE, _LIVE),
+    ("TOOL_CALL", 1): Rule(ToolCallV1, rt.tool_call_v1, LIVE, _LIVE),
+    ("TOOL_CALL", 2): Rule(ToolCall, rt.tool_call, LIVE, _LIVE),
+    ("TOOL_RESULT", 1): Rule(ToolResultV1, rt.tool_result_v1, LIVE, _LIVE),
+    ("TOOL_RESULT", 2): Rule(ToolResult, rt.tool_result, LIVE, _LIVE),
     ("STEP_END", 1): Rule(StepEnd, rt.step_end, LIVE, _LIVE),
 }
 

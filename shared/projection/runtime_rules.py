@@ -20,10 +20,15 @@ from runtrail.events.runtime_events import (
     ModelRequest,
     ModelResponse,
     ModelRetry,
+    ModelRetryV1,
     StepEnd,
     ToolCall,
+    ToolCallV1,
     ToolResult,
+    ToolResultV1,
 )
+from runtrail.events.upcasting import upcast
+from runtrail.projection.errors import InvalidEventData
 from runtrail.projection.model import ModelNode, RunProjection, TokenTotals
 from runtrail.projection.rule import Update
 from runtrail.projection.usage import raw_usage
@@ -91,3 +96,33 @@ def tool_result(state: RunProjection, event: Event, data: ToolResult) -> Update:
 
 def step_end(state: RunProjection, event: Event, data: StepEnd) -> Update:
     return {"open_model_node": None} if state.open_model_node is not None else {}
+
+
+# --- retained versions: the codec's upcaster, then the current rule -------------------------------
+def _upcast_data(event: Event) -> dict[str, Any]:
+    data: dict[str, Any] = upcast(event.json_form())["data"]
+    return data
+
+
+def model_retry_v1(state: RunProjection, event: Event, data: ModelRetryV1) -> Update:
+    try:
+        current = ModelRetry.model_validate(_upcast_data(event))
+    except ValueError as exc:
+        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
+    return model_retry(state, event, current)
+
+
+def tool_call_v1(state: RunProjection, event: Event, data: ToolCallV1) -> Update:
+    try:
+        current = ToolCall.model_validate(_upcast_data(event))
+    except ValueError as exc:
+        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
+    return tool_call(state, event, current)
+
+
+def tool_result_v1(state: RunProjection, event: Event, data: ToolResultV1) -> Update:
+    try:
+        current = ToolResult.model_validate(_upcast_data(event))
+    except ValueError as exc:
+        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
+    return tool_result(state, event, current)

@@ -348,7 +348,7 @@ class EntryBuilder:
             return
         intent, _ = held
         out.intents[ik] = None
-        if data.error is None:
+        if not data.is_failure:
             out.add_entry(
                 CacheEntry(
                     intent.tenant_id,
