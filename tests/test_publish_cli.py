@@ -113,7 +113,7 @@ def test_broker_down_reports_spooled(tmp_path: Path, fake: FakeProducer, capsys:
     assert main(["publish", str(path), "--timeout", "0.5"]) == 0  # nothing rejected, nothing lost
     out, _ = capsys.readouterr()
     assert "sent 0, spooled 2, rejected 0" in out
-    assert any((tmp_path / "spool").rglob("*.spool"))
+    assert any(p.stat().st_size for p in (tmp_path / "spool").rglob("*.seg"))
 
 
 def test_missing_file(tmp_path: Path, fake: FakeProducer, capsys: Any) -> None:
