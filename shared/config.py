@@ -88,7 +88,8 @@ class Settings(BaseSettings):
     # --- Publisher --------------------------------------------------------------------------
     spool_dir: Path = Field(
         default=Path(".runtrail/spool"),
-        description="Where undeliverable events wait for the broker.",
+        description="The write-ahead spool: every accepted event is kept here until the "
+        "broker acknowledged it, and sent from here after an outage or a crash.",
     )
     delivery_timeout_ms: int = Field(
         default=30000,

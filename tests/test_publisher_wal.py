@@ -127,6 +127,13 @@ def test_live_spools_are_locked_and_the_next_slot_is_taken(tmp_path: Path) -> No
     third.close()
 
 
+def test_an_unusable_spool_folder_is_an_error_that_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(wal_module.WalError, match=str(blocker)):
+        Wal.open_for(blocker, "t", "events")
+
+
 def test_a_wave_1_spool_is_imported(tmp_path: Path) -> None:
     old = Spool.open_for(tmp_path, "t", "events")
     for n in range(3):

@@ -151,7 +151,10 @@ class Wal:
     @classmethod
     def open_for(cls, spool_dir: Path, tenant: str, topic: str) -> Wal:
         """The first free slot of ``topic`` under ``spool_dir/<tenant>/``."""
-        folder = private_dir(Path(spool_dir) / path_component(tenant))
+        try:
+            folder = private_dir(Path(spool_dir) / path_component(tenant))
+        except OSError as exc:
+            raise WalError(f"cannot create the spool folder under {spool_dir}: {exc}") from exc
         base = path_component(topic)
         for slot in range(MAX_SLOTS):
             name = base if slot == 0 else f"{base}.{slot}"
