@@ -16,17 +16,20 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runtrail.config import Settings
+from runtrail.events import EventCodec, validate_json_form
 from runtrail.kafka.broker import LocalBroker
-from runtrail.publisher import Spool, SpoolRecord
+from runtrail.publisher import Publisher, Spool, SpoolRecord
 from runtrail.publisher import wal as wal_module
 from runtrail.publisher.wal import Wal
 from tests.publisher_support import assert_in_order, contents
 from tests.support import create_topic, unique_topic
 
+CODEC = EventCodec()
 AGENT = Path(__file__).with_name("publisher_agent.py")
 REPO = Path(__file__).resolve().parent.parent
 
@@ -144,6 +147,57 @@ def test_a_wave_1_spool_is_imported(tmp_path: Path) -> None:
     assert ids(wal) == ["e1", "e2"]
     assert not (tmp_path / "t" / "events.spool").exists()
     wal.close()
+
+
+# --- the recovery scan -----------------------------------------------------------------------
+@pytest.mark.kafka
+def test_a_stale_cursor_resends_only_what_the_topic_lacks(
+    tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: Any
+) -> None:
+    """A crash between delivery and storing the cursor: the next publisher finds the delivered
+    events on the topic and does not send them again; the one never delivered it sends."""
+    topic = kafka_topic_factory(2)
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap, spool_dir=tmp_path / "spool", events_topic=topic
+    )
+    with Publisher(settings) as first:
+        delivered = [first.publish("STEP_END", f"r{i % 3}", {}) for i in range(30)]
+        assert first.flush(30) == 0
+        folder = Path(first.spool_path)
+    (folder / "cursor").unlink()  # as if killed before the cursor was stored
+    undelivered = Wal(folder)
+    lost = SpoolRecord(
+        b"r-late",
+        CODEC.encode_json_form(
+            validate_json_form(
+                {
+                    "eventId": "late-1",
+                    "runId": "r-late",
+                    "tenantId": "default",
+                    "sequence": "1",
+                    "type": "STEP_END",
+                    "schemaVersion": 1,
+                    "occurredAt": "2026-01-01T00:00:00.000Z",
+                    "actor": {"kind": "agent", "id": "x"},
+                    "correlationId": "r-late",
+                    "data": {},
+                }
+            ).json_form()
+        ),
+        (("rt.event_id", b"late-1"),),
+        "late-1",
+        time.time_ns() // 1_000_000,
+    )
+    undelivered.append([lost])  # accepted, never sent: the agent died first
+    assert undelivered.depth == 31
+    undelivered.close()
+    with Publisher(settings) as second:
+        assert second.stats().spooling
+        assert second.drain(60), second.stats()
+        stats = second.stats()
+    assert (stats.recovered, stats.sent) == (30, 1)
+    found = contents(kafka_bootstrap, topic, 31)
+    assert set(found.counts) == {*delivered, "late-1"} and not found.doubled
 
 
 # --- agents that die -------------------------------------------------------------------------

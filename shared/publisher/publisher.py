@@ -649,7 +649,7 @@ class Publisher:
         now = time.monotonic()
         with self._lock:
             mark = self._first_unsettled
-            if self._draining or not self._inflight or mark != self._progress[0]:
+            if not self._inflight or mark != self._progress[0]:
                 self._progress = (mark, now)
                 return
             if now - self._progress[1] > self._timeout_s:
@@ -677,6 +677,9 @@ class Publisher:
             self._retry_later()
             return
         entries = self._wal.read(self._wal.position_of(start), self._drain_chunk)
+        if not entries:
+            self._skip_unreadable(start)
+            return
         produced = self._produce_chunk(entries)
         deadline = time.monotonic() + self._timeout_s
         while not self._stop.is_set() and not self._purge_wanted:
@@ -707,6 +710,23 @@ class Publisher:
                 self._backoff = self._backoff_min
                 self._probe_first = False
                 self._next_retry = 0.0
+
+    def _skip_unreadable(self, start: int) -> None:
+        """Nothing can be read from ``start`` although the log goes on: a segment is missing
+        or corrupt. Count what is skipped as dropped, loudly, rather than stall for ever."""
+        with self._lock:
+            end = self._wal.end
+            lost = [i for i in range(start, end.index) if i not in self._settled]
+            for index in lost:
+                self._settle(index)
+        self._metrics.count("dropped", len(lost))
+        log.error(
+            "%d spooled events from %d are unreadable in %s: LOST",
+            len(lost),
+            start,
+            self._wal.folder,
+        )
+        self._wal.advance_to(end)
 
     def _produce_chunk(self, entries: list[WalEntry]) -> list[int]:
         """Produce the entries still unsettled, in order; the indices produced."""
