@@ -256,7 +256,9 @@ class Publisher:
                 schema_version if schema_version is not None else CURRENT_VERSIONS.get(event_type)
             )
             if version is None:
-                raise UnknownEventType(f"unknown event type {event_type!r}")
+                raise UnknownEventType(
+                    f"unknown event type {event_type!r}; known types: {_known_types()}"
+                )
             if isinstance(data, EventData):
                 payload: Any = data.model_dump(mode="json", by_alias=True)
             else:
