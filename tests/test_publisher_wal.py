@@ -200,6 +200,36 @@ def test_a_stale_cursor_resends_only_what_the_topic_lacks(
     assert set(found.counts) == {*delivered, "late-1"} and not found.doubled
 
 
+@pytest.mark.kafka
+def test_a_resumed_run_is_numbered_after_what_the_spool_still_holds(
+    tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: Any
+) -> None:
+    """The dead process's unsent events keep their sequences and go first; a resume that
+    learned an older last sequence (before they arrived) must not reuse those numbers."""
+    topic = kafka_topic_factory(1)
+    unreachable = Settings(
+        bootstrap_servers="127.0.0.1:1",
+        spool_dir=tmp_path / "spool",
+        events_topic=topic,
+        tenant="acme",
+        delivery_timeout_ms=1000,
+    )
+    first = Publisher(unreachable)
+    old = [first.publish("STEP_END", "r", {}) for _ in range(3)]
+    first.close(timeout=1)  # nothing could be sent: it stays in the spool
+    assert first.stats().spool_depth == 3
+    with Publisher(unreachable.model_copy(update={"bootstrap_servers": kafka_bootstrap})) as pub:
+        pub.set_next_sequence("r", 2)  # what a resume saw before the spool was sent
+        pub.set_next_sequence("other", 5)  # runs the spool does not hold are unaffected
+        new = pub.publish("STEP_END", "r", {})
+        other = pub.publish("STEP_END", "other", {})
+        assert pub.drain(60), pub.stats()
+    found = contents(kafka_bootstrap, topic, 5)
+    assert [e.event_id for e in found.events if e.run_id == "r"] == [*old, new]
+    assert dict(found.per_run) == {("acme", "r"): [1, 2, 3, 4], ("acme", "other"): [5]}
+    assert other is not None
+
+
 # --- agents that die -------------------------------------------------------------------------
 class Agent:
     """A publisher_agent.py subprocess and the log of what its publish() accepted."""

@@ -199,7 +199,10 @@ class Publisher:
         self._progress = (self._first_unsettled, time.monotonic())
         self._last_store = time.monotonic()
         self._metrics.set_spool_depth(self._wal.depth)
+        # (tenant, run) -> the sequence after the last one the unsent spool holds
+        self._spooled_next: dict[tuple[str, str], int] = {}
         if self._draining:
+            self._learn_spooled_sequences()
             log.info(
                 "found %d unconfirmed events in %s; sending them before new ones",
                 self._wal.depth,
@@ -314,8 +317,41 @@ class Publisher:
     ) -> None:
         """Continue ``run_id`` of ``tenant_id`` (default: this publisher's tenant) at
         ``next_sequence`` (a run resumed in a new process)."""
+        if next_sequence < 1:
+            raise ValueError("sequences start at 1")
         tenant = tenant_id if tenant_id is not None else self._settings.tenant
+        spooled = self._spooled_next.get((tenant, run_id), 0)
+        if next_sequence < spooled:
+            # events of the dead process still in the spool go first and hold these numbers
+            log.info(
+                "run %r continues at sequence %d, not %d: the spool still holds its events up "
+                "to %d (drain() before a resume barrier lets the resume see them)",
+                run_id,
+                spooled,
+                next_sequence,
+                spooled - 1,
+            )
+            next_sequence = spooled
         self._sequences.set_next(tenant, run_id, next_sequence)
+
+    def _learn_spooled_sequences(self) -> None:
+        """Note the runs and sequences the spool found at start still holds, so this process
+        numbers those runs after them: they reach the topic before anything new."""
+        pos = self._wal.cursor
+        while True:
+            entries = self._wal.read(pos, 5000)
+            if not entries:
+                return
+            for entry in entries:
+                record = entry.record
+                if record is None or record.sequence is None or record.key is None:
+                    continue
+                tenant = dict(record.headers).get("rt.tenant", b"").decode("utf-8", "replace")
+                key = (tenant, record.key.decode("utf-8", "replace"))
+                self._sequences.commit(key[0], key[1], record.sequence)
+                if record.sequence + 1 > self._spooled_next.get(key, 1):
+                    self._spooled_next[key] = record.sequence + 1
+            pos = entries[-1].end
 
     def forget_run(self, run_id: str, *, tenant_id: str | None = None) -> None:
         """Drop a finished run's sequence counter."""
@@ -454,6 +490,7 @@ class Publisher:
                 headers=event_headers(wire, trace_context),
                 event_id=event.event_id,
                 timestamp_ms=time.time_ns() // 1_000_000,
+                sequence=sequence,
             )
             self._route(record)
             self._sequences.commit(tenant, run, sequence)

@@ -51,6 +51,8 @@ class SpoolRecord:
     event_id: str | None = None
     #: When publish() accepted it (the Kafka message timestamp; None in wave-1 spools).
     timestamp_ms: int | None = None
+    #: The event's per-run sequence (so a restarted publisher knows what its spool holds).
+    sequence: int | None = None
 
     def to_line(self) -> bytes:
         doc: dict[str, Any] = {

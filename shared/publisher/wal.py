@@ -47,8 +47,8 @@ SEGMENT_BYTES = 64 << 20
 
 _MAGIC = b"RW"
 _HEAD = struct.Struct("<2sII")  # magic, body length, crc32 of the body
-_BODY = struct.Struct("<qiHHI")  # timestamp ms (-1: none), key length (-1: none), id length,
-#                                  header count, value length
+_BODY = struct.Struct("<qqiHHI")  # timestamp ms (-1: none), sequence (-1: none), key length
+#                                   (-1: none), id length, header count, value length
 _HNAME = struct.Struct("<HI")  # header name length, value length
 
 
@@ -75,13 +75,15 @@ class WalEntry:
 
 
 def encode(record: SpoolRecord) -> bytes:
-    """One frame: head (magic, length, crc) and body (timestamp, key, eventId, headers, value)."""
+    """One frame: head (magic, length, crc) and body (timestamp, sequence, key, eventId,
+    headers, value)."""
     key = record.key
     event_id = (record.event_id or "").encode()
     ts = -1 if record.timestamp_ms is None else record.timestamp_ms
     parts = [
         _BODY.pack(
             ts,
+            -1 if record.sequence is None else record.sequence,
             -1 if key is None else len(key),
             len(event_id),
             len(record.headers),
@@ -100,7 +102,7 @@ def encode(record: SpoolRecord) -> bytes:
 
 def decode(body: bytes | memoryview) -> SpoolRecord:
     """The record of one frame body (already CRC-checked)."""
-    ts, key_len, id_len, count, value_len = _BODY.unpack_from(body, 0)
+    ts, sequence, key_len, id_len, count, value_len = _BODY.unpack_from(body, 0)
     pos = _BODY.size
     key = None if key_len < 0 else bytes(body[pos : pos + key_len])
     pos += max(key_len, 0)
@@ -117,7 +119,14 @@ def decode(body: bytes | memoryview) -> SpoolRecord:
     value = bytes(body[pos : pos + value_len])
     if pos + value_len != len(body):
         raise ValueError("frame body length does not match its fields")
-    return SpoolRecord(key, value, tuple(headers), event_id, None if ts < 0 else ts)
+    return SpoolRecord(
+        key,
+        value,
+        tuple(headers),
+        event_id,
+        None if ts < 0 else ts,
+        None if sequence < 0 else sequence,
+    )
 
 
 def _segment_name(first: int) -> str:
