@@ -387,14 +387,17 @@ class Publisher:
         self._commit()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Flush (bounded by ``timeout``); what is still unconfirmed stays in the spool for the
-        next publisher on the same folder. Idempotent."""
+        """Flush, or drain the spool while it is being sent (bounded by ``timeout``); what is
+        still unconfirmed stays in the spool for the next publisher on the same folder.
+        Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         atexit.unregister(self._atexit)
         deadline = time.monotonic() + max(0.0, timeout)
+        if self._draining:  # the spool is being sent: give it the time we have
+            self.drain(timeout)
         self._stop.set()
         # a probe or a scan can hold the thread a little; it produces nothing once stop is set
         self._thread.join(timeout=max(3.0, deadline - time.monotonic()))
