@@ -98,10 +98,22 @@ class Settings(BaseSettings):
     # --- Publisher --------------------------------------------------------------------------
     spool_dir: Path = Field(
         default=Path(".runtrail/spool"),
-        description="Where undeliverable events wait for the broker.",
+        description="The write-ahead spool: every accepted event is kept here until the "
+        "broker acknowledged it, and sent from here after an outage or a crash.",
     )
     delivery_timeout_ms: int = Field(
-        default=30000, ge=1000, description="message.timeout.ms: after this an event is spooled."
+        default=30000,
+        ge=1000,
+        description="An event unacknowledged this long (no broker progress) sends the "
+        "publisher to its spool until the broker is back.",
+    )
+    spool_commit_ms: int = Field(
+        default=10,
+        ge=1,
+        le=10_000,
+        description="Group commit of the write-ahead spool: accepted events are written and "
+        "fsynced this often. An agent killed within this window after publish() returned may "
+        "lose those events; anything older survives it.",
     )
     publish_max_block_ms: int = Field(
         default=1000,

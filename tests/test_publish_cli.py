@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +21,7 @@ from runtrail.cli.main import main
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher
 from tests.fake_producer import FakeProducer
+from tests.publisher_support import contents
 
 CODEC = EventCodec()
 
@@ -113,7 +117,7 @@ def test_broker_down_reports_spooled(tmp_path: Path, fake: FakeProducer, capsys:
     assert main(["publish", str(path), "--timeout", "0.5"]) == 0  # nothing rejected, nothing lost
     out, _ = capsys.readouterr()
     assert "sent 0, spooled 2, rejected 0" in out
-    assert any((tmp_path / "spool").rglob("*.spool"))
+    assert any(p.stat().st_size for p in (tmp_path / "spool").rglob("*.seg"))
 
 
 def test_missing_file(tmp_path: Path, fake: FakeProducer, capsys: Any) -> None:
@@ -174,3 +178,67 @@ def test_cli_against_kafka(
         ("run-b", 1, "two"),
     ]
     assert {m.key() for m in messages} == {b"run-a", b"run-b"}
+
+
+def deep_arguments(depth: int) -> str:
+    return (
+        '{"runId": "run-l", "type": "TOOL_CALL", "data": {"arguments": '
+        + "[" * depth
+        + "]" * depth
+        + "}}"
+    )
+
+
+LIMITS_AND_PAPERCUTS = [
+    good("run-l", "first"),  # 1
+    '{"runId": "run-l", "type": "TOOL_CALL", "data": {"arguments": {"x": 1e999}}}',  # 2
+    deep_arguments(5000),  # 3: deeper than Python's parser goes
+    deep_arguments(250),  # 4: deeper than max_json_depth
+    '{"runId": "run-l", "type": "NO_SUCH_TYPE", "data": {}}',  # 5
+    '{"runId": "run-l", "type": "MODEL_REASONING", "data": {"text": "no version"}}',  # 6
+    '{"type": "MODEL_REASONING", "data": {"text": "no run"}}',  # 7
+    good("run-l", "last"),  # 8
+]
+
+
+@pytest.mark.kafka
+def test_limits_and_papercuts_through_the_cli(
+    tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: Any
+) -> None:
+    """Issue 11.4 and 12 ("what a new user tripped over"), as a user runs the command."""
+    topic = kafka_topic_factory(1)
+    path = write_lines(tmp_path / "events.jsonl", LIMITS_AND_PAPERCUTS)
+    runtrail = Path(sys.executable).with_name("runtrail")
+    done = subprocess.run(
+        [str(runtrail), "publish", str(path), "--topic", topic],
+        env={
+            **os.environ,
+            "RUNTRAIL_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "RUNTRAIL_SPOOL_DIR": str(tmp_path / "spool"),
+            "RUNTRAIL_TENANT": "t1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "sent 3, spooled 0, rejected 5" in done.stdout, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    reasons = dict(line.split(": ", 1) for line in lines_of(done.stderr))
+    assert list(reasons) == ["line 2", "line 3", "line 4", "line 5", "line 7"], done.stderr
+    assert reasons["line 2"].startswith("non-finite: ") and "inf" in reasons["line 2"]
+    assert reasons["line 3"].startswith("too-deep: ")
+    assert reasons["line 4"].startswith("too-deep: ") and "128" in reasons["line 4"]
+    assert reasons["line 5"].startswith("unknown-event-type: unknown event type 'NO_SUCH_TYPE'")
+    assert "known types: " in reasons["line 5"] and "MODEL_REASONING" in reasons["line 5"]
+    assert reasons["line 7"] == "invalid-payload: runId: Field required"
+    assert "correlationId" not in done.stderr  # publish fills it: never reported
+    for detail in reasons.values():  # each rejection is printed once, not logged again
+        assert done.stderr.count(detail) == 1, done.stderr
+    found = contents(kafka_bootstrap, topic, 3)
+    assert [(e.data.model_dump()["text"], e.sequence) for e in found.events] == [
+        ("first", 1),
+        ("no version", 2),
+        ("last", 3),
+    ]
+    assert found.events[1].schema_version == 1  # the current version of MODEL_REASONING

@@ -186,11 +186,12 @@ def test_rejected_events_use_no_sequence(pub: Publisher, fake: FakeProducer) -> 
 
 def test_sequence_counter_unit() -> None:
     counter = SequenceCounter()
-    assert counter.peek("r") == 1
-    counter.commit("r", 1)
-    counter.commit("r", 5)
-    counter.commit("r", 2)
-    assert counter.peek("r") == 6
+    assert counter.peek("t", "r") == 1
+    counter.commit("t", "r", 1)
+    counter.commit("t", "r", 5)
+    counter.commit("t", "r", 2)
+    assert counter.peek("t", "r") == 6
+    assert counter.peek("other", "r") == 1  # another tenant's run of the same ID
     assert len(counter) == 1
 
 
@@ -279,7 +280,8 @@ def test_a_failing_redactor_rejects(tmp_path: Path, fake: FakeProducer) -> None:
             lambda p: p.submit({"runId": " ", "type": "STEP_END", "schemaVersion": 1, "data": {}}),
             "invalid-payload",
         ),
-        (lambda p: p.submit({"runId": "r", "type": "STEP_END", "data": {}}), "invalid-payload"),
+        (lambda p: p.submit({"runId": "r", "type": "NOPE", "data": {}}), "unknown-event-type"),
+        (lambda p: p.submit({"type": "STEP_END", "data": {}}), "invalid-payload"),
         (
             lambda p: p.submit(
                 {"runId": "r", "type": "STEP_END", "schemaVersion": 1, "data": {}, "bogus": 1}
@@ -367,7 +369,8 @@ def test_producer_config(tmp_path: Path) -> None:
     assert config["partitioner"] == "murmur2_random"
     assert config["compression.type"] == "lz4"
     assert config["linger.ms"] == 20
-    assert config["message.timeout.ms"] == 7000
+    assert config["message.timeout.ms"] == 3 * 7000 + 10_000  # a backstop behind our own
+    assert config["message.max.bytes"] >= s.max_event_bytes
     assert config["security.protocol"] == "SASL_SSL"  # passthrough
     assert config["sasl.mechanism"] == "PLAIN"
     assert config["batch.num.messages"] == "500"  # tuning may be overridden

@@ -2,9 +2,11 @@
 
 Each non-blank line is one event in its JSON form, parsed strictly (a duplicated key is an
 error, not "the last one wins"). Envelope fields ``publish`` would fill (eventId, occurredAt,
-correlationId, tenantId, sequence, actor) may be left out. Lines go through the same
-:class:`~runtrail.publisher.Publisher` an agent uses: redacted, validated, sequenced, spooled
-if the broker is down. A rejected line never stops the rest.
+correlationId, tenantId, sequence, actor, and schemaVersion: the current version of the type)
+may be left out. Lines go through the same :class:`~runtrail.publisher.Publisher` an agent
+uses: checked against the limits, redacted, validated, sequenced, spooled if the broker is
+down. A rejected line is reported once, with its reason, and never stops the rest: not even
+one nested too deep for Python's parser.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import IO, Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.events import EventError, loads_strict
+from runtrail.events.limits import TooDeep
 from runtrail.publisher import Publisher
 
 #: Exit statuses: everything accepted / some line rejected / could not run at all.
@@ -69,6 +72,11 @@ def parse_line(raw: bytes) -> dict[str, Any]:
         raise ValueError(f"{exc.reason}: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"invalid-json: {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            f"{TooDeep.reason}: the line is nested too deep to parse "
+            "(RUNTRAIL_MAX_JSON_DEPTH limits nesting)"
+        ) from None
     if not isinstance(value, dict):
         raise ValueError(
             f"invalid-event: a line must hold one JSON object, not {type(value).__name__}"
@@ -88,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with _open_input(args.file) as stream:
             try:
-                publisher = Publisher(settings, topic=args.topic or None)
+                # each rejection is printed below, once; the publisher need not log it too
+                publisher = Publisher(settings, topic=args.topic or None, log_rejections=False)
             except Exception as exc:
                 print(f"runtrail publish: cannot start the publisher: {exc}", file=sys.stderr)
                 return EXIT_USAGE

@@ -2,8 +2,9 @@
 
 Outcomes: ``sent`` (acknowledged by the broker, directly or from the spool), ``spooled``
 (written to the spool), ``rejected`` (invalid, unencodable or refused by the broker as such),
-``dropped`` (could not even be spooled: the spool file failed). An event that was spooled and
-later sent counts in both ``spooled`` and ``sent``.
+``dropped`` (unreadable in the spool), ``recovered`` (unconfirmed, then found on the topic by the
+recovery scan, so not resent). An event that was spooled and later sent counts in both
+``spooled`` and ``sent``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-OUTCOMES = ("sent", "spooled", "rejected", "dropped")
+OUTCOMES = ("sent", "spooled", "rejected", "dropped", "recovered")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class PublisherStats:
     delivery_errors: int
     spool_depth: int
     spooling: bool
+    recovered: int = 0
 
 
 class PublisherMetrics:
@@ -46,7 +48,7 @@ class PublisherMetrics:
         )
         self._spool_depth = Gauge(
             "runtrail_publisher_spool_depth",
-            "Events waiting in the spool for the broker.",
+            "Events waiting in the spool for the broker (0 while publishing directly).",
             registry=registry,
         )
         for outcome in OUTCOMES:
@@ -83,4 +85,5 @@ class PublisherMetrics:
                 delivery_errors=self._errors,
                 spool_depth=self._depth,
                 spooling=spooling,
+                recovered=self._counts["recovered"],
             )

@@ -6,8 +6,13 @@ Three settings are invariants, not tuning, and win over ``kafka_options``:
   without it a retried batch can be written twice or reordered, which breaks per-run order;
 * ``partitioner=murmur2_random`` — the Java client's default, so a run's events land on the
   same partition whichever language produced them (librdkafka's default is CRC32);
-* ``message.timeout.ms`` / ``compression.type`` / ``linger.ms`` come from their own
-  :class:`~runtrail.config.Settings` fields.
+* ``message.timeout.ms`` is a backstop only (several times ``delivery_timeout_ms``): the
+  publisher times deliveries out itself, all at once, because librdkafka's per-message timeout
+  fails the oldest events while later ones of the same run still get through;
+* ``message.max.bytes`` leaves room for an event of ``max_event_bytes`` plus headers, so a legal
+  event is never refused by the client;
+* ``compression.type`` / ``linger.ms`` come from their own :class:`~runtrail.config.Settings`
+  fields.
 
 Everything else in ``settings.kafka_options`` (SASL, TLS, client.id…) passes through, and may
 override the batching defaults below.
@@ -32,13 +37,23 @@ TUNING_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Room for the Kafka headers and record overhead on top of the largest legal event.
+HEADER_ROOM_BYTES = 256 * 1024
+
+
+def backstop_timeout_ms(settings: Settings) -> int:
+    """librdkafka's own per-message timeout: well after the publisher's, so it never fires first."""
+    return 3 * settings.delivery_timeout_ms + 10_000
+
+
 def invariants(settings: Settings) -> dict[str, Any]:
     """The options the publisher's guarantees rest on."""
     return {
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": "murmur2_random",
-        "message.timeout.ms": settings.delivery_timeout_ms,
+        "message.timeout.ms": backstop_timeout_ms(settings),
+        "message.max.bytes": max(1_000_000, settings.max_event_bytes + HEADER_ROOM_BYTES),
         "compression.type": settings.compression,
         "linger.ms": settings.linger_ms,
     }

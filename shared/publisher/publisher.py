@@ -1,24 +1,31 @@
 """The agent-side publisher: validated, redacted, sequenced events to Kafka, never raising.
 
 An agent runtime attaches a :class:`Publisher` as a listener (``on_event``) or calls
-:meth:`Publisher.publish`. Each event is redacted, validated, numbered within its run, encoded
-and produced keyed by run ID. Nothing here raises into the agent (design principle 3): invalid
-events are rejected (counted, logged, ``None`` returned), and events the broker cannot take
-go to a local spool and are resent, in order, when it returns.
+:meth:`Publisher.publish`. Each event is checked against the limits, redacted, validated,
+numbered within its (tenant, run), encoded and produced keyed by run ID. Nothing here raises
+into the agent (design principle 3): invalid events are rejected (counted, logged, ``None``
+returned).
+
+Every accepted event is also appended to a write-ahead spool (:mod:`runtrail.publisher.wal`)
+by a committer thread, one write and one fsync per ``spool_commit_ms`` (group commit), so an
+agent that dies loses at most the events of that last interval; the next publisher on the same
+spool folder sends the rest.
 
 Delivery modes:
 
-* **direct** — events are produced straight to Kafka;
-* **spooling** — entered on the first failed delivery report (or a full local queue, or a
-  non-empty spool found at start-up). Every later event is appended to the spool too, behind
-  the failed ones, so a run's events stay in order. A daemon thread (which also serves the
-  producer's delivery callbacks, so the agent never has to poll) resends the spool in chunks,
-  advances a durable cursor past what the broker acknowledged and returns to direct mode only
-  once the spool is empty and nothing is in flight.
+* **direct** — events are produced straight to Kafka as they are accepted;
+* **draining** — entered on the first failed delivery, when no acknowledgement arrives for
+  ``delivery_timeout_ms``, when the local queue stays full, or when a non-empty spool is found
+  at start. At that moment everything still queued or in flight in librdkafka is purged (so no
+  later event of a run can overtake an earlier one), later events are only written to the
+  spool, and a background thread resends the spool in order, in chunks, from the first event
+  not acknowledged. It returns to direct mode only once every accepted event is acknowledged.
 
-At-least-once, not exactly-once: a delivery that timed out may in fact have been written by
-the broker, so resending it from the spool can duplicate it on the topic. Consumers drop
-duplicates by ``eventId`` (and detect them by ``sequence``).
+Exactly once on the topic: events whose fate is unknown (purged while in flight, or found
+beyond the cursor at start) are looked up on the topic by eventId before they are resent
+(:mod:`runtrail.publisher.recovery`), so a resend never doubles what the broker already
+holds. Consumers still drop same-eventId duplicates, for the one case left: a request the
+broker received before the outage but wrote only after that check.
 """
 
 from __future__ import annotations
@@ -48,8 +55,7 @@ from runtrail.events import (
     UnknownEventType,
     validate_json_form,
 )
-from runtrail.publisher.delivery import PendingQueue, SlotState
-from runtrail.publisher.drain import DrainChunk, Outcome
+from runtrail.events.limits import EventLimits
 from runtrail.publisher.envelope_defaults import (
     DEFAULT_ACTOR,
     fill_defaults,
@@ -59,9 +65,11 @@ from runtrail.publisher.envelope_defaults import (
 from runtrail.publisher.headers import event_headers
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.producer_config import producer_config
+from runtrail.publisher.recovery import already_on_topic
 from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
-from runtrail.publisher.spool import Spool, SpoolRecord
+from runtrail.publisher.spool import SpoolRecord
+from runtrail.publisher.wal import Wal, WalEntry
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +83,8 @@ PERMANENT_ERRORS: frozenset[int] = frozenset(
         KafkaError._INVALID_ARG,
     }
 )
+#: What a purge reports for the events it took back (they are resent from the spool).
+_PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 class ProducerLike(Protocol):
@@ -115,6 +125,10 @@ def _is_permanent(err: KafkaError) -> bool:
     return err.code() in PERMANENT_ERRORS
 
 
+def _known_types() -> str:
+    return ", ".join(sorted(CURRENT_VERSIONS))
+
+
 class Publisher:
     """Publishes one process's events to the events topic; see the module docstring.
 
@@ -135,27 +149,30 @@ class Publisher:
         retry_backoff_s: float = 0.5,
         retry_backoff_max_s: float = 10.0,
         drain_chunk: int = 500,
+        log_rejections: bool = True,
     ) -> None:
         self._settings = settings
         self._topic = topic or settings.events_topic
         self._redactor = redactor
         self._codec = EventCodec()
+        self._limits = EventLimits.from_settings(settings)
         self._metrics = PublisherMetrics(registry if registry is not None else CollectorRegistry())
         self._sequences = SequenceCounter()
+        self._log_rejections = log_rejections
         self._lock = threading.RLock()
-        self._pending = PendingQueue()
+        self._commit_lock = threading.Lock()
         self._acked: dict[int, int] = {}
         self._backoff_min = retry_backoff_s
         self._backoff_max = max(retry_backoff_max_s, retry_backoff_s)
         self._backoff = retry_backoff_s
         self._drain_chunk = max(1, drain_chunk)
-        self._chunk: DrainChunk | None = None
+        self._timeout_s = settings.delivery_timeout_ms / 1000
         self._next_retry = 0.0
         self._probe_first = False
         self._fatal = False
         self._closed = False
         self._warned_failure = False
-        self._last_sync = time.monotonic()
+        self._purge_wanted = False
 
         self._config = producer_config(
             settings,
@@ -165,21 +182,42 @@ class Publisher:
         )
         self._factory: ProducerFactory = producer_factory or Producer
         self._producer = self._factory(self._config)
-        self._spool = Spool.open_for(settings.spool_dir, settings.tenant, self._topic)
-        self._spooling = self._spool.depth > 0
-        self._metrics.set_spool_depth(self._spool.depth)
-        if self._spooling:
+        self._wal = Wal.open_for(settings.spool_dir, settings.tenant, self._topic)
+
+        # Every accepted event has an index (its place in publish order, continuing the WAL's).
+        self._next_index = self._wal.end.index  # the index the next accepted event gets
+        self._first_unsettled = self._wal.cursor.index  # all before it: acknowledged or done
+        self._settled: set[int] = set()  # settled indices after _first_unsettled
+        self._inflight: set[int] = set()  # handed to librdkafka, no report yet
+        self._buffer: list[SpoolRecord] = []  # accepted, not yet written to the WAL
+        # Events below _uncertain_until may be on the topic already: look before resending.
+        self._uncertain_until = self._wal.end.index
+        self._scanned = False
+        self._found: set[str] = set()
+        self._draining = self._wal.depth > 0
+        self._probe_first = self._draining
+        self._progress = (self._first_unsettled, time.monotonic())
+        self._last_store = time.monotonic()
+        self._metrics.set_spool_depth(self._wal.depth)
+        # (tenant, run) -> the sequence after the last one the unsent spool holds
+        self._spooled_next: dict[tuple[str, str], int] = {}
+        if self._draining:
+            self._learn_spooled_sequences()
             log.info(
-                "found %d spooled events in %s; sending them before new ones",
-                self._spool.depth,
-                self._spool.path,
+                "found %d unconfirmed events in %s; sending them before new ones",
+                self._wal.depth,
+                self._wal.folder,
             )
 
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"runtrail-publisher[{self._topic}]", daemon=True
         )
+        self._committer = threading.Thread(
+            target=self._commit_loop, name=f"runtrail-spool[{self._topic}]", daemon=True
+        )
         self._thread.start()
+        self._committer.start()
         self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
 
@@ -190,7 +228,8 @@ class Publisher:
 
     @property
     def spool_path(self) -> str:
-        return str(self._spool.path)
+        """The write-ahead spool folder this publisher owns."""
+        return str(self._wal.folder)
 
     def on_event(
         self, event: Event | Mapping[str, Any], *, trace_context: Mapping[str, str] | None = None
@@ -220,7 +259,9 @@ class Publisher:
                 schema_version if schema_version is not None else CURRENT_VERSIONS.get(event_type)
             )
             if version is None:
-                raise UnknownEventType(f"unknown event type {event_type!r}")
+                raise UnknownEventType(
+                    f"unknown event type {event_type!r}; known types: {_known_types()}"
+                )
             if isinstance(data, EventData):
                 payload: Any = data.model_dump(mode="json", by_alias=True)
             else:
@@ -271,66 +312,117 @@ class Publisher:
             log.exception("unexpected error while publishing")
             return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
 
-    def set_next_sequence(self, run_id: str, next_sequence: int) -> None:
-        """Continue ``run_id`` at ``next_sequence`` (a run resumed in a new process)."""
-        self._sequences.set_next(run_id, next_sequence)
+    def set_next_sequence(
+        self, run_id: str, next_sequence: int, *, tenant_id: str | None = None
+    ) -> None:
+        """Continue ``run_id`` of ``tenant_id`` (default: this publisher's tenant) at
+        ``next_sequence`` (a run resumed in a new process)."""
+        if next_sequence < 1:
+            raise ValueError("sequences start at 1")
+        tenant = tenant_id if tenant_id is not None else self._settings.tenant
+        spooled = self._spooled_next.get((tenant, run_id), 0)
+        if next_sequence < spooled:
+            # events of the dead process still in the spool go first and hold these numbers
+            log.info(
+                "run %r continues at sequence %d, not %d: the spool still holds its events up "
+                "to %d (drain() before a resume barrier lets the resume see them)",
+                run_id,
+                spooled,
+                next_sequence,
+                spooled - 1,
+            )
+            next_sequence = spooled
+        self._sequences.set_next(tenant, run_id, next_sequence)
 
-    def forget_run(self, run_id: str) -> None:
+    def _learn_spooled_sequences(self) -> None:
+        """Note the runs and sequences the spool found at start still holds, so this process
+        numbers those runs after them: they reach the topic before anything new."""
+        pos = self._wal.cursor
+        while True:
+            entries = self._wal.read(pos, 5000)
+            if not entries:
+                return
+            for entry in entries:
+                record = entry.record
+                if record is None or record.sequence is None or record.key is None:
+                    continue
+                tenant = dict(record.headers).get("rt.tenant", b"").decode("utf-8", "replace")
+                key = (tenant, record.key.decode("utf-8", "replace"))
+                self._sequences.commit(key[0], key[1], record.sequence)
+                if record.sequence + 1 > self._spooled_next.get(key, 1):
+                    self._spooled_next[key] = record.sequence + 1
+            pos = entries[-1].end
+
+    def forget_run(self, run_id: str, *, tenant_id: str | None = None) -> None:
         """Drop a finished run's sequence counter."""
-        self._sequences.forget(run_id)
+        tenant = tenant_id if tenant_id is not None else self._settings.tenant
+        self._sequences.forget(tenant, run_id)
 
     def flush(self, timeout: float = 10.0) -> int:
-        """Wait until every event so far is acknowledged or spooled; returns how many are not."""
+        """Wait until every event so far is acknowledged or in the spool; how many are not."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             with self._lock:
-                left = len(self._pending)
+                left = len(self._inflight)
             remaining = deadline - time.monotonic()
             if left == 0 or remaining <= 0:
-                return left
+                break
             self._producer.poll(min(remaining, 0.05))
+        self._commit()
+        return left
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait (bounded) until the spool is empty and the publisher is back in direct mode."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             with self._lock:
-                done = not self._spooling and len(self._pending) == 0
+                done = not self._draining and not self._inflight
             if done or time.monotonic() >= deadline or not self._thread.is_alive():
                 return done
             time.sleep(0.05)
 
+    def sync(self) -> None:
+        """Write and fsync every accepted event to the spool now (instead of at the next
+        group commit): after it returns, they survive this process."""
+        self._commit()
+
     def close(self, timeout: float = 10.0) -> None:
-        """Flush (bounded by ``timeout``), then spool whatever is still unsettled; idempotent."""
+        """Flush, or drain the spool while it is being sent (bounded by ``timeout``); what is
+        still unconfirmed stays in the spool for the next publisher on the same folder.
+        Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         atexit.unregister(self._atexit)
         deadline = time.monotonic() + max(0.0, timeout)
+        if self._draining:  # the spool is being sent: give it the time we have
+            self.drain(timeout)
         self._stop.set()
-        # a probe can hold the thread for up to 2 s; it produces nothing once stop is set
+        # a probe or a scan can hold the thread a little; it produces nothing once stop is set
         self._thread.join(timeout=max(3.0, deadline - time.monotonic()))
+        self._committer.join(timeout=5.0)
         try:
-            self.flush(deadline - time.monotonic())
-            self._producer.flush(max(0.0, deadline - time.monotonic()))
+            if not self._draining:
+                self.flush(deadline - time.monotonic())
             self._purge_and_collect(self._producer)
         except Exception:
             log.exception("error while closing the producer")
         with self._lock:
-            if self._chunk is not None:
-                self._settle_chunk(self._chunk)
-            lost = self._pending.abandon_in_flight()
-            if lost:
-                log.warning("%d events unsettled at close go to the spool", lost)
-            self._release()
-            depth = self._spool.depth
-            try:
-                self._spool.close()
-            except OSError:
-                log.exception("error while closing the spool %s", self._spool.path)
+            if self._inflight:
+                log.warning("%d events unconfirmed at close stay in the spool", len(self._inflight))
+                self._inflight.clear()
+            if self._pending_count():
+                self._draining = True
+        try:
+            self._commit(store=True)
+            self._wal.close()
+        except OSError:
+            log.exception("error while closing the spool %s", self._wal.folder)
+        depth = self._pending_count()
+        self._metrics.set_spool_depth(depth)
         if depth:
-            log.warning("closed with %d events in the spool %s", depth, self._spool.path)
+            log.warning("closed with %d events in the spool %s", depth, self._wal.folder)
 
     def __enter__(self) -> Publisher:
         return self
@@ -344,11 +436,15 @@ class Publisher:
             return dict(self._acked)
 
     def stats(self) -> PublisherStats:
-        return self._metrics.snapshot(spooling=self._spooling)
+        with self._lock:
+            draining = self._draining
+            depth = self._pending_count() if draining else 0
+        self._metrics.set_spool_depth(depth)
+        return self._metrics.snapshot(spooling=draining)
 
     # --- preparing an event ----------------------------------------------------------------
     def _prepare(self, event: Event | Mapping[str, Any]) -> JsonDict:
-        """The redacted JSON form with envelope defaults filled in."""
+        """The checked, redacted JSON form with envelope defaults filled in."""
         if isinstance(event, Event):
             form = event.json_form()
         elif isinstance(event, Mapping):
@@ -357,6 +453,17 @@ class Publisher:
             raise InvalidEvent(
                 f"expected an Event or a JSON-form object, got {type(event).__name__}"
             )
+        # first: a value nested 5,000 deep must be measured here, not recursed into below
+        self._limits.check_value(form)
+        event_type = form.get("type")
+        if isinstance(event_type, str) and event_type not in CURRENT_VERSIONS:
+            raise UnknownEventType(
+                f"unknown event type {event_type!r}; known types: {_known_types()}"
+            )
+        if form.get("schemaVersion") is None and isinstance(event_type, str):
+            form["schemaVersion"] = CURRENT_VERSIONS[event_type]  # writers that do not know ours
+        if form.get("runId") is None:
+            raise InvalidEvent("runId: Field required")
         form = fill_defaults(form, self._settings.tenant)
         try:
             redacted = self._redactor(form)
@@ -374,71 +481,80 @@ class Publisher:
         self, event: Event, assign: bool, trace_context: Mapping[str, str] | None
     ) -> Submitted:
         wire = event.json_form()
+        tenant, run = event.tenant_id, event.run_id
         with self._lock:
             if self._closed:
                 raise _Rejected("closed", "the publisher is closed")
-            sequence = self._sequences.peek(event.run_id) if assign else event.sequence
+            sequence = self._sequences.peek(tenant, run) if assign else event.sequence
             wire["sequence"] = str(sequence)
             value = self._codec.encode_json_form(wire)
+            self._limits.check_size(len(value))
             record = SpoolRecord(
-                key=event.run_id.encode("utf-8"),
+                key=run.encode("utf-8"),
                 value=value,
                 headers=event_headers(wire, trace_context),
                 event_id=event.event_id,
+                timestamp_ms=time.time_ns() // 1_000_000,
+                sequence=sequence,
             )
             self._route(record)
-            self._sequences.commit(event.run_id, sequence)
+            self._sequences.commit(tenant, run, sequence)
         return Submitted(event.event_id)
 
     def _reject(self, reason: str, detail: str) -> Submitted:
         self._metrics.count("rejected")
-        log.warning("event rejected (%s): %s", reason, detail)
+        log.log(
+            logging.WARNING if self._log_rejections else logging.DEBUG,
+            "event rejected (%s): %s",
+            reason,
+            detail,
+        )
         return Submitted(None, reason, detail)
 
     # --- routing (caller holds the lock) ----------------------------------------------------
     def _route(self, record: SpoolRecord) -> None:
-        if self._spooling:
-            self._pending.add(record, SlotState.SPOOL)
-            self._release()
-            return
-        ticket = self._pending.add(record, SlotState.IN_FLIGHT)
-        try:
-            self._produce_with_backpressure(
-                record, functools.partial(self._on_direct_report, ticket)
-            )
-        except BufferError:
-            self._pending.settle(ticket, SlotState.SPOOL)
-            self._enter_spooling("the local producer queue is full")
-            self._release()
-        except KafkaException as exc:
-            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if err is not None and _is_permanent(err):
-                self._pending.discard(ticket)
-                raise _Rejected("refused-by-producer", err.str()) from exc
-            if err is not None and err.fatal():
-                self._fatal = True
-            self._pending.settle(ticket, SlotState.SPOOL)
-            self._enter_spooling(f"produce failed: {exc}")
-            self._release()
+        """Give the record its index, queue it for the WAL and, in direct mode, produce it."""
+        index = self._next_index
+        if not self._draining:
+            try:
+                if self._produce_with_backpressure(
+                    record, functools.partial(self._on_report, index)
+                ):
+                    self._inflight.add(index)
+                else:
+                    self._enter_draining("the local producer queue stays full")
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if err is not None and _is_permanent(err):
+                    raise _Rejected("refused-by-producer", err.str()) from exc
+                if err is not None and err.fatal():
+                    self._fatal = True
+                self._enter_draining(f"produce failed: {exc}")
+        if self._draining:
+            self._metrics.count("spooled")
+        self._next_index = index + 1
+        self._buffer.append(record)
 
     def _produce_with_backpressure(
         self, record: SpoolRecord, callback: Callable[[Any, Any], None]
-    ) -> None:
+    ) -> bool:
         """A full local queue means the broker is slower than the agent, not gone: wait up to
-        ``publish_max_block_ms`` for room (serving delivery reports meanwhile), then give up
-        with BufferError so the event is spooled rather than the agent stalled for long."""
+        ``publish_max_block_ms`` for room (serving delivery reports meanwhile). False: give
+        up, the event waits in the spool rather than the agent stalling for long."""
         deadline = 0.0
         while True:
             try:
                 self._produce(record, callback)
-                return
+                return True
             except BufferError:
                 now = time.monotonic()
                 if not deadline:
                     deadline = now + self._settings.publish_max_block_ms / 1000
                 elif now >= deadline:
-                    raise
+                    return False
                 self._producer.poll(0.005)
+                if self._draining:  # a report served meanwhile failed: this one must wait too
+                    return False
 
     def _produce(self, record: SpoolRecord, callback: Callable[[Any, Any], None]) -> None:
         self._producer.produce(
@@ -446,29 +562,38 @@ class Publisher:
             value=record.value,
             key=record.key,
             headers=list(record.headers),
+            timestamp=record.timestamp_ms or 0,
             on_delivery=callback,
         )
 
-    def _enter_spooling(self, why: str) -> None:
-        if not self._spooling:
-            self._spooling = True
-            self._probe_first = True
-            self._next_retry = time.monotonic() + self._backoff
-            log.warning("spooling events to %s: %s", self._spool.path, why)
+    def _enter_draining(self, why: str, purge: bool = False) -> None:
+        """Stop producing directly; what is unconfirmed may be on the topic (look first)."""
+        if not self._draining:
+            self._draining = True
+            self._metrics.count("spooled", self._pending_count())
+            log.warning("events go through the spool %s: %s", self._wal.folder, why)
+        self._uncertain_until = max(self._uncertain_until, self._next_index)
+        self._scanned = False
+        self._probe_first = True
+        self._next_retry = time.monotonic() + self._backoff
+        if purge:
+            self._purge_wanted = True
 
-    def _release(self) -> None:
-        """Append the settled prefix's failed events to the spool, in publish order."""
-        appended = 0
-        for record in self._pending.release():
-            try:
-                self._spool.append(record)
-                appended += 1
-            except OSError as exc:
-                self._metrics.count("dropped")
-                log.error("event %s LOST: cannot write the spool: %s", record.event_id, exc)
-        if appended:
-            self._metrics.count("spooled", appended)
-            self._metrics.set_spool_depth(self._spool.depth)
+    def _pending_count(self) -> int:
+        """Accepted events not acknowledged (nor found on the topic, nor dropped)."""
+        return self._next_index - self._first_unsettled - len(self._settled)
+
+    def _settle(self, index: int) -> None:
+        """Record that event ``index`` needs nothing more (acknowledged, found or dropped)."""
+        if index == self._first_unsettled:
+            index += 1
+            settled = self._settled
+            while index in settled:
+                settled.remove(index)
+                index += 1
+            self._first_unsettled = index
+        elif index > self._first_unsettled:
+            self._settled.add(index)
 
     def _note_ack(self, msg: Any) -> None:
         partition, offset = msg.partition(), msg.offset()
@@ -477,33 +602,25 @@ class Publisher:
         self._metrics.count("sent")
 
     # --- delivery reports (called from poll, in whichever thread polled) ---------------------
-    def _on_direct_report(self, ticket: int, err: KafkaError | None, msg: Any) -> None:
+    def _on_report(self, index: int, err: KafkaError | None, msg: Any) -> None:
         with self._lock:
+            if index not in self._inflight:
+                return  # abandoned after a purge that did not report it
+            self._inflight.discard(index)
             if err is None:
-                if self._pending.settle(ticket, SlotState.ACKED):
-                    self._note_ack(msg)
+                self._settle(index)
+                self._note_ack(msg)
             elif _is_permanent(err):
-                if self._pending.settle(ticket, SlotState.DROPPED):
-                    self._metrics.count("rejected")
-                    log.error("broker refused an event for good: %s", err.str())
-            elif self._pending.settle(ticket, SlotState.SPOOL):
-                self._delivery_failed(err)
-                self._enter_spooling(f"delivery failed: {err.str()}")
-            self._release()
-
-    def _on_drain_report(
-        self, chunk: DrainChunk, index: int, err: KafkaError | None, msg: Any
-    ) -> None:
-        with self._lock:
-            if err is None:
-                if chunk.mark(index, Outcome.ACKED):
-                    self._note_ack(msg)
-            elif _is_permanent(err):
-                if chunk.mark(index, Outcome.SKIPPED):
-                    self._metrics.count("rejected")
-                    log.error("broker refused a spooled event for good: %s", err.str())
-            elif chunk.mark(index, Outcome.FAILED):
-                self._delivery_failed(err)
+                self._settle(index)
+                self._metrics.count("rejected")
+                log.error("broker refused an event for good: %s", err.str())
+            else:
+                if err.code() in _PURGED:
+                    self._metrics.delivery_error()  # taken back: resent from the spool
+                else:
+                    self._delivery_failed(err)
+                # nothing queued behind it may go first: purge and resend from the spool
+                self._enter_draining(f"delivery failed: {err.str()}", purge=True)
 
     def _delivery_failed(self, err: KafkaError) -> None:
         self._metrics.delivery_error()
@@ -520,86 +637,212 @@ class Publisher:
         else:
             log.debug("kafka client error: %s", err.str())
 
+    # --- the group commit -------------------------------------------------------------------
+    def _commit_loop(self) -> None:
+        interval = self._settings.spool_commit_ms / 1000
+        while not self._stop.wait(interval):
+            try:
+                self._commit()
+            except Exception:
+                log.exception("spool commit error")
+                self._stop.wait(0.5)
+
+    def _commit(self, store: bool = False) -> None:
+        """Write what was accepted since the last commit (one write, one fsync), move the
+        cursor past what is settled, and store it about once a second."""
+        with self._commit_lock:
+            with self._lock:
+                batch, self._buffer = self._buffer, []
+            if batch:
+                try:
+                    self._wal.append(batch)
+                except OSError as exc:
+                    with self._lock:
+                        self._buffer[:0] = batch  # kept in memory; retried next commit
+                    log.error("cannot write the spool %s: %s", self._wal.folder, exc)
+                    return
+            with self._lock:
+                first = self._first_unsettled
+            self._wal.advance(first)
+            now = time.monotonic()
+            if store or now - self._last_store >= 1.0:
+                self._last_store = now
+                self._wal.store_cursor()
+
     # --- the background thread ------------------------------------------------------------
     def _run(self) -> None:
-        """Serve delivery callbacks; resend the spool while spooling; recover fatal errors."""
+        """Serve delivery callbacks; purge on failure; resend the spool; recover fatal errors."""
         while not self._stop.is_set():
             try:
-                self._producer.poll(0.1)
+                self._producer.poll(0.05)
+                if self._purge_wanted:
+                    self._purge_and_collect(self._producer)
                 if self._fatal:
                     self._recreate_producer()
-                if self._spooling and time.monotonic() >= self._next_retry:
+                self._check_stall()
+                if self._draining and time.monotonic() >= self._next_retry:
                     self._drain_step()
-                self._sync_spool()
             except Exception:
                 log.exception("publisher background thread error")
                 self._stop.wait(0.5)
 
+    def _check_stall(self) -> None:
+        """No acknowledgement for ``delivery_timeout_ms`` while events are in flight: the
+        broker is gone. Our own timeout, not librdkafka's per-message one, so a whole backlog
+        is taken back at once and no later event of a run is delivered before an earlier."""
+        now = time.monotonic()
+        with self._lock:
+            mark = self._first_unsettled
+            if not self._inflight or mark != self._progress[0]:
+                self._progress = (mark, now)
+                return
+            if now - self._progress[1] > self._timeout_s:
+                self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s", purge=True)
+
     def _drain_step(self) -> None:
         with self._lock:
-            if len(self._pending):
-                return  # earlier direct deliveries are unsettled; their failures go first
-            if self._spool.depth == 0:
-                self._spooling = False
+            if self._inflight or self._purge_wanted:
+                return  # earlier deliveries are unsettled; their outcome comes first
+            if self._pending_count() == 0:
+                self._draining = False
                 self._backoff = self._backoff_min
                 self._warned_failure = False
                 self._metrics.set_spool_depth(0)
                 log.info("spool drained; publishing directly again")
                 return
-            entries = self._spool.read(self._drain_chunk)
+            start = self._first_unsettled
+            if start >= self._wal.end.index:
+                return  # not written yet: the next group commit writes it
+            scan = not self._scanned and start < self._uncertain_until
         if self._probe_first and not self._broker_reachable():
             self._retry_later()
             return
-        chunk = DrainChunk(entries)
+        if scan and not self._scan(start):
+            self._retry_later()
+            return
+        entries = self._wal.read(self._wal.position_of(start), self._drain_chunk)
+        if not entries:
+            self._skip_unreadable(start)
+            return
+        produced = self._produce_chunk(entries)
+        deadline = time.monotonic() + self._timeout_s
+        while not self._stop.is_set() and not self._purge_wanted:
+            with self._lock:
+                if not self._inflight:
+                    break
+            if time.monotonic() >= deadline:
+                with self._lock:
+                    self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s")
+                break
+            self._producer.poll(0.05)
+        if self._stop.is_set():
+            return  # close() collects what is in flight
+        if self._inflight:
+            self._purge_and_collect(self._producer)
+        with self._lock:
+            end = None
+            for entry in entries:
+                if entry.index >= self._first_unsettled:
+                    break
+                end = entry.end
+            if end is not None:
+                self._wal.advance_to(end)
+            if produced and produced[-1] >= self._first_unsettled:
+                self._enter_draining("a resent event was not acknowledged")
+                self._backoff = min(self._backoff * 2, self._backoff_max)
+            else:
+                self._backoff = self._backoff_min
+                self._probe_first = False
+                self._next_retry = 0.0
+
+    def _skip_unreadable(self, start: int) -> None:
+        """Nothing can be read from ``start`` although the log goes on: a segment is missing
+        or corrupt. Count what is skipped as dropped, loudly, rather than stall for ever."""
+        with self._lock:
+            end = self._wal.end
+            lost = [i for i in range(start, end.index) if i not in self._settled]
+            for index in lost:
+                self._settle(index)
+        self._metrics.count("dropped", len(lost))
+        log.error(
+            "%d spooled events from %d are unreadable in %s: LOST",
+            len(lost),
+            start,
+            self._wal.folder,
+        )
+        self._wal.advance_to(end)
+
+    def _produce_chunk(self, entries: list[WalEntry]) -> list[int]:
+        """Produce the entries still unsettled, in order; the indices produced."""
+        produced: list[int] = []
         with self._lock:
             if self._stop.is_set():
-                return  # close() has begun: it must not race a new chunk
-            self._chunk = chunk
-            for index, entry in enumerate(entries):
-                if entry.record is None:
-                    chunk.mark(index, Outcome.SKIPPED)
+                return produced  # close() has begun: it must not race a new chunk
+            for entry in entries:
+                index, record = entry.index, entry.record
+                if index < self._first_unsettled or index in self._settled:
+                    continue
+                if record is None:
+                    self._settle(index)
                     self._metrics.count("dropped")
                     continue
+                if record.event_id is not None and record.event_id in self._found:
+                    self._found.discard(record.event_id)
+                    self._settle(index)
+                    self._metrics.count("recovered")
+                    continue
                 try:
-                    self._produce(
-                        entry.record, functools.partial(self._on_drain_report, chunk, index)
-                    )
+                    self._produce(record, functools.partial(self._on_report, index))
                 except BufferError:
-                    chunk.fail_rest(index)
                     break
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                     if err is not None and _is_permanent(err):
-                        chunk.mark(index, Outcome.SKIPPED)
+                        self._settle(index)
                         self._metrics.count("rejected")
                         log.error("dropping a spooled event the producer refuses: %s", exc)
                         continue
-                    chunk.fail_rest(index)
                     break
-        deadline = time.monotonic() + self._settings.delivery_timeout_ms / 1000 + 5.0
-        while chunk.pending and time.monotonic() < deadline and not self._stop.is_set():
-            self._producer.poll(0.1)
-        if self._stop.is_set():
-            return  # close() settles the chunk after its flush
-        with self._lock:
-            self._settle_chunk(chunk)
+                self._inflight.add(index)
+                produced.append(index)
+        return produced
 
-    def _settle_chunk(self, chunk: DrainChunk) -> None:
-        """Move the cursor past the acknowledged prefix; back off if anything failed."""
-        end, count = chunk.acked_prefix()
-        if count:
-            try:
-                self._spool.advance(end, count)
-            except OSError:
-                log.exception("cannot store the spool cursor; these events will be resent")
-            self._metrics.set_spool_depth(self._spool.depth)
-        self._chunk = None
-        if chunk.complete:
-            self._backoff = self._backoff_min
-            self._probe_first = False
-            self._next_retry = 0.0
-        else:
-            self._retry_later()
+    def _scan(self, start: int) -> bool:
+        """Look up on the topic the unconfirmed events from ``start``; False if it cannot."""
+        with self._lock:
+            until = self._uncertain_until
+        ids: set[str] = set()
+        since: int | None = None
+        pos = self._wal.position_of(start)
+        while pos.index < until:
+            entries = self._wal.read(pos, 5000)
+            if not entries:
+                break
+            for entry in entries:
+                record = entry.record
+                if entry.index < start or entry.index >= until or record is None:
+                    continue
+                if record.event_id is None or record.timestamp_ms is None:
+                    continue  # a wave-1 spool record: resent at least once
+                ids.add(record.event_id)
+                if since is None or record.timestamp_ms < since:
+                    since = record.timestamp_ms
+            pos = entries[-1].end
+        try:
+            found = (
+                already_on_topic(
+                    self._settings.kafka_config(), self._topic, ids, since, self._timeout_s + 10
+                )
+                if since is not None
+                else set()
+            )
+        except KafkaException as exc:
+            log.warning("cannot look up unconfirmed events on %s yet: %s", self._topic, exc)
+            return False
+        with self._lock:
+            self._found |= found
+            self._scanned = True
+        return True
 
     def _retry_later(self) -> None:
         self._probe_first = True
@@ -617,37 +860,29 @@ class Publisher:
     def _recreate_producer(self) -> None:
         """After a fatal error (e.g. idempotence state lost) the producer is unusable."""
         old = self._producer
+        with self._lock:
+            self._enter_draining("the producer hit a fatal error")
         self._purge_and_collect(old)
         with self._lock:
-            if self._chunk is not None:
-                self._settle_chunk(self._chunk)
-            self._pending.abandon_in_flight()
-            self._enter_spooling("the producer hit a fatal error")
-            self._release()
+            self._inflight.clear()
             self._producer = self._factory(self._config)
             self._fatal = False
         log.warning("producer recreated after a fatal error")
 
     def _purge_and_collect(self, producer: ProducerLike) -> None:
-        """Purge what is queued or in flight and serve the resulting delivery reports."""
+        """Take back everything queued or in flight, and serve the resulting reports."""
+        self._purge_wanted = False
         producer.purge(in_queue=True, in_flight=True, blocking=True)
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
             producer.poll(0.05)
             with self._lock:
-                if not self._pending.in_flight and (self._chunk is None or not self._chunk.pending):
+                if not self._inflight:
                     return
-
-    def _sync_spool(self) -> None:
-        now = time.monotonic()
-        if now - self._last_sync < 1.0:
-            return
-        self._last_sync = now
         with self._lock:
-            try:
-                self._spool.sync()
-            except OSError:
-                log.exception("cannot fsync the spool %s", self._spool.path)
+            if self._inflight:
+                log.warning("%d purged events did not report; resent", len(self._inflight))
+                self._inflight.clear()
 
 
 def _close_at_exit(ref: weakref.ref[Publisher]) -> None:

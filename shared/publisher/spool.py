@@ -1,4 +1,8 @@
-"""The local spool: where events wait, in order, while the broker cannot take them.
+"""The wave-1 spool file (JSON lines), kept to read and import old spools; and SpoolRecord.
+
+The publisher now writes :mod:`runtrail.publisher.wal` (every accepted event, binary frames).
+A spool file left by an older publisher is moved into the WAL of the same slot when a new
+publisher opens it, so upgrading loses nothing.
 
 One append-only file per publisher and topic, ``<spool_dir>/<tenant>/<topic>.spool`` (the
 next free ``<topic>.<n>.spool`` when another live publisher holds that one; an exclusive
@@ -47,6 +51,10 @@ class SpoolRecord:
     value: bytes
     headers: Headers
     event_id: str | None = None
+    #: When publish() accepted it (the Kafka message timestamp; None in wave-1 spools).
+    timestamp_ms: int | None = None
+    #: The event's per-run sequence (so a restarted publisher knows what its spool holds).
+    sequence: int | None = None
 
     def to_line(self) -> bytes:
         doc: dict[str, Any] = {

@@ -1,0 +1,120 @@
+"""Which of some events already reached the topic: the check that makes resends exactly-once.
+
+Why: an event whose delivery was never confirmed (in flight when the broker went away, or
+when the agent died) may or may not be on the topic. Resending it blindly doubles it; not
+resending it may lose it. Before the publisher resends such events from the write-ahead
+spool, it reads every partition of the topic from the earliest accept time among them (each
+event carries its accept time as its Kafka timestamp, and ``offsets_for_times`` returns the
+first offset at or after a time, so nothing of ours can lie before it) up to the high
+watermark, and collects the ``rt.event_id`` headers it sees. Only headers are looked at.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: Read from this long before the earliest accept time (clock steps, LogAppendTime topics).
+SLACK_MS = 60_000
+
+
+def already_on_topic(
+    client_config: Mapping[str, Any],
+    topic: str,
+    event_ids: Collection[str],
+    since_ms: int,
+    timeout: float = 30.0,
+) -> set[str]:
+    """The members of ``event_ids`` found on ``topic`` at or after ``since_ms``.
+
+    Raises ``KafkaException`` when the topic cannot be read (the caller retries later).
+    """
+    wanted = set(event_ids)
+    if not wanted:
+        return set()
+    deadline = time.monotonic() + timeout
+    consumer = Consumer(
+        {
+            **client_config,
+            "group.id": f"runtrail-publisher-recovery-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "logger": logging.getLogger("runtrail.publisher.librdkafka"),
+        }
+    )
+    found: set[str] = set()
+    try:
+        metadata = consumer.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        since = max(0, since_ms - SLACK_MS)
+        starts = consumer.offsets_for_times(
+            [TopicPartition(topic, p, since) for p in described.partitions],
+            timeout=max(1.0, deadline - time.monotonic()),
+        )
+        todo: dict[int, int] = {}  # partition -> offset to read up to (exclusive)
+        assign = []
+        for tp in starts:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset < 0:
+                continue  # no message at or after ``since``
+            _, high = consumer.get_watermark_offsets(
+                tp, timeout=max(1.0, deadline - time.monotonic())
+            )
+            if tp.offset < high:
+                todo[tp.partition] = high
+                assign.append(TopicPartition(topic, tp.partition, tp.offset))
+        if not assign:
+            return found
+        consumer.assign(assign)
+        read = 0
+        while todo:
+            if time.monotonic() > deadline:
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+            batch = consumer.consume(1000, 0.5)
+            if not batch:  # control records or compaction can hide the last offsets
+                for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+                    if tp.offset >= todo[tp.partition]:
+                        del todo[tp.partition]
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(err)
+                read += 1
+                event_id = _event_id(msg.headers())
+                if event_id is not None and event_id in wanted:
+                    found.add(event_id)
+                part, offset = msg.partition(), msg.offset()
+                if part is not None and part in todo and (offset or 0) >= todo[part] - 1:
+                    del todo[part]
+        log.info(
+            "recovery scan of %s: %d of %d unconfirmed events already there (%d messages read)",
+            topic,
+            len(found),
+            len(wanted),
+            read,
+        )
+        return found
+    finally:
+        consumer.close()
+
+
+def _event_id(headers: Any) -> str | None:
+    """The ``rt.event_id`` header of a consumed message (a list of pairs), if any."""
+    for name, value in headers or ():
+        if name == "rt.event_id" and value is not None:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    return None
