@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             args.run_id, tenant=args.tenant, remote=remote, fresh_run=not args.resume
         )
         if args.resume:
+            publisher.drain()  # the dead process's accepted events go out first
             state = cache.resume(resume_barrier(settings, args.run_id))
             publisher.set_next_sequence(args.run_id, state.last_sequence + 1)
     client = ResumableModelClient(model, cache, recorder=recorder)

@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     settings: Settings = load_settings(tenant=chosen.tenant, spool_dir=args.spool_dir)
     remote = _remote(args.cache_url, args.tokens_file, chosen.tenant)
     publisher = Publisher(settings)
+    if args.resume:
+        publisher.drain()  # the crashed process's accepted events go out before the barrier
     try:
         view = TenantPublisher(publisher, chosen.tenant)
         run = AgentRun(
