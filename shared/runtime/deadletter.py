@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from runtrail.kafka.topics import max_message_bytes
 from runtrail.runtime.retry import retryable_kafka_error
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -37,8 +38,6 @@ H_HEADERS_DROPPED = "rt.error.headers-dropped"
 
 MAX_DETAIL_BYTES = 2000
 MAX_COPIED_HEADER_BYTES = 64 * 1024
-#: Room above ``max_event_bytes`` for the key, headers and record overhead of a dead letter.
-HEADROOM_BYTES = 256 * 1024
 
 Headers = list[tuple[str, str | bytes | None]]
 
@@ -93,7 +92,7 @@ class DeadLetterProducer:
     ) -> None:
         self.topic = topic
         self.service = service
-        self.max_message_bytes = max_event_bytes + HEADROOM_BYTES
+        self.max_message_bytes = max_message_bytes(max_event_bytes)
         self._producer = Producer(
             {
                 **config,
