@@ -11,9 +11,10 @@ fix (authorization, a missing topic) raise :class:`DeadLetterError`, which stops
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -153,7 +154,13 @@ class DeadLetterProducer:
         while True:
             try:
                 self._producer.produce(
-                    self.topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                    self.topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    # the record itself, not the report's message: delivery reports carry no
+                    # headers, and a failed dead letter is produced again as it was
+                    on_delivery=functools.partial(self._on_delivery, (key, value, headers)),
                 )
                 break
             except BufferError:
@@ -167,19 +174,22 @@ class DeadLetterProducer:
                 raise
         self.pending += 1
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+    def _on_delivery(
+        self,
+        record: tuple[bytes | None, bytes | None, Headers],
+        err: KafkaError | None,
+        msg: Message,
+    ) -> None:
         if err is None:
             return
         self._last_error = f"{err.name()}: {err.str()}"
-        value, key = msg.value(), msg.key()
-        headers: Headers = list(cast(Headers, msg.headers() or []))
+        key, value, headers = record
         too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
         if err.code() in too_large and value is not None:
             self.replaced += 1
             self._retry.append((key, None, headers + digest_headers(value)))
-            return
-        if retryable_kafka_error(err):
-            self._retry.append((key, value, headers))
+        elif retryable_kafka_error(err):
+            self._retry.append(record)
         else:
             self._fatal.append(self._last_error)
 
