@@ -1,10 +1,11 @@
-"""A broker SIGKILLed under a running service: the service keeps its PID, says 503, catches up.
+"""A broker SIGKILLed under running services: they keep their PIDs, say 503, catch up.
 
-The broker of this test (``restartable_broker``) is killed with SIGKILL while the ``noop``
-service consumes with ``-o output=FILE`` (one fsynced line per event, written before the
-commit). The service must not exit, must answer 503 on ``/readyz`` while the broker is gone,
-and once the broker is back it must process everything produced before, during and after the
-outage: nothing missing, nothing doubled.
+The broker of this test (``restartable_broker``) is killed with SIGKILL while noop (``-o
+output=FILE``: one fsynced line per event, written before the commit), the projector and audit
+(SQLite stores holding their offsets) consume. No service may exit; each answers 503 on
+``/readyz`` while the broker is gone, and once it is back each processes everything produced
+before, during and after the outage: nothing missing, nothing doubled (noop's lines, the
+projector's run versions, audit's chains).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from runtrail.audit.stores import open_link_store
 from runtrail.kafka.broker import LocalBroker
+from runtrail.projection import open_projection_store
+from tests.projector_support import sqlite_url, stored_offsets
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -55,7 +59,16 @@ def _kill(broker: LocalBroker) -> None:
 
 
 def _forms(count: int, tag: str, runs: int = 30) -> list[dict[str, object]]:
-    return [form(run_id=f"{tag}-{i % runs}", sequence=i // runs + 1) for i in range(count)]
+    """``runs`` runs (each opened by run.accepted, so the projector can apply them)."""
+    out = []
+    for i in range(count):
+        run, seq = f"{tag}-{i % runs}", i // runs + 1
+        if seq == 1:
+            data = {"goalRef": "goal://1", "policyVersion": "p-1"}
+            out.append(form("run.accepted", run_id=run, sequence=1, data=data))
+        else:
+            out.append(form(run_id=run, sequence=seq))
+    return out
 
 
 def _produce_patiently(bootstrap: str, topic: str, forms: list[dict[str, object]]) -> None:
@@ -75,6 +88,39 @@ def _produce_patiently(bootstrap: str, topic: str, forms: list[dict[str, object]
     assert producer.flush(300) == 0
 
 
+def _services(bootstrap: str, topic: str, tmp_path: Path) -> dict[str, ServiceProcess]:
+    options = {
+        "noop": {"output": str(tmp_path / "noop.out")},
+        "projector": {"store_url": sqlite_url(tmp_path / "projection.db")},
+        "audit": {
+            "store_url": sqlite_url(tmp_path / "audit.db"),
+            "publish": "false",  # the audit topic's outage handling is tested with it (A2)
+            "checkpoint_interval_s": "0",
+        },
+    }
+    return {
+        name: ServiceProcess(
+            name,
+            bootstrap,
+            topic,
+            group=f"{name}-{topic}",
+            options=opts,
+            # a long commit interval: the kill lands with events flushed but not committed
+            env={"RUNTRAIL_BATCH_SIZE": "200", "RUNTRAIL_COMMIT_INTERVAL_MS": "3000"},
+            log_path=tmp_path / f"{name}.log",
+        )
+        for name, opts in options.items()
+    }
+
+
+def _audit_offsets(url: str, topic: str) -> dict[int, int]:
+    store = open_link_store(url)
+    try:
+        return store.stored_offsets(topic, range(PARTITIONS))
+    finally:
+        store.close()
+
+
 def _outage(restartable_broker: LocalBroker, tmp_path: Path, down_s: float) -> None:
     broker = restartable_broker
     bootstrap = broker.bootstrap_servers
@@ -83,58 +129,85 @@ def _outage(restartable_broker: LocalBroker, tmp_path: Path, down_s: float) -> N
     before, during, after = _forms(3000, "a"), _forms(1500, "b"), _forms(1000, "c")
     produce_forms(bootstrap, topic, before)
     out = tmp_path / "noop.out"
-    group = f"g-{topic}"
-    proc = ServiceProcess(
-        "noop",
-        bootstrap,
-        topic,
-        group=group,
-        options={"output": str(out)},
-        env={"RUNTRAIL_BATCH_SIZE": "200"},
-        log_path=tmp_path / "svc.log",
-    )
+    projection_db, audit_url = tmp_path / "projection.db", sqlite_url(tmp_path / "audit.db")
+    procs = _services(bootstrap, topic, tmp_path)
+
+    def logs() -> str:
+        return "\n".join(f"--- {n}\n{(tmp_path / f'{n}.log').read_text()[-2000:]}" for n in procs)
+
     try:
-        port = proc.metrics_port()
+        ports = {name: proc.metrics_port() for name, proc in procs.items()}
         wait_for(lambda: len(read_lines(out)) >= len(before), 90, what="the first events")
-        wait_for(lambda: _status(port, "/readyz") == 200, 30, what="readiness")
-        pid = proc.proc.pid
+        for port in ports.values():
+            wait_for(lambda p=port: _status(p, "/readyz") == 200, 60, what="readiness")
+        pids = {name: proc.proc.pid for name, proc in procs.items()}
         # published across the kill: some before it, most while the broker is gone
         publisher = threading.Thread(
             target=_produce_patiently, args=(bootstrap, topic, during), daemon=True
         )
         publisher.start()
-        time.sleep(0.5)
+        time.sleep(1.5)
         _kill(broker)
         down_at = time.monotonic()
-        wait_for(lambda: _status(port, "/readyz") == 503, 40, what="503 during the outage")
+        for name, port in ports.items():
+            wait_for(lambda p=port: _status(p, "/readyz") == 503, 40, what=f"503 from {name}")
         while time.monotonic() - down_at < down_s:
-            assert proc.alive(), f"the service exited: {(tmp_path / 'svc.log').read_text()[-3000:]}"
-            assert _status(port, "/healthz") == 200  # the loop keeps turning
+            for name, proc in procs.items():
+                assert proc.alive(), f"{name} exited: {logs()}"
+                assert _status(ports[name], "/healthz") == 200  # the loop keeps turning
             time.sleep(1)
-        assert _status(port, "/readyz") == 503
+        assert {_status(port, "/readyz") for port in ports.values()} == {503}
         broker.start()
         publisher.join(300)
         produce_forms(bootstrap, topic, after)
-        expected = [str(f["eventId"]) for f in before + during + after]
+        events = before + during + after
+        expected = [str(f["eventId"]) for f in events]
+        end = end_offsets(bootstrap, topic, PARTITIONS)
         ids = lambda: [line.split(" ", 1)[0] for line in read_lines(out)]  # noqa: E731
-        wait_for(lambda: set(ids()) >= set(expected), 180, what="every event in the output")
-        wait_for(lambda: _status(port, "/readyz") == 200, 60, what="ready again")
+        wait_for(lambda: set(ids()) >= set(expected), 180, what="every event in noop's output")
         wait_for(
-            lambda: (
-                committed_offsets(bootstrap, group, topic, PARTITIONS)
-                == end_offsets(bootstrap, topic, PARTITIONS)
-            ),
-            60,
-            what="everything committed",
+            lambda: stored_offsets(projection_db, topic, PARTITIONS) == end,
+            180,
+            what="the projector at the end",
         )
-        assert proc.alive() and proc.proc.pid == pid
+        wait_for(lambda: _audit_offsets(audit_url, topic) == end, 180, what="audit at the end")
+        for name, port in ports.items():
+            wait_for(lambda p=port: _status(p, "/readyz") == 200, 60, what=f"{name} ready again")
+        wait_for(
+            lambda: committed_offsets(bootstrap, f"noop-{topic}", topic, PARTITIONS) == end,
+            60,
+            what="noop committed everything",
+        )
+        for name, proc in procs.items():
+            assert proc.alive() and proc.proc.pid == pids[name], f"{name}: {logs()}"
         seen = Counter(ids())
         assert set(seen) == set(expected)  # nothing missing, nothing foreign
         doubled = {k: c for k, c in seen.items() if c > 1}
         assert not doubled, f"{len(doubled)} events written twice"
-        assert proc.terminate() == 0
+        for proc in procs.values():
+            assert proc.terminate() == 0
     finally:
-        proc.close()
+        for proc in procs.values():
+            proc.close()
+    per_run = Counter(str(f["runId"]) for f in events)
+    projections = open_projection_store(sqlite_url(projection_db))
+    try:
+        assert projections.list(halted=True) == []
+        for run, count in per_run.items():
+            stored = projections.get("t1", run)
+            assert stored is not None and stored.version == count, run
+    finally:
+        projections.close()
+    links = open_link_store(audit_url)
+    try:
+        sealed = Counter()
+        for run, count in per_run.items():
+            chain = links.load_chain("t1", run)
+            assert [int(link.event["sequence"]) for link in chain] == list(range(1, count + 1))
+            sealed.update(str(link.event["eventId"]) for link in chain)
+        assert set(sealed) == set(expected) and max(sealed.values()) == 1
+    finally:
+        links.close()
 
 
 def test_broker_sigkill_45s_service_keeps_pid_and_catches_up(

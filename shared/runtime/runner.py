@@ -102,6 +102,11 @@ class ServiceRunner:
         self._backoff = Backoff()
         self._paused = False
         self._fatal_error: KafkaError | None = None
+        self._brokers_down = False  # the client said all brokers are down, no broker up since
+        #: per partition, the position up to which the service's output is durable (flushed,
+        #: no hold), and that of partitions lost before it could be committed
+        self._durable: dict[Partition, int] = {}
+        self._lost_durable: dict[Partition, int] = {}
         self.context = ServiceContext(
             settings=settings,
             options=options or {},
@@ -201,6 +206,7 @@ class ServiceRunner:
             self._fatal_error = err
             return
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._brokers_down = True
             detail = f"{err.name()}: {err.str()}"
             if _KAFKA not in self.health.unavailable:
                 log.warning(
@@ -208,8 +214,8 @@ class ServiceRunner:
                 )
             self.health.unavailable[_KAFKA] = detail
             self.metrics.unavailable(_KAFKA).set(1)
-        else:
-            log.info("%s: Kafka client: %s", self.name, err)
+        else:  # librdkafka logs these itself; they matter when all brokers are down
+            log.debug("%s: Kafka client: %s", self.name, err)
 
     def _on_stats(self, stats_json: str) -> None:
         stats = self.metrics.on_stats(stats_json)
@@ -218,6 +224,7 @@ class ServiceRunner:
         ):
             brokers = stats.get("brokers", {}).values()
             if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers):
+                self._brokers_down = False
                 log.info("%s: Kafka reachable again", self.name)
                 self.health.unavailable.pop(_KAFKA, None)
                 self.metrics.unavailable(_KAFKA).set(0)
@@ -237,17 +244,54 @@ class ServiceRunner:
                 offset = stored.get((p.topic, p.partition))
                 if offset is not None:
                     p.offset = offset
+        self._skip_durable(
+            consumer, [p for p in partitions if (p.topic, p.partition) not in stored]
+        )
         if self._cooperative(consumer):
             consumer.incremental_assign(partitions)
             self._assigned.update(parts)
         else:
             consumer.assign(partitions)
             self._assigned = set(parts)
+        # librdkafka keeps a partition's pause across unassign/assign: set it either way
         if self._paused:  # still waiting out a failure: new partitions wait too
             consumer.pause(partitions)
+        else:
+            consumer.resume(partitions)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
+
+    def _skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions lost while their commit could not be made (a broker outage outlasting
+        the session) come back here: start them after what this process already made durable
+        rather than at the stale commit, so an outage does not double the output.
+
+        Safe for any owner in between: it committed what it made durable, and starting at
+        max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
+        """
+        lost = [p for p in partitions if (p.topic, p.partition) in self._lost_durable]
+        if not lost or self.service.wants_committed:
+            return
+        try:
+            committed = consumer.committed(lost, timeout=10)
+        except KafkaException as exc:
+            log.info(
+                "%s: committed offsets unavailable (%s); starting at the group's", self.name, exc
+            )
+            return
+        by_tp = {(c.topic, c.partition): c.offset for c in committed}
+        for p in lost:
+            tp = (p.topic, p.partition)
+            durable = self._lost_durable.pop(tp)
+            if by_tp.get(tp, OFFSET_INVALID) < durable:
+                p.offset = durable
+                log.info(
+                    "%s: %s[%d] starts at %d, where its output was durable before it was lost",
+                    self.name,
+                    *tp,
+                    durable,
+                )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
@@ -274,6 +318,9 @@ class ServiceRunner:
         so committing would be wrong. Output already written stays (it is idempotent)."""
         self.metrics.rebalances.labels(self.name, "lost").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        for tp in parts:
+            if tp in self._durable:
+                self._lost_durable[tp] = self._durable[tp]
         self._forget(parts)
         self._unassign(consumer, partitions)
         log.warning("%s lost %s (not committed)", self.name, _fmt(parts))
@@ -295,6 +342,7 @@ class ServiceRunner:
         for tp in parts:
             self._positions.pop(tp, None)
             self._committed.pop(tp, None)
+            self._durable.pop(tp, None)
             self.metrics.forget_partition(*tp)
         self._sequences.drop([p for _, p in parts])
         self.service.on_revoked(parts)
@@ -320,6 +368,7 @@ class ServiceRunner:
                     point = (hold, metadata.get(tp))
                 else:
                     point = (position, None)
+                    self._durable[tp] = position  # flushed: the restart point if lost
                 if self._committed.get(tp) != point:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
@@ -439,15 +488,19 @@ class ServiceRunner:
     def _recovered(self) -> None:
         assert self._problem is not None
         log.warning(
-            "%s: %s available again after %.1fs (%d retries); resuming",
+            "%s: flush and commit went through after %.1fs without %s (%d retries); resuming",
             self.name,
-            self._problem.what,
             time.monotonic() - self._problem_since,
+            self._problem.what,
             self._backoff.attempts,
         )
         for what in list(self.health.unavailable):
+            # a commit with nothing to commit (partitions lost meanwhile) proves no link:
+            # the Kafka entry stays until the client's statistics show a broker up
+            if what == _KAFKA and self._brokers_down:
+                continue
             self.metrics.unavailable(what).set(0)
-        self.health.unavailable.clear()
+            del self.health.unavailable[what]
         self._problem = None
         self._backoff.reset()
         if self._paused:
