@@ -25,10 +25,13 @@ from confluent_kafka import Producer
 from runtrail.audit.stores import open_link_store
 from runtrail.kafka.broker import LocalBroker
 from runtrail.projection import open_projection_store
+from runtrail.runtime.deadletter import H_SERVICE, DeadLetterProducer
+from runtrail.runtime.unavailable import StoreUnavailable
 from tests.projector_support import sqlite_url, stored_offsets
 from tests.support import (
     ServiceProcess,
     committed_offsets,
+    consume_all,
     create_topic,
     encode,
     end_offsets,
@@ -81,8 +84,10 @@ def _produce_patiently(bootstrap: str, topic: str, forms: list[dict[str, object]
             "message.timeout.ms": 600_000,
         }
     )
-    for f in forms:
+    for i, f in enumerate(forms):
         producer.produce(topic, value=encode(f), key=str(f["runId"]))
+        if i % 500 == 250:  # poison too: its dead letter is produced into the outage
+            producer.produce(topic, value=b"garbage " + str(i).encode(), key=str(f["runId"]))
         producer.poll(0)
         time.sleep(0.002)
     assert producer.flush(300) == 0
@@ -184,6 +189,11 @@ def _outage(restartable_broker: LocalBroker, tmp_path: Path, down_s: float) -> N
         assert set(seen) == set(expected)  # nothing missing, nothing foreign
         doubled = {k: c for k, c in seen.items() if c > 1}
         assert not doubled, f"{len(doubled)} events written twice"
+        # each service dead-lettered the poison (at least once), none lost it
+        dead = consume_all(bootstrap, f"{topic}.dlq", expect=9, timeout=60)
+        for name in procs:
+            values = {m.value() for m in dead if dict(m.headers())[H_SERVICE] == name.encode()}
+            assert values == {b"garbage 250", b"garbage 750", b"garbage 1250"}, name
         for proc in procs.values():
             assert proc.terminate() == 0
     finally:
@@ -221,3 +231,49 @@ def test_broker_sigkill_120s_service_keeps_pid_and_catches_up(
     restartable_broker: LocalBroker, tmp_path: Path
 ) -> None:
     _outage(restartable_broker, tmp_path, 120)
+
+
+def test_dead_letters_wait_for_the_broker_and_are_sent_again(
+    restartable_broker: LocalBroker,
+) -> None:
+    """Undelivered dead letters make flush() raise StoreUnavailable (waited out), never
+    DeadLetterError (fatal); those that timed out are produced again once the broker is back."""
+    broker = restartable_broker
+    bootstrap = broker.bootstrap_servers
+    dlq = create_topic(bootstrap, unique_topic("dlq"), partitions=1)
+    producer = DeadLetterProducer(
+        {"bootstrap.servers": bootstrap, "message.timeout.ms": 3000}, dlq, "test"
+    )
+    _kill(broker)
+    for i in range(3):
+        producer.send(
+            key=b"k",
+            value=f"poison {i}".encode(),
+            headers=[("traceparent", b"00-abc-def-01")],
+            source_topic="events",
+            partition=0,
+            offset=i,
+            timestamp_ms=0,
+            reason="undecodable",
+            detail="test",
+        )
+    with pytest.raises(StoreUnavailable) as first:
+        producer.flush(timeout=1.0)  # still queued
+    assert first.value.what == f"dead-letter topic {dlq}"
+    time.sleep(4)  # past message.timeout.ms: the client gives them up (_MSG_TIMED_OUT)
+    with pytest.raises(StoreUnavailable):
+        producer.flush(timeout=1.0)  # kept, produced again, still no broker
+    broker.start()
+    wait_for(lambda: _flushed(producer), 60, 1.0, what="the dead letters delivered")
+    dead = consume_all(bootstrap, dlq, expect=3, timeout=30)
+    assert sorted(m.value() for m in dead) == [b"poison 0", b"poison 1", b"poison 2"]
+    assert all(dict(m.headers())["traceparent"] == b"00-abc-def-01" for m in dead)
+    producer.close()
+
+
+def _flushed(producer: DeadLetterProducer) -> bool:
+    try:
+        producer.flush(timeout=5.0)
+    except StoreUnavailable:
+        return False
+    return True

@@ -355,7 +355,8 @@ class ServiceRunner:
         self._last_commit = now
         with self.metrics.commit_seconds.time():
             self.service.flush()
-            self._dlq.flush()
+            # while waiting out a failure, a short wait per try keeps the loop turning
+            self._dlq.flush(_DLQ_RETRY_FLUSH_S if self._problem else _DLQ_FLUSH_S)
             held = self.service.held_offsets()
             metadata = self.service.commit_metadata() if held else {}
             offsets = []
@@ -602,6 +603,8 @@ class ServiceRunner:
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
 #: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
 _LIBRDKAFKA_FETCH_MAX = 52_428_800
+_DLQ_FLUSH_S = 30.0
+_DLQ_RETRY_FLUSH_S = 5.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
 #: errors the client reports that waiting cannot fix
