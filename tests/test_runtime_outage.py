@@ -277,3 +277,36 @@ def _flushed(producer: DeadLetterProducer) -> bool:
     except StoreUnavailable:
         return False
     return True
+
+
+def test_sigterm_during_an_outage_exits_cleanly_without_committing(
+    restartable_broker: LocalBroker, tmp_path: Path
+) -> None:
+    broker = restartable_broker
+    bootstrap = broker.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("stop"), partitions=PARTITIONS)
+    create_topic(bootstrap, f"{topic}.dlq", partitions=PARTITIONS)
+    produce_forms(bootstrap, topic, _forms(300, "s"))
+    out = tmp_path / "noop.out"
+    proc = ServiceProcess(
+        "noop",
+        bootstrap,
+        topic,
+        group=f"g-{topic}",
+        options={"output": str(out)},
+        env={"RUNTRAIL_SHUTDOWN_TIMEOUT_S": "30"},
+        log_path=tmp_path / "noop.log",
+    )
+    try:
+        port = proc.metrics_port()
+        wait_for(lambda: len(read_lines(out)) == 300, 60, what="the events")
+        _kill(broker)
+        wait_for(lambda: _status(port, "/readyz") == 503, 40, what="503")
+        started = time.monotonic()
+        status = proc.terminate(timeout=60)
+        took = time.monotonic() - started
+        log = (tmp_path / "noop.log").read_text()
+        assert status == 0, log[-3000:]  # not the watchdog's 2
+        assert took < 30, f"shutdown took {took:.0f}s"
+    finally:
+        proc.close()

@@ -206,28 +206,30 @@ class ServiceRunner:
             self._fatal_error = err
             return
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._brokers_down = True
-            detail = f"{err.name()}: {err.str()}"
-            if _KAFKA not in self.health.unavailable:
-                log.warning(
-                    "%s: Kafka unreachable (%s); not ready until it is back", self.name, detail
-                )
-            self.health.unavailable[_KAFKA] = detail
-            self.metrics.unavailable(_KAFKA).set(1)
+            self._link_down(f"{err.name()}: {err.str()}")
         else:  # librdkafka logs these itself; they matter when all brokers are down
             log.debug("%s: Kafka client: %s", self.name, err)
 
     def _on_stats(self, stats_json: str) -> None:
+        """Every ``statistics.interval.ms``: the Kafka link is down when no broker connection
+        is up. (librdkafka's ``_ALL_BROKERS_DOWN`` is the fast signal, but an idle consumer
+        does not always get it.)"""
         stats = self.metrics.on_stats(stats_json)
-        if _KAFKA in self.health.unavailable and (
-            self._problem is None or self._problem.what != _KAFKA
-        ):
-            brokers = stats.get("brokers", {}).values()
-            if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers):
-                self._brokers_down = False
-                log.info("%s: Kafka reachable again", self.name)
-                self.health.unavailable.pop(_KAFKA, None)
-                self.metrics.unavailable(_KAFKA).set(0)
+        brokers = stats.get("brokers", {}).values()
+        if not any(b.get("state") == "UP" for b in brokers):
+            self._link_down("no broker connection is up (client statistics)")
+        elif self._brokers_down and (self._problem is None or self._problem.what != _KAFKA):
+            self._brokers_down = False
+            log.info("%s: Kafka reachable again", self.name)
+            self.health.unavailable.pop(_KAFKA, None)
+            self.metrics.unavailable(_KAFKA).set(0)
+
+    def _link_down(self, detail: str) -> None:
+        self._brokers_down = True
+        if _KAFKA not in self.health.unavailable:
+            log.warning("%s: Kafka unreachable (%s); not ready until it is back", self.name, detail)
+        self.health.unavailable[_KAFKA] = detail
+        self.metrics.unavailable(_KAFKA).set(1)
 
     # --- rebalance callbacks (called from inside consume()) --------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
