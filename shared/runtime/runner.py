@@ -149,7 +149,7 @@ class ServiceRunner:
             # a legal event of max_event_bytes must be fetchable (librdkafka needs
             # receive.message.max.bytes >= fetch.max.bytes + 512)
             "fetch.max.bytes": fetch_bytes,
-            "receive.message.max.bytes": fetch_bytes + 1024 * 1024,
+            "receive.message.max.bytes": max(_LIBRDKAFKA_RECEIVE_MAX, fetch_bytes + 1024 * 1024),
         }
         config = self.settings.kafka_config(**overrides)
         # Passthrough options win over our defaults, except the ones correctness depends on.
@@ -605,6 +605,7 @@ class ServiceRunner:
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
 #: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
 _LIBRDKAFKA_FETCH_MAX = 52_428_800
+_LIBRDKAFKA_RECEIVE_MAX = 100_000_000
 _DLQ_FLUSH_S = 30.0
 _DLQ_RETRY_FLUSH_S = 5.0
 #: the health/metrics name of the Kafka link itself
