@@ -311,8 +311,7 @@ class ServiceRunner:
                 exc,
             )
         finally:
-            self._forget(parts)
-            self._unassign(consumer, partitions)
+            self._release(consumer, partitions, parts)
         log.info("%s revoked %s (committed)", self.name, _fmt(parts))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -323,9 +322,17 @@ class ServiceRunner:
         for tp in parts:
             if tp in self._durable:
                 self._lost_durable[tp] = self._durable[tp]
-        self._forget(parts)
-        self._unassign(consumer, partitions)
+        self._release(consumer, partitions, parts)
         log.warning("%s lost %s (not committed)", self.name, _fmt(parts))
+
+    def _release(
+        self, consumer: Consumer, partitions: list[TopicPartition], parts: list[Partition]
+    ) -> None:
+        """Drop the partitions' state, then give them up, even if the service's hook raised."""
+        try:
+            self._forget(parts)
+        finally:
+            self._unassign(consumer, partitions)
 
     def _cooperative(self, consumer: Consumer) -> bool:
         return "cooperative" in self.settings.assignment_strategy
