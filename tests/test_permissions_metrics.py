@@ -105,3 +105,26 @@ def test_dev_tools_and_prometheus_config_send_the_token(
     assert services["authorization"] == {"type": "Bearer", "credentials": TOKEN}
     assert "authorization" not in agents  # the demo agent's endpoint takes no token
     assert all("authorization" not in j for j in scrape_config({}, {})["scrape_configs"])
+
+
+def body(port: int, path: str, token: str | None = None) -> str:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return str(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return str(exc.read().decode())
+
+
+def test_open_readiness_names_no_store_error_without_the_token(
+    health_open: ServiceRunner,
+) -> None:
+    """What a service waits for (an error text with paths and hosts) is for the token holder."""
+    port = health_open.metrics_port
+    wait_for(lambda: status(port, "/readyz") == 200, 30, what="readiness")
+    health_open.health.unavailable["capture sink file:///secret/path"] = "disk full"
+    assert status(port, "/readyz") == 503
+    assert body(port, "/readyz") == "not ready\n"
+    assert "/secret/path" in body(port, "/readyz", TOKEN)

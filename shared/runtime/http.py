@@ -1,7 +1,9 @@
 """Per-process HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``.
 
-Liveness means the consume loop has turned recently; readiness means it has joined its group
-and received an assignment. A stuck loop therefore fails ``/healthz`` and gets restarted.
+Liveness means the consume loop has turned recently; readiness means it has joined its group,
+received an assignment and nothing it writes to is unavailable. A stuck loop therefore fails
+``/healthz`` and gets restarted; a service waiting out a broker outage or a full disk keeps
+turning (200 on ``/healthz``) but answers 503 on ``/readyz``, naming what it waits for.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class HealthState:
         self.last_loop = time.monotonic()
         self.ready = False
         self.stopping = False
+        #: what the service waits for (output or link -> error text); ready only when empty
+        self.unavailable: dict[str, str] = {}
 
     def beat(self) -> None:
         self.last_loop = time.monotonic()
@@ -35,7 +39,13 @@ class HealthState:
         return time.monotonic() - self.last_loop < self.stall_after_s
 
     def is_ready(self) -> bool:
-        return self.ready and not self.stopping and self.healthy()
+        return self.ready and not self.stopping and not self.unavailable and self.healthy()
+
+    def not_ready_text(self) -> bytes:
+        waits = "".join(
+            f"{what} unavailable: {detail}\n" for what, detail in dict(self.unavailable).items()
+        )
+        return b"not ready\n" + waits.encode("utf-8", "replace")
 
 
 class EndpointAuth:
@@ -58,21 +68,30 @@ class EndpointAuth:
             return True
         return self._auth.tenant_of(header) == "metrics"
 
+    def shows_details(self, header: str | None) -> bool:
+        """Whether ``/readyz`` may name what it waits for: error texts can hold paths and
+        hosts, so with a token set, only its holder sees them (open health says only 503)."""
+        return self._auth is None or self._auth.tenant_of(header) == "metrics"
+
 
 def _handler(
     registry: CollectorRegistry, health: HealthState, auth: EndpointAuth
 ) -> type[BaseHTTPRequestHandler]:
-    routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
-        "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
-        "/healthz": lambda: (
+    routes: dict[str, Callable[[str | None], tuple[int, str, bytes]]] = {
+        "/metrics": lambda header: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
+        "/healthz": lambda header: (
             (200, "text/plain", b"ok\n")
             if health.healthy()
             else (503, "text/plain", b"consume loop stalled\n")
         ),
-        "/readyz": lambda: (
+        "/readyz": lambda header: (
             (200, "text/plain", b"ready\n")
             if health.is_ready()
-            else (503, "text/plain", b"not ready\n")
+            else (
+                503,
+                "text/plain",
+                health.not_ready_text() if auth.shows_details(header) else b"not ready\n",
+            )
         ),
     }
 
@@ -80,10 +99,13 @@ def _handler(
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             route = routes.get(path)
-            if route is not None and not auth.allows(path, self.headers.get("Authorization")):
+            header = self.headers.get("Authorization")
+            if route is not None and not auth.allows(path, header):
                 status, ctype, body = 401, "text/plain", b"bearer token required\n"
             else:
-                status, ctype, body = route() if route else (404, "text/plain", b"not found\n")
+                status, ctype, body = (
+                    route(header) if route else (404, "text/plain", b"not found\n")
+                )
             self.send_response(status)
             if status == 401:
                 self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-metrics"')

@@ -1,0 +1,36 @@
+"""The store errors that mean "cannot write now" rather than "this write is wrong".
+
+Why: a full disk, a read-only file, a database that restarts or refuses connections must
+become :class:`~runtrail.runtime.unavailable.StoreUnavailable` (the runtime waits it out,
+503 on ``/readyz``), never a crash; one tuple, used by every service that writes to a
+file, SQLite or PostgreSQL, so they all classify alike.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+from runtrail.runtime.unavailable import StoreUnavailable
+
+#: OSError: ENOSPC, EFBIG, EROFS, EACCES, EIO… ; sqlite3.OperationalError: "database or disk is
+#: full", "attempt to write a readonly database", "database is locked"; psycopg.OperationalError:
+#: the server is down, restarting or refusing connections.
+TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+)
+
+T = TypeVar("T")
+
+
+def unavailable_on_store_errors(what: str, work: Callable[[], T]) -> T:
+    """Run ``work``; a transient store error becomes :class:`StoreUnavailable` naming ``what``."""
+    try:
+        return work()
+    except TRANSIENT_STORE_ERRORS as exc:
+        raise StoreUnavailable(what, f"{type(exc).__name__}: {exc}") from exc
