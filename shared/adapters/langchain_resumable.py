@@ -54,15 +54,21 @@ from runtrail.resume.recorder import EventPublisher
 _call_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "runtrail_tool_call_id", default=None
 )
-_idempotency_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "runtrail_idempotency_key", default=None
+_current_call: contextvars.ContextVar[ToolInvocation | None] = contextvars.ContextVar(
+    "runtrail_tool_invocation", default=None
 )
 
 
+def current_tool_call() -> ToolInvocation | None:
+    """Inside a wrapped tool: the call being executed (call ID, step, and the idempotency key,
+    the same in every life of the run), for the tool to hand to the system it changes."""
+    return _current_call.get()
+
+
 def current_idempotency_key() -> str | None:
-    """Inside a wrapped tool: the call's idempotency key (the same in every life of the run,
-    from run ID and call ID), for the tool to hand to the system it changes."""
-    return _idempotency_key.get()
+    """Inside a wrapped tool: the call's idempotency key (see :func:`current_tool_call`)."""
+    call = _current_call.get()
+    return call.idempotency_key if call is not None else None
 
 
 # --- the chat model ---------------------------------------------------------------------------
@@ -165,11 +171,11 @@ class _ToolDispatch:
         tool = self.tools.get(call.tool_name)
         if tool is None:
             raise KeyError(f"no wrapped tool named {call.tool_name!r}")
-        token = _idempotency_key.set(call.idempotency_key)
+        token = _current_call.set(call)
         try:
             output = tool.invoke(call.arguments, config={"callbacks": []})
         finally:
-            _idempotency_key.reset(token)
+            _current_call.reset(token)
         return jsonable(output)
 
 
@@ -310,6 +316,7 @@ __all__ = [
     "ResumableRun",
     "ResumableTool",
     "current_idempotency_key",
+    "current_tool_call",
     "message_json",
     "open_run",
 ]
