@@ -87,7 +87,9 @@ class _Run:
     open_nodes: dict[int, int] = field(default_factory=dict)
     plain_step: int = 0
     plain_models: int = 0
-    retry_published: bool = False
+    #: failed model attempts in the current step, and whether the next call retries one
+    failed_attempts: int = 0
+    retry_pending: bool = False
 
 
 @dataclass
@@ -143,6 +145,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._runs: dict[UUID, _Run] = {}
         self._nodes: dict[UUID, _Node] = {}
+        self._rejected_closed = 0
         #: callbacks that failed (logged; the agent never saw them)
         self.failures = 0
 
@@ -151,7 +154,8 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         """Events the publisher refused (each also counted in its metrics, with the reason)."""
         with self._lock:
             runs = list(self._runs.values())
-        return sum(r.recorder.rejected for r in runs) + (self._fixed.rejected if self._fixed else 0)
+        fixed = self._fixed.rejected if self._fixed else 0
+        return self._rejected_closed + fixed + sum(r.recorder.rejected for r in runs)
 
     # --- the run tree -------------------------------------------------------------------------
     def _new_run(self, root: UUID, metadata: Mapping[str, Any]) -> _Run:
@@ -214,9 +218,11 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
             if left <= 0:
                 run.recorder.end_step("error" if error else "node_end", wait=self.wait_for_acks)
         if run.root == run_id:
+            self._close(run, error)
             with self._lock:
                 self._runs.pop(run_id, None)
-            self._close(run, error)
+                if run.recorder is not self._fixed:
+                    self._rejected_closed += run.recorder.rejected
         return node
 
     def _begin_graph_step(self, run: _Run, step: int) -> None:
@@ -224,6 +230,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
             opened = run.open_nodes.get(step, 0)
             run.open_nodes[step] = opened + 1
         if opened == 0 and run.recorder.step != step:
+            run.failed_attempts = 0
             run.recorder.begin_step(step)
 
     def _plain_model_step(self, node: _Node) -> int | None:
@@ -231,8 +238,11 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         if node.step is not None:
             return node.step
         run = node.run
+        if run.retry_pending:
+            return run.plain_step or None  # a retry of the step's failed call
         if run.plain_models:
             run.recorder.end_step("model_call", wait=self.wait_for_acks)
+        run.failed_attempts = 0
         run.plain_models += 1
         run.plain_step += 1
         run.recorder.begin_step(run.plain_step)
@@ -264,7 +274,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
 
     def _model_step(self, node: _Node) -> int | None:
         step = self._plain_model_step(node)
-        node.run.retry_published = False
+        node.run.retry_pending = False
         return step
 
     # --- chains (graphs, nodes) ---------------------------------------------------------------
@@ -351,27 +361,34 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
     @_guarded
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         node = self._nodes.get(run_id)
-        if node is not None and not node.owned:
-            message = None if node.streamed else response_text(response)
-            node.run.recorder.emit(
-                "MODEL_RESPONSE",
-                {"message": message, "raw": response_raw(response)},
-                step=self._step(node),
-            )
-        self._leave(run_id, None)
+        try:
+            if node is not None and not node.owned:
+                message = None if node.streamed else response_text(response)
+                node.run.recorder.emit(
+                    "MODEL_RESPONSE",
+                    {"message": message, "raw": response_raw(response)},
+                    step=self._step(node),
+                )
+        finally:
+            self._leave(run_id, None)
 
     @_guarded
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A failed attempt: MODEL_RETRY, so consumers drop what it published (a retry, e.g.
+        ``with_retry``, comes as a new call in the same step)."""
         node = self._nodes.get(run_id)
-        if node is not None and not node.owned and node.streamed:
-            # output was published: MODEL_RETRY makes consumers drop the failed attempt's
-            self._retry(node, 1, f"{type(error).__name__}: {error}")
+        if node is not None and not node.owned:
+            run = node.run
+            run.failed_attempts += 1
+            run.retry_pending = True
+            self._retry(node, run.failed_attempts, f"{type(error).__name__}: {error}")
         self._leave(run_id, error)
 
     @_guarded
     def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A provider-level retry inside one call (LangChain's retry decorator)."""
         node = self._nodes.get(run_id)
-        if node is None or node.owned or node.run.retry_published:
+        if node is None or node.owned:
             return
         outcome = getattr(retry_state, "outcome", None)
         error = outcome.exception() if outcome is not None and outcome.failed else None
@@ -379,7 +396,6 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         self._retry(node, int(getattr(retry_state, "attempt_number", 1) or 1), reason)
 
     def _retry(self, node: _Node, attempt: int, reason: str) -> None:
-        node.run.retry_published = True
         node.run.recorder.emit(
             "MODEL_RETRY",
             {"attempt": max(1, attempt), "reason": reason[:500]},
@@ -417,13 +433,16 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
     @_guarded
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         node = self._nodes.get(run_id)
-        if node is not None and not node.owned:
-            node.run.recorder.emit(
-                "TOOL_RESULT",
-                {"callId": node.call_id, "toolName": node.tool_name, "output": tool_output(output)},
-                step=self._step(node),
-            )
-        self._leave(run_id, None)
+        try:
+            if node is not None and not node.owned:
+                result = {
+                    "callId": node.call_id,
+                    "toolName": node.tool_name,
+                    "output": tool_output(output),
+                }
+                node.run.recorder.emit("TOOL_RESULT", result, step=self._step(node))
+        finally:
+            self._leave(run_id, None)
 
     @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
