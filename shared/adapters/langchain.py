@@ -15,7 +15,8 @@ what it rejects). The mapping (run tree → run, session, turn, step) is in docs
 The root run also moves the run's lifecycle for the projector: ``run.accepted`` (then
 ``executing``) when it starts — not when ``resumed`` — ``run.succeeded`` when it ends,
 ``run.failed`` when it raises. A run stopped by an *outcome unknown* or a LangGraph interrupt
-gets no terminal event: it is halted, not over.
+gets no terminal event: it is halted, not over. Nor does a re-run that replayed everything
+from the cache and published nothing (the run may have ended in its earlier life).
 
 It never raises into the agent (every callback is guarded: failures are counted in
 :attr:`RuntrailCallbackHandler.failures` and logged) and never blocks (publishing only enqueues),
@@ -263,6 +264,13 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         if run.plain_models:
             run.recorder.end_step("run_end", wait=self.wait_for_acks)
         if not self.lifecycle:
+            return
+        if self.resumed and run.recorder.published == 0:
+            # a re-run that replayed everything: the run may well have ended already, and a
+            # second terminal event would stop its projection
+            log.info(
+                "run %s replayed wholly from the cache: no terminal event", run.recorder.run_id
+            )
             return
         if error is None:
             run.recorder.emit("run.succeeded", {"resultRef": f"langchain-run:{run.root}"})

@@ -13,6 +13,14 @@ class AdapterRecorder(RunRecorder):
     step, a STEP_END that does not wait for the broker, and a count of rejected events."""
 
     rejected: int = 0
+    #: events this process published for the run (a re-run that replayed everything: 0)
+    published: int = 0
+
+    def _publish(self, event_type: str, data: dict[str, Any], **kwargs: Any) -> str | None:
+        event_id = super()._publish(event_type, data, **kwargs)
+        if event_id is not None:
+            self.published += 1
+        return event_id
 
     def emit(self, event_type: str, data: dict[str, Any], *, step: int | None = None) -> bool:
         """Publish one event of this run (at ``step``, else the current step); whether the
