@@ -147,6 +147,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         self._runs: dict[UUID, _Run] = {}
         self._nodes: dict[UUID, _Node] = {}
         self._rejected_closed = 0
+        self._roots = 0
         #: callbacks that failed (logged; the agent never saw them)
         self.failures = 0
 
@@ -161,6 +162,14 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
     # --- the run tree -------------------------------------------------------------------------
     def _new_run(self, root: UUID, metadata: Mapping[str, Any]) -> _Run:
         run_id = self.run_id or str(root)
+        self._roots += 1
+        if self.run_id is not None and self._roots == 2:
+            log.warning(
+                "run %s: a second root invocation under one fixed run_id; after the first ended "
+                "the run is terminal and the projector will stop at the second (leave run_id "
+                "unset to make each invocation its own run of the session)",
+                run_id,
+            )
         thread = metadata.get("thread_id")
         session = self.session_id or (str(thread) if thread is not None else run_id)
         turn = self.turn_id or str(root)
