@@ -54,6 +54,12 @@ def _wait_for_interrupt() -> None:
     stop.wait()
 
 
+def _langgraph_installed() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) for m in ("langgraph", "langchain_core"))
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from runtrail.demo.report import format_report
     from runtrail.demo.runner import Demo, DemoError
@@ -75,8 +81,14 @@ def run_demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_STACK
+    if args.framework == "langgraph" and not _langgraph_installed():
+        print(
+            "runtrail demo: --framework langgraph needs LangGraph: pip install 'runtrail[langchain]'",
+            file=sys.stderr,
+        )
+        return EXIT_FINDINGS
     try:
-        report = Demo(targets, args.workdir).run()
+        report = Demo(targets, args.workdir, framework=args.framework).run()
     except DemoError as exc:
         print(f"runtrail demo: {exc}", file=sys.stderr)
         return EXIT_FINDINGS
@@ -112,6 +124,13 @@ def register(subparsers: Any) -> None:
     after.add_argument("--stop", action="store_true", help="with --up: stop the stack after")
     after.add_argument(
         "--detach", action="store_true", help="with --up: leave the stack running and return"
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("scripted", "langgraph"),
+        default="scripted",
+        help="the agent: scripted (default) or a real LangGraph agent through the LangChain "
+        "adapter (needs the 'langchain' extra)",
     )
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     parser.add_argument(

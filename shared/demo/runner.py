@@ -29,7 +29,7 @@ from runtrail.demo.agent import AgentRun, TenantPublisher
 from runtrail.demo.fakes import ledger_effects
 from runtrail.demo.readback import Readers, ledger_path, open_readers
 from runtrail.demo.report import DemoReport, RunReport
-from runtrail.demo.script import SCRIPTS, RunScript
+from runtrail.demo.script import RunScript, scripts_for
 from runtrail.demo.tamper import export_and_tamper
 from runtrail.demo.targets import Targets
 from runtrail.devstack.catchup import wait_caught_up
@@ -46,10 +46,30 @@ def new_stamp() -> str:
     return f"{time.strftime('%m%d%H%M%S')}-{secrets.token_hex(2)}"
 
 
+#: The agent each framework's runs are driven by (a module with a ``main`` for the child runs).
+AGENT_MODULES = {
+    "scripted": "runtrail.demo.agent",
+    "langgraph": "runtrail.demo.langgraph_agent",
+}
+
+
 class Demo:
-    def __init__(self, targets: Targets, base: Path | None = None, *, say: Say = print) -> None:
+    def __init__(
+        self,
+        targets: Targets,
+        base: Path | None = None,
+        *,
+        say: Say = print,
+        framework: str = "scripted",
+    ) -> None:
         """``base``: where the demo keeps its files (default ``<state dir>/demo``); each demo
-        writes under ``base/<stamp>``: the side-effect ledger, spools, audit exports."""
+        writes under ``base/<stamp>``: the side-effect ledger, spools, audit exports.
+        ``framework``: ``scripted`` (the hand-written agent loop) or ``langgraph`` (a real
+        LangGraph agent through runtrail's LangChain adapter)."""
+        if framework not in AGENT_MODULES:
+            raise DemoError(f"unknown framework {framework!r} (known: {', '.join(AGENT_MODULES)})")
+        self.framework = framework
+        self.scripts = scripts_for(framework)
         self.targets = targets
         self.say = say
         self.stamp = new_stamp()
@@ -85,7 +105,7 @@ class Demo:
             "RUNTRAIL_KAFKA_OPTIONS": json.dumps(s.kafka_options),
         }
         argv = [
-            sys.executable, "-m", "runtrail.demo.agent",
+            sys.executable, "-m", AGENT_MODULES[self.framework],
             "--script", script.key, "--run-id", self.run_id(script),
             "--ledger", str(self.ledger), "--spool-dir", str(self.workdir / "spool-agent"),
             "--cache-url", str(endpoint.api_url), "--tokens-file", str(tokens), *flags,
@@ -113,6 +133,8 @@ class Demo:
         return after - before
 
     def _in_thread(self, script: RunScript, publisher: Any) -> str:
+        if self.framework == "langgraph":
+            return self._langgraph_in_thread(script, publisher)
         run = AgentRun(
             script,
             self.run_id(script),
@@ -125,6 +147,32 @@ class Demo:
             run.remote.close()
         self.say(f"  {script.tenant}/{script.key}: {steps} steps, done")
         return run.run_id
+
+    def _langgraph_in_thread(self, script: RunScript, publisher: Any) -> str:
+        """A run that does not crash: the LangGraph agent in this process, on the shared
+        publisher, resumable through the resume-cache service like any other."""
+        from runtrail.adapters.langchain_resumable import ResumableRun
+        from runtrail.demo.langgraph_agent import drive
+        from runtrail.resume import ResumeCache
+
+        run_id = self.run_id(script)
+        view = TenantPublisher(publisher, script.tenant)
+        remote = self._remote(script.tenant)
+        cache = ResumeCache(
+            run_id,
+            tenant=script.tenant,
+            remote=remote,
+            fresh_run=True,
+            read_your_writes=view.acked_offsets,
+        )
+        run = ResumableRun(view, cache, session_id=f"sess-{run_id}", idempotent=script.idempotent)
+        try:
+            state, _ = drive(run, script, self.ledger)
+        finally:
+            if remote is not None:
+                remote.close()
+        self.say(f"  {script.tenant}/{script.key}: {len(state['messages'])} messages, done")
+        return run_id
 
     def _serve_metrics(self, registry: CollectorRegistry) -> Any:
         port = self.targets.agent_port
@@ -151,12 +199,14 @@ class Demo:
         server = self._serve_metrics(registry)
         endpoint = self.targets.services.get("resume-cache")
         can_resume = endpoint is not None and endpoint.api_url is not None
-        crashing = [x for x in SCRIPTS if x.crash_after_step is not None and can_resume]
+        crashing = [x for x in self.scripts if x.crash_after_step is not None and can_resume]
         hits: dict[str, float | None] = {}
         try:
-            with ThreadPoolExecutor(max_workers=len(SCRIPTS)) as pool:
+            with ThreadPoolExecutor(max_workers=len(self.scripts)) as pool:
                 futures = [
-                    pool.submit(self._in_thread, x, publisher) for x in SCRIPTS if x not in crashing
+                    pool.submit(self._in_thread, x, publisher)
+                    for x in self.scripts
+                    if x not in crashing
                 ]
                 for x in crashing:
                     hits[self.run_id(x)] = self._crash_and_resume(x, readers)
@@ -178,9 +228,11 @@ class Demo:
             bootstrap_servers=t.settings.bootstrap_servers,
             services=sorted(t.services),
         )
-        tenants = sorted({x.tenant for x in SCRIPTS})
+        tenants = sorted({x.tenant for x in self.scripts})
+        agent = "LangGraph agent" if self.framework == "langgraph" else "scripted agent"
         self.say(
-            f"runtrail demo {self.stamp}: {len(SCRIPTS)} runs of {len(tenants)} tenants "
+            f"runtrail demo {self.stamp} ({agent}): {len(self.scripts)} runs of "
+            f"{len(tenants)} tenants "
             f"({', '.join(tenants)}) on {t.settings.events_topic} at {t.settings.bootstrap_servers}"
         )
         if not t.has("resume-cache"):
@@ -191,10 +243,10 @@ class Demo:
             report.lag_left = wait_caught_up(
                 t.settings, t.groups(), t.settings.events_topic, timeout=t.timeout_s
             )
-            for x in SCRIPTS:
+            for x in self.scripts:
                 report.runs.append(self._read_back(x, opened, hits))
             if t.has("audit"):
-                chosen = next((x for x in SCRIPTS if x.approval_step), SCRIPTS[0])
+                chosen = next((x for x in self.scripts if x.approval_step), self.scripts[0])
                 report.tamper = export_and_tamper(
                     opened.audit_store(), chosen.tenant, self.run_id(chosen), self.workdir / "audit"
                 )

@@ -7,7 +7,7 @@ is resumed by a new process, which must repeat no side effect.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -103,6 +103,19 @@ SCRIPTS: tuple[RunScript, ...] = (
         crash_after_step=3,
     ),
 )
+
+
+#: The runs of ``runtrail demo --framework langgraph``: the scripts a plain ReAct graph plays
+#: (no approval or cancellation; LangGraph's own retries are not scripted), one per tenant,
+#: the ledger run crashing and re-run.
+LANGGRAPH_SCRIPTS: tuple[RunScript, ...] = tuple(
+    replace(s, retry_steps=frozenset()) for s in SCRIPTS if s.key in {"research", "ledger"}
+)
+
+
+def scripts_for(framework: str) -> tuple[RunScript, ...]:
+    """The demo's runs for an agent framework (``scripted`` or ``langgraph``)."""
+    return LANGGRAPH_SCRIPTS if framework == "langgraph" else SCRIPTS
 
 
 def script(key: str) -> RunScript:

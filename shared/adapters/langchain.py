@@ -1,0 +1,512 @@
+"""``RuntrailCallbackHandler``: a LangChain / LangGraph run, published as seed 000's events.
+
+Add it to a run's callbacks (``config={"callbacks": [handler]}``) and every chat-model call,
+streamed token, retry and tool call of the run goes to the events topic through the agent's
+:class:`~runtrail.publisher.Publisher` (which redacts, spools when the broker is down and counts
+what it rejects). The mapping (run tree → run, session, turn, step) is in docs/ADAPTERS.md:
+
+* the **run** is ``run_id`` if given, else the root LangChain run's ID;
+* the **session** is ``session_id`` if given, else LangGraph's ``thread_id``, else the run;
+* the **turn** is ``turn_id`` if given, else the root LangChain run's ID;
+* the **step** is LangGraph's ``langgraph_step`` of the top-level graph node an event is under
+  (STEP_END when that step's last node ends); outside a graph, each chat-model call opens a
+  new step (STEP_END at the next call or at the end of the run).
+
+The root run also moves the run's lifecycle for the projector: ``run.accepted`` (then
+``executing``) when it starts — not when ``resumed`` — ``run.succeeded`` when it ends,
+``run.failed`` when it raises. A run stopped by an *outcome unknown* or a LangGraph interrupt
+gets no terminal event: it is halted, not over. Nor does a re-run that replayed everything
+from the cache and published nothing (the run may have ended in its earlier life).
+
+It never raises into the agent (every callback is guarded: failures are counted in
+:attr:`RuntrailCallbackHandler.failures` and logged) and never blocks (publishing only enqueues),
+except STEP_END with ``wait_for_acks`` (the resumable path: intents must be durable).
+Runs that the resumable wrappers own (tag :data:`RESUMABLE_TAG`) are not published here: the
+wrappers publish them, on a miss only, so a replayed step adds nothing to the record.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import LLMResult
+
+from runtrail.adapters.langchain_json import (
+    chat_prompt,
+    jsonable,
+    model_name,
+    response_raw,
+    response_text,
+    text_prompt,
+    token_text,
+    tool_output,
+)
+from runtrail.adapters.langchain_recorder import AdapterRecorder
+from runtrail.resume.recorder import EventPublisher
+
+log = logging.getLogger(__name__)
+
+#: Tag of the runs the resumable wrappers publish themselves.
+RESUMABLE_TAG = "runtrail:resumable"
+
+#: Exceptions that stop a run without ending it (the run waits for reconciliation or input).
+_SUSPENDING = ("OutcomeUnknown", "GraphInterrupt", "GraphBubbleUp", "NodeInterrupt")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(method: F) -> F:
+    """Never into the agent: a failing callback is counted and logged, the agent goes on."""
+
+    @functools.wraps(method)
+    def wrapper(self: RuntrailCallbackHandler, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.failures += 1
+            level = logging.DEBUG if self.failures > 1 else logging.WARNING
+            log.log(level, "runtrail callback %s failed", method.__name__, exc_info=True)
+            return None
+
+    return cast(F, wrapper)
+
+
+@dataclass
+class _Run:
+    """One runtrail run: the root LangChain run and its recorder."""
+
+    root: UUID
+    recorder: AdapterRecorder
+    open_nodes: dict[int, int] = field(default_factory=dict)
+    plain_step: int = 0
+    plain_models: int = 0
+    #: failed model attempts in the current step, and whether the next call retries one
+    failed_attempts: int = 0
+    retry_pending: bool = False
+
+
+@dataclass
+class _Node:
+    """One LangChain run under a root: where its events go."""
+
+    run: _Run
+    step: int | None
+    owned: bool = False
+    top_node: bool = False
+    call_id: str | None = None
+    tool_name: str | None = None
+    streamed: bool = False
+
+
+def _is_suspension(error: BaseException) -> bool:
+    return any(cls.__name__ in _SUSPENDING for cls in type(error).__mro__)
+
+
+class RuntrailCallbackHandler(BaseCallbackHandler):
+    """See the module docstring."""
+
+    raise_error = False
+    run_inline = True
+
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        lifecycle: bool = True,
+        resumed: bool = False,
+        goal_ref: str | None = None,
+        policy_version: str = "langchain-adapter-1",
+        recorder: AdapterRecorder | None = None,
+        wait_for_acks: bool = False,
+    ) -> None:
+        """``run_id``: one handler, one runtrail run (one root invocation); without it, each
+        root invocation is its own run. ``resumed``: an earlier life of ``run_id`` opened the
+        run, so no ``run.accepted``. ``recorder``: shared with the resumable wrappers."""
+        self.publisher = publisher
+        self.run_id = run_id if run_id is not None else (recorder.run_id if recorder else None)
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.lifecycle = lifecycle
+        self.resumed = resumed
+        self.goal_ref = goal_ref
+        self.policy_version = policy_version
+        self.wait_for_acks = wait_for_acks
+        self._fixed = recorder
+        self._lock = threading.Lock()
+        self._runs: dict[UUID, _Run] = {}
+        self._nodes: dict[UUID, _Node] = {}
+        self._rejected_closed = 0
+        self._roots = 0
+        #: callbacks that failed (logged; the agent never saw them)
+        self.failures = 0
+
+    @property
+    def rejected(self) -> int:
+        """Events the publisher refused (each also counted in its metrics, with the reason)."""
+        with self._lock:
+            runs = list(self._runs.values())
+        fixed = self._fixed.rejected if self._fixed else 0
+        return self._rejected_closed + fixed + sum(r.recorder.rejected for r in runs)
+
+    # --- the run tree -------------------------------------------------------------------------
+    def _new_run(self, root: UUID, metadata: Mapping[str, Any]) -> _Run:
+        run_id = self.run_id or str(root)
+        self._roots += 1
+        if self.run_id is not None and self._roots == 2:
+            log.warning(
+                "run %s: a second root invocation under one fixed run_id; after the first ended "
+                "the run is terminal and the projector will stop at the second (leave run_id "
+                "unset to make each invocation its own run of the session)",
+                run_id,
+            )
+        thread = metadata.get("thread_id")
+        session = self.session_id or (str(thread) if thread is not None else run_id)
+        turn = self.turn_id or str(root)
+        if self._fixed is not None:
+            recorder = self._fixed
+            recorder.session_id = recorder.session_id or session
+            recorder.turn_id = recorder.turn_id or turn
+        else:
+            recorder = AdapterRecorder(self.publisher, run_id, session_id=session, turn_id=turn)
+        return _Run(root, recorder)
+
+    def _enter(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        tags: Sequence[str] | None,
+        metadata: Mapping[str, Any] | None,
+        name: str,
+    ) -> _Node:
+        """Place a starting LangChain run in the tree; open the runtrail run at a root."""
+        meta = metadata or {}
+        opened: _Run | None = None
+        with self._lock:
+            parent = self._nodes.get(parent_run_id) if parent_run_id is not None else None
+            if parent is None:
+                opened = self._new_run(run_id, meta)
+                self._runs[run_id] = opened
+                node = _Node(opened, None)
+            else:
+                step = parent.step
+                top = False
+                graph_step = meta.get("langgraph_step")
+                if parent.run.root == parent_run_id and isinstance(graph_step, int):
+                    step, top = graph_step, True
+                owned = parent.owned or RESUMABLE_TAG in (tags or ())
+                node = _Node(parent.run, step, owned=owned, top_node=top)
+            self._nodes[run_id] = node
+        if opened is not None:
+            self._open(opened, name)
+        if node.top_node and node.step is not None:
+            self._begin_graph_step(node.run, node.step)
+        return node
+
+    def _leave(self, run_id: UUID, error: BaseException | None) -> _Node | None:
+        """Close a LangChain run: end its graph step when it is the step's last node; at the
+        root, end the open step and the runtrail run."""
+        with self._lock:
+            node = self._nodes.pop(run_id, None)
+        if node is None:
+            return None
+        run = node.run
+        if node.top_node and node.step is not None:
+            with self._lock:
+                left = run.open_nodes.get(node.step, 1) - 1
+                run.open_nodes[node.step] = left
+            if left <= 0:
+                run.recorder.end_step("error" if error else "node_end", wait=self.wait_for_acks)
+        if run.root == run_id:
+            self._close(run, error)
+            with self._lock:
+                self._runs.pop(run_id, None)
+                if run.recorder is not self._fixed:
+                    self._rejected_closed += run.recorder.rejected
+        return node
+
+    def _begin_graph_step(self, run: _Run, step: int) -> None:
+        with self._lock:
+            opened = run.open_nodes.get(step, 0)
+            run.open_nodes[step] = opened + 1
+        if opened == 0 and run.recorder.step != step:
+            run.failed_attempts = 0
+            run.recorder.begin_step(step)
+
+    def _plain_model_step(self, node: _Node) -> int | None:
+        """Outside a graph, each chat-model call opens a step (ending the one before)."""
+        if node.step is not None:
+            return node.step
+        run = node.run
+        if run.retry_pending:
+            return run.plain_step or None  # a retry of the step's failed call
+        if run.plain_models:
+            run.recorder.end_step("model_call", wait=self.wait_for_acks)
+        run.failed_attempts = 0
+        run.plain_models += 1
+        run.plain_step += 1
+        run.recorder.begin_step(run.plain_step)
+        return run.plain_step
+
+    # --- the run's lifecycle ------------------------------------------------------------------
+    def _open(self, run: _Run, name: str) -> None:
+        if not self.lifecycle or self.resumed:
+            return
+        goal = self.goal_ref or f"langchain:{name}"
+        run.recorder.emit("run.accepted", {"goalRef": goal, "policyVersion": self.policy_version})
+        run.recorder.emit(
+            "run.state_transitioned",
+            {"fromStatus": "received", "toStatus": "executing", "reason": "langchain run started"},
+        )
+
+    def _close(self, run: _Run, error: BaseException | None) -> None:
+        if run.plain_models:
+            run.recorder.end_step("run_end", wait=self.wait_for_acks)
+        if not self.lifecycle:
+            return
+        if self.resumed and run.recorder.published == 0:
+            # a re-run that replayed everything: the run may well have ended already, and a
+            # second terminal event would stop its projection
+            log.info(
+                "run %s replayed wholly from the cache: no terminal event", run.recorder.run_id
+            )
+            return
+        if error is None:
+            run.recorder.emit("run.succeeded", {"resultRef": f"langchain-run:{run.root}"})
+        elif _is_suspension(error):
+            log.info("run %s stopped (%s): no terminal event", run.recorder.run_id, error)
+        else:
+            reason = f"{type(error).__name__}: {error}"[:500]
+            run.recorder.emit("run.failed", {"reason": reason})
+
+    def _model_step(self, node: _Node) -> int | None:
+        step = self._plain_model_step(node)
+        node.run.retry_pending = False
+        return step
+
+    # --- chains (graphs, nodes) ---------------------------------------------------------------
+    @_guarded
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        name = kwargs.get("name") or (serialized or {}).get("name") or "chain"
+        self._enter(run_id, parent_run_id, tags, metadata, str(name))
+
+    @_guarded
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id, None)
+
+    @_guarded
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id, error)
+
+    # --- models -------------------------------------------------------------------------------
+    @_guarded
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        node = self._enter(run_id, parent_run_id, tags, metadata, "chat_model")
+        if node.owned:
+            return
+        params = kwargs.get("invocation_params") or {}
+        name = model_name(params, metadata, _client_name(serialized))
+        step = self._model_step(node)
+        for batch in messages:
+            node.run.recorder.emit(
+                "MODEL_REQUEST", {"prompt": chat_prompt(name, batch, params)}, step=step
+            )
+
+    @_guarded
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        node = self._enter(run_id, parent_run_id, tags, metadata, "llm")
+        if node.owned:
+            return
+        params = kwargs.get("invocation_params") or {}
+        name = model_name(params, metadata, _client_name(serialized))
+        step = self._model_step(node)
+        node.run.recorder.emit(
+            "MODEL_REQUEST", {"prompt": text_prompt(name, prompts, params)}, step=step
+        )
+
+    @_guarded
+    def on_llm_new_token(
+        self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        node = self._nodes.get(run_id)
+        text = token_text(token)
+        if node is None or node.owned or not text:
+            return
+        node.streamed = True
+        node.run.recorder.emit("MODEL_RESPONSE", {"message": text}, step=self._step(node))
+
+    @_guarded
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        node = self._nodes.get(run_id)
+        try:
+            if node is not None and not node.owned:
+                message = None if node.streamed else response_text(response)
+                node.run.recorder.emit(
+                    "MODEL_RESPONSE",
+                    {"message": message, "raw": response_raw(response)},
+                    step=self._step(node),
+                )
+        finally:
+            self._leave(run_id, None)
+
+    @_guarded
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A failed attempt: MODEL_RETRY, so consumers drop what it published (a retry, e.g.
+        ``with_retry``, comes as a new call in the same step)."""
+        node = self._nodes.get(run_id)
+        if node is not None and not node.owned:
+            run = node.run
+            run.failed_attempts += 1
+            run.retry_pending = True
+            self._retry(node, run.failed_attempts, f"{type(error).__name__}: {error}")
+        self._leave(run_id, error)
+
+    @_guarded
+    def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A provider-level retry inside one call (LangChain's retry decorator)."""
+        node = self._nodes.get(run_id)
+        if node is None or node.owned:
+            return
+        outcome = getattr(retry_state, "outcome", None)
+        error = outcome.exception() if outcome is not None and outcome.failed else None
+        reason = f"{type(error).__name__}: {error}" if error is not None else "retry"
+        self._retry(node, int(getattr(retry_state, "attempt_number", 1) or 1), reason)
+
+    def _retry(self, node: _Node, attempt: int, reason: str) -> None:
+        node.run.recorder.emit(
+            "MODEL_RETRY",
+            {"attempt": max(1, attempt), "reason": reason[:500]},
+            step=self._step(node),
+        )
+
+    # --- tools --------------------------------------------------------------------------------
+    @_guarded
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
+        node = self._enter(run_id, parent_run_id, tags, metadata, name)
+        if node.owned:
+            return
+        call_id = kwargs.get("tool_call_id")
+        node.call_id = str(call_id) if call_id else str(run_id)
+        node.tool_name = name
+        arguments = jsonable(inputs) if inputs is not None else input_str
+        node.run.recorder.emit(
+            "TOOL_CALL",
+            {"callId": node.call_id, "toolName": name, "arguments": arguments},
+            step=self._step(node),
+        )
+
+    @_guarded
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        node = self._nodes.get(run_id)
+        try:
+            if node is not None and not node.owned:
+                result = {
+                    "callId": node.call_id,
+                    "toolName": node.tool_name,
+                    "output": tool_output(output),
+                }
+                node.run.recorder.emit("TOOL_RESULT", result, step=self._step(node))
+        finally:
+            self._leave(run_id, None)
+
+    @_guarded
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        node = self._nodes.get(run_id)
+        if node is not None and not node.owned:
+            node.run.recorder.emit(
+                "TOOL_RESULT",
+                {
+                    "callId": node.call_id,
+                    "toolName": node.tool_name,
+                    "error": f"{type(error).__name__}: {error}"[:2000],
+                },
+                step=self._step(node),
+            )
+        self._leave(run_id, error)
+
+    # --- other runs in the tree (retrievers): placed, not published ---------------------------
+    @_guarded
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._enter(run_id, parent_run_id, tags, metadata, "retriever")
+
+    @_guarded
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id, None)
+
+    @_guarded
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id, error)
+
+    def _step(self, node: _Node) -> int | None:
+        if node.step is not None:
+            return node.step
+        return node.run.plain_step or None
+
+
+def _client_name(serialized: Mapping[str, Any] | None) -> str:
+    ident = (serialized or {}).get("id")
+    if isinstance(ident, list) and ident:
+        return str(ident[-1])
+    return str((serialized or {}).get("name") or "unknown-model")
