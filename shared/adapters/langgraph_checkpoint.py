@@ -107,11 +107,13 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
             if fields is None:
                 return None
             return self._tuple(thread, ns, checkpoint_id, fields)
-        found = self.backend.read_all(self.tenant_id, "checkpoint", thread, ns)
-        if not found:
+        newest = self.backend.newest(self.tenant_id, "checkpoint", thread, ns)
+        if newest is None:
             return None
-        key, fields = max(found, key=lambda r: r[0][4])
-        return self._tuple(thread, ns, key[4], fields)
+        fields = self.backend.read(self._key(thread, "checkpoint", ns, newest))
+        if fields is None:  # deleted in between
+            return None
+        return self._tuple(thread, ns, newest, fields)
 
     def list(
         self,
@@ -175,10 +177,14 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
         )
 
     def _channel_values(self, thread: str, ns: str, versions: ChannelVersions) -> dict[str, Any]:
+        keys = {
+            channel: self._key(thread, "blob", ns, channel, str(version))
+            for channel, version in versions.items()
+        }
+        stored = self.backend.read_many(list(keys.values()))
         values: dict[str, Any] = {}
-        for channel, version in versions.items():
-            key = self._key(thread, "blob", ns, channel, str(version))
-            fields = self.backend.read(key)
+        for channel, key in keys.items():
+            fields = stored.get(key)
             if fields is None:
                 continue
             typed = typed_value(fields["value"], f"channel {channel!r} of thread {thread}")

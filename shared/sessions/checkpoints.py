@@ -129,6 +129,21 @@ class CheckpointBackend(ABC):
     def get(self, key: Key) -> tuple[str, bytes] | None:
         """(where, stored bytes) of one record, or None."""
 
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, tuple[str, bytes]]:
+        """(where, stored bytes) of each of ``keys`` that is stored (one round trip where the
+        backend can: a checkpoint's channel values are read together)."""
+        found: dict[Key, tuple[str, bytes]] = {}
+        for key in keys:
+            record = self.get(key)
+            if record is not None:
+                found[key] = record
+        return found
+
+    @abstractmethod
+    def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
+        """The greatest first key part (``a``: the checkpoint ID) stored under the prefix, found
+        without reading every record: "the latest checkpoint" must not cost the whole thread."""
+
     @abstractmethod
     def scan(
         self,
@@ -166,6 +181,16 @@ class CheckpointBackend(ABC):
         if sealed != key:
             raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
         return fields
+
+    def read_many(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+        """The verified fields of each of ``keys`` that is stored (see :meth:`read`)."""
+        fields_of: dict[Key, dict[str, Any]] = {}
+        for key, (where, data) in self.get_many(keys).items():
+            sealed, fields = open_record(data, where)
+            if sealed != key:
+                raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
+            fields_of[key] = fields
+        return fields_of
 
     def read_all(
         self,

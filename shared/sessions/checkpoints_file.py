@@ -20,9 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from runtrail.files import private_dir
-from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row
+from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row, open_record
 from runtrail.sessions.errors import SessionStoreError
-from runtrail.sessions.naming import segment
+from runtrail.sessions.naming import from_segment, is_hashed, segment
 from runtrail.sessions.store_file import file_root
 
 FOLDER = ".threads"
@@ -163,6 +163,30 @@ class FileCheckpointBackend(CheckpointBackend):
             return None
         except OSError as exc:
             raise SessionStoreError(f"cannot read checkpoint record {path}: {exc}") from exc
+
+    def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
+        space = self.thread_dir(tenant, thread) / kind / _seg(ns)
+        best: str | None = None
+        for folder in _visible(space):
+            if is_hashed(folder.name):  # a very long ID: only the record knows it
+                part = self._first_part(folder)
+                if part is None:
+                    continue
+            else:
+                part = from_segment(folder.name)[1:]  # drop the "=" of _seg
+            if not any(p.name.endswith(SUFFIX) for p in _visible(folder)):
+                continue  # emptied by a delete
+            if best is None or part > best:
+                best = part
+        return best
+
+    @staticmethod
+    def _first_part(folder: Path) -> str | None:
+        for path in _visible(folder):
+            if path.name.endswith(SUFFIX):
+                key = open_record(path.read_bytes(), str(path))[0]
+                return key[4]
+        return None
 
     def scan(
         self,

@@ -56,6 +56,15 @@ _WHERE_KEY = "tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s AND k1
 _SELECT = f"SELECT record FROM {TABLE} WHERE {_WHERE_KEY}"
 _DELETE = f"DELETE FROM {TABLE} WHERE {_WHERE_KEY}"
 _DELETE_THREAD = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND thread_id = %s"
+_NEWEST = f"""
+SELECT k1 FROM {TABLE} WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
+ORDER BY k1 COLLATE "C" DESC LIMIT 1
+"""
+_MANY = f"""
+SELECT {_KEY}, record FROM {TABLE}
+WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
+  AND (k1, k2, k3) IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
+"""
 _THREADS = f"SELECT DISTINCT thread_id FROM {TABLE} WHERE tenant_id = %s AND kind = 'checkpoint'"
 
 
@@ -145,6 +154,29 @@ class PostgresCheckpointBackend(CheckpointBackend):
     def get(self, key: Key) -> tuple[str, bytes] | None:
         found = self._run(lambda conn: conn.execute(_SELECT, key).fetchone())
         return None if found is None else (self.row_name(key), str(found[0]).encode())
+
+    def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
+        # COLLATE "C" orders by code point, as Python compares the IDs.
+        found = self._run(lambda conn: conn.execute(_NEWEST, (tenant, thread, kind, ns)).fetchone())
+        return None if found is None else str(found[0])
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, tuple[str, bytes]]:
+        groups: dict[tuple[str, str, str, str], list[Key]] = {}
+        for wanted in keys:
+            groups.setdefault(wanted[:4], []).append(wanted)
+
+        def work(conn: Connection) -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = []
+            for prefix, share in groups.items():
+                parts = ([k[4] for k in share], [k[5] for k in share], [k[6] for k in share])
+                rows.extend(conn.execute(_MANY, (*prefix, *parts)).fetchall())
+            return rows
+
+        found: dict[Key, tuple[str, bytes]] = {}
+        for r in self._run(work) if groups else []:
+            key: Key = (r[0], r[1], r[2], r[3], r[4], r[5], r[6])
+            found[key] = (self.row_name(key), str(r[7]).encode())
+        return found
 
     def scan(
         self,
