@@ -1,12 +1,15 @@
 """A small LangGraph graph on RuntrailCheckpointSaver, run as its own process by the tests.
 
-``python -m tests.langgraph_checkpoint_graph STORE_URL TENANT THREAD start|resume LOG``
+``python -m tests.langgraph_checkpoint_graph STORE_URL TENANT THREAD start|resume|loop|rerun LOG``
 
 ``start`` runs plan -> review, where review interrupts for a human decision, and exits; ``resume``
 (in a new process) answers the interrupt with ``Command(resume=...)`` and runs act. plan and act
 append their name to LOG, a side effect the test counts: resuming must not re-run plan. The
 state holds a datetime and a set, values JSON cannot carry, to show LangGraph's serializer is
 what stores them. Each phase prints one JSON line: the process ID, the next nodes, the state.
+
+``loop`` runs a counter graph for :data:`LOOP_STEPS` steps (one checkpoint each), so a test can
+SIGKILL it mid-run; ``rerun`` (``invoke(None, …)``) continues it from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -67,6 +70,29 @@ def build(saver: RuntrailCheckpointSaver, log: Path) -> Any:
     return graph.compile(checkpointer=saver)
 
 
+LOOP_STEPS = 400
+
+
+class Counter(TypedDict):
+    count: int
+    trail: Annotated[list[int], operator.add]
+
+
+def build_loop(saver: RuntrailCheckpointSaver) -> Any:
+    def step(state: Counter) -> dict[str, Any]:
+        count = state["count"] + 1
+        return {"count": count, "trail": [count]}
+
+    def again(state: Counter) -> str:
+        return "step" if state["count"] < LOOP_STEPS else END
+
+    graph = StateGraph(Counter)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", again)
+    return graph.compile(checkpointer=saver)
+
+
 def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
     out = dict(state)
     if "tags" in out:
@@ -79,9 +105,14 @@ def _jsonable(state: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     url, tenant, thread, phase, log = argv
     with RuntrailCheckpointSaver.from_url(url, tenant_id=tenant) as saver:
-        app = build(saver, Path(log))
-        config = {"configurable": {"thread_id": thread}}
-        if phase == "start":
+        app = build_loop(saver) if phase in ("loop", "rerun") else build(saver, Path(log))
+        config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+        config["recursion_limit"] = 10 * LOOP_STEPS
+        if phase == "loop":
+            app.invoke({"count": 0, "trail": []}, config)
+        elif phase == "rerun":
+            app.invoke(None, config)
+        elif phase == "start":
             app.invoke({"topic": "refund", "notes": []}, config)
         elif phase == "resume":
             app.invoke(Command(resume=True), config)
