@@ -101,14 +101,23 @@ class FileCheckpointBackend(CheckpointBackend):
             by_thread.setdefault((row.key[0], row.key[1]), []).append(row)
         for (tenant, thread), share in by_thread.items():
             with self._locked(tenant, thread) as folder:
-                for row in share:
+                pending: set[Path] = set()  # folders whose new entries are not yet durable
+                for index, row in enumerate(share):
                     path = self.path_of(row.key)
                     if not row.replace and path.exists():
                         continue
                     _make_dirs(path.parent, folder)
+                    if index == len(share) - 1:  # the row that makes the others reachable:
+                        for parent in pending:  # only after they are durable
+                            _fsync_dir(parent)
+                        pending.clear()
                     self._write(path, row.data)
+                    pending.add(path.parent)
+                for parent in pending:
+                    _fsync_dir(parent)
 
     def _write(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to ``path`` atomically (the caller fsyncs the folder)."""
         tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -124,7 +133,6 @@ class FileCheckpointBackend(CheckpointBackend):
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        _fsync_dir(path.parent)
 
     def delete(self, keys: Sequence[Key]) -> None:
         by_thread: dict[tuple[str, str], list[Key]] = {}
