@@ -3,6 +3,7 @@ records refused when edited or moved, tenants kept apart; on the file store and 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -17,6 +18,7 @@ import orjson
 import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
 from runtrail.sessions.checkpoints import CorruptCheckpoint
@@ -254,10 +256,78 @@ def test_the_documented_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_benchmark_measures_both_savers(tmp_path: Path) -> None:
-    from langgraph.checkpoint.memory import InMemorySaver
-
     from bench.langgraph_checkpoint import measure
 
     for saver in (InMemorySaver(), RuntrailCheckpointSaver.from_url(tmp_path.as_uri())):
         put_ms, get_ms = measure(saver, 3)
         assert put_ms > 0 and get_ms > 0
+
+
+def test_hostile_and_long_ids_stay_inside_their_tenant(store_url: str, tmp_path: Path) -> None:
+    """IDs become single safe segments (file) or key columns (PostgreSQL): ``..`` and ``/`` never
+    name another folder; IDs too long for a file name are stored under a digest and listed back."""
+    hostile = "../../rival/t1"
+    long_id = "thread-" + "x" * 400
+    saver = RuntrailCheckpointSaver.from_url(store_url, tenant_id="acme")
+    for thread in (hostile, long_id):
+        _put_one(saver, thread, "approved")
+        child = {"configurable": {"thread_id": thread, "checkpoint_ns": "sub/../graph:1"}}
+        checkpoint = empty_checkpoint()
+        saver.put(child, checkpoint, {"source": "loop", "step": 0}, {})
+    listed = sorted({t.config["configurable"]["thread_id"] for t in saver.list(None)})
+    assert listed == sorted([hostile, long_id])
+    for thread in (hostile, long_id):
+        latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        assert latest is not None and latest.checkpoint["channel_values"] == {"answer": "approved"}
+        namespaces = {
+            t.config["configurable"]["checkpoint_ns"]
+            for t in saver.list({"configurable": {"thread_id": thread}})
+        }
+        assert namespaces == {"", "sub/../graph:1"}
+    with RuntrailCheckpointSaver.from_url(store_url, tenant_id="rival") as rival:
+        assert list(rival.list(None)) == []
+    if store_url.startswith("file:"):
+        threads = Path(tmp_path / "sessions" / ".threads")
+        assert sorted(p.name for p in threads.iterdir()) == ["acme"]
+        assert not (tmp_path / "rival").exists()
+    saver.delete_thread(hostile)
+    assert [t.config["configurable"]["thread_id"] for t in saver.list(None, limit=1)] == [long_id]
+    saver.close()
+
+
+def test_a_config_without_a_thread_id_is_refused_with_what_is_missing(tmp_path: Path) -> None:
+    saver = RuntrailCheckpointSaver.from_url(tmp_path.as_uri())
+    with pytest.raises(ValueError, match=r"configurable\.thread_id"):
+        saver.get_tuple({"configurable": {}})
+    with pytest.raises(ValueError, match=r"needs configurable\.checkpoint_id"):
+        saver.put_writes({"configurable": {"thread_id": "t"}}, [("a", 1)], "task")
+
+
+def test_an_async_graph_checkpoints_through_the_async_methods(postgres_url: str) -> None:
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Count(TypedDict):
+        n: int
+
+    builder = StateGraph(Count)
+    builder.add_node("inc", lambda state: {"n": state["n"] + 1})
+    builder.add_edge(START, "inc")
+
+    async def run(saver: Any) -> tuple[int, list[tuple[int, Any]]]:
+        graph = builder.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "async-1"}}
+        await graph.ainvoke({"n": 1}, config)
+        await graph.ainvoke({"n": 10}, config)
+        state = await graph.aget_state(config)
+        history = [
+            (s.metadata["step"], s.values.get("n")) async for s in graph.aget_state_history(config)
+        ]
+        return int(state.values["n"]), history
+
+    with RuntrailCheckpointSaver.from_url(postgres_url, tenant_id="acme") as saver:
+        n, history = asyncio.run(run(saver))
+    assert n == 11
+    # The same history as LangGraph's reference saver gives (steps and values, newest first).
+    assert (n, history) == asyncio.run(run(InMemorySaver()))
+    assert len(history) >= 4

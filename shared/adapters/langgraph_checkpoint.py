@@ -98,9 +98,7 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
 
     # --- reading ------------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        conf = config["configurable"]
-        thread = str(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
+        _, thread, ns = _scope(config)
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
             fields = self.backend.read(self._key(thread, "checkpoint", ns, checkpoint_id))
@@ -215,9 +213,7 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        conf = config["configurable"]
-        thread = str(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
+        conf, thread, ns = _scope(config)
         body: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = body.pop("channel_values", {})
         rows: Rows = []
@@ -244,14 +240,14 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        conf = config["configurable"]
-        thread = str(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns", ""))
-        checkpoint_id = str(conf["checkpoint_id"])
+        conf, thread, ns = _scope(config)
+        checkpoint_id = conf.get("checkpoint_id")
+        if not checkpoint_id:
+            raise ValueError(f"put_writes on thread {thread!r} needs configurable.checkpoint_id")
         rows: Rows = []
         for index, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, index)
-            key = self._key(thread, "write", ns, checkpoint_id, task_id, str(idx))
+            key = self._key(thread, "write", ns, str(checkpoint_id), task_id, str(idx))
             fields = {
                 "taskId": task_id,
                 "idx": idx,
@@ -370,6 +366,19 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _scope(config: RunnableConfig) -> tuple[dict[str, Any], str, str]:
+    """The configurable part of ``config``, its thread ID and namespace; a clear error when the
+    thread ID is missing (LangGraph checks this for graphs, not for direct calls)."""
+    conf: dict[str, Any] = dict(config.get("configurable") or {})
+    thread = conf.get("thread_id")
+    if thread is None or str(thread) == "":
+        raise ValueError(
+            "a checkpoint config needs configurable.thread_id, e.g. "
+            "{'configurable': {'thread_id': 'order-42'}}"
+        )
+    return conf, str(thread), str(conf.get("checkpoint_ns") or "")
 
 
 def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:

@@ -223,8 +223,18 @@ class FileCheckpointBackend(CheckpointBackend):
         return found
 
     def threads(self, tenant: str) -> list[str]:
-        """Thread IDs, read from the sealed checkpoint records (segments may be digests)."""
-        return sorted({key[1] for key, _ in self.read_all(tenant, "checkpoint")})
+        """Thread IDs from folder names; a long ID (a digest segment) from one of its records.
+        Only names: whatever is then read from a thread is verified as usual."""
+        ids: set[str] = set()
+        for folder in _visible(self.base / segment(tenant)):
+            if not is_hashed(folder.name):
+                ids.add(from_segment(folder.name))
+                continue
+            for path in sorted(folder.rglob("*" + SUFFIX)):
+                if not path.name.startswith("."):
+                    ids.add(open_record(path.read_bytes(), str(path))[0][1])
+                    break
+        return sorted(ids)
 
 
 def _visible(folder: Path) -> list[Path]:

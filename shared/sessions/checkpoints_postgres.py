@@ -3,7 +3,8 @@
 One row per record, keyed by the record's full key (tenant first). A :meth:`put` of many rows
 is one transaction, so a checkpoint and the channel values it introduced appear together or not
 at all. The record is stored as text, the exact canonical bytes its digest was taken over (not
-``jsonb``, which would re-format it); ``digest`` is copied into a column for operators.
+``jsonb``, which would re-format it); ``digest`` is copied into a column for operators. The key
+columns are ``COLLATE "C"``, so "the newest checkpoint" is an index lookup in code-point order.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ _KEY = "tenant_id, thread_id, kind, ns, k1, k2, k3"
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
-    tenant_id TEXT NOT NULL,
-    thread_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    ns TEXT NOT NULL,
-    k1 TEXT NOT NULL,
-    k2 TEXT NOT NULL,
-    k3 TEXT NOT NULL,
+    tenant_id TEXT COLLATE "C" NOT NULL,
+    thread_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
+    ns TEXT COLLATE "C" NOT NULL,
+    k1 TEXT COLLATE "C" NOT NULL,
+    k2 TEXT COLLATE "C" NOT NULL,
+    k3 TEXT COLLATE "C" NOT NULL,
     digest TEXT NOT NULL,
     record TEXT NOT NULL,
     updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
@@ -58,7 +59,7 @@ _DELETE = f"DELETE FROM {TABLE} WHERE {_WHERE_KEY}"
 _DELETE_THREAD = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND thread_id = %s"
 _NEWEST = f"""
 SELECT k1 FROM {TABLE} WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
-ORDER BY k1 COLLATE "C" DESC LIMIT 1
+ORDER BY k1 DESC LIMIT 1
 """
 _MANY = f"""
 SELECT {_KEY}, record FROM {TABLE}
@@ -156,7 +157,8 @@ class PostgresCheckpointBackend(CheckpointBackend):
         return None if found is None else (self.row_name(key), str(found[0]).encode())
 
     def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
-        # COLLATE "C" orders by code point, as Python compares the IDs.
+        # The key columns are COLLATE "C": code-point order, as Python compares the IDs, and
+        # the primary key's index serves this ORDER BY … LIMIT 1.
         found = self._run(lambda conn: conn.execute(_NEWEST, (tenant, thread, kind, ns)).fetchone())
         return None if found is None else str(found[0])
 
