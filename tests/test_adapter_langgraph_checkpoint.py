@@ -21,7 +21,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
-from runtrail.sessions.checkpoints import CorruptCheckpoint
+from runtrail.events import canonical_bytes
+from runtrail.sessions.checkpoints import CorruptCheckpoint, make_key, open_record, seal_record
 from runtrail.sessions.checkpoints_file import FileCheckpointBackend
 from runtrail.sessions.checkpoints_postgres import TABLE
 from runtrail.sessions.store_file import FileSessionStore
@@ -202,6 +203,7 @@ def test_constructing_from_an_unknown_url_names_it() -> None:
     assert "secret" not in str(refused.value)  # the URL is named without its password
 
 
+@pytest.mark.slow
 def test_a_graph_killed_mid_run_continues_from_its_last_checkpoint(tmp_path: Path) -> None:
     """SIGKILL while the graph writes checkpoints: every stored record still reads cleanly, and a
     new process continues from the newest checkpoint to the same end as an uninterrupted run."""
@@ -331,3 +333,19 @@ def test_an_async_graph_checkpoints_through_the_async_methods(postgres_url: str)
     # The same history as LangGraph's reference saver gives (steps and values, newest first).
     assert (n, history) == asyncio.run(run(InMemorySaver()))
     assert len(history) >= 4
+
+
+def test_a_sealed_record_is_its_own_canonical_form() -> None:
+    """What is stored is exactly the RFC 8785 form of the record, digest included (as for
+    session snapshots), so the digest can be checked against the stored bytes."""
+    key = make_key("acme", "t1", "blob", "", "messages", "00000000000000000000000000000001.5")
+    fields = {"value": {"type": "msgpack", "data": "kqFhoWI="}, "note": ["é", 2.5, None, 10**15]}
+    sealed = seal_record(key, fields)
+    assert canonical_bytes(orjson.loads(sealed)) == sealed
+    assert open_record(sealed, "here") == (key, fields)
+    document = orjson.loads(sealed)
+    document["fields"]["note"][1] = 3.5
+    with pytest.raises(
+        CorruptCheckpoint, match="corrupted checkpoint record here: digest mismatch"
+    ):
+        open_record(canonical_bytes(document), "here")

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from runtrail.events import EventError, canonical_bytes
-from runtrail.sessions.errors import CorruptSnapshot
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.snapshot import digest_of
 from runtrail.sessions.store import redact_url
 
@@ -40,7 +40,15 @@ Key = tuple[str, str, str, str, str, str, str]
 
 
 class CorruptCheckpoint(CorruptSnapshot):
-    """A stored checkpoint record is unreadable, altered, or not the one its key names."""
+    """A stored checkpoint record is unreadable, altered, or not the one its key names.
+
+    A :class:`CorruptSnapshot`, so code that refuses corrupted session state refuses this too.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        SessionStoreError.__init__(self, f"corrupted checkpoint record {where}: {reason}")
+        self.where = where
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +87,10 @@ def typed_value(document: Any, where: str) -> tuple[str, bytes]:
 
 def seal_record(key: Key, fields: dict[str, Any]) -> bytes:
     """The stored form of a record: canonical bytes of key, fields and digest."""
-    document = {"format": RECORD_FORMAT, "key": list(key), "fields": fields}
-    content = canonical_bytes(document)
-    return canonical_bytes({**document, "digest": digest_of(content)})
+    content = canonical_bytes({"format": RECORD_FORMAT, "key": list(key), "fields": fields})
+    # "digest" sorts before every other member, so the sealed form is the content with the
+    # digest member spliced in first: the (possibly large) fields are canonicalised once.
+    return b'{"digest":' + canonical_bytes(digest_of(content)) + b"," + content[1:]
 
 
 def open_record(data: bytes | str, where: str) -> tuple[Key, dict[str, Any]]:
