@@ -174,19 +174,19 @@ class FileCheckpointBackend(CheckpointBackend):
 
     def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
         space = self.thread_dir(tenant, thread) / kind / _seg(ns)
-        best: str | None = None
+        named: list[tuple[str, Path]] = []
         for folder in _visible(space):
             if is_hashed(folder.name):  # a very long ID: only the record knows it
                 part = self._first_part(folder)
-                if part is None:
-                    continue
+                if part is not None:
+                    named.append((part, folder))
             else:
-                part = from_segment(folder.name)[1:]  # drop the "=" of _seg
-            if not any(p.name.endswith(SUFFIX) for p in _visible(folder)):
-                continue  # emptied by a delete
-            if best is None or part > best:
-                best = part
-        return best
+                named.append((from_segment(folder.name)[1:], folder))  # drop _seg's "="
+        # Newest first; a folder a delete emptied holds no record and is passed over.
+        for part, folder in sorted(named, reverse=True):
+            if any(p.name.endswith(SUFFIX) for p in _visible(folder)):
+                return part
+        return None
 
     @staticmethod
     def _first_part(folder: Path) -> str | None:
