@@ -70,7 +70,7 @@ def build(saver: RuntrailCheckpointSaver, log: Path) -> Any:
     return graph.compile(checkpointer=saver)
 
 
-LOOP_STEPS = 400
+LOOP_STEPS = 150
 
 
 class Counter(TypedDict):
