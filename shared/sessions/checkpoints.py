@@ -1,0 +1,255 @@
+"""Thread checkpoint records: sealed like session snapshots, stored beside them, chosen by URL.
+
+A framework checkpointer (the LangGraph one in :mod:`runtrail.adapters.langgraph_checkpoint`)
+stores three kinds of record per thread: ``checkpoint`` (one per step), ``blob`` (one channel
+value at one version) and ``write`` (one pending write of a task). This module knows nothing
+about LangGraph; it keeps the rules every record obeys, the same rules as session snapshots:
+
+* every key carries the tenant: ``(tenant, thread, kind, namespace, a, b, c)``;
+* a stored record is the RFC 8785 canonical bytes of its fields *and its key*, sealed by
+  ``digest`` (``sha256:<hex>`` over everything else), so an edited byte, or a record copied under
+  another key (another tenant or thread), is refused on read with :class:`CorruptCheckpoint`
+  naming the file or row, never silently used;
+* :func:`open_checkpoint_backend` takes the same URLs as the session store (``file:///dir``,
+  ``postgresql://…``); the records live beside the session snapshots without touching them.
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from runtrail.events import EventError, canonical_bytes
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
+from runtrail.sessions.snapshot import digest_of
+from runtrail.sessions.store import redact_url
+
+#: Layout of a stored record; a reader refuses layouts it does not know.
+RECORD_FORMAT = 1
+KINDS = ("checkpoint", "blob", "write")
+
+#: (tenant, thread, kind, namespace, a, b, c): what a record is stored under.
+Key = tuple[str, str, str, str, str, str, str]
+
+
+class CorruptCheckpoint(CorruptSnapshot):
+    """A stored checkpoint record is unreadable, altered, or not the one its key names.
+
+    A :class:`CorruptSnapshot`, so code that refuses corrupted session state refuses this too.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        SessionStoreError.__init__(self, f"corrupted checkpoint record {where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One record to store; ``replace`` False keeps a record already stored under the key."""
+
+    key: Key
+    data: bytes
+    replace: bool = True
+
+
+def make_key(tenant: str, thread: str, kind: str, ns: str, *rest: str) -> Key:
+    """A full key: ``rest`` (up to three parts) is padded with empty strings."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown checkpoint record kind {kind!r}")
+    if not tenant or not thread:
+        raise ValueError("a checkpoint record needs a tenant and a thread ID")
+    if len(rest) > 3:
+        raise ValueError(f"a {kind} key has at most three parts after the namespace")
+    a, b, c = (*rest, "", "", "")[:3]
+    return (tenant, thread, kind, ns, a, b, c)
+
+
+def typed_json(value: tuple[str, bytes]) -> dict[str, str]:
+    """A serializer's ``(type, bytes)`` as JSON (the bytes in base64)."""
+    return {"type": value[0], "data": base64.b64encode(value[1]).decode("ascii")}
+
+
+def typed_value(document: Any, where: str) -> tuple[str, bytes]:
+    """The ``(type, bytes)`` back from :func:`typed_json`."""
+    try:
+        return str(document["type"]), base64.b64decode(document["data"], validate=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptCheckpoint(where, f"a typed value is malformed ({exc})") from None
+
+
+def seal_record(key: Key, fields: dict[str, Any]) -> bytes:
+    """The stored form of a record: canonical bytes of key, fields and digest."""
+    content = canonical_bytes({"format": RECORD_FORMAT, "key": list(key), "fields": fields})
+    # "digest" sorts before every other member, so the sealed form is the content with the
+    # digest member spliced in first: the (possibly large) fields are canonicalised once.
+    return b'{"digest":' + canonical_bytes(digest_of(content)) + b"," + content[1:]
+
+
+def open_record(data: bytes | str, where: str) -> tuple[Key, dict[str, Any]]:
+    """A stored record, verified (format, digest); its key and fields.
+
+    Raises :class:`CorruptCheckpoint` naming ``where`` when anything does not hold.
+    """
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptCheckpoint(where, f"not JSON ({exc})") from None
+    if not isinstance(document, dict) or set(document) != {"format", "key", "fields", "digest"}:
+        raise CorruptCheckpoint(where, "not a checkpoint record (format, key, fields, digest)")
+    if document["format"] != RECORD_FORMAT:
+        raise CorruptCheckpoint(
+            where, f"record format {document['format']!r}; this code reads {RECORD_FORMAT}"
+        )
+    stored = document.pop("digest")
+    try:
+        actual = digest_of(canonical_bytes(document))
+    except EventError as exc:
+        raise CorruptCheckpoint(where, f"content cannot be canonicalised ({exc})") from None
+    if actual != stored:
+        raise CorruptCheckpoint(where, f"digest mismatch: stored {stored}, content {actual}")
+    key = document["key"]
+    fields = document["fields"]
+    if (
+        not isinstance(key, list)
+        or len(key) != 7
+        or not all(isinstance(p, str) for p in key)
+        or not isinstance(fields, dict)
+    ):
+        raise CorruptCheckpoint(where, "key or fields malformed")
+    return (key[0], key[1], key[2], key[3], key[4], key[5], key[6]), fields
+
+
+class CheckpointBackend(ABC):
+    """Stores sealed records by key; the record layer (above) verifies what it reads."""
+
+    @abstractmethod
+    def put(self, rows: Sequence[Row]) -> None:
+        """Store ``rows`` in order (the last one is what makes the others reachable)."""
+
+    @abstractmethod
+    def get(self, key: Key) -> tuple[str, bytes] | None:
+        """(where, stored bytes) of one record, or None."""
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, tuple[str, bytes]]:
+        """(where, stored bytes) of each of ``keys`` that is stored (one round trip where the
+        backend can: a checkpoint's channel values are read together)."""
+        found: dict[Key, tuple[str, bytes]] = {}
+        for key in keys:
+            record = self.get(key)
+            if record is not None:
+                found[key] = record
+        return found
+
+    @abstractmethod
+    def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
+        """The greatest first key part (``a``: the checkpoint ID) stored under the prefix, found
+        without reading every record: "the latest checkpoint" must not cost the whole thread."""
+
+    @abstractmethod
+    def scan(
+        self,
+        tenant: str,
+        kind: str,
+        thread: str | None = None,
+        ns: str | None = None,
+        a: str | None = None,
+    ) -> list[tuple[str, bytes]]:
+        """(where, stored bytes) of every record of ``kind`` under the given key prefix."""
+
+    @abstractmethod
+    def delete(self, keys: Sequence[Key]) -> None:
+        """Remove the records under ``keys`` (absent ones are ignored)."""
+
+    @abstractmethod
+    def delete_thread(self, tenant: str, thread: str) -> None:
+        """Remove every record of one thread."""
+
+    @abstractmethod
+    def threads(self, tenant: str) -> list[str]:
+        """The thread IDs of a tenant that hold records."""
+
+    @abstractmethod
+    def locate(self, key: Key) -> str:
+        """Where the record of ``key`` is stored (a path, a row): what ``get``/``scan`` name."""
+
+    def read(self, key: Key) -> dict[str, Any] | None:
+        """The verified fields of one record, or None; CorruptCheckpoint if it is not sound."""
+        found = self.get(key)
+        if found is None:
+            return None
+        where, data = found
+        sealed, fields = open_record(data, where)
+        if sealed != key:
+            raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
+        return fields
+
+    def read_many(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+        """The verified fields of each of ``keys`` that is stored (see :meth:`read`)."""
+        fields_of: dict[Key, dict[str, Any]] = {}
+        for key, (where, data) in self.get_many(keys).items():
+            sealed, fields = open_record(data, where)
+            if sealed != key:
+                raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
+            fields_of[key] = fields
+        return fields_of
+
+    def read_all(
+        self,
+        tenant: str,
+        kind: str,
+        thread: str | None = None,
+        ns: str | None = None,
+        a: str | None = None,
+    ) -> list[tuple[Key, dict[str, Any]]]:
+        """Every verified record a :meth:`scan` finds, each checked to be stored where its
+        sealed key says (a record copied into another tenant or thread is refused)."""
+        records: list[tuple[Key, dict[str, Any]]] = []
+        for where, data in self.scan(tenant, kind, thread, ns, a):
+            sealed, fields = open_record(data, where)
+            if self.locate(sealed) != where:
+                raise CorruptCheckpoint(where, f"sealed for {sealed}, stored elsewhere")
+            records.append((sealed, fields))
+        records.sort(key=lambda r: r[0])
+        return records
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the records are, fit for logs (no credentials)."""
+
+    def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release connections."""
+
+    def __enter__(self) -> CheckpointBackend:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_checkpoint_backend(url: str) -> CheckpointBackend:
+    """The backend a session-store URL names: ``file:///dir`` or ``postgresql://…``."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "file":
+        from runtrail.sessions.checkpoints_file import FileCheckpointBackend
+
+        return FileCheckpointBackend.from_url(url)
+    if scheme in ("postgresql", "postgres"):
+        from runtrail.sessions.checkpoints_postgres import PostgresCheckpointBackend
+
+        return PostgresCheckpointBackend(url)
+    raise ValueError(
+        f"unsupported checkpoint store {redact_url(url)!r}: use file:///dir or postgresql://…"
+    )
