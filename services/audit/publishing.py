@@ -68,6 +68,7 @@ class AuditTopic:
             key, value = link_message(link)
             self._produce(key, value, LINK)
             count += 1
+        self._out.poll()
         return count
 
     def send_checkpoint(self, stored: StoredCheckpoint) -> None:

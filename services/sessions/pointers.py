@@ -58,6 +58,7 @@ class PointerPublisher:
         except (OSError, SessionStoreError) as exc:
             raise StoreUnavailable("sessions snapshot blob store", str(exc)) from exc
         self._out.send(pointer.key, pointer.to_bytes(), tag=pointer.key)
+        self._out.poll()
         return pointer
 
     @staticmethod

@@ -157,6 +157,10 @@ class OutputTopic:
         if self._on_too_large is not None:
             self._on_too_large(record.tag, f"{size}-byte record to {self.topic}: {detail}")
 
+    def poll(self) -> None:
+        """Serve delivery reports that arrived (never waits)."""
+        self._producer.poll(0)
+
     # --- confirming ------------------------------------------------------------------------
     def confirm(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for every acknowledgement; :class:`StoreUnavailable` if not.
