@@ -1,16 +1,24 @@
-"""The dead-letter topic: original key and bytes, plus headers naming the error and the source.
+"""The dead-letter topic: original key, bytes and headers, plus headers naming the error and source.
 
-Dead letters must be durable before the runtime commits past them, so :meth:`flush` raises
-if any of them failed to be delivered; the runtime then stops without committing, and a
-restart redoes the batch (nothing is silently dropped).
+Dead letters must be durable before the runtime commits past them. :meth:`flush` therefore
+raises :class:`StoreUnavailable` while any of them is still undelivered for a reason waiting can
+fix (broker down, request timeout): the failed ones are kept and produced again at the next
+flush, and the runtime backs off meanwhile without committing. A dead letter the broker refuses
+as too large is sent again with its value replaced by a digest (sha256 and size headers, the
+reason kept), so no event can make the dead-letter path itself crash. Only errors waiting cannot
+fix (authorization, a missing topic) raise :class:`DeadLetterError`, which stops the service.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from typing import Any
+from typing import Any, cast
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from runtrail.runtime.retry import retryable_kafka_error
+from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -21,77 +29,190 @@ H_TOPIC = "rt.source.topic"
 H_PARTITION = "rt.source.partition"
 H_OFFSET = "rt.source.offset"
 H_TIMESTAMP = "rt.source.timestamp"
+#: Set when the value was replaced by its digest because the dead letter was too large.
+H_VALUE_SHA256 = "rt.error.value-sha256"
+H_VALUE_SIZE = "rt.error.value-size"
+#: Original headers left out because together they exceeded :data:`MAX_COPIED_HEADER_BYTES`.
+H_HEADERS_DROPPED = "rt.error.headers-dropped"
+
+MAX_DETAIL_BYTES = 2000
+MAX_COPIED_HEADER_BYTES = 64 * 1024
+#: Room above ``max_event_bytes`` for the key, headers and record overhead of a dead letter.
+HEADROOM_BYTES = 256 * 1024
+
+Headers = list[tuple[str, str | bytes | None]]
 
 
 class DeadLetterError(RuntimeError):
-    """A dead letter could not be made durable: offsets must not move past it."""
+    """A dead letter cannot be delivered and waiting will not help: the service must stop."""
+
+
+def _bounded_detail(detail: str) -> bytes:
+    raw = detail.encode("utf-8", "replace")
+    if len(raw) <= MAX_DETAIL_BYTES:
+        return raw
+    return raw[:MAX_DETAIL_BYTES].decode("utf-8", "ignore").encode()
+
+
+def _copied_headers(headers: list[tuple[str, Any]] | None) -> Headers:
+    """The original headers, as many as fit :data:`MAX_COPIED_HEADER_BYTES` (in order)."""
+    if not headers:
+        return []
+    out: Headers = []
+    used = dropped = 0
+    for name, value in headers:
+        size = len(name) + (len(value) if value is not None else 0)
+        if used + size > MAX_COPIED_HEADER_BYTES:
+            dropped += 1
+            continue
+        used += size
+        out.append((name, value))
+    if dropped:
+        out.append((H_HEADERS_DROPPED, str(dropped).encode()))
+    return out
+
+
+def digest_headers(value: bytes | None) -> Headers:
+    data = value or b""
+    return [
+        (H_VALUE_SHA256, hashlib.sha256(data).hexdigest().encode()),
+        (H_VALUE_SIZE, str(len(data)).encode()),
+    ]
 
 
 class DeadLetterProducer:
-    """Produces dead letters and reports failures at :meth:`flush`."""
+    """Produces dead letters; keeps the undelivered ones for the next :meth:`flush`."""
 
-    def __init__(self, config: dict[str, Any], topic: str, service: str) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        topic: str,
+        service: str,
+        *,
+        max_event_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
         self.topic = topic
         self.service = service
+        self.max_message_bytes = max_event_bytes + HEADROOM_BYTES
         self._producer = Producer(
-            {**config, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+            {
+                **config,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.max.bytes": self.max_message_bytes,
+            }
         )
-        self._failures: list[str] = []
+        self._retry: list[tuple[bytes | None, bytes | None, Headers]] = []
+        self._fatal: list[str] = []
+        self._last_error = ""
         self.pending = 0
+        #: dead letters whose value was replaced by a digest (too large for the topic)
+        self.replaced = 0
 
     def send(
         self,
         *,
         key: bytes | None,
         value: bytes | None,
-        headers: list[tuple[str, bytes]] | None,
+        headers: list[tuple[str, Any]] | None,
         source_topic: str,
         partition: int,
         offset: int,
         timestamp_ms: int,
         reason: str,
         detail: str,
+        extra: Headers | None = None,
     ) -> None:
-        out_headers: list[tuple[str, str | bytes | None]] = list(headers or [])
+        out_headers = _copied_headers(headers)
         out_headers += [
             (H_REASON, reason.encode()),
-            (H_DETAIL, detail[:2000].encode()),
+            (H_DETAIL, _bounded_detail(detail)),
             (H_SERVICE, self.service.encode()),
             (H_TOPIC, source_topic.encode()),
             (H_PARTITION, str(partition).encode()),
             (H_OFFSET, str(offset).encode()),
             (H_TIMESTAMP, str(timestamp_ms).encode()),
         ]
+        if extra:
+            out_headers += extra
         log.warning(
-            "dead-lettering %s[%d]@%d: %s: %s", source_topic, partition, offset, reason, detail
+            "dead-lettering %s[%d]@%d: %s: %s",
+            source_topic,
+            partition,
+            offset,
+            reason,
+            detail[:500],
         )
+        self._produce(key, value, out_headers)
+        self._producer.poll(0)
+
+    def _produce(self, key: bytes | None, value: bytes | None, headers: Headers) -> None:
+        if value is not None and len(value) > self.max_message_bytes:
+            value, headers = None, headers + digest_headers(value)
+            self.replaced += 1
         while True:
             try:
                 self._producer.produce(
-                    self.topic,
-                    value=value,
-                    key=key,
-                    headers=out_headers,
-                    on_delivery=self._on_delivery,
+                    self.topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
                 )
                 break
             except BufferError:
                 self._producer.poll(0.1)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and value is not None:
+                    value, headers = None, headers + digest_headers(value)
+                    self.replaced += 1
+                    continue
+                raise
         self.pending += 1
-        self._producer.poll(0)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._failures.append(str(err))
+        if err is None:
+            return
+        self._last_error = f"{err.name()}: {err.str()}"
+        value, key = msg.value(), msg.key()
+        headers: Headers = list(cast(Headers, msg.headers() or []))
+        too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+        if err.code() in too_large and value is not None:
+            self.replaced += 1
+            self._retry.append((key, None, headers + digest_headers(value)))
+            return
+        if retryable_kafka_error(err):
+            self._retry.append((key, value, headers))
+        else:
+            self._fatal.append(self._last_error)
 
     def flush(self, timeout: float = 30.0) -> None:
-        if self.pending:
-            remaining = self._producer.flush(timeout)
-            if remaining:
-                raise DeadLetterError(
-                    f"{remaining} dead letters still undelivered after {timeout}s"
-                )
-            self.pending = 0
-        if self._failures:
-            failures, self._failures = self._failures, []
-            raise DeadLetterError(f"dead letters failed: {failures[:3]}")
+        """Return once every dead letter sent so far is durable; raise while one is not.
+
+        Failed ones are produced again (twice here, then at the next call), so a dead letter
+        replaced by its digest after a size refusal is usually delivered by the same call.
+        """
+        for _ in range(2):
+            if self._retry:
+                retry, self._retry = self._retry, []
+                for key, value, headers in retry:
+                    self._produce(key, value, headers)
+            if self.pending:
+                remaining = self._producer.flush(timeout)
+                self.pending = remaining
+                if remaining:
+                    raise StoreUnavailable(
+                        f"dead-letter topic {self.topic}",
+                        f"{remaining} dead letters still undelivered after {timeout}s "
+                        f"({self._last_error or 'no error reported yet'})",
+                    )
+            if self._fatal:
+                fatal, self._fatal = self._fatal, []
+                raise DeadLetterError(f"dead letters to {self.topic} failed: {fatal[:3]}")
+            if not self._retry:
+                return
+        raise StoreUnavailable(
+            f"dead-letter topic {self.topic}",
+            f"{len(self._retry)} dead letters failed and will be sent again ({self._last_error})",
+        )
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._producer.flush(timeout)

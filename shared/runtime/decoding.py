@@ -2,7 +2,11 @@
 
 This is the hot path of every service: one tight loop per batch, counters updated once per
 batch. Order within a partition is preserved; a poison message is dead-lettered in place and
-the batch goes on.
+the batch goes on. Before any service sees an event it has passed the size limit (on the raw
+bytes), decoding, validation and the depth/non-finite walk of its ``data``
+(:class:`~runtrail.events.limits.EventLimits`); a :class:`RecursionError` anywhere in that is
+``too-deep``. A second event of a run at a sequence another eventId already holds is
+``sequence-conflict`` and never reaches a service: every service decides alike.
 """
 
 from __future__ import annotations
@@ -15,10 +19,20 @@ from typing import cast
 from confluent_kafka import Message
 
 from runtrail.events import EventCodec, EventError
+from runtrail.events.limits import EventLimits, TooDeep, TooLarge
 from runtrail.runtime.delivery import Delivered
 from runtrail.runtime.sequencing import SequenceChecker, Verdict
 
+ExtraHeaders = list[tuple[str, str | bytes | None]]
+#: (message, reason, detail)
 DeadLetterSink = Callable[[Message, str, str], None]
+#: (message, reason, detail, extra headers): for dead letters that carry more than a reason
+HeadersSink = Callable[[Message, str, str, ExtraHeaders | None], None]
+
+SEQUENCE_CONFLICT = "sequence-conflict"
+H_CONFLICT_FIRST = "rt.conflict.first-event-id"
+H_CONFLICT_EVENT = "rt.conflict.event-id"
+H_CONFLICT_SEQUENCE = "rt.conflict.sequence"
 
 
 @dataclass
@@ -44,11 +58,23 @@ class BatchDecoder:
     """Decodes, upcasts and validates; checks per-run sequences; routes poison to dead letters."""
 
     def __init__(
-        self, codec: EventCodec, sequences: SequenceChecker, dead_letter: DeadLetterSink
+        self,
+        codec: EventCodec,
+        sequences: SequenceChecker,
+        dead_letter: DeadLetterSink,
+        limits: EventLimits | None = None,
+        *,
+        with_headers: HeadersSink | None = None,
     ) -> None:
         self._codec = codec
         self._sequences = sequences
         self._dead_letter = dead_letter
+        self._with_headers = with_headers
+        self._limits = limits or EventLimits()
+
+    def _dead(self, result: BatchResult, msg: Message, reason: str, detail: str) -> None:
+        self._dead_letter(msg, reason, detail)
+        result.dead[reason] = result.dead.get(reason, 0) + 1
 
     def decode_batch(self, messages: list[Message]) -> BatchResult:
         result = BatchResult()
@@ -56,6 +82,8 @@ class BatchDecoder:
         positions = result.positions
         decode = self._codec.decode
         check = self._sequences.check
+        max_bytes = self._limits.max_event_bytes
+        check_value = self._limits.check_value
         # LogAppendTime is stamped per produce request, so consecutive messages share it
         last_ts, last_iso = -1, None
         for msg in messages:
@@ -69,11 +97,18 @@ class BatchDecoder:
             ts_type, ts = msg.timestamp()
             if ts != last_ts:
                 last_ts, last_iso = ts, _iso_from_ms(ts) if ts_type else None
+            value = msg.value()
+            if value is not None and len(value) > max_bytes:
+                self._dead(result, msg, TooLarge.reason, _too_large(len(value), max_bytes))
+                continue
             try:
-                decoded = decode(msg.value(), last_iso)
+                decoded = decode(value, last_iso)
+                check_value(decoded.written["data"], "data")
             except EventError as exc:
-                self._dead_letter(msg, exc.reason, str(exc))
-                result.dead[exc.reason] = result.dead.get(exc.reason, 0) + 1
+                self._dead(result, msg, exc.reason, str(exc))
+                continue
+            except RecursionError as exc:
+                self._dead(result, msg, TooDeep.reason, f"recursion limit while decoding: {exc}")
                 continue
             event = decoded.event
             verdict = check(
@@ -83,7 +118,54 @@ class BatchDecoder:
                 result.anomalies[verdict.value] = result.anomalies.get(verdict.value, 0) + 1
                 if verdict is Verdict.DUPLICATE:
                     continue
+                if verdict is Verdict.CONFLICT:
+                    self._conflict(
+                        result,
+                        msg,
+                        partition,
+                        event.tenant_id,
+                        event.run_id,
+                        event.sequence,
+                        event.event_id,
+                    )
+                    continue
             delivered.append(
-                Delivered(event, decoded.written, topic, partition, offset, ts, msg.key())
+                Delivered(event, decoded.written, topic, partition, offset, ts, msg.key(), msg)
             )
         return result
+
+    def _conflict(
+        self,
+        result: BatchResult,
+        msg: Message,
+        partition: int,
+        tenant_id: str,
+        run_id: str,
+        sequence: int,
+        event_id: str,
+    ) -> None:
+        first = self._sequences.holder(partition, tenant_id, run_id, sequence) or ""
+        detail = (
+            f"run {tenant_id}/{run_id} sequence {sequence} is already held by event {first}; "
+            f"event {event_id} reuses it"
+        )
+        if self._with_headers is not None:
+            self._with_headers(
+                msg, SEQUENCE_CONFLICT, detail, conflict_headers(first, event_id, sequence)
+            )
+        else:
+            self._dead_letter(msg, SEQUENCE_CONFLICT, detail)
+        result.dead[SEQUENCE_CONFLICT] = result.dead.get(SEQUENCE_CONFLICT, 0) + 1
+
+
+def conflict_headers(first_event_id: str, event_id: str, sequence: int) -> ExtraHeaders:
+    """Headers of a ``sequence-conflict`` dead letter (the same from the runtime and audit)."""
+    return [
+        (H_CONFLICT_FIRST, first_event_id.encode()),
+        (H_CONFLICT_EVENT, event_id.encode()),
+        (H_CONFLICT_SEQUENCE, str(sequence).encode()),
+    ]
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"message value is {size} bytes, over the limit of {limit} (RUNTRAIL_MAX_EVENT_BYTES)"

@@ -1,7 +1,9 @@
 """Per-process HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``.
 
-Liveness means the consume loop has turned recently; readiness means it has joined its group
-and received an assignment. A stuck loop therefore fails ``/healthz`` and gets restarted.
+Liveness means the consume loop has turned recently; readiness means it has joined its group,
+received an assignment and nothing it writes to is unavailable. A stuck loop therefore fails
+``/healthz`` and gets restarted; a service waiting out a broker outage or a full disk keeps
+turning (200 on ``/healthz``) but answers 503 on ``/readyz``, naming what it waits for.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class HealthState:
         self.last_loop = time.monotonic()
         self.ready = False
         self.stopping = False
+        #: what the service waits for (output or link -> error text); ready only when empty
+        self.unavailable: dict[str, str] = {}
 
     def beat(self) -> None:
         self.last_loop = time.monotonic()
@@ -34,7 +38,13 @@ class HealthState:
         return time.monotonic() - self.last_loop < self.stall_after_s
 
     def is_ready(self) -> bool:
-        return self.ready and not self.stopping and self.healthy()
+        return self.ready and not self.stopping and not self.unavailable and self.healthy()
+
+    def not_ready_text(self) -> bytes:
+        waits = "".join(
+            f"{what} unavailable: {detail}\n" for what, detail in dict(self.unavailable).items()
+        )
+        return b"not ready\n" + waits.encode("utf-8", "replace")
 
 
 def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPRequestHandler]:
@@ -48,7 +58,7 @@ def _handler(registry: CollectorRegistry, health: HealthState) -> type[BaseHTTPR
         "/readyz": lambda: (
             (200, "text/plain", b"ready\n")
             if health.is_ready()
-            else (503, "text/plain", b"not ready\n")
+            else (503, "text/plain", health.not_ready_text())
         ),
     }
 

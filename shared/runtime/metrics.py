@@ -12,10 +12,26 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from runtrail.events.errors import InvalidEvent, UndecodableEvent, UnknownEventType, UnknownSchema
+from runtrail.events.limits import NonFinite, TooDeep, TooLarge
+
+HANDLER_ERROR = "handler-error"
 
 #: Why the runtime itself dead-letters a message (services may add their own reasons).
-DEAD_LETTER_REASONS = tuple(
-    cls.reason for cls in (UndecodableEvent, UnknownSchema, UnknownEventType, InvalidEvent)
+DEAD_LETTER_REASONS = (
+    *(
+        cls.reason
+        for cls in (
+            UndecodableEvent,
+            UnknownSchema,
+            UnknownEventType,
+            InvalidEvent,
+            TooLarge,
+            TooDeep,
+            NonFinite,
+        )
+    ),
+    HANDLER_ERROR,
+    "sequence-conflict",
 )
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -89,6 +105,18 @@ class RuntimeMetrics:
             labels,
             registry=registry,
         ).labels(service)
+        self._unavailable = Gauge(
+            "runtrail_store_unavailable",
+            "1 while an output or the Kafka link cannot take writes and the runtime retries.",
+            ["service", "what"],
+            registry=registry,
+        )
+        self._retries = Counter(
+            "runtrail_retries",
+            "Flush/commit attempts that failed with a retryable error, by what failed.",
+            ["service", "what"],
+            registry=registry,
+        )
         self.up = Gauge(
             "runtrail_service_up", "1 while the consume loop runs.", labels, registry=registry
         ).labels(service)
@@ -96,12 +124,18 @@ class RuntimeMetrics:
     def dead_lettered(self, reason: str) -> Any:
         return self._dead.labels(self.service, reason)
 
+    def unavailable(self, what: str) -> Any:
+        return self._unavailable.labels(self.service, what)
+
+    def retries(self, what: str) -> Any:
+        return self._retries.labels(self.service, what)
+
     def sequence_anomaly(self, kind: str) -> Any:
         return self._sequence.labels(self.service, kind)
 
-    def on_stats(self, stats_json: str) -> None:
-        """librdkafka statistics callback: per-partition consumer lag."""
-        stats = orjson.loads(stats_json)
+    def on_stats(self, stats_json: str) -> dict[str, Any]:
+        """librdkafka statistics callback: per-partition consumer lag; returns the parsed stats."""
+        stats: dict[str, Any] = orjson.loads(stats_json)
         for topic, tstats in stats.get("topics", {}).items():
             for pid, pstats in tstats.get("partitions", {}).items():
                 if pid == "-1" or pstats.get("fetch_state") in (None, "none", "stopped"):
@@ -110,6 +144,7 @@ class RuntimeMetrics:
                 lag = pstats.get("consumer_lag", -1)
                 if lag is not None and lag >= 0:
                     self.lag.labels(self.service, topic, pid).set(lag)
+        return stats
 
     def forget_partition(self, topic: str, partition: int) -> None:
         with contextlib.suppress(KeyError):

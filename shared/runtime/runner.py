@@ -7,7 +7,17 @@ Guarantees:
   cooperative-sticky) the runtime flushes and commits the revoked partitions before giving
   them up, then the service drops their state; on *lost* partitions nothing is committed;
 - on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time
-  (a watchdog forces exit 2 if the bound is exceeded).
+  (a watchdog forces exit 2 if the bound is exceeded);
+- a retryable failure (broker or coordinator unreachable, a dead letter not yet durable, a
+  service's :class:`~runtrail.runtime.unavailable.StoreUnavailable`; see :mod:`.retry`) never
+  stops the process: consumption pauses (``consume()`` keeps being called, so group membership
+  and ``max.poll.interval.ms`` are kept), ``/readyz`` answers 503 naming what failed, and the
+  flush and commit are retried with bounded exponential backoff; nothing is committed until
+  they succeed. Fatal errors (authentication, authorization, a dead-letter topic that does not
+  exist) stop the process with status 1 and the error;
+- one event can never stop a service: a batch whose :meth:`~Service.process` raises is run
+  again one event at a time, and each event that still raises is dead-lettered
+  (``handler-error``, or ``too-deep`` for a RecursionError) while the others are processed.
 """
 
 from __future__ import annotations
@@ -21,18 +31,28 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, cast
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
-from runtrail.runtime.deadletter import DeadLetterProducer
+from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.runtime.deadletter import HEADROOM_BYTES, DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
 from runtrail.runtime.http import HealthState, HttpEndpoint
-from runtrail.runtime.metrics import RuntimeMetrics
+from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
+from runtrail.runtime.retry import Backoff, Problem, classify
 from runtrail.runtime.sequencing import SequenceChecker
 from runtrail.runtime.service import Service, ServiceContext
+from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +87,20 @@ class ServiceRunner:
         self._assigned: set[Partition] = set()
         self._last_commit = time.monotonic()
         self._sequences = SequenceChecker()
-        self._dlq = DeadLetterProducer(settings.kafka_config(), settings.dlq_topic, service_name)
+        self._limits = EventLimits.from_settings(settings)
+        self._dlq = DeadLetterProducer(
+            settings.kafka_config(),
+            settings.dlq_topic,
+            service_name,
+            max_event_bytes=self._limits.max_event_bytes,
+        )
+        # waiting out a retryable failure: what failed, when to try again, how long to wait
+        self._problem: Problem | None = None
+        self._problem_since = 0.0
+        self._retry_at = 0.0
+        self._backoff = Backoff()
+        self._paused = False
+        self._fatal_error: KafkaError | None = None
         self.context = ServiceContext(
             settings=settings,
             options=options or {},
@@ -76,7 +109,13 @@ class ServiceRunner:
         )
         self.service = factory(self.context)
         self._codec = EventCodec(settings.extra_schema_dirs)
-        self._decoder = BatchDecoder(self._codec, self._sequences, self._dead_letter_message)
+        self._decoder = BatchDecoder(
+            self._codec,
+            self._sequences,
+            self._dead_letter_message,
+            self._limits,
+            with_headers=self._dead_letter_message,
+        )
         port = metrics_port if metrics_port is not None else settings.metrics_port
         self._http = HttpEndpoint(
             settings.metrics_host,
@@ -88,6 +127,7 @@ class ServiceRunner:
 
     # --- configuration ---------------------------------------------------------------------
     def _consumer_config(self) -> dict[str, Any]:
+        fetch_bytes = max(_LIBRDKAFKA_FETCH_MAX, self._limits.max_event_bytes + HEADROOM_BYTES)
         overrides: dict[str, Any] = {
             "group.id": self.group,
             "enable.auto.commit": False,
@@ -97,8 +137,13 @@ class ServiceRunner:
             "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 2000,
             "statistics.interval.ms": 5000,
-            "stats_cb": self.metrics.on_stats,
+            "stats_cb": self._on_stats,
+            "error_cb": self._on_kafka_error,
             "client.id": f"runtrail-{self.name}-{os.getpid()}",
+            # a legal event of max_event_bytes must be fetchable (librdkafka needs
+            # receive.message.max.bytes >= fetch.max.bytes + 512)
+            "fetch.max.bytes": fetch_bytes,
+            "receive.message.max.bytes": fetch_bytes + 1024 * 1024,
         }
         config = self.settings.kafka_config(**overrides)
         # Passthrough options win over our defaults, except the ones correctness depends on.
@@ -110,34 +155,71 @@ class ServiceRunner:
         return int(self._http.port)
 
     # --- dead letters ----------------------------------------------------------------------
-    def _dead_letter_message(self, msg: Message, reason: str, detail: str) -> None:
+    def _dead_letter_message(
+        self, msg: Message, reason: str, detail: str, extra: Headers | None = None
+    ) -> None:
         self._dlq.send(
             key=msg.key(),
             value=msg.value(),
-            headers=msg.headers(),  # type: ignore[arg-type]
+            headers=cast(Headers | None, msg.headers()),
             source_topic=cast(str, msg.topic()),
             partition=cast(int, msg.partition()),
             offset=cast(int, msg.offset()),
             timestamp_ms=msg.timestamp()[1],
             reason=reason,
             detail=detail,
+            extra=extra,
         )
 
-    def _dead_letter_delivered(self, delivered: Delivered, reason: str, detail: str) -> None:
-        """A service could not interpret an event: it goes to the DLQ with its original bytes."""
-        value = self._codec.encode_json_form(delivered.written)
+    def _dead_letter_delivered(
+        self, delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+    ) -> None:
+        """An event a service could not take: to the DLQ with its consumed bytes and headers."""
+        msg = delivered.message
+        if msg is not None:
+            value, headers = msg.value(), cast(Headers | None, msg.headers())
+        else:  # built by hand (tests, replays): there are no consumed bytes to keep
+            value, headers = self._codec.encode_json_form(delivered.written), None
         self._dlq.send(
             key=delivered.key,
             value=value,
-            headers=None,
+            headers=headers,
             source_topic=delivered.topic,
             partition=delivered.partition,
             offset=delivered.offset,
             timestamp_ms=delivered.timestamp_ms,
             reason=reason,
             detail=detail,
+            extra=extra,
         )
         self.metrics.dead_lettered(reason).inc()
+
+    # --- Kafka client callbacks (called from inside consume()) -----------------------------
+    def _on_kafka_error(self, err: KafkaError) -> None:
+        if err.fatal() or err.code() in _FATAL_LINK_CODES:
+            self._fatal_error = err
+            return
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            detail = f"{err.name()}: {err.str()}"
+            if _KAFKA not in self.health.unavailable:
+                log.warning(
+                    "%s: Kafka unreachable (%s); not ready until it is back", self.name, detail
+                )
+            self.health.unavailable[_KAFKA] = detail
+            self.metrics.unavailable(_KAFKA).set(1)
+        else:
+            log.info("%s: Kafka client: %s", self.name, err)
+
+    def _on_stats(self, stats_json: str) -> None:
+        stats = self.metrics.on_stats(stats_json)
+        if _KAFKA in self.health.unavailable and (
+            self._problem is None or self._problem.what != _KAFKA
+        ):
+            brokers = stats.get("brokers", {}).values()
+            if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers):
+                log.info("%s: Kafka reachable again", self.name)
+                self.health.unavailable.pop(_KAFKA, None)
+                self.metrics.unavailable(_KAFKA).set(0)
 
     # --- rebalance callbacks (called from inside consume()) --------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -160,6 +242,8 @@ class ServiceRunner:
         else:
             consumer.assign(partitions)
             self._assigned = set(parts)
+        if self._paused:  # still waiting out a failure: new partitions wait too
+            consumer.pause(partitions)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
@@ -168,8 +252,17 @@ class ServiceRunner:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
         parts = [(p.topic, p.partition) for p in partitions]
         try:
-            if not self._failed:
+            if not self._failed and self._problem is None:
                 self._commit(force=True, only=set(parts))
+        except Exception as exc:
+            # what was not committed is read again by the next owner (at least once)
+            log.warning(
+                "%s: could not commit revoked %s (%s); the next owner re-reads from the last "
+                "commit",
+                self.name,
+                _fmt(parts),
+                exc,
+            )
         finally:
             self._forget(parts)
             self._unassign(consumer, partitions)
@@ -229,7 +322,11 @@ class ServiceRunner:
                 if self._committed.get(tp) != point:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
+                try:
+                    self._consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError._NO_OFFSET:
+                        raise
                 for o in offsets:
                     self._committed[(o.topic, o.partition)] = (o.offset, o.metadata or None)
                 self.metrics.commits.inc()
@@ -241,9 +338,19 @@ class ServiceRunner:
             if result.delivered:
                 try:
                     self.service.process(result.delivered)
-                except Exception:
-                    self.metrics.handler_errors.inc()
+                except StoreUnavailable:
+                    self._rewind(messages)
                     raise
+                except Exception as exc:
+                    self.metrics.handler_errors.inc()
+                    log.warning(
+                        "%s: a batch of %d failed (%s: %s); processing it one event at a time",
+                        self.name,
+                        len(result.delivered),
+                        type(exc).__name__,
+                        exc,
+                    )
+                    self._process_each(result.delivered, messages)
             self._positions.update(result.positions)
             self.service.on_positions(result.positions)
         self.metrics.consumed.inc(result.consumed)
@@ -253,6 +360,113 @@ class ServiceRunner:
         for kind, count in result.anomalies.items():
             self.metrics.sequence_anomaly(kind).inc(count)
             log.warning("%s: %d per-run sequence %s(s) in this batch", self.name, count, kind)
+
+    def _process_each(self, batch: list[Delivered], messages: list[Message]) -> None:
+        """Find the poison event(s) of a failed batch: each one that raises is dead-lettered."""
+        for delivered in batch:
+            try:
+                self.service.process((delivered,))
+            except StoreUnavailable:
+                self._rewind(messages)
+                raise
+            except RecursionError as exc:
+                self._dead_letter_delivered(delivered, TooDeep.reason, f"RecursionError: {exc}")
+            except Exception as exc:
+                self._dead_letter_delivered(
+                    delivered, HANDLER_ERROR, f"{type(exc).__name__}: {exc}"
+                )
+
+    def _rewind(self, messages: list[Message]) -> None:
+        """Consume a batch again later: seek each partition back to its first message.
+
+        The sequence state of those partitions is dropped, or the repeat would be skipped as
+        duplicates (the same as after a restart: rebuilt from what is read next)."""
+        first: dict[Partition, int] = {}
+        for msg in messages:
+            if msg.error() is None:
+                first.setdefault((cast(str, msg.topic()), cast(int, msg.partition())), msg.offset())  # type: ignore[arg-type]
+        for (topic, partition), offset in first.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+        self._sequences.drop([p for _, p in first])
+
+    def _step(self) -> None:
+        messages = self._consumer.consume(
+            num_messages=self.settings.batch_size, timeout=self.settings.batch_timeout_ms / 1000
+        )
+        if messages:
+            self._process(messages)
+        self.service.tick(int(time.time() * 1000))
+        self._commit()
+
+    # --- waiting out a retryable failure ---------------------------------------------------
+    def _enter_outage(self, problem: Problem) -> None:
+        now = time.monotonic()
+        if self._problem is None:
+            self._problem_since = now
+            log.warning(
+                "%s: %s unavailable (%s); pausing consumption and retrying, nothing is committed "
+                "meanwhile",
+                self.name,
+                problem.what,
+                problem.detail,
+            )
+        else:
+            log.info("%s: still waiting for %s: %s", self.name, problem.what, problem.detail)
+        self._problem = problem
+        self.health.unavailable[problem.what] = problem.detail
+        self.metrics.unavailable(problem.what).set(1)
+        self.metrics.retries(problem.what).inc()
+        self._retry_at = now + self._backoff.next_delay()
+        if not self._paused:
+            self._consumer.pause([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = True
+
+    def _wait_or_retry(self) -> None:
+        """Keep polling (membership, callbacks) until the backoff ends, then flush and commit."""
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            messages = self._consumer.consume(
+                num_messages=self.settings.batch_size, timeout=min(wait, 1.0)
+            )
+            if messages:  # fetched before the pause: processed and held like the rest
+                self._process(messages)
+            return
+        self.service.tick(int(time.time() * 1000))
+        self._commit(force=True)
+        self._recovered()
+
+    def _recovered(self) -> None:
+        assert self._problem is not None
+        log.warning(
+            "%s: %s available again after %.1fs (%d retries); resuming",
+            self.name,
+            self._problem.what,
+            time.monotonic() - self._problem_since,
+            self._backoff.attempts,
+        )
+        for what in list(self.health.unavailable):
+            self.metrics.unavailable(what).set(0)
+        self.health.unavailable.clear()
+        self._problem = None
+        self._backoff.reset()
+        if self._paused:
+            self._consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
+            self._paused = False
+
+    def _turn(self) -> None:
+        """One turn of the loop; a retryable failure is waited out, a fatal one raised."""
+        if self._fatal_error is not None:
+            raise KafkaException(self._fatal_error)
+        try:
+            if self._problem is None:
+                self._step()
+            else:
+                self._wait_or_retry()
+        except Exception as exc:
+            problem = classify(exc)
+            if problem is None:
+                raise
+            self._enter_outage(problem)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -285,26 +499,23 @@ class ServiceRunner:
             self.settings.metrics_host,
             self.metrics_port,
         )
-        batch_size = self.settings.batch_size
-        timeout = self.settings.batch_timeout_ms / 1000
         status = 0
         try:
             while not self._stop.is_set():
-                messages = self._consumer.consume(num_messages=batch_size, timeout=timeout)
-                if messages:
-                    self._process(messages)
-                self.service.tick(int(time.time() * 1000))
-                self._commit()
+                self._turn()
                 self.health.beat()
         except KafkaException as exc:
-            log.error("%s: Kafka error, stopping without commit: %s", self.name, exc)
+            log.error("%s: fatal Kafka error, stopping without commit: %s", self.name, exc)
+            status = 1
+        except DeadLetterError as exc:
+            log.error("%s: %s; stopping without commit", self.name, exc)
             status = 1
         except Exception:
             log.exception("%s: handler failed, stopping without commit", self.name)
             status = 1
         self.metrics.up.set(0)
         # After a failure, the revoke inside consumer.close() must not commit either.
-        self._failed = status != 0
+        self._failed = status != 0 or self._problem is not None
         return self._shutdown(status)
 
     def _shutdown(self, status: int) -> int:
@@ -312,10 +523,18 @@ class ServiceRunner:
         watchdog.daemon = True
         watchdog.start()
         try:
-            if status == 0:
+            if status == 0 and self._problem is None:
                 self._commit(force=True)
+            elif status == 0:
+                log.warning(
+                    "%s: stopping while %s is unavailable: nothing more is committed (the next "
+                    "start re-reads from the last commit)",
+                    self.name,
+                    self._problem.what if self._problem else "an output",
+                )
             self._consumer.close()  # its revoke callback commits again: a no-op by now
             self.service.close()
+            self._dlq.close()
         except Exception:
             log.exception("%s: error during shutdown", self.name)
             status = status or 1
@@ -327,6 +546,20 @@ class ServiceRunner:
 
 
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
+#: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
+_LIBRDKAFKA_FETCH_MAX = 52_428_800
+#: the health/metrics name of the Kafka link itself
+_KAFKA = "kafka"
+#: errors the client reports that waiting cannot fix
+_FATAL_LINK_CODES = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
 
 
 def _topic_partition(tp: Partition, offset: int, metadata: str | None) -> TopicPartition:

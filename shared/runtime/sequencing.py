@@ -21,7 +21,7 @@ class Verdict(enum.Enum):
     GAP = "gap"  # sequence > last + 1: events missing before it
     DUPLICATE = "duplicate"  # same eventId already seen: skip
     REORDERED = "reordered"  # sequence <= last with a new eventId
-    CONFLICT = "conflict"  # a different eventId already holds this sequence
+    CONFLICT = "conflict"  # a different eventId already holds this sequence: dead-lettered
 
 
 @dataclass(slots=True)
@@ -65,6 +65,11 @@ class SequenceChecker:
             state.last = sequence
             return Verdict.GAP
         return Verdict.REORDERED
+
+    def holder(self, partition: int, tenant_id: str, run_id: str, sequence: int) -> str | None:
+        """The eventId that holds ``sequence`` of the run (after a CONFLICT verdict)."""
+        state = self._runs.get(partition, {}).get((tenant_id, run_id))
+        return state.recent.get(sequence) if state is not None else None
 
     def drop(self, partitions: list[int]) -> None:
         for partition in partitions:
