@@ -161,9 +161,7 @@ class JsonlFileSink:
                 self._place(partition_dir(record), line)
             except OSError as exc:
                 self._refused(exc)
-                self._backlog.extend(
-                    (partition_dir(r), r.to_json_line()) for r in records[index + 1 :]
-                )
+                self._backlog.extend((partition_dir(r), r.to_json_line()) for r in records[index:])
                 return
 
     def _place(self, key: tuple[str, str], line: bytes) -> None:
