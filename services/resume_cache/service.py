@@ -25,6 +25,7 @@ from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.keys import Kind
 from runtrail.resume.store import CacheStore, open_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import unavailable_on_outage
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
@@ -50,6 +51,7 @@ class ResumeCacheService(Service):
         self.events_topic = context.settings.events_topic
         url = self.settings.resolved_store_url(context.settings.state_dir)
         self.store: CacheStore = open_store(url, readers=self.settings.readers)
+        self._store_name = redact_url(url)
         self.metrics = ResumeCacheMetrics(self.name, context.registry)
         self.builder = EntryBuilder()
         self.index = LookupIndex(self.store, self.events_topic)
@@ -108,7 +110,10 @@ class ResumeCacheService(Service):
             self.writer.write(data)
             self.writer.write(positions)
             self.metrics.topic_records.labels(self.name).inc(len(data) + len(positions))
-        self.store.apply(batch, self.events_topic)
+        with unavailable_on_outage(f"resume-cache store {self._store_name}"):
+            self.store.apply(batch, self.events_topic)
+        if self.writer is not None:
+            self.writer.batch_done()
         self.index.flushed(batch)
         self._sources.clear()
 

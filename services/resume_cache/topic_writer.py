@@ -102,7 +102,8 @@ class CacheTopicWriter:
             on_too_large=on_too_large,
             overrides={"linger.ms": 5},
         )
-        #: what was sent since the last complete write, per key: not sent again on a retry
+        #: what was sent for the batch in progress, per key: not sent again when the flush is
+        #: retried (after the topic or the store was unavailable)
         self._sent: dict[bytes, bytes | None] = {}
 
     def write(self, records: list[Record]) -> None:
@@ -116,7 +117,10 @@ class CacheTopicWriter:
             sent[key] = value
             self._out.send(key, value, tag=key)
         self._out.confirm(self.flush_timeout_s)
-        sent.clear()
+
+    def batch_done(self) -> None:
+        """The store has the batch too: records sent from now on are a new batch's."""
+        self._sent.clear()
 
     def close(self) -> None:
         self._out.close(5)
