@@ -33,13 +33,15 @@ def test_design_has_the_five_topics_of_the_design() -> None:
     specs = {s.role: s for s in design_topics(settings)}
     assert set(specs) == {"events", "dlq", "resume-cache", "sessions", "audit"}
     assert specs["events"].name == settings.events_topic
+    sized = {"max.message.bytes": str(settings.max_event_bytes + 256 * 1024)}
     assert specs["events"].config == {
         "message.timestamp.type": "LogAppendTime",
         "retention.ms": "86400000",
+        **sized,
     }
     for role in COMPACTED_ROLES:
-        assert specs[role].config == {"cleanup.policy": "compact"}
-    assert specs["dlq"].config == {} and specs["audit"].config == {}
+        assert specs[role].config == {"cleanup.policy": "compact", **sized}
+    assert specs["dlq"].config == sized and specs["audit"].config == sized
     assert {s.partitions for s in specs.values()} == {4}
     assert {s.replication_factor for s in specs.values()} == {1}
 
@@ -125,6 +127,9 @@ def test_a_topic_made_by_hand_differently_is_reported_and_left_alone(
     assert set(outcomes[sessions].differences) == {
         Difference("partitions", "3", "2"),
         Difference("cleanup.policy", "compact", "delete"),
+        Difference(
+            "max.message.bytes", str(unique_settings.max_event_bytes + 256 * 1024), "1048588"
+        ),
     }
     assert {o.status for name, o in outcomes.items() if name != sessions} == {"created"}
 

@@ -11,11 +11,22 @@ An event already sealed is not sealed again. If its payload is the same it is a 
 :mod:`runtrail_services.audit.positions`); if it differs, the event is refused to the
 dead-letter topic as ``audit-conflict``. An event with no canonical form (an integer beyond
 ±2^53, say) cannot be sealed and is dead-lettered as ``unsealable``.
+
+A new eventId at a sequence its run already sealed under another eventId (a second writer
+reusing sequences) is dead-lettered as ``sequence-conflict``, with both eventIds in the
+headers, exactly as the runtime does it for every service: the chain keeps the first event
+(its sealed link is the decision), the DLQ holds the second. The runtime catches the
+conflicts it can see in a process; this check decides the same from the store after a
+restart (the first holder was sealed before the runtime's memory began). It costs nothing in
+the normal flow: only an event whose sequence is at most the run's chain length can reuse one
+(sequences start at 1), and only then is the run's chain read. Its limit: after a restart, a
+reuse of a sequence *beyond* the chain length (the run had gaps) is not recognized here and
+is sealed after the first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +35,15 @@ from runtrail.audit.errors import MalformedLink
 from runtrail.audit.link import Link, RunHead, seal
 from runtrail.audit.store import LinkStore
 from runtrail.events.errors import EventError
+from runtrail.runtime.decoding import SEQUENCE_CONFLICT, conflict_headers
 from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.service import DeadLetterFn
 from runtrail_services.audit.heads import HeadCache
 
 UNSEALABLE = "unsealable"
 CONFLICT = "audit-conflict"
 
-DeadLetter = Callable[[Delivered, str, str], None]
+DeadLetter = DeadLetterFn
 
 
 @dataclass(slots=True)
@@ -122,6 +135,19 @@ class Sealer:
                 self._again(delivered, earlier, (tenant, event_id) in sealed, counts)
                 continue
             head = self._heads.get((tenant, run))
+            sequence = delivered.event.sequence
+            if sequence <= head.length:
+                holder = self._sequence_holder(tenant, run, sequence)
+                if holder is not None and holder != event_id:
+                    self._refuse(
+                        delivered,
+                        SEQUENCE_CONFLICT,
+                        f"run {tenant}/{run} sealed sequence {sequence} as event {holder}; "
+                        f"event {event_id} reuses it",
+                        counts,
+                        conflict_headers(holder, event_id, sequence),
+                    )
+                    continue
             try:
                 link = seal(head.length, head.hash, delivered.written)
             except (MalformedLink, EventError) as exc:
@@ -167,8 +193,34 @@ class Sealer:
             self.pending.outgoing.append(Outgoing(delivered.source, earlier, new=False))
             counts.republished += 1
 
-    def _refuse(self, delivered: Delivered, reason: str, detail: str, counts: BatchCounts) -> None:
-        self._dead_letter(delivered, reason, detail)
+    def _sequence_holder(self, tenant: str, run: str, sequence: int) -> str | None:
+        """The eventId sealed (or pending) at ``sequence`` of the run, if any: the first one."""
+        wanted = str(sequence)
+        for item in self.pending.outgoing:
+            event = item.link.event
+            if (
+                event.get("sequence") == wanted
+                and event.get("runId") == run
+                and event.get("tenantId") == tenant
+            ):
+                return str(event.get("eventId"))
+        for link in self._store.load_chain(tenant, run):
+            if link.event.get("sequence") == wanted:
+                return str(link.event.get("eventId"))
+        return None
+
+    def _refuse(
+        self,
+        delivered: Delivered,
+        reason: str,
+        detail: str,
+        counts: BatchCounts,
+        extra: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
+        if extra:
+            self._dead_letter(delivered, reason, detail, extra)
+        else:  # callers' 3-argument dead-letter functions (tests) keep working
+            self._dead_letter(delivered, reason, detail)
         counts.refused[reason] = counts.refused.get(reason, 0) + 1
 
     def flushed(self) -> None:

@@ -16,7 +16,11 @@ Guarantees, in the order a batch goes through them:
    member signed one meanwhile) a checkpoint over all run heads in the store is signed, kept
    in the store and published (best effort: the store holds every checkpoint).
 
-A store refusing a batch (:class:`~runtrail.audit.errors.ChainConflict`: another writer
+A store that cannot take writes now (disk full, read-only, database down) raises
+:class:`~runtrail.runtime.unavailable.StoreUnavailable` from :meth:`flush` and :meth:`tick`: the
+transaction was rolled back, the sealer still holds the batch (and the published positions
+already confirmed are kept for the retried transaction), and the runtime retries without
+committing. A store refusing a batch (:class:`~runtrail.audit.errors.ChainConflict`: another writer
 extended a chain this member was extending) stops the service without committing, visibly;
 the next start re-reads the heads from the store.
 """
@@ -32,6 +36,7 @@ from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
 from runtrail.audit.stores import open_link_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
 from runtrail_services.audit.metrics import AuditMetrics
@@ -58,6 +63,9 @@ class AuditService(Service):
         self.audit = AuditSettings.load(context.options)
         url = self.audit.resolved_store_url(settings.state_dir)
         self.store = open_link_store(url)
+        self._what = f"audit store {redact_url(url)}"
+        #: published positions confirmed by the topic but not yet written (a failed flush)
+        self._unrecorded: dict[Partition, int] = {}
         self.metrics = AuditMetrics(self.name, context.registry)
         self.heads = HeadCache(self.store, self.audit.max_cached_runs)
         self.sealer = Sealer(self.store, self.heads, context.dead_letter)
@@ -95,16 +103,16 @@ class AuditService(Service):
         """Confirm the links sent last time; commit new links + offsets (+ those published
         positions) in one transaction; then send the new links, to confirm next time."""
         pending = self.sealer.pending
-        if pending.empty() and not self.outbox:
+        if pending.empty() and not self.outbox and not self._unrecorded:
             return
-        published = self._confirm()
+        published = self._unrecorded = {**self._unrecorded, **self._confirm()}
         new = pending.new_links()
         # a replay that stopped inside its window must not pull the sealed position back
         replay = self.sealer.replay_until
         sealed = {tp: max(o, replay.get(tp, o)) for tp, o in pending.offsets.items()}
         positions = {**sealed_positions(sealed), **published_positions(published)}
         try:
-            self.store.append_batch(new, positions)
+            unavailable_on_store_errors(self._what, lambda: self.store.append_batch(new, positions))
         except ChainConflict:
             log.error(
                 "audit: the store refused a batch (another writer extended a chain this "
@@ -112,6 +120,7 @@ class AuditService(Service):
             )
             self.heads.clear()
             raise
+        self._unrecorded = {}
         self.metrics.sealed.inc(len(new))
         self.metrics.chains_started.inc(self.heads.started - self._started_seen)
         self._started_seen = self.heads.started
@@ -172,7 +181,7 @@ class AuditService(Service):
             if age < interval:  # signed meanwhile by another member or the CLI
                 self._next_checkpoint = now + interval - age
                 return
-        self.checkpoint()
+        unavailable_on_store_errors(self._what, self.checkpoint)
         self._next_checkpoint = now + interval
 
     def checkpoint(self) -> StoredCheckpoint | None:

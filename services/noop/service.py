@@ -3,6 +3,9 @@
 It is the benchmark baseline of the runtime's own cost. With the option ``output=PATH`` it
 appends one line per event (``eventId partition offset``) and fsyncs at each flush, which
 gives the reliability tests a durable output to check for missing events after a SIGKILL.
+A write or fsync that fails (disk full, file too large, I/O error) raises
+:class:`~runtrail.runtime.unavailable.StoreUnavailable`: the bytes not yet written stay held
+and the runtime retries the flush, so the file never holds a line twice or a torn line.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 from collections.abc import Sequence
 
 from runtrail.runtime import Delivered, Service, ServiceContext
+from runtrail.runtime.store_errors import unavailable_on_store_errors
 
 
 class NoopService(Service):
@@ -20,18 +24,33 @@ class NoopService(Service):
     def __init__(self, context: ServiceContext) -> None:
         super().__init__(context)
         path = context.options.get("output")
+        self._what = f"noop output {path}"
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
         self._buffer: list[str] = []
+        #: encoded lines not yet (completely) written: a short write leaves the rest here
+        self._unwritten = b""
+        self._unsynced = False
 
     def process(self, batch: Sequence[Delivered]) -> None:
         if self._fd is not None:
             self._buffer.extend(f"{d.event.event_id} {d.partition} {d.offset}\n" for d in batch)
 
     def flush(self) -> None:
-        if self._fd is not None and self._buffer:
-            os.write(self._fd, "".join(self._buffer).encode())
-            os.fsync(self._fd)
+        if self._fd is None or not (self._buffer or self._unwritten or self._unsynced):
+            return
+        if self._buffer:
+            self._unwritten += "".join(self._buffer).encode()
             self._buffer.clear()
+        unavailable_on_store_errors(self._what, self._write_all)
+
+    def _write_all(self) -> None:
+        assert self._fd is not None
+        while self._unwritten:
+            written = os.write(self._fd, self._unwritten)
+            self._unwritten = self._unwritten[written:]
+            self._unsynced = True
+        os.fsync(self._fd)
+        self._unsynced = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -21,6 +21,12 @@ until the next flush (by which time the runtime has flushed them). If the proces
 between, the halting event is consumed again, found to be the one its halted run stopped at,
 and dead-lettered again; everything else it re-reads is a duplicate to the projector.
 
+A write the store cannot take now (disk full, read-only file, database down: the errors of
+:mod:`runtrail.runtime.store_errors`) raises
+:class:`~runtrail.runtime.unavailable.StoreUnavailable`: the transaction was rolled back, the
+folders still hold the batch, and the runtime retries :meth:`flush` (503 on ``/readyz``)
+without committing until it succeeds.
+
 A write the store's fences refuse (:class:`~runtrail.projection.StoreConflict`: another
 consumer moved a run or an offset further) means this process's view is stale: it raises, the
 runtime stops without committing, and the restart seeks back to the store's offsets.
@@ -51,6 +57,7 @@ from runtrail.projection import (
     open_projection_store,
 )
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.projector.folder import Outcome, RunFolder
 from runtrail_services.projector.metrics import ProjectorMetrics
 from runtrail_services.projector.settings import ProjectorSettings
@@ -77,6 +84,7 @@ class ProjectorService(Service):
         self.settings = ProjectorSettings.load(context.options)
         url = self.settings.resolved_store_url(context.settings.state_dir)
         self.store = open_projection_store(url)
+        self._what = f"projection store {redacted(url)}"
         self.metrics = ProjectorMetrics(self.name, context.registry)
         self.metrics.halted_runs.set(len(self.store.list(halted=True)))
         self._folders: dict[Partition, RunFolder] = {}
@@ -197,7 +205,7 @@ class ProjectorService(Service):
             return
         batch = ProjectionBatch(projections, halts, snapshots, offsets)
         try:
-            self.store.apply_batch(batch)
+            unavailable_on_store_errors(self._what, lambda: self.store.apply_batch(batch))
         except StoreConflict:
             self.metrics.conflicts.inc()
             log.error(

@@ -25,7 +25,7 @@ from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.keys import Kind
 from runtrail.resume.store import CacheStore, open_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail.runtime.store_errors import unavailable_on_outage
+from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
@@ -110,8 +110,10 @@ class ResumeCacheService(Service):
             self.writer.write(data)
             self.writer.write(positions)
             self.metrics.topic_records.labels(self.name).inc(len(data) + len(positions))
-        with unavailable_on_outage(f"resume-cache store {self._store_name}"):
-            self.store.apply(batch, self.events_topic)
+        unavailable_on_store_errors(
+            f"resume-cache store {self._store_name}",
+            lambda: self.store.apply(batch, self.events_topic),
+        )
         if self.writer is not None:
             self.writer.batch_done()
         self.index.flushed(batch)

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import (
     AgentSession,
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 SessionKey = tuple[str, str]
 #: What an unreachable, full or read-only store raises (corrupt or untrusted snapshots are
 #: subclasses of SessionStoreError but are caught first: they halt their session).
-STORE_DOWN = (OSError, SessionStoreError)
+STORE_DOWN = (*TRANSIENT_STORE_ERRORS, SessionStoreError)
 #: Longest gap between two scans for idle sessions.
 SCAN_INTERVAL_MS = 1000
 

@@ -4,6 +4,11 @@
 the replication factor and every config we set with what the cluster has. A difference is
 reported, never silently accepted and never altered: changing a live topic (partitions can only
 grow, which moves run keys to other partitions) is an operator's decision.
+
+Every topic's ``max.message.bytes`` is sized from ``max_event_bytes`` plus
+:data:`RECORD_HEADROOM_BYTES` (key, headers, record overhead, the dead-letter and audit
+envelopes around an event), so that a legal event goes end to end; a topic left at the
+broker's 1 MB default is reported as drift.
 """
 
 from __future__ import annotations
@@ -19,6 +24,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, TopicMe
 from runtrail.config import Settings
 
 Status = Literal["created", "ok", "differs"]
+
+#: Room above ``max_event_bytes`` for what travels with an event in one record.
+RECORD_HEADROOM_BYTES = 256 * 1024
+
+
+def max_message_bytes(max_event_bytes: int) -> int:
+    """The record size topics and clients must allow for events of ``max_event_bytes``."""
+    return max_event_bytes + RECORD_HEADROOM_BYTES
 
 
 class TopicsError(RuntimeError):
@@ -98,7 +111,8 @@ def design_topics(settings: Settings) -> list[TopicSpec]:
     """The topics table of DESIGN.md, named and sized by ``settings``."""
     partitions = settings.partitions
     replication = settings.replication_factor
-    compacted = {"cleanup.policy": "compact"}
+    sized = {"max.message.bytes": str(max_message_bytes(settings.max_event_bytes))}
+    compacted = {"cleanup.policy": "compact", **sized}
     return [
         TopicSpec(
             settings.events_topic,
@@ -107,15 +121,16 @@ def design_topics(settings: Settings) -> list[TopicSpec]:
             {
                 "message.timestamp.type": "LogAppendTime",
                 "retention.ms": str(settings.events_retention_ms),
+                **sized,
             },
             role="events",
         ),
-        TopicSpec(settings.dlq_topic, partitions, replication, {}, role="dlq"),
+        TopicSpec(settings.dlq_topic, partitions, replication, dict(sized), role="dlq"),
         TopicSpec(
             settings.resume_cache_topic, partitions, replication, compacted, role="resume-cache"
         ),
         TopicSpec(settings.sessions_topic, partitions, replication, compacted, role="sessions"),
-        TopicSpec(settings.audit_topic, partitions, replication, {}, role="audit"),
+        TopicSpec(settings.audit_topic, partitions, replication, dict(sized), role="audit"),
     ]
 
 

@@ -11,12 +11,14 @@ fix (authorization, a missing topic) raise :class:`DeadLetterError`, which stops
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from runtrail.kafka.topics import max_message_bytes
 from runtrail.runtime.retry import retryable_kafka_error
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -37,8 +39,6 @@ H_HEADERS_DROPPED = "rt.error.headers-dropped"
 
 MAX_DETAIL_BYTES = 2000
 MAX_COPIED_HEADER_BYTES = 64 * 1024
-#: Room above ``max_event_bytes`` for the key, headers and record overhead of a dead letter.
-HEADROOM_BYTES = 256 * 1024
 
 Headers = list[tuple[str, str | bytes | None]]
 
@@ -93,7 +93,7 @@ class DeadLetterProducer:
     ) -> None:
         self.topic = topic
         self.service = service
-        self.max_message_bytes = max_event_bytes + HEADROOM_BYTES
+        self.max_message_bytes = max_message_bytes(max_event_bytes)
         self._producer = Producer(
             {
                 **config,
@@ -154,7 +154,13 @@ class DeadLetterProducer:
         while True:
             try:
                 self._producer.produce(
-                    self.topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                    self.topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    # the record itself, not the report's message: delivery reports carry no
+                    # headers, and a failed dead letter is produced again as it was
+                    on_delivery=functools.partial(self._on_delivery, (key, value, headers)),
                 )
                 break
             except BufferError:
@@ -168,19 +174,22 @@ class DeadLetterProducer:
                 raise
         self.pending += 1
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+    def _on_delivery(
+        self,
+        record: tuple[bytes | None, bytes | None, Headers],
+        err: KafkaError | None,
+        msg: Message,
+    ) -> None:
         if err is None:
             return
         self._last_error = f"{err.name()}: {err.str()}"
-        value, key = msg.value(), msg.key()
-        headers: Headers = list(cast(Headers, msg.headers() or []))
+        key, value, headers = record
         too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
         if err.code() in too_large and value is not None:
             self.replaced += 1
             self._retry.append((key, None, headers + digest_headers(value)))
-            return
-        if retryable_kafka_error(err):
-            self._retry.append((key, value, headers))
+        elif retryable_kafka_error(err):
+            self._retry.append(record)
         else:
             self._fatal.append(self._last_error)
 

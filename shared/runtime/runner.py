@@ -44,7 +44,8 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
-from runtrail.runtime.deadletter import HEADROOM_BYTES, DeadLetterError, DeadLetterProducer, Headers
+from runtrail.kafka.topics import max_message_bytes
+from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
 from runtrail.runtime.http import HealthState, HttpEndpoint
@@ -127,7 +128,7 @@ class ServiceRunner:
 
     # --- configuration ---------------------------------------------------------------------
     def _consumer_config(self) -> dict[str, Any]:
-        fetch_bytes = max(_LIBRDKAFKA_FETCH_MAX, self._limits.max_event_bytes + HEADROOM_BYTES)
+        fetch_bytes = max(_LIBRDKAFKA_FETCH_MAX, max_message_bytes(self._limits.max_event_bytes))
         overrides: dict[str, Any] = {
             "group.id": self.group,
             "enable.auto.commit": False,

@@ -6,21 +6,56 @@ and never past :meth:`Service.held_offsets` (events still held in open, unwritte
 Services whose store keeps consumer offsets in the same transaction as their output
 (exactly-once into the store) return those offsets from :meth:`Service.on_assigned`, and the
 runtime starts each partition there.
+
+What the runtime does for every service, so that services do not:
+
+- poison is dead-lettered before :meth:`Service.process` sees it: undecodable or invalid
+  bytes, a value over ``max_event_bytes`` (``too-large``), ``data`` nested deeper than
+  ``max_json_depth`` (``too-deep``) or holding NaN/Infinity (``non-finite``), and a second
+  eventId at a sequence its run already used (``sequence-conflict``, both eventIds in the
+  headers); a same-eventId repeat is a counted duplicate, never delivered twice in a process;
+- **one event can never stop a service.** When :meth:`Service.process` raises for a batch,
+  the runtime calls it again with one event at a time, in order, and dead-letters each event
+  that still raises (``handler-error`` with the exception, ``too-deep`` for RecursionError).
+  So ``process`` must (a) accept events again that it already applied from the batch that
+  raised, exactly as after a crash redelivery (at least once), and (b) raise for an event
+  *before* changing state for it, or leave state it can redo. Services that dedupe by eventId
+  or sequence (projector, audit) meet (a) already;
+- an output that cannot take writes now is :class:`~runtrail.runtime.unavailable.StoreUnavailable`
+  from :meth:`Service.flush` or :meth:`Service.tick`: the runtime keeps the service's state,
+  pauses consumption, reports 503, commits nothing and calls them again (backoff) until they
+  succeed. ``process`` should not write to outputs; if it raises StoreUnavailable, the batch
+  is consumed again later (it must then have kept no state for that batch).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.runtime.delivery import Delivered, Partition
 
-DeadLetterFn = Callable[[Delivered, str, str], None]
+#: extra dead-letter headers (name, value)
+Headers = list[tuple[str, str | bytes | None]]
+
+
+class DeadLetterFn(Protocol):
+    """Send ``delivered`` (its consumed bytes and headers) to the DLQ with a reason."""
+
+    def __call__(
+        self, delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+    ) -> None: ...
+
+
+def _no_dead_letters(
+    delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+) -> None:
+    """The default of a context built without a runtime (tests): dead letters go nowhere."""
 
 
 @dataclass
@@ -30,7 +65,7 @@ class ServiceContext:
     settings: Settings
     options: Mapping[str, str] = field(default_factory=dict)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    dead_letter: DeadLetterFn = field(default=lambda d, reason, detail: None)
+    dead_letter: DeadLetterFn = field(default=_no_dead_letters)
 
 
 class Service(ABC):

@@ -1,50 +1,36 @@
-"""Which store errors mean "cannot take writes now" rather than "this event is bad".
+"""The store errors that mean "cannot write now" rather than "this write is wrong".
 
-Why: a full disk, a read-only folder or a lost database connection must make a service wait
-(``StoreUnavailable``: not ready, nothing committed, retried), never crash it or dead-letter the
-event that happened to be in flight. One classification, used by every store-writing service.
+Why: a full disk, a read-only file, a database that restarts or refuses connections must
+become :class:`~runtrail.runtime.unavailable.StoreUnavailable` (the runtime waits it out,
+503 on ``/readyz``), never a crash; one tuple, used by every service that writes to a
+file, SQLite or PostgreSQL, so they all classify alike.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
 
 from runtrail.runtime.unavailable import StoreUnavailable
 
-#: SQLite messages of a store that cannot write now (full, read-only, I/O, busy).
-_SQLITE_OUTAGE = ("readonly", "read-only", "disk i/o", "full", "locked", "unable to open")
-#: psycopg error classes of a lost or refused connection.
-_PSYCOPG_OUTAGE = ("OperationalError", "InterfaceError")
+#: OSError: ENOSPC, EFBIG, EROFS, EACCES, EIO… ; sqlite3.OperationalError: "database or disk is
+#: full", "attempt to write a readonly database", "database is locked"; psycopg.OperationalError:
+#: the server is down, restarting or refusing connections.
+TRANSIENT_STORE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+)
+
+T = TypeVar("T")
 
 
-def is_store_outage(exc: BaseException) -> bool:
-    """True for an error that waiting can fix: OS-level I/O, SQLite full/read-only/I/O, a
-    PostgreSQL connection that is gone."""
-    if isinstance(exc, OSError):
-        return True
-    if isinstance(exc, sqlite3.OperationalError):
-        message = str(exc).lower()
-        return any(word in message for word in _SQLITE_OUTAGE)
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is not None:
-        return isinstance(exc, tuple(getattr(psycopg, name) for name in _PSYCOPG_OUTAGE))
-    return False
-
-
-@contextmanager
-def unavailable_on_outage(what: str) -> Iterator[None]:
-    """Turn a store outage raised inside the block into :class:`StoreUnavailable` for ``what``."""
+def unavailable_on_store_errors(what: str, work: Callable[[], T]) -> T:
+    """Run ``work``; a transient store error becomes :class:`StoreUnavailable` naming ``what``."""
     try:
-        yield
-    except StoreUnavailable:
-        raise
-    except Exception as exc:
-        if is_store_outage(exc):
-            raise StoreUnavailable(what, f"{type(exc).__name__}: {exc}") from exc
-        raise
-
-
-__all__ = ["is_store_outage", "unavailable_on_outage"]
+        return work()
+    except TRANSIENT_STORE_ERRORS as exc:
+        raise StoreUnavailable(what, f"{type(exc).__name__}: {exc}") from exc
