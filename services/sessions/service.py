@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 SessionKey = tuple[str, str]
 #: What an unreachable, full or read-only store raises (corrupt or untrusted snapshots are
 #: subclasses of SessionStoreError but are caught first: they halt their session).
-STORE_DOWN = (*TRANSIENT_STORE_ERRORS, SessionStoreError)
+STORE_DOWN: tuple[type[Exception], ...] = (*TRANSIENT_STORE_ERRORS, SessionStoreError)
 #: Longest gap between two scans for idle sessions.
 SCAN_INTERVAL_MS = 1000
 
