@@ -226,7 +226,7 @@ def test_a_cache_record_too_large_for_its_producer_is_dead_lettered_and_the_serv
         kafka_bootstrap,
         {"http_port": "0", "tokens": '{"tok": "t1"}'},
         resume_cache_topic=cache_topic,
-        max_event_bytes=256 * 1024,  # producer limit: 256 KiB + 1 MiB headroom
+        max_event_bytes=256 * 1024,  # producer limit: 256 KiB + headroom, far below 2 MiB
     )
     svc = ResumeCacheService(ctx)
     forms = session_forms(10, payload=2 * 1024 * 1024)  # each answer is 2 MiB

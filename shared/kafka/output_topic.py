@@ -11,8 +11,8 @@ error, a full local queue) is re-produced, in its original order and before any 
 
 A record too large for the broker is not an outage: it is reported once to ``on_too_large``
 (the service dead-letters the event behind it, reason ``too-large``) and dropped, and the
-service goes on. The producers' ``message.max.bytes`` is sized from ``max_event_bytes`` plus
-:data:`HEADROOM_BYTES`, so a legal event's content fits.
+service goes on. The producers' ``message.max.bytes`` is what ``runtrail topics ensure`` sizes
+the topics to (``max_event_bytes`` plus headroom), so a legal event's content fits.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
+from runtrail.kafka.topics import max_message_bytes
 from runtrail.publisher.producer_config import producer_config
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-#: Room above ``max_event_bytes`` for what a service adds around an event's content
-#: (a cache entry holds a prompt and its answer, a link its envelope fields).
-HEADROOM_BYTES = 1024 * 1024
 #: How long a flush waits for acknowledgements before it reports the topic unavailable: long
 #: enough for a healthy broker, short enough to stay within the runtime's shutdown bound.
 CONFIRM_TIMEOUT_S = 10.0
@@ -46,8 +44,8 @@ ProducerFactory = Callable[[dict[str, Any]], Any]
 
 
 def output_message_max_bytes(settings: Settings) -> int:
-    """``message.max.bytes`` of output producers (and ``max.message.bytes`` of their topics)."""
-    return min(settings.max_event_bytes + HEADROOM_BYTES, _LIBRDKAFKA_MAX)
+    """``message.max.bytes`` of output producers: what ``topics ensure`` sizes topics to."""
+    return min(max_message_bytes(settings.max_event_bytes), _LIBRDKAFKA_MAX)
 
 
 def output_producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
@@ -221,7 +219,6 @@ class OutputTopic:
 
 __all__ = [
     "CONFIRM_TIMEOUT_S",
-    "HEADROOM_BYTES",
     "OutputTopic",
     "output_message_max_bytes",
     "output_producer_config",

@@ -245,6 +245,8 @@ class ServiceRunner:
             self._assigned = set(parts)
         if self._paused:  # still waiting out a failure: new partitions wait too
             consumer.pause(partitions)
+        else:  # librdkafka keeps a partition's pause across a lost assignment: clear it
+            consumer.resume(partitions)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
@@ -324,7 +326,8 @@ class ServiceRunner:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
                 try:
-                    self._consumer.commit(offsets=offsets, asynchronous=False)
+                    with self.health.blocking("kafka commit"):
+                        self._consumer.commit(offsets=offsets, asynchronous=False)
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError._NO_OFFSET:
                         raise
