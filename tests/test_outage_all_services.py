@@ -372,3 +372,54 @@ def test_every_service_rides_out_a_30s_kafka_down(
     restartable_broker: LocalBroker, stack: Stack
 ) -> None:
     scenario(restartable_broker, stack, 30, "down")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="runtime: a synchronous commit in flight when the broker dies blocks the consume "
+    "loop in rd_kafka_commit_queue with no bound, so SIGTERM's Python handler never runs "
+    "(seen with noop); needs a bounded or asynchronous commit in runtime/runner.py",
+    strict=False,
+)
+def test_services_stopped_during_an_outage_exit_cleanly_and_a_restart_loses_nothing(
+    restartable_broker: LocalBroker, stack: Stack, tmp_path: Path
+) -> None:
+    """SIGTERM while the broker is dead: each service stops within its shutdown bound with
+    status 0 (no watchdog exit 2), commits nothing more; new processes finish the work."""
+    broker = restartable_broker
+    bootstrap = broker.bootstrap_servers
+    forms = workload()
+    half = len(forms) // 2
+    SteadyPublisher(bootstrap, forms[:half], rate_per_s=200).start().finish()
+    wait_for(
+        lambda: all(p.processed() >= half for p in stack.procs.values()),
+        120,
+        1.0,
+        what="every service through the first half",
+    )
+    rest = SteadyPublisher(bootstrap, forms[half:], rate_per_s=50).start()
+    time.sleep(1)
+    sigkill(broker)
+    wait_for(lambda: all(stack.readyz(s) == 503 for s in SERVICES), 60, 0.5, what="all 503")
+    started = time.monotonic()
+    statuses = stack.close()
+    assert statuses == dict.fromkeys(SERVICES, 0), statuses
+    assert time.monotonic() - started < 6 * 20  # each within its bound (15 s by default)
+    broker.start()
+    rest.finish(timeout=180)
+    again = Stack(bootstrap, tmp_path)
+    try:
+        expected = Expected(forms, bootstrap)
+        lacking: dict[str, str] = {}
+
+        def complete() -> bool:
+            lacking.clear()
+            lacking.update(missing(again, expected, bootstrap))
+            return not lacking
+
+        try:
+            wait_for(complete, 180, 1.0, what="every output complete")
+        except AssertionError:
+            raise AssertionError(f"outputs incomplete after the restart: {lacking}") from None
+    finally:
+        again.close()

@@ -87,7 +87,7 @@ class AuditTopic:
             raise AuditPublishError(exc.what, exc.detail) from exc
 
     def close(self) -> None:
-        self._out.close(5.0)
+        self._out.close()
 
 
 class Outbox:

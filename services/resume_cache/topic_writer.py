@@ -123,4 +123,4 @@ class CacheTopicWriter:
         self._sent.clear()
 
     def close(self) -> None:
-        self._out.close(5)
+        self._out.close()

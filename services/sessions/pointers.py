@@ -77,4 +77,4 @@ class PointerPublisher:
         self._out.confirm(timeout_s)
 
     def close(self) -> None:
-        self._out.close(10.0)
+        self._out.close()

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 #: How long a flush waits for acknowledgements before it reports the topic unavailable: long
 #: enough for a healthy broker, short enough to stay within the runtime's shutdown bound.
 CONFIRM_TIMEOUT_S = 10.0
+#: The last chance at close: a flush before it may already have waited CONFIRM_TIMEOUT_S, and
+#: both must fit in the runtime's shutdown bound (``shutdown_timeout_s``, 15 s by default).
+CLOSE_TIMEOUT_S = 2.0
 #: librdkafka's upper bound for ``message.max.bytes``.
 _LIBRDKAFKA_MAX = 1_000_000_000
 _SIZE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE})
@@ -206,7 +209,7 @@ class OutputTopic:
     def unacknowledged(self) -> int:
         return len(self._unacked)
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Give in-flight records a last chance; what is left is logged (the next start resends)."""
         left = self._producer.flush(timeout_s)
         if left or self._unacked:
@@ -218,6 +221,7 @@ class OutputTopic:
 
 
 __all__ = [
+    "CLOSE_TIMEOUT_S",
     "CONFIRM_TIMEOUT_S",
     "OutputTopic",
     "output_message_max_bytes",
