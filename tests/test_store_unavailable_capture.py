@@ -23,8 +23,10 @@ from typing import Any
 import orjson
 import pytest
 
+from runtrail.capture.file_sink import JsonlFileSink
 from runtrail.capture.repair import capture_files
-from tests.capture_support import RunEvents, prompt
+from runtrail.runtime.unavailable import StoreUnavailable
+from tests.capture_support import RunEvents, prompt, sample_records
 from tests.support import ServiceProcess, create_topic, produce_forms, unique_topic, wait_for
 from tests.test_capture_service_kafka import (
     NO_EXPIRY,
@@ -154,3 +156,22 @@ def test_a_read_only_folder_makes_capture_wait_and_lose_nothing(
                 assert path.parent.stat().st_mode & 0o777 == 0o700
         finally:
             proc.close()
+
+
+def test_the_file_sink_continues_a_line_cut_by_a_full_disk(tmp_path: Path) -> None:
+    """In process, no broker: the disk fills in the middle of a line; the retried flush writes
+    only the rest of it, so the file holds every line once, complete."""
+    records = [r for _ in range(300) for r in sample_records()]  # ids repeat: lines, not records
+    with tmpfs(tmp_path / "disk", "64k") as root:
+        sink = JsonlFileSink(root, buffer_bytes=1)  # every line goes to the kernel at once
+        sink.write(records)  # never raises, however full the disk is
+        with pytest.raises(StoreUnavailable, match="No space left"):
+            sink.flush()
+        assert sink.errors >= 1
+        _mount("-o", "remount,size=4m", str(root))
+        sink.flush()
+        sink.close()
+        (path,) = list(capture_files(root))
+        data = path.read_bytes()
+        assert data == b"".join(r.to_json_line() for r in records)
+        assert path.stat().st_mode & 0o777 == 0o600

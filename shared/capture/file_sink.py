@@ -15,6 +15,7 @@ partial line it left is completed, never doubled. Folders are created 0700, file
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
@@ -124,9 +125,8 @@ class JsonlFileSink:
         self._dirs_to_sync: set[Path] = set()
         #: records the disk refused to take a file for yet, in write order
         self._backlog: deque[tuple[tuple[str, str], bytes]] = deque()
-        #: how many times the disk refused a write; the last refusal (None once flushed)
+        #: how many times the disk refused a write (for logs and tests)
         self.errors = 0
-        self._last_error: OSError | None = None
         self._closed = False
         private_dir(self.root)
         #: Files cut back to their last complete line when the sink opened.
@@ -170,15 +170,11 @@ class JsonlFileSink:
         target.pending.append(line)
         target.pending_bytes += len(line)
         if target.pending_bytes >= self.buffer_bytes:
-            try:
+            with contextlib.suppress(OSError):  # placed (pending in its file): flush reports it
                 target.drain()
-            except OSError:
-                return  # placed (pending in its file); flush reports the error
-        return
 
     def _refused(self, exc: OSError) -> None:
         self.errors += 1
-        self._last_error = exc
 
     def flush(self) -> None:
         """Write and fsync everything; then roll files that have grown too old.
@@ -203,12 +199,6 @@ class JsonlFileSink:
         except OSError as exc:
             self._refused(exc)
             raise StoreUnavailable(f"capture sink file://{self.root}", str(exc)) from exc
-        self._last_error = None
-
-    @property
-    def buffered(self) -> int:
-        """Records and bytes waiting for the disk (records not yet in a file's buffer count)."""
-        return len(self._backlog) + sum(f.pending_bytes for f in self._files.values())
 
     def close(self) -> None:
         if self._closed:
