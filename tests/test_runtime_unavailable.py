@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import re
 import resource
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
+from runtrail.config import Settings
+from runtrail.runtime import Delivered, Service, ServiceContext
+from runtrail.runtime.runner import ServiceRunner
+from runtrail.runtime.unavailable import StoreUnavailable
 from tests.projection_support import full_run
 from tests.projector_support import sqlite_url, stored_offsets
 from tests.support import (
@@ -207,3 +212,60 @@ def test_projector_with_a_full_disk_waits_and_catches_up(
             assert stored is not None
     finally:
         store.close()
+
+
+# --- in-process: a service whose process() says its store is down ------------------------------
+
+
+class Flaky(Service):
+    """``process()`` raises StoreUnavailable for its first calls, keeping nothing of them."""
+
+    name = "flaky"
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        self.failures_left = 3
+        self.seen: list[str] = []
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        if self.failures_left:
+            self.failures_left -= 1
+            raise StoreUnavailable("flaky store", "down for the test")
+        self.seen.extend(d.event.event_id for d in batch)
+
+
+def test_store_unavailable_from_process_consumes_the_batch_again(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    events = [form(run_id=f"r{i % 5}", sequence=i // 5 + 1) for i in range(300)]
+    produce_forms(kafka_bootstrap, topic, events)
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        events_topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        commit_interval_ms=100,
+        batch_timeout_ms=100,
+        group=f"g-{topic}",
+    )
+    runner = ServiceRunner(Flaky, settings, service_name="flaky", metrics_port=0)
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(runner.run()), daemon=True)
+    thread.start()
+    try:
+        service = runner.service
+        wait_for(lambda: len(service.seen) >= len(events), 60, what="every event")
+        assert service.failures_left == 0
+        assert sorted(service.seen) == sorted(str(e["eventId"]) for e in events)  # each once
+        by_run: dict[str, list[int]] = {}
+        order = {str(e["eventId"]): e for e in events}
+        for event_id in service.seen:
+            e = order[event_id]
+            by_run.setdefault(str(e["runId"]), []).append(int(str(e["sequence"])))
+        assert all(seqs == sorted(seqs) for seqs in by_run.values())  # partition order kept
+        assert 'runtrail_retries_total{service="flaky",what="flaky store"}' in _scrape(
+            runner.metrics_port
+        )
+    finally:
+        runner.request_stop()
+        thread.join(30)
+    assert status == [0]

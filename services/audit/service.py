@@ -36,7 +36,7 @@ from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
 from runtrail.audit.stores import open_link_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail.runtime.store_errors import unavailable_on_store_errors
+from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
 from runtrail_services.audit.metrics import AuditMetrics
@@ -146,7 +146,10 @@ class AuditService(Service):
             log.error("audit: links not confirmed, they are sent again at restart: %s", exc)
             return
         if confirmed:
-            self.store.append_batch([], published_positions(confirmed))
+            try:
+                self.store.append_batch([], published_positions(confirmed))
+            except TRANSIENT_STORE_ERRORS as exc:  # in a revoke: must not raise
+                log.error("audit: published positions not recorded, sent again later: %s", exc)
 
     # --- partitions ----------------------------------------------------------------------
     def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:

@@ -102,6 +102,11 @@ class ServiceRunner:
         self._backoff = Backoff()
         self._paused = False
         self._fatal_error: KafkaError | None = None
+        self._brokers_down = False  # the client said all brokers are down, no broker up since
+        #: per partition, the position up to which the service's output is durable (flushed,
+        #: no hold), and that of partitions lost before it could be committed
+        self._durable: dict[Partition, int] = {}
+        self._lost_durable: dict[Partition, int] = {}
         self.context = ServiceContext(
             settings=settings,
             options=options or {},
@@ -144,7 +149,7 @@ class ServiceRunner:
             # a legal event of max_event_bytes must be fetchable (librdkafka needs
             # receive.message.max.bytes >= fetch.max.bytes + 512)
             "fetch.max.bytes": fetch_bytes,
-            "receive.message.max.bytes": fetch_bytes + 1024 * 1024,
+            "receive.message.max.bytes": max(_LIBRDKAFKA_RECEIVE_MAX, fetch_bytes + 1024 * 1024),
         }
         config = self.settings.kafka_config(**overrides)
         # Passthrough options win over our defaults, except the ones correctness depends on.
@@ -201,26 +206,30 @@ class ServiceRunner:
             self._fatal_error = err
             return
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
-            detail = f"{err.name()}: {err.str()}"
-            if _KAFKA not in self.health.unavailable:
-                log.warning(
-                    "%s: Kafka unreachable (%s); not ready until it is back", self.name, detail
-                )
-            self.health.unavailable[_KAFKA] = detail
-            self.metrics.unavailable(_KAFKA).set(1)
-        else:
-            log.info("%s: Kafka client: %s", self.name, err)
+            self._link_down(f"{err.name()}: {err.str()}")
+        else:  # librdkafka logs these itself; they matter when all brokers are down
+            log.debug("%s: Kafka client: %s", self.name, err)
 
     def _on_stats(self, stats_json: str) -> None:
+        """Every ``statistics.interval.ms``: the Kafka link is down when no broker connection
+        is up. (librdkafka's ``_ALL_BROKERS_DOWN`` is the fast signal, but an idle consumer
+        does not always get it.)"""
         stats = self.metrics.on_stats(stats_json)
-        if _KAFKA in self.health.unavailable and (
-            self._problem is None or self._problem.what != _KAFKA
-        ):
-            brokers = stats.get("brokers", {}).values()
-            if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers):
-                log.info("%s: Kafka reachable again", self.name)
-                self.health.unavailable.pop(_KAFKA, None)
-                self.metrics.unavailable(_KAFKA).set(0)
+        brokers = stats.get("brokers", {}).values()
+        if not any(b.get("state") == "UP" for b in brokers):
+            self._link_down("no broker connection is up (client statistics)")
+        elif self._brokers_down and (self._problem is None or self._problem.what != _KAFKA):
+            self._brokers_down = False
+            log.info("%s: Kafka reachable again", self.name)
+            self.health.unavailable.pop(_KAFKA, None)
+            self.metrics.unavailable(_KAFKA).set(0)
+
+    def _link_down(self, detail: str) -> None:
+        self._brokers_down = True
+        if _KAFKA not in self.health.unavailable:
+            log.warning("%s: Kafka unreachable (%s); not ready until it is back", self.name, detail)
+        self.health.unavailable[_KAFKA] = detail
+        self.metrics.unavailable(_KAFKA).set(1)
 
     # --- rebalance callbacks (called from inside consume()) --------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -237,19 +246,54 @@ class ServiceRunner:
                 offset = stored.get((p.topic, p.partition))
                 if offset is not None:
                     p.offset = offset
+        self._skip_durable(
+            consumer, [p for p in partitions if (p.topic, p.partition) not in stored]
+        )
         if self._cooperative(consumer):
             consumer.incremental_assign(partitions)
             self._assigned.update(parts)
         else:
             consumer.assign(partitions)
             self._assigned = set(parts)
+        # librdkafka keeps a partition's pause across unassign/assign: set it either way
         if self._paused:  # still waiting out a failure: new partitions wait too
             consumer.pause(partitions)
-        else:  # librdkafka keeps a partition's pause across a lost assignment: clear it
+        else:
             consumer.resume(partitions)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
+
+    def _skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions lost while their commit could not be made (a broker outage outlasting
+        the session) come back here: start them after what this process already made durable
+        rather than at the stale commit, so an outage does not double the output.
+
+        Safe for any owner in between: it committed what it made durable, and starting at
+        max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
+        """
+        lost = [p for p in partitions if (p.topic, p.partition) in self._lost_durable]
+        if not lost or self.service.wants_committed:
+            return
+        try:
+            committed = consumer.committed(lost, timeout=10)
+        except KafkaException as exc:
+            log.info(
+                "%s: committed offsets unavailable (%s); starting at the group's", self.name, exc
+            )
+            return
+        by_tp = {(c.topic, c.partition): c.offset for c in committed}
+        for p in lost:
+            tp = (p.topic, p.partition)
+            durable = self._lost_durable.pop(tp)
+            if by_tp.get(tp, OFFSET_INVALID) < durable:
+                p.offset = durable
+                log.info(
+                    "%s: %s[%d] starts at %d, where its output was durable before it was lost",
+                    self.name,
+                    *tp,
+                    durable,
+                )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
@@ -267,8 +311,7 @@ class ServiceRunner:
                 exc,
             )
         finally:
-            self._forget(parts)
-            self._unassign(consumer, partitions)
+            self._release(consumer, partitions, parts)
         log.info("%s revoked %s (committed)", self.name, _fmt(parts))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -276,9 +319,20 @@ class ServiceRunner:
         so committing would be wrong. Output already written stays (it is idempotent)."""
         self.metrics.rebalances.labels(self.name, "lost").inc()
         parts = [(p.topic, p.partition) for p in partitions]
-        self._forget(parts)
-        self._unassign(consumer, partitions)
+        for tp in parts:
+            if tp in self._durable:
+                self._lost_durable[tp] = self._durable[tp]
+        self._release(consumer, partitions, parts)
         log.warning("%s lost %s (not committed)", self.name, _fmt(parts))
+
+    def _release(
+        self, consumer: Consumer, partitions: list[TopicPartition], parts: list[Partition]
+    ) -> None:
+        """Drop the partitions' state, then give them up, even if the service's hook raised."""
+        try:
+            self._forget(parts)
+        finally:
+            self._unassign(consumer, partitions)
 
     def _cooperative(self, consumer: Consumer) -> bool:
         return "cooperative" in self.settings.assignment_strategy
@@ -297,6 +351,7 @@ class ServiceRunner:
         for tp in parts:
             self._positions.pop(tp, None)
             self._committed.pop(tp, None)
+            self._durable.pop(tp, None)
             self.metrics.forget_partition(*tp)
         self._sequences.drop([p for _, p in parts])
         self.service.on_revoked(parts)
@@ -309,7 +364,8 @@ class ServiceRunner:
         self._last_commit = now
         with self.metrics.commit_seconds.time():
             self.service.flush()
-            self._dlq.flush()
+            # while waiting out a failure, a short wait per try keeps the loop turning
+            self._dlq.flush(_DLQ_RETRY_FLUSH_S if self._problem else _DLQ_FLUSH_S)
             held = self.service.held_offsets()
             metadata = self.service.commit_metadata() if held else {}
             offsets = []
@@ -322,6 +378,7 @@ class ServiceRunner:
                     point = (hold, metadata.get(tp))
                 else:
                     point = (position, None)
+                    self._durable[tp] = position  # flushed: the restart point if lost
                 if self._committed.get(tp) != point:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
@@ -442,15 +499,19 @@ class ServiceRunner:
     def _recovered(self) -> None:
         assert self._problem is not None
         log.warning(
-            "%s: %s available again after %.1fs (%d retries); resuming",
+            "%s: flush and commit went through after %.1fs without %s (%d retries); resuming",
             self.name,
-            self._problem.what,
             time.monotonic() - self._problem_since,
+            self._problem.what,
             self._backoff.attempts,
         )
         for what in list(self.health.unavailable):
+            # a commit with nothing to commit (partitions lost meanwhile) proves no link:
+            # the Kafka entry stays until the client's statistics show a broker up
+            if what == _KAFKA and self._brokers_down:
+                continue
             self.metrics.unavailable(what).set(0)
-        self.health.unavailable.clear()
+            del self.health.unavailable[what]
         self._problem = None
         self._backoff.reset()
         if self._paused:
@@ -552,6 +613,9 @@ class ServiceRunner:
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
 #: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
 _LIBRDKAFKA_FETCH_MAX = 52_428_800
+_LIBRDKAFKA_RECEIVE_MAX = 100_000_000
+_DLQ_FLUSH_S = 30.0
+_DLQ_RETRY_FLUSH_S = 5.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
 #: errors the client reports that waiting cannot fix
