@@ -326,9 +326,9 @@ def test_links_sealed_but_not_confirmed_published_are_published_again(
     h.service.flush()  # committed and sent; the first batch confirmed (published up to 2)
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
         h.service.flush()  # the second batch is not confirmed: the runtime stops, no commit
-    h.producer.mode = "up"
     h.producer.log.clear()
-    service = h.restart()
+    service = h.restart()  # stopped while the topic is still down: the links are not confirmed
+    h.producer.mode = "up"
     assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 2}  # published, not sealed (4)
     service.process(batch_of(forms[2:], 2))  # re-delivered from offset 2, plus one new
     service.flush()
@@ -358,9 +358,9 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     h.service.flush()
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
         h.service.flush()  # sealed up to 5, published up to 1
-    h.producer.mode = "up"
     h.producer.log.clear()
-    service = h.restart()
+    service = h.restart()  # stopped while the topic is still down: the links are not confirmed
+    h.producer.mode = "up"
     assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 1}
     service.process(batch_of(forms[1:3], 1))  # part of the window, then "killed" again
     service.flush()
@@ -386,16 +386,18 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
     h.service.process(batch_of(forms))
     h.producer.mode = "down"
     h.service.flush()  # sealed, sent: lost
-    h.producer.mode = "up"
-    assert h.service.checkpoint() is not None  # its own publication fails (logged), kept
     with pytest.raises(Exception, match=r"failed"):
-        h.service.flush()  # the loss is not forgotten
+        h.service.flush()  # the loss is not forgotten: not recorded as published
     store = opened(h)
     try:
         assert store.stored_offsets(published_name(TOPIC), [0]) == {}
     finally:
         store.close()
-    assert h.restart().on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
+    h.producer.mode = "up"
+    assert h.service.checkpoint() is not None  # the lost links are produced again first
+    h.service.flush()
+    assert [p["index"] for p in h.published()] == [0, 1, 2]  # once each, in order
+    assert h.restart().on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
 
 
@@ -411,9 +413,9 @@ def test_a_first_flush_never_confirmed_replays_the_partition_from_its_start(
     h.service.flush()
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
         h.service.flush()
-    h.producer.mode = "up"
     h.producer.log.clear()
-    service = h.restart()
+    service = h.restart()  # stopped while the topic is still down: the links are not confirmed
+    h.producer.mode = "up"
     assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
     service.process(batch_of(forms))
     service.flush()

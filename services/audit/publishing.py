@@ -3,9 +3,11 @@
 Links are sent right after the store committed them and confirmed one flush later
 (:class:`Outbox`), so the consume loop does not stand still waiting for acknowledgements; only
 a confirmed position is recorded as published (see :mod:`runtrail_services.audit.positions`).
-A message not acknowledged in time raises, the process stops, and the next start sends the
-links again. The producer is idempotent (``acks=all``), so retries inside one session do not
-duplicate; only a crash can, and then with identical bytes.
+A message not acknowledged in time raises :class:`AuditPublishError`, a ``StoreUnavailable``:
+the runtime reports not ready and retries, and the links stay queued (or are produced again,
+in order) until the broker acknowledges them; a crash meanwhile makes the next start send them
+again from the store. The producer is idempotent (``acks=all``), so retries inside one
+session do not duplicate; only a crash can, and then with identical bytes.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 
 from runtrail.audit.link import Link
 from runtrail.audit.store import StoredCheckpoint
 from runtrail.config import Settings
-from runtrail.publisher.producer_config import producer_config
+from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic
 from runtrail.runtime.delivery import Partition
+from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.audit.messages import (
     CHECKPOINT,
     KIND_HEADER,
@@ -32,8 +35,8 @@ from runtrail_services.audit.messages import (
 ProducerFactory = Callable[[dict[str, Any]], Any]
 
 
-class AuditPublishError(RuntimeError):
-    """Messages to the audit topic were not all acknowledged."""
+class AuditPublishError(StoreUnavailable):
+    """Messages to the audit topic are not all acknowledged yet (they are kept and retried)."""
 
 
 class AuditTopic:
@@ -46,29 +49,17 @@ class AuditTopic:
         producer_factory: ProducerFactory = Producer,
     ) -> None:
         self.topic = topic
-        self._timeout_s = settings.delivery_timeout_ms / 1000 + 5
-        config = producer_config(settings, **{"client.id": f"runtrail-audit-{os.getpid()}"})
-        self._producer = producer_factory(config)
-        self._failed: list[str] = []
+        self._timeout_s = CONFIRM_TIMEOUT_S
+        self._out = OutputTopic(
+            settings,
+            topic,
+            client_id=f"runtrail-audit-{os.getpid()}",
+            producer_factory=producer_factory,
+        )
         self.sent = 0
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._failed.append(str(err))
-
     def _produce(self, key: bytes, value: bytes, kind: bytes) -> None:
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic,
-                    value=value,
-                    key=key,
-                    headers=[(KIND_HEADER, kind)],
-                    on_delivery=self._on_delivery,
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        self._out.send(key, value, headers=[(KIND_HEADER, kind)])
         self.sent += 1
 
     def send_links(self, links: Iterable[Link]) -> int:
@@ -77,7 +68,7 @@ class AuditTopic:
             key, value = link_message(link)
             self._produce(key, value, LINK)
             count += 1
-        self._producer.poll(0)
+        self._out.poll()
         return count
 
     def send_checkpoint(self, stored: StoredCheckpoint) -> None:
@@ -87,19 +78,16 @@ class AuditTopic:
     def confirm(self) -> None:
         """Wait until everything sent is acknowledged; :class:`AuditPublishError` if not.
 
-        A failure is sticky: once a message was lost, every later confirm fails too, so no
-        caller can take a later, vacuous success for an acknowledgement of the lost message.
+        Nothing is forgotten: what is not acknowledged stays queued (or is produced again, in
+        order, if its delivery failed), so a later confirm succeeds only once it all is.
         """
-        remaining = self._producer.flush(self._timeout_s)
-        if remaining or self._failed:
-            detail = f"; first error: {self._failed[0]}" if self._failed else ""
-            raise AuditPublishError(
-                f"{remaining} message(s) to {self.topic} unacknowledged, "
-                f"{len(self._failed)} failed{detail}"
-            )
+        try:
+            self._out.confirm(self._timeout_s)
+        except StoreUnavailable as exc:
+            raise AuditPublishError(exc.what, exc.detail) from exc
 
     def close(self) -> None:
-        self._producer.flush(self._timeout_s)
+        self._out.close()
 
 
 class Outbox:
@@ -122,12 +110,7 @@ class Outbox:
         """Wait for the acknowledgements: the positions now published and how many links."""
         if not self._positions:
             return {}, 0
-        try:
-            self.topic.confirm()
-        except AuditPublishError:
-            # those links are lost to this session: never record them as published
-            self._positions, self._links = {}, 0
-            raise
+        self.topic.confirm()  # raises while unacknowledged; the links stay queued
         confirmed, links = self._positions, self._links
         self._positions, self._links = {}, 0
         return confirmed, links

@@ -14,14 +14,20 @@ runtime's ``on_positions`` says the consume loop is past the named offsets.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
 
 from runtrail.http_server import TokenAuth
 from runtrail.resume.builder import EntryBuilder, WriteBatch
+from runtrail.resume.keys import Kind
 from runtrail.resume.store import CacheStore, open_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
@@ -50,6 +56,7 @@ class ResumeCacheService(Service):
         self.events_topic = context.settings.events_topic
         url = self.settings.resolved_store_url(context.settings.state_dir)
         self.store: CacheStore = open_store(url, readers=self.settings.readers)
+        self._store_name = redact_url(url)
         self.metrics = ResumeCacheMetrics(self.name, context.registry)
         self.builder = EntryBuilder(
             window=context.settings.reorder_window,
@@ -63,7 +70,9 @@ class ResumeCacheService(Service):
         self.writer: CacheTopicWriter | None = None
         if self.settings.publish_topic:
             ensure_cache_topic(context.settings)
-            self.writer = CacheTopicWriter(context.settings)
+            self.writer = CacheTopicWriter(context.settings, on_too_large=self._too_large)
+        #: the event that produced each pending entry/intent, for a too-large dead letter
+        self._sources: dict[tuple[object, ...], Delivered] = {}
         tokens = self.settings.tenant_tokens()
         if not tokens:
             log.warning("resume-cache: no tenant tokens configured; every lookup will be refused")
@@ -93,9 +102,14 @@ class ResumeCacheService(Service):
     def process(self, batch: Sequence[Delivered]) -> None:
         delta = WriteBatch()
         feed = self.builder.feed
+        entries, intents, sources = delta.entries, delta.intents, self._sources
         now = int(time.time() * 1000)
         for delivered in batch:
+            made = (len(entries), len(intents))
             feed(delivered.event, delivered.partition, delta, delivered.offset, now)
+            if (len(entries), len(intents)) != made:  # only when an entry/intent appears
+                _remember(sources, entries, made[0], delivered)
+                _remember(sources, intents, made[1], delivered)
         self._publish(delta)
 
     def on_positions(self, positions: Mapping[Partition, int]) -> None:
@@ -147,8 +161,29 @@ class ResumeCacheService(Service):
             self.writer.write(data)
             self.writer.write(positions)
             self.metrics.topic_records.labels(self.name).inc(len(data) + len(positions))
-        self.store.apply(batch, self.events_topic)
+        unavailable_on_store_errors(
+            f"resume-cache store {self._store_name}",
+            lambda: self.store.apply(batch, self.events_topic),
+        )
+        if self.writer is not None:
+            self.writer.batch_done()
         self.index.flushed(batch)
+        self._sources.clear()
+
+    def _too_large(self, record_key: bytes, detail: str) -> None:
+        """A record the cache topic refuses for its size: dead-letter the event behind it (the
+        store still keeps the entry, so lookups answer it) and go on."""
+        parts = orjson.loads(record_key)
+        key: tuple[object, ...] = ()
+        if parts[0] == "entry":
+            key = (parts[1], parts[2], Kind(parts[3]), parts[4])
+        elif parts[0] == "intent":
+            key = tuple(parts[1:])
+        delivered = self._sources.get(key)
+        if delivered is not None:
+            self.context.dead_letter(delivered, "too-large", detail)
+        else:
+            log.error("resume-cache: %s (no event to dead-letter for %s)", detail, parts[0])
 
     # --- membership -------------------------------------------------------------------------
     def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
@@ -182,3 +217,14 @@ class ResumeCacheService(Service):
         if self.writer is not None:
             self.writer.close()
         self.store.close()
+
+
+def _remember(
+    sources: dict[tuple[object, ...], Delivered],
+    keys: dict[Any, Any],
+    before: int,
+    delivered: Delivered,
+) -> None:
+    """Note ``delivered`` as the source of the keys added after the first ``before``."""
+    for key in itertools.islice(reversed(keys.keys()), len(keys) - before):
+        sources.setdefault(key, delivered)

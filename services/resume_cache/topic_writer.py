@@ -1,6 +1,8 @@
 """Writes the cache to the compacted cache topic, before the store commits.
 
-Order matters for a crash: records are produced and *acknowledged* first, then the store commits
+While the broker is away, :meth:`CacheTopicWriter.write` raises ``StoreUnavailable``: the
+runtime reports not ready and retries the whole flush later, and the store commits nothing
+meanwhile. Order matters for a crash: records are produced and *acknowledged* first, then the store commits
 the batch with its offsets. A crash in between makes the restarted service write the same
 records again — harmless, compaction keeps one per key — whereas the other order could commit
 offsets past entries the topic never got.
@@ -9,12 +11,14 @@ offsets past entries the topic never got.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import os
+from collections.abc import Callable
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runtrail.config import Settings
+from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic, output_message_max_bytes
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.records import (
     Record,
@@ -28,10 +32,6 @@ from runtrail.resume.records import (
 log = logging.getLogger(__name__)
 
 
-class CacheTopicError(RuntimeError):
-    """Records could not be written; the flush fails so nothing is committed past them."""
-
-
 def ensure_cache_topic(settings: Settings, timeout: float = 30.0) -> None:
     """Create the compacted cache topic if it is missing (``runtrail topics ensure`` would too)."""
     admin = AdminClient(settings.kafka_config())
@@ -42,7 +42,10 @@ def ensure_cache_topic(settings: Settings, timeout: float = 30.0) -> None:
         topic,
         settings.partitions,
         settings.replication_factor,
-        config={"cleanup.policy": "compact"},
+        config={
+            "cleanup.policy": "compact",
+            "max.message.bytes": str(output_message_max_bytes(settings)),
+        },
     )
     future = admin.create_topics([spec], operation_timeout=timeout)[topic]
     try:
@@ -74,46 +77,50 @@ def batch_records(batch: WriteBatch, events_topic: str) -> tuple[list[Record], l
 
 
 class CacheTopicWriter:
-    """An idempotent, acks=all producer to the cache topic."""
+    """An idempotent, acks=all producer to the cache topic that rides out broker outages.
 
-    def __init__(self, settings: Settings, flush_timeout_s: float = 30.0) -> None:
+    :meth:`write` raises :class:`~runtrail.runtime.unavailable.StoreUnavailable` when the
+    records are not all acknowledged in time; the caller keeps its batch and calls ``write``
+    again later. Records already sent and still unacknowledged are not sent twice (the
+    producer delivers them when the broker returns, in order); a record too large for the
+    topic goes to ``on_too_large`` with its key and is dropped.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        flush_timeout_s: float = CONFIRM_TIMEOUT_S,
+        *,
+        on_too_large: Callable[[bytes, str], None] | None = None,
+    ) -> None:
         self.topic = settings.resume_cache_topic
         self.flush_timeout_s = flush_timeout_s
-        config: dict[str, Any] = settings.kafka_config(
-            **{
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "compression.type": settings.compression,
-                "partitioner": "murmur2_random",
-            }
+        self._out = OutputTopic(
+            settings,
+            self.topic,
+            client_id=f"runtrail-resume-cache-{os.getpid()}",
+            on_too_large=on_too_large,
+            overrides={"linger.ms": 5},
         )
-        self._producer = Producer(config)
-        self._errors: list[str] = []
-
-    def _report(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(err.str())
+        #: what was sent for the batch in progress, per key: not sent again when the flush is
+        #: retried (after the topic or the store was unavailable)
+        self._sent: dict[bytes, bytes | None] = {}
 
     def write(self, records: list[Record]) -> None:
-        """Produce and wait for every acknowledgement; :class:`CacheTopicError` otherwise."""
+        """Produce and wait for every acknowledgement; ``StoreUnavailable`` otherwise."""
         if not records:
             return
-        self._errors.clear()
+        sent = self._sent
         for key, value in records:
-            while True:
-                try:
-                    self._producer.produce(
-                        self.topic, key=key, value=value, on_delivery=self._report
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.1)
-        left = self._producer.flush(self.flush_timeout_s)
-        if left or self._errors:
-            raise CacheTopicError(
-                f"{left} record(s) unacknowledged, errors: {sorted(set(self._errors))[:3]}"
-            )
+            if key in sent and sent[key] == value:
+                continue
+            sent[key] = value
+            self._out.send(key, value, tag=key)
+        self._out.confirm(self.flush_timeout_s)
+
+    def batch_done(self) -> None:
+        """The store has the batch too: records sent from now on are a new batch's."""
+        self._sent.clear()
 
     def close(self) -> None:
-        self._producer.flush(5)
+        self._out.close()

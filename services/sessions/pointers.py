@@ -1,19 +1,20 @@
 """Publishing the latest snapshot of each session to the compacted sessions topic.
 
 Sent only for snapshots already durable in the store, and flushed before the runtime commits
-offsets (:meth:`PointerPublisher.flush` raises if any message failed, so nothing is committed
-past a checkpoint whose pointer was lost). Large snapshots are uploaded first and the message
+offsets (:meth:`PointerPublisher.flush` raises ``StoreUnavailable`` until every pointer is
+acknowledged, so nothing is committed past a checkpoint whose pointer is not delivered). Large snapshots are uploaded first and the message
 carries their reference and digest.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
-
 from runtrail.config import Settings
+from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic
+from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import AgentSessionSnapshot, SessionStoreError
 from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail.sessions.pointer import SessionPointer, pointer_for
@@ -22,7 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class PointerPublisher:
-    """An idempotent producer of :class:`SessionPointer` messages, keyed by tenant + session."""
+    """An idempotent producer of :class:`SessionPointer` messages, keyed by tenant + session.
+
+    An outage of the sessions topic or of the blob store is :class:`StoreUnavailable` (the
+    runtime reports not ready and retries); queued pointers are kept until acknowledged and
+    delivered in order when the broker returns, never dropped.
+    """
 
     def __init__(
         self,
@@ -35,53 +41,40 @@ class PointerPublisher:
         self.topic = topic or settings.sessions_topic
         self.blobs = blobs
         self.inline_limit = inline_limit
-        self._errors: list[str] = []
-        self._producer = Producer(
-            settings.kafka_config(
-                **{
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 20,
-                    "compression.type": settings.compression,
-                    "partitioner": "murmur2_random",
-                }
-            )
+        self._out = OutputTopic(
+            settings,
+            self.topic,
+            client_id=f"runtrail-sessions-{os.getpid()}",
+            on_too_large=self._too_large,
+            overrides={"linger.ms": 20},
         )
 
     def send(self, snapshot: AgentSessionSnapshot) -> SessionPointer:
         """Queue the pointer to ``snapshot`` (uploading it first if it is large)."""
-        pointer = pointer_for(
-            snapshot, snapshot.to_bytes(), inline_limit=self.inline_limit, blobs=self.blobs
-        )
-        value = pointer.to_bytes()
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic, key=pointer.key, value=value, on_delivery=self._delivered
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.1)
-        self._producer.poll(0)
+        try:
+            pointer = pointer_for(
+                snapshot, snapshot.to_bytes(), inline_limit=self.inline_limit, blobs=self.blobs
+            )
+        except (OSError, SessionStoreError) as exc:
+            raise StoreUnavailable("sessions snapshot blob store", str(exc)) from exc
+        self._out.send(pointer.key, pointer.to_bytes(), tag=pointer.key)
+        self._out.poll()
         return pointer
 
-    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            key: Any = msg.key()
-            self._errors.append(f"{key!r}: {err}")
+    @staticmethod
+    def _too_large(key: Any, detail: str) -> None:
+        # Snapshots above inline_limit go by reference, so only a tiny limit gets here; the
+        # snapshot itself is durable in the store, only its pointer is missing.
+        log.error("sessions: pointer %r not published: %s", key, detail)
 
-    def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for every queued pointer; raise if any was not delivered."""
-        left = self._producer.flush(timeout_s)
-        if left or self._errors:
-            errors, self._errors = self._errors, []
-            detail = "; ".join(errors[:3]) or f"{left} still in flight"
-            raise SessionStoreError(
-                f"sessions topic {self.topic}: pointers not delivered: {detail}"
-            )
+    @property
+    def pending(self) -> int:
+        """Pointers sent and not acknowledged yet."""
+        return self._out.unacknowledged
+
+    def flush(self, timeout_s: float = CONFIRM_TIMEOUT_S) -> None:
+        """Wait for every queued pointer; :class:`StoreUnavailable` if not all acknowledged."""
+        self._out.confirm(timeout_s)
 
     def close(self) -> None:
-        try:
-            self.flush(10.0)
-        except SessionStoreError as exc:
-            log.error("%s", exc)
+        self._out.close()

@@ -17,6 +17,10 @@ has been quiet, and when its partitions are revoked or the service stops. Then:
 * **Pointers.** Once saved, the latest snapshot of each session goes to the compacted sessions
   topic — inline, or uploaded to object storage and referenced with its digest when it is
   large — and is flushed before offsets are committed.
+* **A store or topic that cannot take writes** (disk full, read-only folder, database or
+  broker down) is not an event's fault: the sessions stay in memory with their offsets held,
+  :meth:`flush` raises ``StoreUnavailable`` (the runtime reports not ready, commits nothing
+  and retries) and the service goes on when the store answers again.
 * **Untrusted snapshots halt their session, visibly.** A stored snapshot that is corrupted or
   built by another code version is not built upon, and one edited while the session is held
   in memory is not overwritten: ``save_if`` verifies the stored content (not only its digest
@@ -37,6 +41,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
+from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
+from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import (
     AgentSession,
     AgentSessionSnapshot,
@@ -55,6 +61,9 @@ from runtrail_services.sessions.tracking import CheckpointPolicy, Tracked
 log = logging.getLogger(__name__)
 
 SessionKey = tuple[str, str]
+#: What an unreachable, full or read-only store raises (corrupt or untrusted snapshots are
+#: subclasses of SessionStoreError but are caught first: they halt their session).
+STORE_DOWN: tuple[type[Exception], ...] = (*TRANSIENT_STORE_ERRORS, SessionStoreError)
 #: Longest gap between two scans for idle sessions.
 SCAN_INTERVAL_MS = 1000
 
@@ -83,6 +92,8 @@ class SessionsService(Service):
         self._evict_ms = int(self.settings.evict_after_s * 1000)
         self._sessions: dict[SessionKey, Tracked] = {}
         self._next_scan_ms = 0
+        #: the last error of a store that could not take a write (None: it did)
+        self._store_error: Exception | None = None
         self.pointers: PointerPublisher | None = None
         if self.settings.publish_pointers:
             blobs = SnapshotBlobStore(self.settings.resolved_blob_url(state_dir))
@@ -127,9 +138,12 @@ class SessionsService(Service):
                 tracked.stored_digest = stored.digest
                 tracked.unpublished = stored  # a crash may have come between save and pointer
         except (CorruptSnapshot, UntrustedSnapshot) as exc:
-            # (a SessionStoreError, an unreachable store, propagates: the service stops
-            # without committing and the restart retries)
             self._halt(tracked, exc)
+        except STORE_DOWN as exc:
+            # Unreachable or unreadable now: go on with an empty session; its first save is
+            # then a conflict with what is stored, which is merged in (see _save), and until
+            # the store answers, flush raises StoreUnavailable and nothing is committed.
+            self._store_down(exc)
         self._sessions[key] = tracked
         self._update_gauges()
         return tracked
@@ -183,10 +197,23 @@ class SessionsService(Service):
         self._checkpoint(t for t in touched.values() if t.due)
 
     def _checkpoint(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
+        """Save the dirty sessions; if the store cannot take writes now, leave them due (and
+        their offsets held) for :meth:`flush` to retry, and stop trying for now."""
         for tracked in list(sessions):
             if tracked.halted or not tracked.dirty:
                 continue
-            self._save(tracked, trigger or tracked.due or "flush")
+            reason = trigger or tracked.due or "flush"
+            try:
+                self._save(tracked, reason)
+            except STORE_DOWN as exc:
+                tracked.due = tracked.due or reason
+                self._store_down(exc)
+                return
+
+    def _store_down(self, exc: Exception) -> None:
+        if self._store_error is None:
+            log.warning("sessions: store %s cannot take writes now: %s", self.store.describe(), exc)
+        self._store_error = exc
 
     def _save(self, tracked: Tracked, trigger: str) -> None:
         """Save durably (compare-and-set, merging another writer's snapshot if needed)."""
@@ -236,7 +263,12 @@ class SessionsService(Service):
 
     # --- durability and commit points ---------------------------------------------------------
     def flush(self) -> None:
+        """Save what is due and publish the pointers; :class:`StoreUnavailable` if the store or
+        the sessions topic cannot take them now (the runtime retries; nothing is lost)."""
+        self._store_error = None
         self._checkpoint(t for t in self._sessions.values() if t.due)
+        if self._store_error is not None:
+            raise StoreUnavailable(f"session store {self.store.describe()}", str(self._store_error))
         self._publish(self._sessions.values())
 
     def _publish(self, sessions: Iterable[Tracked]) -> None:
@@ -253,7 +285,7 @@ class SessionsService(Service):
             self.metrics.pointers.labels(self.name, kind).inc()
             tracked.unpublished = None
             sent = True
-        if sent and self.pointers is not None:
+        if self.pointers is not None and (sent or self.pointers.pending):
             self.pointers.flush()
 
     def held_offsets(self) -> Mapping[Partition, int]:
@@ -288,7 +320,10 @@ class SessionsService(Service):
         gone = set(partitions)
         leaving = {k: t for k, t in self._sessions.items() if t.partitions() & gone}
         self._checkpoint(leaving.values(), "revoke")
-        self._publish(leaving.values())
+        try:
+            self._publish(leaving.values())
+        except StoreUnavailable as exc:  # not committed: the next owner re-reads them
+            log.warning("sessions: pointers of revoked sessions not published: %s", exc)
         for key in leaving:
             del self._sessions[key]
         self._update_gauges()
@@ -297,6 +332,8 @@ class SessionsService(Service):
         try:
             self._checkpoint(self._sessions.values(), "shutdown")
             self._publish(self._sessions.values())
+        except StoreUnavailable as exc:  # not committed: the next start re-reads them
+            log.warning("sessions: stopping with output not durable: %s", exc)
         finally:
             if self.api is not None:
                 self.api.stop()

@@ -6,14 +6,20 @@ and held under an exclusive ``flock`` while written, so several capture processe
 directory without ever appending to the same file. ``flush`` writes the buffers and fsyncs the
 files (and the directories of new files): after it returns, the offsets may be committed.
 Opening the sink repairs partial last lines left by a crash (see :mod:`.repair`).
+
+A full or read-only disk is not a crash: ``write`` keeps every record buffered, ``flush``
+raises :class:`~runtrail.runtime.unavailable.StoreUnavailable` (the runtime reports not ready
+and commits nothing), and the next flush continues exactly where the disk stopped — the
+partial line it left is completed, never doubled. Folders are created 0700, files 0600.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +35,8 @@ from runtrail.capture.urls import (
     reject_unknown,
     split_options,
 )
-from runtrail.files import private_dir
+from runtrail.files import PRIVATE_FILE_MODE, private_dir
+from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE_S = 3600.0
@@ -52,17 +59,30 @@ class _OpenFile:
         self.unsynced = False
 
     def drain(self) -> None:
-        """Write the pending bytes (all of them, despite short writes)."""
+        """Write the pending bytes (all of them, despite short writes).
+
+        On an error (disk full, read-only) what was written stays written and only the rest
+        stays pending, so a retry continues the line where it stopped: nothing is doubled,
+        and the file's partial last line is completed rather than left behind.
+        """
         if not self.pending:
             return
-        data = memoryview(b"".join(self.pending))
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
-        self.size += self.pending_bytes
-        self.pending.clear()
-        self.pending_bytes = 0
-        self.unsynced = True
+        data = b"".join(self.pending) if len(self.pending) > 1 else self.pending[0]
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self.fd, view[done:])
+        finally:
+            if done:
+                self.size += done
+                self.unsynced = True
+            if done == len(data):
+                self.pending.clear()
+                self.pending_bytes = 0
+            else:
+                self.pending[:] = [data[done:]]
+                self.pending_bytes = len(data) - done
 
     def sync(self) -> None:
         self.drain()
@@ -103,6 +123,10 @@ class JsonlFileSink:
         self._clock = clock
         self._files: OrderedDict[tuple[str, str], _OpenFile] = OrderedDict()
         self._dirs_to_sync: set[Path] = set()
+        #: records the disk refused to take a file for yet, in write order
+        self._backlog: deque[tuple[tuple[str, str], bytes]] = deque()
+        #: how many times the disk refused a write (for logs and tests)
+        self.errors = 0
         self._closed = False
         private_dir(self.root)
         #: Files cut back to their last complete line when the sink opened.
@@ -125,27 +149,56 @@ class JsonlFileSink:
 
     # --- CaptureSink ------------------------------------------------------------------------
     def write(self, records: Sequence[NodeIoRecord]) -> None:
+        """Buffer ``records``; never raises for a full or read-only disk (``flush`` does)."""
         if self._closed:
             raise ValueError("sink is closed")
-        for record in records:
+        if self._backlog:  # the disk refused earlier: queue behind what waits, in order
+            self._backlog.extend((partition_dir(r), r.to_json_line()) for r in records)
+            return
+        for index, record in enumerate(records):
             line = record.to_json_line()
-            target = self._target(partition_dir(record), len(line))
-            target.pending.append(line)
-            target.pending_bytes += len(line)
-            if target.pending_bytes >= self.buffer_bytes:
+            try:
+                self._place(partition_dir(record), line)
+            except OSError as exc:
+                self._refused(exc)
+                self._backlog.extend((partition_dir(r), r.to_json_line()) for r in records[index:])
+                return
+
+    def _place(self, key: tuple[str, str], line: bytes) -> None:
+        """Append ``line`` to its file's buffer; if this raises, the line is not placed."""
+        target = self._target(key, len(line))
+        target.pending.append(line)
+        target.pending_bytes += len(line)
+        if target.pending_bytes >= self.buffer_bytes:
+            with contextlib.suppress(OSError):  # placed (pending in its file): flush reports it
                 target.drain()
 
+    def _refused(self, exc: OSError) -> None:
+        self.errors += 1
+
     def flush(self) -> None:
-        """Write and fsync everything; then roll files that have grown too old."""
-        for open_file in self._files.values():
-            open_file.sync()
-        for directory in sorted(self._dirs_to_sync):
-            _fsync_dir(directory)
-        self._dirs_to_sync.clear()
-        now = self._clock()
-        for key, open_file in list(self._files.items()):
-            if now - open_file.opened_at >= self.max_age_s:
-                self._retire(key, open_file)
+        """Write and fsync everything; then roll files that have grown too old.
+
+        :class:`StoreUnavailable` when the disk refuses (full, read-only, I/O error): every
+        record stays buffered, in order, and the next flush continues where this one stopped.
+        """
+        try:
+            while self._backlog:
+                key, line = self._backlog[0]
+                self._place(key, line)
+                self._backlog.popleft()
+            for open_file in self._files.values():
+                open_file.sync()
+            for directory in sorted(self._dirs_to_sync):
+                _fsync_dir(directory)
+            self._dirs_to_sync.clear()
+            now = self._clock()
+            for key, open_file in list(self._files.items()):
+                if now - open_file.opened_at >= self.max_age_s:
+                    self._retire(key, open_file)
+        except OSError as exc:
+            self._refused(exc)
+            raise StoreUnavailable(f"capture sink file://{self.root}", str(exc)) from exc
 
     def close(self) -> None:
         if self._closed:
@@ -188,11 +241,14 @@ class JsonlFileSink:
         while True:
             path = day / f"capture-{number}.jsonl"
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+                fd = os.open(
+                    path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, PRIVATE_FILE_MODE
+                )
             except FileExistsError:
                 number += 1
                 continue
             break
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask
         fcntl.flock(fd, fcntl.LOCK_EX)
         self._dirs_to_sync.add(day)
         return _OpenFile(fd, path, self._clock())

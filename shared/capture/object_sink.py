@@ -8,17 +8,20 @@ may repeat a record in two objects; readers de-duplicate by recordId.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import obstore
+import obstore.exceptions
 import zstandard
 
 from runtrail.capture.layout import partition_dir
 from runtrail.capture.object_store import open_store
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.urls import pop_int, split_options
+from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
 COMPRESSIONS = ("none", "zstd")
@@ -88,13 +91,19 @@ class ObjectStoreSink:
             batch.size += len(line)
             self._pending += len(line)
         if self._pending >= self.batch_bytes:
-            self.flush()
+            with contextlib.suppress(StoreUnavailable):  # write never fails: flush reports it
+                self.flush()
 
     def flush(self) -> None:
         """Upload every buffered batch; a failed upload stays buffered for the next flush."""
         for key in list(self._batches):
             batch = self._batches[key]
-            self._upload(key, batch)
+            try:
+                self._upload(key, batch)
+            except (OSError, obstore.exceptions.BaseError) as exc:
+                # the store is down or refuses writes: the runtime reports not ready, commits
+                # nothing and retries; the batch stays buffered (its object key is stable)
+                raise StoreUnavailable("capture sink (object store)", str(exc)) from exc
             del self._batches[key]
             self._pending -= batch.size
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -31,6 +32,9 @@ class HealthState:
         self.stopping = False
         #: what the service waits for (output or link -> error text); ready only when empty
         self.unavailable: dict[str, str] = {}
+        #: a call the loop is blocked in (what, since); not ready once it lasts block_ready_s
+        self.blocked: tuple[str, float] | None = None
+        self.block_ready_s = 5.0
 
     def beat(self) -> None:
         self.last_loop = time.monotonic()
@@ -38,13 +42,36 @@ class HealthState:
     def healthy(self) -> bool:
         return time.monotonic() - self.last_loop < self.stall_after_s
 
+    @contextmanager
+    def blocking(self, what: str) -> Iterator[None]:
+        """Mark a call that may block while the broker is away (a synchronous commit waits for
+        the group coordinator without a bound): readiness turns 503 if it lasts."""
+        self.blocked = (what, time.monotonic())
+        try:
+            yield
+        finally:
+            self.blocked = None
+
+    def _blocked_too_long(self) -> bool:
+        blocked = self.blocked
+        return blocked is not None and time.monotonic() - blocked[1] >= self.block_ready_s
+
     def is_ready(self) -> bool:
-        return self.ready and not self.stopping and not self.unavailable and self.healthy()
+        return (
+            self.ready
+            and not self.stopping
+            and not self.unavailable
+            and self.healthy()
+            and not self._blocked_too_long()
+        )
 
     def not_ready_text(self) -> bytes:
         waits = "".join(
             f"{what} unavailable: {detail}\n" for what, detail in dict(self.unavailable).items()
         )
+        blocked = self.blocked
+        if blocked is not None and self._blocked_too_long():
+            waits += f"{blocked[0]} blocked for {time.monotonic() - blocked[1]:.0f}s\n"
         return b"not ready\n" + waits.encode("utf-8", "replace")
 
 

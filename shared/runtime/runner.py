@@ -384,7 +384,8 @@ class ServiceRunner:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
                 try:
-                    self._consumer.commit(offsets=offsets, asynchronous=False)
+                    with self.health.blocking("kafka commit"):
+                        self._consumer.commit(offsets=offsets, asynchronous=False)
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError._NO_OFFSET:
                         raise
