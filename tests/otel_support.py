@@ -38,7 +38,15 @@ STEPS: list[dict[str, Any]] = [
         "tool": ("call-1", "weather", {"city": "Oslo", "api_key": SECRET}, {"temp_c": -3}),
     },
     {
-        "input": [{"role": "user", "parts": [{"type": "text", "content": "weather in Oslo?"}]}],
+        "input": [
+            {"role": "user", "parts": [{"type": "text", "content": "weather in Oslo?"}]},
+            {
+                "role": "tool",
+                "parts": [
+                    {"type": "tool_call_response", "id": "call-1", "response": {"temp_c": -3}}
+                ],
+            },
+        ],
         "output": [
             {
                 "role": "assistant",
