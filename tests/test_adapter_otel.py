@@ -204,3 +204,42 @@ def test_open_traces_are_bounded() -> None:
             [SpanView(uuid.uuid4().hex, "c", "a", "chat", 0, 1, {"gen_ai.operation.name": "chat"})]
         )
     assert mapper.open_traces == 2 and mapper.evicted == 1
+
+
+@pytest.mark.kafka
+def test_broker_down_the_agent_goes_on_and_the_spooled_run_arrives_later(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """With no broker, export returns at once (nothing waits on the network) and the run's
+    events go to the publisher's spool; a publisher started later sends them, in order."""
+    import socket
+    import time
+
+    from tests.support import wait_for
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    topic = create_topic(kafka_bootstrap, unique_topic("otel-down"), partitions=1)
+    down = settings_for(dead, tmp_path, topic).model_copy(update={"delivery_timeout_ms": 1000})
+    publisher = Publisher(down, retry_backoff_s=60)
+    exporter = RuntrailSpanExporter(publisher)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    started = time.monotonic()
+    run_id = run_agent(provider)
+    assert time.monotonic() - started < 1.0  # the agent never waited for the broker
+    assert exporter.stats.published == 11 and exporter.failures == 0
+    wait_for(lambda: publisher.stats().spool_depth == 11, 20, what="the run spooled")
+    publisher.close(timeout=1)
+    provider.shutdown()
+
+    later = Publisher(settings_for(kafka_bootstrap, tmp_path, topic))
+    try:
+        assert later.drain(30)
+    finally:
+        later.close()
+    events = read_events(kafka_bootstrap, topic, expect=11)
+    assert {e.run_id for e in events} == {run_id}
+    assert [e.sequence for e in events] == list(range(1, 12))
+    assert [e.type for e in events][-1] == "run.succeeded"
