@@ -101,8 +101,10 @@ def span_view(span: ReadableSpan) -> SpanView | None:
         name=span.name,
         start_ns=span.start_time or 0,
         end_ns=span.end_time or span.start_time or 0,
-        attributes=dict(span.attributes or {}),
-        events=tuple(SpanEvent(e.name, dict(e.attributes or {})) for e in span.events),
+        # the SDK's attributes are frozen once the span ended: no copy (copying takes a lock
+        # per key)
+        attributes=span.attributes or {},
+        events=tuple(SpanEvent(e.name, e.attributes or {}) for e in span.events),
         error=status.status_code is StatusCode.ERROR,
         status_message=status.description,
         parent_remote=bool(parent is not None and parent.is_remote),

@@ -150,13 +150,15 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _details(span: SpanView) -> dict[str, Any]:
+def _details(span: SpanView) -> Mapping[str, Any]:
     """The message attributes: on the span, else on its operation-details event."""
+    details = [e for e in span.events if e.name == _DETAILS_EVENT]
+    if not details:
+        return span.attributes
     attrs = dict(span.attributes)
-    for event in span.events:
-        if event.name == _DETAILS_EVENT:
-            for key, value in event.attributes.items():
-                attrs.setdefault(key, value)
+    for event in details:
+        for key, value in event.attributes.items():
+            attrs.setdefault(key, value)
     return attrs
 
 
