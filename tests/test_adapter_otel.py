@@ -243,3 +243,11 @@ def test_broker_down_the_agent_goes_on_and_the_spooled_run_arrives_later(
     assert {e.run_id for e in events} == {run_id}
     assert [e.sequence for e in events] == list(range(1, 12))
     assert [e.type for e in events][-1] == "run.succeeded"
+
+
+def test_a_span_ending_after_its_root_is_dropped_not_a_new_run() -> None:
+    mapper = TraceMapper()
+    mapper.map([view("c1", "a", "chat", 1), view("a", None, "invoke_agent", 2)])
+    late = mapper.map([view("t1", "a", "execute_tool", 3)])
+    assert late.events == [] and late.dropped == {"after-run-end": 1}
+    assert mapper.open_traces == 0

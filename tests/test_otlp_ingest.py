@@ -259,3 +259,18 @@ def test_refusals_answer_in_otlp_terms_and_record_nothing(
     assert scrape.total("runtrail_otlp_ingest_requests_total", outcome="unauthorized") == 2
     assert scrape.total("runtrail_otlp_ingest_requests_total", outcome="too_large") == 2
     assert scrape.total("runtrail_otlp_ingest_requests_total", outcome="unsupported") == 2
+
+
+def test_a_mistyped_option_is_an_error_naming_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "runtrail.cli.main", "run", "otlp-ingest", "-o", "max_body=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "RUNTRAIL_STATE_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "unknown otlp-ingest option(s) max_body" in done.stderr

@@ -25,8 +25,9 @@ class IngestMetrics:
         )
         self._spans = Counter(
             "runtrail_otlp_ingest_spans",
-            "Spans received, by outcome (recorded, dropped: published nothing, e.g. reason "
-            "not-genai; rejected: the publisher refused an event of it, with its reason).",
+            "Spans received, by outcome: recorded; dropped (published nothing), by reason "
+            "(not-genai, unmapped-operation:NAME, after-run-end); rejected: the events of "
+            "spans the publisher refused, by its reason.",
             ["outcome", "reason"],
             registry=registry,
         )

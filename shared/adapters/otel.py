@@ -39,6 +39,12 @@ class Submitter(Protocol):
 
     def flush(self, timeout: float = ...) -> int: ...
 
+    def forget_run(self, run_id: str) -> None: ...
+
+
+#: events after which a run publishes nothing more (its sequence counter can go)
+TERMINAL = frozenset({"run.succeeded", "run.failed"})
+
 
 @dataclass
 class PublishOutcome:
@@ -83,6 +89,8 @@ def publish_mapped(publisher: Submitter, mapped: Mapped, *, tenant: str | None) 
         else:
             outcome.rejected[str(submitted.reason)] += 1
             refused_spans.add(event.span_id)
+        if event.event_type in TERMINAL:
+            publisher.forget_run(event.run_id)  # a long-lived process keeps no counter per run
     outcome.rejected_spans = len(refused_spans)
     return outcome
 

@@ -22,7 +22,9 @@ span event), and the older per-message events (``gen_ai.user.message``, ``gen_ai
 Spans without ``gen_ai.operation.name`` (HTTP, DB, … spans) and GenAI operations with no
 runtime event (``embeddings``, ``create_agent``…) publish nothing and are counted in
 :attr:`Mapped.dropped` by reason — except a local root span of a trace that published
-something: it still ends the run. State is per trace, bounded (oldest traces forgotten first).
+something: it still ends the run. A span of a trace whose run already ended (it ended after
+its root) is counted as ``after-run-end`` and dropped. State is per trace, bounded (oldest
+traces forgotten first).
 """
 
 from __future__ import annotations
@@ -252,6 +254,8 @@ class TraceMapper:
     def __init__(self, *, max_traces: int = 10_000) -> None:
         self.max_traces = max(1, max_traces)
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        #: traces whose run ended (bounded like the open ones): a late span is not a new run
+        self._ended: OrderedDict[str, None] = OrderedDict()
         #: traces forgotten to stay under ``max_traces`` before their root span ended
         self.evicted = 0
 
@@ -275,6 +279,9 @@ class TraceMapper:
         if not isinstance(operation, str) or not operation:
             operation = None
         trace = self._traces.get(span.trace_id)
+        if trace is None and span.trace_id in self._ended:
+            out.dropped["after-run-end"] += 1
+            return
         opens = operation in MODEL_OPERATIONS or operation in TOOL_OPERATIONS
         if trace is None and (opens or operation == "invoke_agent"):
             trace = self._open(span, out)
@@ -366,6 +373,9 @@ class TraceMapper:
                 out, trace, root, "run.succeeded", {"resultRef": f"otel-span:{root.span_id}"}
             )
         self._traces.pop(root.trace_id, None)
+        self._ended[root.trace_id] = None
+        while len(self._ended) > self.max_traces:
+            self._ended.popitem(last=False)
 
     # --- turns and steps --------------------------------------------------------------------
     def _turn_of(self, trace: _Trace, span: SpanView) -> str:
