@@ -6,6 +6,7 @@ span views, where no component is involved.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,9 @@ def read_events(bootstrap: str, topic: str, expect: int) -> list[Any]:
 
 @pytest.mark.kafka
 def test_exporter_publishes_a_traced_agent_run_in_order(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="runtrail.adapters.otel")
     topic = create_topic(kafka_bootstrap, unique_topic("otel"), partitions=1)
     publisher = Publisher(settings_for(kafka_bootstrap, tmp_path, topic))
     exporter = RuntrailSpanExporter(publisher)
@@ -75,6 +77,7 @@ def test_exporter_publishes_a_traced_agent_run_in_order(
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     # the HTTP span under the tool has no gen_ai.* attributes: counted, not published
     assert exporter.stats.dropped == {"not-genai": 1}
+    assert "spans not recorded (not-genai)" in caplog.text
     assert exporter.stats.rejected == {} and exporter.failures == 0
     request = events[2].data.model_dump(mode="json", by_alias=True)
     assert request["prompt"]["model"] == "gpt-test"

@@ -140,6 +140,7 @@ class RuntrailSpanExporter(SpanExporter):
         #: export calls that failed inside (logged; the SDK saw SUCCESS)
         self.failures = 0
         self._shutdown = False
+        self._told: set[str] = set()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -151,6 +152,13 @@ class RuntrailSpanExporter(SpanExporter):
                 mapped = self._mapper.map(views)
                 outcome = publish_mapped(self.publisher, mapped, tenant=self.tenant)
                 self.stats.add(outcome)
+            new_reasons = set(outcome.dropped) - self._told
+            if new_reasons:  # once per reason: the counts stay in stats.dropped
+                self._told |= new_reasons
+                log.info(
+                    "runtrail: spans not recorded (%s); counted in stats.dropped",
+                    ", ".join(sorted(new_reasons)),
+                )
             if outcome.rejected:
                 log.warning(
                     "runtrail: %d span event(s) refused: %s",
