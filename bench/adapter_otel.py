@@ -5,7 +5,8 @@
 The agent is the tests' GenAI-instrumented run (``tests/otel_support.py``: one invoke_agent,
 two chat, one execute_tool and one HTTP span; 11 events). It runs ``--runs`` times, each way
 after a warm-up, every span exported synchronously (``SimpleSpanProcessor``) so all the cost is
-counted (CPU of all threads, so the publisher's and the receiver's threads count too):
+counted (CPU of all threads, so the publisher's and the receiver's threads count too;
+``--batch``: behind a ``BatchSpanProcessor`` instead, the usual set-up, flushed at the end):
 
 * **bare** — traced, spans handed to an exporter that discards them: the baseline;
 * **exporter, discarding sink** — ``RuntrailSpanExporter`` mapping spans to events that go
@@ -33,7 +34,12 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 from bench.harness import broker, create_topic, delete_topic
 from runtrail.adapters.otel import RuntrailSpanExporter
@@ -66,14 +72,20 @@ class DiscardingSink:
         pass
 
 
+BATCH = False
+
+
 def timed(exporter: SpanExporter, runs: int) -> float:
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    processor = BatchSpanProcessor(exporter) if BATCH else SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)
     for _ in range(max(10, runs // 10)):
         run_agent(provider)
+    provider.force_flush()
     started = time.process_time()
     for _ in range(runs):
         run_agent(provider)
+    provider.force_flush()
     spent = time.process_time() - started
     provider.shutdown()
     return spent
@@ -83,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--bootstrap")
+    parser.add_argument(
+        "--batch", action="store_true", help="BatchSpanProcessor (the usual set-up) instead"
+    )
     args = parser.parse_args(argv)
+    global BATCH
+    BATCH = args.batch
     results: dict[str, float] = {}
     with broker(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as tmp:
         topic = create_topic(bootstrap, 3, prefix="bench-otel")
@@ -135,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             delete_topic(bootstrap, topic)
     spans = args.runs * SPANS_PER_RUN
     bare = results["bare"]
-    print(f"{args.runs} runs, {spans} spans each way (CPU seconds, all threads)")
+    mode = "BatchSpanProcessor" if args.batch else "SimpleSpanProcessor"
+    print(f"{args.runs} runs, {spans} spans each way, {mode} (CPU seconds, all threads)")
     print(f"{'way':30} {'cpu s':>8} {'µs/span over bare':>18} {'ratio':>7}")
     for name, spent in results.items():
         over = (spent - bare) / spans * 1e6
