@@ -34,7 +34,7 @@ from runtrail.devstack.scrape import fetch
 from runtrail.events import EventCodec
 from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
 from tests.otel_support import SECRET, run_agent
-from tests.support import consume_all, create_topic, unique_topic, wait_for
+from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka]
 CODEC = EventCodec()
@@ -228,7 +228,10 @@ def test_refusals_answer_in_otlp_terms_and_record_nothing(
         ]
         == 400
     )
-    bad_id = otlp_json([json_span("zz", "chat", {"gen_ai.operation.name": "chat"})])
+    # a good span beside a bad one: the whole body is refused, the good span not recorded
+    other_trace = json_span("abc19b7ec3c1b174", "chat", {"gen_ai.operation.name": "chat"})
+    other_trace["traceId"] = "6b8efff798038103d269b633813fc60c"
+    bad_id = otlp_json([other_trace, json_span("zz", "chat", {"gen_ai.operation.name": "chat"})])
     status, answer, _ = post(receiver.url, bad_id, auth)
     assert status == 400 and b"spanId" in answer
     # over the limit as sent, and a small gzip body that inflates past the decoded limit
@@ -254,6 +257,7 @@ def test_refusals_answer_in_otlp_terms_and_record_nothing(
         "STEP_END",
         "run.succeeded",
     ]
+    assert sum(end_offsets(kafka_bootstrap, receiver.topic, 2).values()) == 6
     scrape = fetch(receiver.metrics_url + "/metrics")
     assert scrape is not None
     assert scrape.total("runtrail_otlp_ingest_requests_total", outcome="unauthorized") == 2
