@@ -232,14 +232,26 @@ def test_refusals_answer_in_otlp_terms_and_record_nothing(
     other_trace = json_span("abc19b7ec3c1b174", "chat", {"gen_ai.operation.name": "chat"})
     other_trace["traceId"] = "6b8efff798038103d269b633813fc60c"
     bad_id = otlp_json([other_trace, json_span("zz", "chat", {"gen_ai.operation.name": "chat"})])
-    status, answer, _ = post(receiver.url, bad_id, auth)
-    assert status == 400 and b"spanId" in answer
+    status, answer, headers = post(receiver.url, bad_id, auth)
+    # a refusal's body is a google.rpc.Status in the request's encoding
+    assert status == 400 and headers["Content-Type"] == "application/json"
+    refusal = json.loads(answer)
+    assert refusal["code"] == 3 and "spanId" in refusal["message"]
+    status, answer, headers = post(
+        receiver.url, b"\xff\x00", {**auth, "Content-Type": "application/x-protobuf"}
+    )
+    assert status == 400 and headers["Content-Type"] == "application/x-protobuf"
+    from google.rpc.status_pb2 import Status
+
+    parsed = Status()
+    parsed.ParseFromString(answer)
+    assert parsed.code == 3 and "ExportTraceServiceRequest" in parsed.message
     # over the limit as sent, and a small gzip body that inflates past the decoded limit
     assert post(receiver.url, b" " * (300 * 1024), auth)[0] == 413
     bomb = gzip.compress(b" " * (2 * 1024 * 1024))
     assert len(bomb) < 256 * 1024
     status, answer, _ = post(receiver.url, bomb, {**auth, "Content-Encoding": "gzip"})
-    assert status == 413 and b"inflates past" in answer
+    assert status == 413 and "inflates past" in json.loads(answer)["message"]
     assert post(receiver.url.replace("/v1/traces", "/v1/logs"), good, auth)[0] == 404
     # nothing above was recorded; the one good body still is (gzip accepted)
     status, _, _ = post(receiver.url, gzip.compress(good), {**auth, "Content-Encoding": "gzip"})

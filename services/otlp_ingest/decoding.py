@@ -111,6 +111,32 @@ def response_body(kind: str, rejected: int, message: str) -> bytes:
     return str(json_format.MessageToJson(response, indent=None)).encode()
 
 
+#: the google.rpc.Code an HTTP refusal carries in its Status body
+GRPC_CODES = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+
+
+def status_body(kind: str, http_status: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` in the request's encoding, as OTLP/HTTP asks of every 4xx/5xx
+    answer (written out by hand: two fields, and no dependency on googleapis-common-protos)."""
+    code = GRPC_CODES.get(http_status, 2)  # 2: UNKNOWN
+    if kind != PROTOBUF:
+        return orjson.dumps({"code": code, "message": message})
+    text = message.encode()
+    return b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanView]:
     for resource in request.resource_spans:
         for scope in resource.scope_spans:

@@ -1,11 +1,12 @@
 """``POST /v1/traces``: the OTLP/HTTP trace endpoint, per tenant by bearer token.
 
-Answers as the OTLP specification asks: 200 with an ``ExportTraceServiceResponse`` in the
-request's encoding — with ``partial_success`` (``rejected_spans`` and why) when some spans were
-not recorded (spans without ``gen_ai.*`` attributes, events the publisher refused); 400 for a
-body that does not decode (not retryable), 401 without a valid token, 413 for a body over the
-limits, 415 for an encoding other than protobuf/JSON (gzip/deflate/none), 503 while stopping
-(retryable). Spans are recorded only after the whole body decoded: a bad body records nothing.
+Answers as the OTLP specification asks, every body in the request's encoding (a refusal's body
+is a ``google.rpc.Status``): 200 with an ``ExportTraceServiceResponse`` — with
+``partial_success`` (``rejected_spans`` and why) when some spans were not recorded (spans
+without ``gen_ai.*`` attributes, events the publisher refused); 400 for a body that does not
+decode (not retryable), 401 without a valid token, 413 for a body over the limits, 415 for an
+encoding other than protobuf/JSON (gzip/deflate/none), 503 while stopping (retryable). Spans
+are recorded only after the whole body decoded: a bad body records nothing.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from runtrail.adapters.otel_mapping import SpanView, TraceMapper
 from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
+    PROTOBUF,
     BodyError,
     inflate,
     media_type,
     parse_request,
     response_body,
     spans_of,
+    status_body,
 )
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 
@@ -98,9 +101,12 @@ def _handler(
             self.wfile.write(body)
 
         def _error(self, status: int, outcome: str, message: str, *, close: bool = False) -> None:
+            """A ``google.rpc.Status`` body, protobuf for a protobuf request, else JSON."""
             ingest.metrics.request(outcome)
             log.info("otlp-ingest: %d %s", status, message)
-            self._send(status, "text/plain; charset=utf-8", message.encode() + b"\n", close=close)
+            asked = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            kind = PROTOBUF if asked == PROTOBUF else JSON
+            self._send(status, kind, status_body(kind, status, message), close=close)
 
         def do_POST(self) -> None:
             if self.path.split("?", 1)[0] != PATH:
@@ -144,8 +150,7 @@ def _handler(
             result = ingest.record(tenant, spans)
             rejected = sum(result.dropped.values()) + result.rejected_spans
             ingest.metrics.request("partial" if rejected else "ok")
-            ctype = "application/json" if kind == JSON else "application/x-protobuf"
-            self._send(200, ctype, response_body(kind, rejected, _message(result)))
+            self._send(200, kind, response_body(kind, rejected, _message(result)))
 
         def log_message(self, format: str, *args: object) -> None:
             log.debug("otlp-ingest http: " + format, *args)
