@@ -290,3 +290,49 @@ def test_a_mistyped_option_is_an_error_naming_it(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "unknown otlp-ingest option(s) max_body" in done.stderr
+
+
+def test_broker_down_the_receiver_still_takes_spans_into_its_spool(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The spool is durable, so a span the broker cannot take now is accepted (200), not
+    bounced back to the sender; a later start of the receiver sends it, in order."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    topic = create_topic(kafka_bootstrap, unique_topic("otlp-down"), partitions=1)
+    down = Settings(
+        bootstrap_servers=dead,
+        events_topic=topic,
+        spool_dir=tmp_path / "spool",
+        state_dir=tmp_path / "state",
+        delivery_timeout_ms=1000,
+    )
+    options = {"http_port": "0", "tokens": json.dumps({"acme": TOKEN})}
+    receiver = OtlpIngestReceiver(down, options=options, metrics_port=0)
+    thread = threading.Thread(target=receiver.run, daemon=True)
+    thread.start()
+    wait_for(lambda: receiver.health.ready, 10, what="receiver ready")
+    try:
+        exporter = OTLPSpanExporter(
+            f"http://127.0.0.1:{receiver.port}/v1/traces",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        run_id, results = trace_through(exporter)
+        assert results and all(r is SpanExportResult.SUCCESS for r in results)
+        wait_for(lambda: receiver.publisher.stats().spool_depth == 11, 20, what="spooled")
+    finally:
+        receiver.request_stop()
+        thread.join(30)
+    from runtrail.publisher import Publisher
+
+    later = Publisher(down.model_copy(update={"bootstrap_servers": kafka_bootstrap}))
+    try:
+        assert later.drain(30)
+    finally:
+        later.close()
+    events = events_of(kafka_bootstrap, topic, run_id, expect=11)
+    assert [e.type for e in events] == EXPECTED_TYPES
+    assert {e.tenant_id for e in events} == {"acme"}
