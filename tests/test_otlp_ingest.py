@@ -336,3 +336,30 @@ def test_broker_down_the_receiver_still_takes_spans_into_its_spool(
     events = events_of(kafka_bootstrap, topic, run_id, expect=11)
     assert [e.type for e in events] == EXPECTED_TYPES
     assert {e.tenant_id for e in events} == {"acme"}
+
+
+def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "runtrail.cli.main", "run", "otlp-ingest"),
+                *("-o", f"http_port={port}", "--metrics-port", "0"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "RUNTRAIL_STATE_DIR": str(tmp_path),
+                "RUNTRAIL_SPOOL_DIR": str(tmp_path / "spool"),
+            },
+        )
+    assert done.returncode == 2, done.stderr
+    assert "otlp-ingest: cannot listen" in done.stderr and "in use" in done.stderr

@@ -53,24 +53,28 @@ class OtlpIngestReceiver:
         self.health = HealthState()
         self._stop = threading.Event()
         self.publisher = Publisher(settings, registry=self.registry)
-        self.metrics = IngestMetrics(self.registry)
-        self.ingest = Ingest(self.publisher, self.metrics, max_traces=self.own.max_traces)
-        self.server = IngestServer(
-            self.own.http_host,
-            self.own.http_port,
-            self.ingest,
-            TokenAuth(tokens),
-            max_body_bytes=self.own.max_body_bytes,
-            max_decoded_bytes=self.own.max_decoded_bytes,
-        )
-        port = metrics_port if metrics_port is not None else settings.metrics_port
-        self.endpoint = HttpEndpoint(
-            settings.metrics_host,
-            self.default_port if port is None else port,
-            self.registry,
-            self.health,
-            EndpointAuth.from_settings(settings),
-        )
+        try:
+            self.metrics = IngestMetrics(self.registry)
+            self.ingest = Ingest(self.publisher, self.metrics, max_traces=self.own.max_traces)
+            self.server = IngestServer(
+                self.own.http_host,
+                self.own.http_port,
+                self.ingest,
+                TokenAuth(tokens),
+                max_body_bytes=self.own.max_body_bytes,
+                max_decoded_bytes=self.own.max_decoded_bytes,
+            )
+            port = metrics_port if metrics_port is not None else settings.metrics_port
+            self.endpoint = HttpEndpoint(
+                settings.metrics_host,
+                self.default_port if port is None else port,
+                self.registry,
+                self.health,
+                EndpointAuth.from_settings(settings),
+            )
+        except BaseException:
+            self.publisher.close(timeout=1)  # nothing was published; no thread left behind
+            raise
 
     @property
     def port(self) -> int:

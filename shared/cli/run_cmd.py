@@ -77,5 +77,8 @@ def run_receiver(
     except ValueError as exc:
         log.error("%s: %s", name, exc)
         return 2
+    except OSError as exc:  # a port in use, an address not on this host
+        log.error("%s: cannot listen: %s", name, exc)
+        return 2
     receiver.install_signal_handlers()
     return int(receiver.run())
