@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings
 
 from runtrail.config import Settings
 from runtrail.publisher.redaction import is_sensitive_key, redact_text
-from runtrail.runtime.registry import SERVICES
+from runtrail.runtime.registry import RECEIVERS, SERVICES
 
 #: A setting whose name holds one of these is shown as ``***`` whole (tokens, their files,
 #: signing key paths); every other value is shown with secret-shaped parts masked.
@@ -53,7 +53,7 @@ class SettingsSection:
 def sections() -> Iterator[SettingsSection]:
     """The core settings, then each registered service's, in registry order."""
     yield SettingsSection("core", Settings)
-    for service, target in SERVICES.items():
+    for service, target in {**SERVICES, **RECEIVERS}.items():
         package = target.split(":", 1)[0].rsplit(".", 1)[0]
         try:
             module = importlib.import_module(f"{package}.settings")

@@ -6,11 +6,12 @@ Start it again in another process (same group) to scale: the partitions split be
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 from typing import Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
-from runtrail.runtime.registry import SERVICES, UnknownService, service_class
+from runtrail.runtime.registry import RECEIVERS, SERVICES, UnknownService, service_class
 from runtrail.runtime.runner import ServiceRunner
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,9 @@ def register(subparsers: Any) -> None:
         help="run a consumer service",
         description="Run a consumer service (one member of its consumer group).",
     )
-    parser.add_argument("service", help=f"service name: {', '.join(sorted(SERVICES))}")
+    parser.add_argument(
+        "service", help=f"service name: {', '.join(sorted({**SERVICES, **RECEIVERS}))}"
+    )
     parser.add_argument("--group", help="consumer group (default runtrail.SERVICE)")
     parser.add_argument("--metrics-port", type=int, help="port of /metrics, /healthz, /readyz")
     parser.add_argument(
@@ -39,12 +42,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, group=args.group)
+    options = dict(o.split("=", 1) for o in args.option if "=" in o)
+    if args.service in RECEIVERS:
+        return run_receiver(args.service, settings, options, args.metrics_port)
     try:
         cls = service_class(args.service)
     except UnknownService as exc:
         log.error("%s", exc)
         return 2
-    options = dict(o.split("=", 1) for o in args.option if "=" in o)
     runner = ServiceRunner(
         cls,
         settings,
@@ -55,3 +60,25 @@ def run(args: argparse.Namespace) -> int:
     )
     runner.install_signal_handlers()
     return runner.run()
+
+
+def run_receiver(
+    name: str, settings: Any, options: dict[str, str], metrics_port: int | None
+) -> int:
+    """A receiver (``otlp-ingest``): an HTTP server feeding the publisher, not a consumer."""
+    module_name, _, attr = RECEIVERS[name].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except ImportError as exc:
+        log.error("%s needs the otel extra (pip install 'runtrail[otel]'): %s", name, exc)
+        return 2
+    try:
+        receiver = cls(settings, options=options, metrics_port=metrics_port)
+    except ValueError as exc:
+        log.error("%s: %s", name, exc)
+        return 2
+    except OSError as exc:  # a port in use, an address not on this host
+        log.error("%s: cannot listen: %s", name, exc)
+        return 2
+    receiver.install_signal_handlers()
+    return int(receiver.run())

@@ -16,6 +16,11 @@ SERVICES: dict[str, str] = {
     "projector": "runtrail_services.projector.service:ProjectorService",
 }
 
+#: receivers: not topic consumers (an HTTP server feeding the publisher), run by their own path
+RECEIVERS: dict[str, str] = {
+    "otlp-ingest": "runtrail_services.otlp_ingest.service:OtlpIngestReceiver",
+}
+
 
 class UnknownService(LookupError):
     pass

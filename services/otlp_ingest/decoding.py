@@ -1,0 +1,181 @@
+"""OTLP/HTTP trace bodies → span views: protobuf or JSON, plain, gzip or deflate, size-bounded.
+
+OTLP's JSON differs from protobuf's canonical JSON in one way that matters: trace and span IDs
+are hex, not base64; they are turned into base64 before the protobuf JSON parser reads them.
+Unknown fields are ignored, as the OTLP specification asks of receivers.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from runtrail.adapters.otel_mapping import SpanEvent, SpanView
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+
+
+class BodyError(ValueError):
+    """A body the receiver refuses; ``status`` is the HTTP answer (400, 413, 415)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def media_type(content_type: str | None) -> str:
+    """The body's encoding, from ``Content-Type`` (parameters such as charset ignored)."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if kind not in (PROTOBUF, JSON):
+        raise BodyError(415, f"Content-Type {content_type!r}: expected {PROTOBUF} or {JSON}")
+    return kind
+
+
+def inflate(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body without its ``Content-Encoding``; never more than ``limit`` bytes of it."""
+    coding = (encoding or "identity").strip().lower()
+    if coding == "identity":
+        return body
+    if coding not in ("gzip", "deflate"):
+        raise BodyError(415, f"Content-Encoding {encoding!r}: expected gzip, deflate or none")
+    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib, detected from the header
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BodyError(400, f"the {coding} body does not inflate: {exc}") from exc
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise BodyError(413, f"the body inflates past {limit} bytes")
+    return out
+
+
+def parse_request(body: bytes, kind: str) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    if kind == PROTOBUF:
+        try:
+            request.ParseFromString(body)
+        except DecodeError as exc:
+            raise BodyError(400, f"not an ExportTraceServiceRequest: {exc}") from exc
+        return request
+    try:
+        document = orjson.loads(body)
+        if not isinstance(document, dict):
+            raise BodyError(400, "the JSON body is not an object")
+        _ids_to_base64(document)
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (orjson.JSONDecodeError, json_format.ParseError) as exc:
+        raise BodyError(400, f"not an OTLP JSON ExportTraceServiceRequest: {exc}") from exc
+    return request
+
+
+def _ids_to_base64(document: dict[str, Any]) -> None:
+    for resource in document.get("resourceSpans") or ():
+        for scope in (resource or {}).get("scopeSpans") or ():
+            for span in (scope or {}).get("spans") or ():
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    value = span.get(key) if isinstance(span, dict) else None
+                    if isinstance(value, str) and value:
+                        span[key] = _hex_to_base64(value, key)
+
+
+def _hex_to_base64(value: str, key: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode()
+    except ValueError as exc:
+        raise BodyError(400, f"{key} {value[:40]!r} is not hex") from exc
+
+
+def response_body(kind: str, rejected: int, message: str) -> bytes:
+    """ExportTraceServiceResponse, in the request's encoding; partial success when rejected."""
+    response = ExportTraceServiceResponse()
+    if rejected or message:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = message
+    if kind == PROTOBUF:
+        return bytes(response.SerializeToString())
+    return str(json_format.MessageToJson(response, indent=None)).encode()
+
+
+#: the google.rpc.Code an HTTP refusal carries in its Status body
+GRPC_CODES = {400: 3, 401: 16, 404: 5, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+
+
+def status_body(kind: str, http_status: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` in the request's encoding, as OTLP/HTTP asks of every 4xx/5xx
+    answer (written out by hand: two fields, and no dependency on googleapis-common-protos)."""
+    code = GRPC_CODES.get(http_status, 2)  # 2: UNKNOWN
+    if kind != PROTOBUF:
+        return orjson.dumps({"code": code, "message": message})
+    text = message.encode()
+    return b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanView]:
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                yield span_view(span)
+
+
+def span_view(span: Span) -> SpanView:
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        raise BodyError(400, f"span {span.name!r}: traceId must be 16 bytes and spanId 8")
+    flags = span.flags
+    return SpanView(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_span_id=span.parent_span_id.hex() or None,
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+        attributes=attributes(span.attributes),
+        events=tuple(SpanEvent(e.name, attributes(e.attributes)) for e in span.events),
+        error=span.status.code == Status.STATUS_CODE_ERROR,
+        status_message=span.status.message or None,
+        parent_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+    )
+
+
+def attributes(pairs: Any) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in pairs if isinstance(kv, KeyValue)}
+
+
+def any_value(value: AnyValue) -> Any:
+    """An OTLP AnyValue as the SDK holds attributes (arrays as tuples)."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return tuple(any_value(v) for v in value.array_value.values)
+    if which == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, which)

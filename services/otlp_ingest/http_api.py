@@ -1,0 +1,175 @@
+"""``POST /v1/traces``: the OTLP/HTTP trace endpoint, per tenant by bearer token.
+
+Answers as the OTLP specification asks, every body in the request's encoding (a refusal's body
+is a ``google.rpc.Status``): 200 with an ``ExportTraceServiceResponse`` — with
+``partial_success`` (``rejected_spans`` and why) when some spans were not recorded (spans
+without ``gen_ai.*`` attributes, events the publisher refused); 400 for a body that does not
+decode (not retryable), 401 without a valid token, 413 for a body over the limits, 415 for an
+encoding other than protobuf/JSON (gzip/deflate/none), 503 while stopping (retryable). Spans
+are recorded only after the whole body decoded: a bad body records nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler
+
+from runtrail.adapters.otel import PublishOutcome, Submitter, publish_mapped
+from runtrail.adapters.otel_mapping import SpanView, TraceMapper
+from runtrail.http_server import BackgroundServer, TokenAuth
+from runtrail_services.otlp_ingest.decoding import (
+    JSON,
+    PROTOBUF,
+    BodyError,
+    inflate,
+    media_type,
+    parse_request,
+    response_body,
+    spans_of,
+    status_body,
+)
+from runtrail_services.otlp_ingest.metrics import IngestMetrics
+
+log = logging.getLogger(__name__)
+
+PATH = "/v1/traces"
+
+
+class Ingest:
+    """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order)."""
+
+    def __init__(
+        self, publisher: Submitter, metrics: IngestMetrics, *, max_traces: int = 10_000
+    ) -> None:
+        self.publisher = publisher
+        self.metrics = metrics
+        self.max_traces = max_traces
+        self._mappers: dict[str, TraceMapper] = {}
+        self._lock = threading.Lock()
+        self.accepting = True
+
+    def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
+        with self._lock:
+            mapper = self._mappers.get(tenant)
+            if mapper is None:
+                mapper = self._mappers[tenant] = TraceMapper(max_traces=self.max_traces)
+            evicted = mapper.evicted
+            outcome = publish_mapped(self.publisher, mapper.map(spans), tenant=tenant)
+            self.metrics.evicted.inc(mapper.evicted - evicted)
+            self.metrics.open_traces.set(sum(m.open_traces for m in self._mappers.values()))
+        dropped = sum(outcome.dropped.values())
+        recorded = len(spans) - dropped - outcome.rejected_spans
+        self.metrics.events.inc(outcome.published)
+        self.metrics.spans("recorded", Counter({"": recorded}))
+        self.metrics.spans("dropped", outcome.dropped)
+        self.metrics.spans("rejected", outcome.rejected)
+        return outcome
+
+
+def _message(outcome: PublishOutcome) -> str:
+    parts = []
+    if outcome.dropped:
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(outcome.dropped.items()))
+        parts.append(f"not recorded (no runtime event): {reasons}")
+    if outcome.rejected:
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(outcome.rejected.items()))
+        parts.append(f"events refused by the publisher: {reasons}")
+    return "; ".join(parts)
+
+
+def _handler(
+    ingest: Ingest, auth: TokenAuth, max_body: int, max_decoded: int
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-otlp-ingest"')
+            if status == 503:
+                self.send_header("Retry-After", "5")
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _error(self, status: int, outcome: str, message: str, *, close: bool = False) -> None:
+            """A ``google.rpc.Status`` body, protobuf for a protobuf request, else JSON."""
+            ingest.metrics.request(outcome)
+            log.info("otlp-ingest: %d %s", status, message)
+            asked = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            kind = PROTOBUF if asked == PROTOBUF else JSON
+            self._send(status, kind, status_body(kind, status, message), close=close)
+
+        def do_POST(self) -> None:
+            if self.path.split("?", 1)[0] != PATH:
+                self._drain_or_close()
+                return self._error(404, "bad_request", f"not found: only POST {PATH}")
+            try:
+                self._export()
+            except Exception:
+                log.exception("otlp-ingest: request failed")
+                self._error(500, "error", "internal error", close=True)
+
+        def _drain_or_close(self) -> None:
+            length = self.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) <= max_body:
+                self.rfile.read(int(length))
+            else:
+                self.close_connection = True
+
+        def _export(self) -> None:
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                return self._error(411, "bad_request", "Content-Length is required", close=True)
+            size = int(length)
+            if size > max_body:
+                return self._error(
+                    413, "too_large", f"body of {size} bytes is over {max_body}", close=True
+                )
+            body = self.rfile.read(size)
+            tenant = auth.tenant_of(self.headers.get("Authorization"))
+            if tenant is None:
+                return self._error(401, "unauthorized", "a valid bearer token is required")
+            if not ingest.accepting:
+                return self._error(503, "unavailable", "stopping; send again later")
+            try:
+                kind = media_type(self.headers.get("Content-Type"))
+                raw = inflate(body, self.headers.get("Content-Encoding"), max_decoded)
+                spans = list(spans_of(parse_request(raw, kind)))
+            except BodyError as exc:
+                outcome = {400: "bad_request", 413: "too_large", 415: "unsupported"}[exc.status]
+                return self._error(exc.status, outcome, str(exc))
+            result = ingest.record(tenant, spans)
+            rejected = sum(result.dropped.values()) + result.rejected_spans
+            ingest.metrics.request("partial" if rejected else "ok")
+            self._send(200, kind, response_body(kind, rejected, _message(result)))
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("otlp-ingest http: " + format, *args)
+
+    return Handler
+
+
+class IngestServer(BackgroundServer):
+    """The receiver on a daemon-threaded ThreadingHTTPServer (port 0 picks a free one)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        ingest: Ingest,
+        auth: TokenAuth,
+        *,
+        max_body_bytes: int,
+        max_decoded_bytes: int,
+    ) -> None:
+        handler = _handler(ingest, auth, max_body_bytes, max_decoded_bytes)
+        super().__init__(host, port, handler, "otlp-ingest-http")

@@ -1,0 +1,60 @@
+"""Prometheus series of the OTLP receiver (beside the publisher's own in the same registry).
+
+Every span that did not become events is counted with its reason, so "telemetry dropped under
+load without a counter" cannot happen here: ``runtrail_otlp_ingest_spans{outcome,reason}``.
+Counters move once per request, not per span.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class IngestMetrics:
+    """Requests by outcome; spans by outcome and reason; events published; open traces."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._requests = Counter(
+            "runtrail_otlp_ingest_requests",
+            "POST /v1/traces requests by outcome (ok, partial, unauthorized, bad_request, "
+            "too_large, unsupported, unavailable, error).",
+            ["outcome"],
+            registry=registry,
+        )
+        self._spans = Counter(
+            "runtrail_otlp_ingest_spans",
+            "Spans received, by outcome: recorded; dropped (published nothing), by reason "
+            "(not-genai, unmapped-operation:NAME, after-run-end); rejected: the events of "
+            "spans the publisher refused, by its reason.",
+            ["outcome", "reason"],
+            registry=registry,
+        )
+        self.events = Counter(
+            "runtrail_otlp_ingest_events",
+            "Events handed to the publisher (redacted, then produced or spooled).",
+            registry=registry,
+        )
+        self.open_traces = Gauge(
+            "runtrail_otlp_ingest_open_traces",
+            "Traces whose root span has not ended yet (their turns and steps are kept).",
+            registry=registry,
+        )
+        self.evicted = Counter(
+            "runtrail_otlp_ingest_evicted_traces",
+            "Open traces forgotten to stay under max_traces (a later span re-opens the run).",
+            registry=registry,
+        )
+        for outcome in ("ok", "partial", "unauthorized", "bad_request", "too_large"):
+            self._requests.labels(outcome)
+        self._spans.labels("recorded", "")
+        self._spans.labels("dropped", "not-genai")
+
+    def request(self, outcome: str) -> None:
+        self._requests.labels(outcome).inc()
+
+    def spans(self, outcome: str, counts: Tally[str]) -> None:
+        for reason, n in counts.items():
+            if n:
+                self._spans.labels(outcome, reason).inc(n)
