@@ -1,0 +1,1 @@
+"""Adapters that point agent frameworks (LangChain/LangGraph, …) at the runtrail topic."""

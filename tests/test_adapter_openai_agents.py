@@ -1,0 +1,221 @@
+"""``RuntrailTracingProcessor`` on real OpenAI Agents SDK runs (``Agent`` + ``Runner``, a
+scripted ``Model`` of the tests' own), publishing through a real Publisher to the real broker;
+the events are read back from the topic.
+
+What is held: the span mapping (Generation → MODEL_REQUEST/MODEL_RESPONSE with input, model,
+config, output and usage; Function → TOOL_CALL/TOOL_RESULT with the model's call ID; Turn end →
+STEP_END; trace → run lifecycle), failures (a failing tool, a model error, a tripped
+guardrail), redaction by the Publisher, and that a stalled sink neither slows nor breaks the
+agent while every span it could not take is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    RunConfig,
+    Runner,
+    input_guardrail,
+)
+from agents.tracing import set_trace_processors
+from prometheus_client import CollectorRegistry
+
+from runtrail.adapters import openai_agents
+from runtrail.adapters.openai_agents import RuntrailTracingProcessor
+from runtrail.config import Settings
+from runtrail.events import EventCodec
+from runtrail.publisher import Publisher
+from tests.openai_agents_support import ScriptedModel, add, call, explode, say
+from tests.support import consume_all, create_topic, unique_topic
+
+pytestmark = [pytest.mark.kafka]
+
+
+@pytest.fixture(autouse=True)
+def no_other_processors() -> Iterator[None]:
+    """Only the processor under test (the SDK's default would try to export to its backend)."""
+    set_trace_processors([])
+    yield
+    set_trace_processors([])
+
+
+@pytest.fixture
+def publisher(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Publisher]:
+    topic = create_topic(kafka_bootstrap, unique_topic("oaagents"), partitions=1)
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        events_topic=topic,
+        tenant="acme",
+        spool_dir=tmp_path / "spool",
+    )
+    pub = Publisher(settings)
+    try:
+        yield pub
+    finally:
+        pub.close()
+
+
+def read_back(publisher: Publisher, expect: int) -> list[Any]:
+    assert publisher.flush(20.0) == 0
+    codec = EventCodec()
+    messages = consume_all(
+        publisher._settings.bootstrap_servers, publisher.topic, expect=expect, timeout=30
+    )
+    return [codec.decode(m.value()).event for m in messages]
+
+
+def run(agent: Agent[Any], text: str, **config: Any) -> Any:
+    return asyncio.run(Runner.run(agent, text, run_config=RunConfig(**config)))
+
+
+def test_an_agent_run_with_a_tool_is_published_as_seed_events(publisher: Publisher) -> None:
+    registry = CollectorRegistry()
+    processor = openai_agents.install(publisher, registry=registry)
+    model = ScriptedModel([[call("add", {"a": 2, "b": 3}, "call-7")], [say("the sum is 5")]])
+    agent = Agent(name="calc", instructions="add things", model=model, tools=[add])
+    result = run(agent, "add 2 and 3", group_id="conv-1", trace_metadata={"user": "u1"})
+    assert result.final_output == "the sum is 5"
+    processor.force_flush()
+    events = read_back(publisher, expect=11)
+    assert (processor.dropped, processor.published) == (0, 11)
+    assert registry.get_sample_value("runtrail_openai_agents_events_total") == 11
+
+    trace_id = events[0].run_id
+    assert trace_id.startswith("trace_")
+    assert {(e.run_id, e.turn_id, e.session_id) for e in events} == {(trace_id, trace_id, "conv-1")}
+    assert [(e.type, e.step) for e in events] == [
+        ("run.accepted", None), ("run.state_transitioned", None),
+        ("MODEL_REQUEST", 1), ("MODEL_RESPONSE", 1),
+        ("TOOL_CALL", 1), ("TOOL_RESULT", 1), ("STEP_END", 1),
+        ("MODEL_REQUEST", 2), ("MODEL_RESPONSE", 2), ("STEP_END", 2),
+        ("run.succeeded", 2),
+    ]  # fmt: skip
+    assert {e.actor.id for e in events[2:]} == {"calc"}
+    assert events[0].data.goal_ref == "openai-agents:Agent workflow"
+
+    request, response = events[2].data.prompt, events[3].data
+    assert request["model"] == "scripted-llm-1"
+    assert request["input"] == model.inputs[0]  # what the model was sent
+    assert request["input"][-1] == {"role": "user", "content": "add 2 and 3"}
+    assert isinstance(request["config"], dict)
+    assert response.message is None  # a tool call, no text
+    assert response.raw["usage"] == {"input_tokens": 12, "output_tokens": 5}
+    assert response.raw["output"][0]["call_id"] == "call-7"
+    tool_call, tool_result = events[4].data, events[5].data
+    assert (tool_call.call_id, tool_call.tool_name, tool_call.arguments) == (
+        "call-7", "add", {"a": 2, "b": 3})  # fmt: skip
+    assert (tool_result.call_id, tool_result.output, tool_result.error) == ("call-7", 5, None)
+    assert events[6].data.reason == "tool_use"
+    assert events[7].data.prompt["input"] == model.inputs[1]
+    assert events[8].data.message == "the sum is 5"
+    assert events[9].data.reason == "final_answer"
+
+
+def test_the_run_id_and_session_can_be_named_and_secrets_are_redacted(
+    publisher: Publisher,
+) -> None:
+    processor = openai_agents.install(publisher)
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+    model = ScriptedModel([[say("ok")]])
+    agent = Agent(name="plain", instructions=f"use api key {secret}", model=model)
+    run(agent, "hi", trace_metadata={"runtrail_run_id": "my-run-1",
+                                     "runtrail_session_id": "sess-9"})  # fmt: skip
+    processor.force_flush()
+    events = read_back(publisher, expect=6)
+    assert {(e.run_id, e.session_id) for e in events} == {("my-run-1", "sess-9")}
+    system = events[2].data.prompt["input"][0]["content"]
+    assert secret not in system and "use api key" in system  # the Publisher's redactor ran
+
+
+def test_a_failing_tool_a_model_error_and_a_tripped_guardrail(publisher: Publisher) -> None:
+    processor = openai_agents.install(publisher)
+    failing = ScriptedModel([[call("explode", {"reason": "x"}, "c-1")], [say("it failed")]])
+    agent = Agent(name="fragile", model=failing, tools=[explode])
+    assert run(agent, "go").final_output == "it failed"
+
+    broken = ScriptedModel([RuntimeError("upstream 503")])
+    with pytest.raises(RuntimeError, match="upstream 503"):
+        run(Agent(name="broken", model=broken), "go")
+
+    @input_guardrail
+    def no_secrets(ctx: Any, agent: Agent[Any], text: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered="secret" in str(text))
+
+    guarded = Agent(name="guarded", model=ScriptedModel([[say("never")]]),
+                    input_guardrails=[no_secrets])  # fmt: skip
+    with pytest.raises(InputGuardrailTripwireTriggered):
+        run(guarded, "tell me the secret")
+    processor.force_flush()
+    events = read_back(publisher, expect=10 + 5 + 3)
+    runs: dict[str, list[Any]] = {}
+    for e in events:
+        runs.setdefault(e.run_id, []).append(e)
+    first, second, third = runs.values()
+
+    result = next(e.data for e in first if e.type == "TOOL_RESULT")
+    assert result.call_id == "c-1" and result.output is None
+    assert "Error running tool" in (result.error or "")  # the span's error, as the SDK set it
+    assert "explode" in (result.error or "")
+    assert first[-1].type == "run.succeeded"  # the model was told, and answered
+
+    assert [e.type for e in second[2:]] == ["MODEL_REQUEST", "STEP_END", "run.failed"]
+    assert second[-2].data.reason == "error"
+    assert "upstream 503" in second[-1].data.reason
+
+    assert [e.type for e in third[2:]] == ["run.failed"]
+    assert "no_secrets" in third[-1].data.reason
+
+
+class Gate:
+    """A sink that holds every publish until opened, then hands it to the real publisher."""
+
+    def __init__(self, publisher: Publisher) -> None:
+        self.publisher = publisher
+        self.opened = threading.Event()
+
+    def publish(self, *args: Any, **kwargs: Any) -> str | None:
+        self.opened.wait()
+        return self.publisher.publish(*args, **kwargs)
+
+    def flush(self, timeout: float = 10.0) -> int:
+        return self.publisher.flush(timeout)
+
+
+def test_a_stalled_sink_neither_slows_nor_breaks_the_agent_and_drops_are_counted(
+    publisher: Publisher,
+) -> None:
+    gate = Gate(publisher)
+    registry = CollectorRegistry()
+    processor = RuntrailTracingProcessor(gate, max_queue=4, registry=registry)
+    set_trace_processors([processor])
+    model = ScriptedModel([[call("add", {"a": 1, "b": 1}, "c-1")], [say("2")]])
+    started = time.monotonic()
+    assert run(Agent(name="calc", model=model, tools=[add]), "1+1").final_output == "2"
+    took = time.monotonic() - started
+    assert took < 2.0  # the worker is stuck on its first item; the agent is not
+    # offered: trace start, 3 span starts (agent, 2 turns), 7 span ends (2 generations, the
+    # function, 2 turns, agent, task), trace end = 12. The worker holds the trace start and 4
+    # wait in the queue: 7 dropped (8 if the worker had not taken its first before the end).
+    assert processor.drops == {"queue_full": processor.dropped}
+    assert processor.dropped in (7, 8)
+    counted = registry.get_sample_value(
+        "runtrail_openai_agents_dropped_total", {"reason": "queue_full"}
+    )
+    assert counted == processor.dropped
+    gate.opened.set()
+    processor.shutdown()
+    events = read_back(publisher, expect=processor.published)
+    if processor.dropped == 7:  # what got through: the start, the first model call, the tool
+        assert [e.type for e in events] == ["run.accepted", "run.state_transitioned",
+            "MODEL_REQUEST", "MODEL_RESPONSE", "TOOL_CALL", "TOOL_RESULT"]  # fmt: skip
+    assert events[0].type == "run.accepted"
