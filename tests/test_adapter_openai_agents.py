@@ -219,3 +219,51 @@ def test_a_stalled_sink_neither_slows_nor_breaks_the_agent_and_drops_are_counted
         assert [e.type for e in events] == ["run.accepted", "run.state_transitioned",
             "MODEL_REQUEST", "MODEL_RESPONSE", "TOOL_CALL", "TOOL_RESULT"]  # fmt: skip
     assert events[0].type == "run.accepted"
+
+
+def timed_run(agent: Agent[Any], text: str) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = run(agent, text)
+    return result, time.perf_counter() - started
+
+
+def test_with_the_broker_down_the_agent_runs_unslowed_and_the_run_arrives_later(
+    tmp_path: Path, restartable_broker: Any
+) -> None:
+    bootstrap = restartable_broker.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("oaadown"), partitions=1)
+    settings = Settings(
+        bootstrap_servers=bootstrap,
+        events_topic=topic,
+        spool_dir=tmp_path / "spool",
+        delivery_timeout_ms=3000,
+    )
+
+    def agent() -> Agent[Any]:
+        answers = [[call("add", {"a": 4, "b": 4}, "c-8")], [say("8")]]
+        return Agent(name="calc", model=ScriptedModel(answers), tools=[add])
+
+    _, bare = timed_run(agent(), "warm up")  # the SDK's imports and caches, untimed
+    _, bare = timed_run(agent(), "4+4")  # the same agent without the processor
+    pub = Publisher(settings, retry_backoff_s=0.2, retry_backoff_max_s=1.0)
+    try:
+        processor = openai_agents.install(pub)
+        restartable_broker.stop()
+        result, down = timed_run(agent(), "4+4")
+        assert result.final_output == "8"  # not broken
+        assert down < bare + 0.5, (down, bare)  # not slowed: the broker is not on its path
+        processor.force_flush(timeout=20.0)
+        deadline = time.monotonic() + 30
+        while pub.stats().spooled < 11 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (pub.stats().spooled, processor.dropped) == (11, 0)
+        restartable_broker.start()
+        assert pub.drain(90), f"spool not drained: {pub.stats()}"
+    finally:
+        set_trace_processors([])
+        pub.close(timeout=10)
+    codec = EventCodec()
+    events = [codec.decode(m.value()).event for m in consume_all(bootstrap, topic, expect=11)]
+    assert [e.type for e in events][:2] == ["run.accepted", "run.state_transitioned"]
+    assert [e.sequence for e in events] == list(range(1, 12))
+    assert events[-1].type == "run.succeeded"
