@@ -105,3 +105,46 @@ def ledger_tool(path: Path) -> Any:
         return f"deployed {service}"
 
     return deploy
+
+
+class ResponsesModel(ScriptedModel):
+    """Traces itself as the SDK's Responses API model does: a Response span holding the
+    provider's ``Response`` object, the input and the usage."""
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        from agents.tracing import response_span
+        from openai.types.responses import Response
+
+        with response_span() as span:
+            answer = self.answers.pop(0)
+            if isinstance(answer, BaseException):
+                span.set_error(
+                    {"message": "Error getting response", "data": {"error": str(answer)}}
+                )
+                raise answer
+            fed, made = self.tokens
+            usage = {"input_tokens": fed, "output_tokens": made, "total_tokens": fed + made,
+                     "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                     "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+            response = Response.model_validate({
+                "id": f"resp-{len(self.inputs)}", "created_at": 0, "model": self.name,
+                "object": "response", "output": [item.model_dump() for item in answer],
+                "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                "temperature": 0.25, "usage": usage,
+            })  # fmt: skip
+            self.inputs.append(list(input) if isinstance(input, list) else [input])
+            span.span_data.usage = {"input_tokens": fed, "output_tokens": made}
+            span.span_data.response = response
+            span.span_data.input = input
+            total = Usage(requests=1, input_tokens=fed, output_tokens=made, total_tokens=fed + made)
+            return ModelResponse(output=answer, usage=total, response_id=response.id)

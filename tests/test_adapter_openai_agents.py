@@ -267,3 +267,83 @@ def test_with_the_broker_down_the_agent_runs_unslowed_and_the_run_arrives_later(
     assert [e.type for e in events][:2] == ["run.accepted", "run.state_transitioned"]
     assert [e.sequence for e in events] == list(range(1, 12))
     assert events[-1].type == "run.succeeded"
+
+
+def by_run(events: list[Any]) -> list[list[Any]]:
+    runs: dict[str, list[Any]] = {}
+    for e in events:
+        runs.setdefault(e.run_id, []).append(e)
+    return list(runs.values())
+
+
+def test_responses_api_retries_handoffs_and_runs_without_turn_spans(publisher: Publisher) -> None:
+    from agents import ModelRetrySettings, ModelSettings, handoff
+
+    from tests.openai_agents_support import ResponsesModel
+
+    processor = openai_agents.install(publisher)
+    # 1. the Responses API model (the SDK's default): a Response span
+    responses = ResponsesModel([[say("hello")]])
+    assert run(Agent(name="resp", model=responses), "hi").final_output == "hello"
+    # 2. the SDK's model retry: the first attempt fails, the second answers, same step
+    retry = ModelSettings(retry=ModelRetrySettings(max_retries=1, backoff={"initial_delay": 0},
+                                                   policy=lambda context: True))  # fmt: skip
+    flaky = ScriptedModel([RuntimeError("connection reset"), [say("second try")]])
+    agent = Agent(name="flaky", model=flaky, model_settings=retry)
+    assert run(agent, "hi").final_output == "second try"
+    # 3. a handoff: triage transfers to the specialist, who answers
+    specialist = Agent(name="specialist", model=ScriptedModel([[say("done by specialist")]]))
+    triage_model = ScriptedModel([[call("transfer_to_specialist", {}, "h-1")]])
+    triage = Agent(name="triage", model=triage_model, handoffs=[handoff(specialist)])
+    assert run(triage, "help").final_output == "done by specialist"
+    # 4. Turn spans off: steps count model calls
+    counted = ScriptedModel([[call("add", {"a": 1, "b": 2}, "c-3")], [say("3")]])
+    agent = Agent(name="calc", model=counted, tools=[add])
+    assert run(agent, "1+2", tracing={"include_task_and_turn_spans": False}).final_output == "3"
+    processor.force_flush()
+    assert processor.dropped == 0
+    first, second, third, fourth = by_run(read_back(publisher, expect=processor.published))
+
+    request, response = first[2].data.prompt, first[3].data
+    assert request["model"] == "scripted-llm-1" and request["input"] == responses.inputs[0]
+    assert request["input"] == [{"content": "hi", "role": "user"}]
+    assert request["config"]["temperature"] == 0.25
+    assert response.message == "hello"
+    assert response.raw["usage"] == {"input_tokens": 12, "output_tokens": 5}
+    assert response.raw["output"][0]["content"][0]["text"] == "hello"
+
+    assert [(e.type, e.step) for e in second[2:]] == [
+        ("MODEL_REQUEST", 1), ("MODEL_RETRY", 1), ("MODEL_REQUEST", 1), ("MODEL_RESPONSE", 1),
+        ("STEP_END", 1), ("run.succeeded", 1),
+    ]  # fmt: skip
+    assert second[3].data.attempt == 1 and "connection reset" in (second[3].data.reason or "")
+
+    steps = [(e.type, e.step, e.actor.id) for e in third[2:]]
+    assert steps == [
+        ("MODEL_REQUEST", 1, "triage"), ("MODEL_RESPONSE", 1, "triage"),
+        ("TOOL_CALL", 1, "triage"), ("TOOL_RESULT", 1, "triage"), ("STEP_END", 1, "triage"),
+        ("MODEL_REQUEST", 2, "specialist"), ("MODEL_RESPONSE", 2, "specialist"),
+        ("STEP_END", 2, "specialist"), ("run.succeeded", 2, "specialist"),
+    ]  # fmt: skip
+    moved = third[5].data
+    assert (moved.call_id, moved.tool_name) == ("h-1", "handoff")
+    assert moved.output == {"fromAgent": "triage", "toAgent": "specialist"}
+
+    assert [(e.type, e.step) for e in fourth[2:]] == [
+        ("MODEL_REQUEST", 1), ("MODEL_RESPONSE", 1), ("TOOL_CALL", 1), ("TOOL_RESULT", 1),
+        ("STEP_END", 1), ("MODEL_REQUEST", 2), ("MODEL_RESPONSE", 2), ("STEP_END", 2),
+        ("run.succeeded", 2),
+    ]  # fmt: skip
+    assert fourth[4].data.call_id == "c-3"
+
+
+def test_what_cannot_be_mapped_is_counted_and_never_raised(publisher: Publisher) -> None:
+    processor = RuntrailTracingProcessor(publisher, registry=CollectorRegistry())
+    processor.on_span_start(object())  # type: ignore[arg-type]
+    processor.on_span_end(object())  # type: ignore[arg-type]  # no span_data, no trace_id
+    processor.on_trace_end(None)  # type: ignore[arg-type]
+    processor.force_flush()
+    assert processor.drops == {"error": 2}  # the start of an unknown kind is not queued
+    processor.shutdown()
+    processor.on_span_end(object())  # type: ignore[arg-type]
+    assert processor.drops == {"error": 2, "closed": 1}
