@@ -1,7 +1,7 @@
 """Overhead of the OpenAI Agents SDK adapter: the same agent with and without the processor.
 
     python -m bench.adapter_openai_agents [--runs 200] [--steps 3] [--rounds 5]
-                                          [--bootstrap-servers HOST:PORT]
+                                          [--latency-ms 0] [--bootstrap-servers HOST:PORT]
 
 The agent is a real ``Agent`` run by ``Runner.run`` against a scripted ``Model`` (no network)
 that calls a function tool ``--steps`` times, then answers. Rounds alternate bare and with the
@@ -9,6 +9,8 @@ processor installed (publishing through a real Publisher to a real broker), so a
 machine weighs on both alike; the best round of each is reported. Printed: the agent's wall
 time per run both ways, their ratio, the overhead per published event, and how long the
 worker then took to hand the queue to the broker (the agent does not wait for that).
+``--latency-ms`` makes each model call wait that long (an await, as a network call does): the
+worker then publishes while the agent waits, which is the usual case.
 """
 
 from __future__ import annotations
@@ -32,16 +34,29 @@ from runtrail.publisher import Publisher
 from tests.openai_agents_support import ScriptedModel, add, call, say
 
 
-def agent(steps: int) -> Agent[Any]:
+class SlowModel(ScriptedModel):
+    """The scripted model, answering after ``latency`` seconds (awaited, like network I/O)."""
+
+    latency = 0.0
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return await super().get_response(*args, **kwargs)
+
+
+def agent(steps: int, latency: float) -> Agent[Any]:
     answers: list[Any] = [[call("add", {"a": i, "b": 1}, f"c-{i}")] for i in range(steps)]
     answers.append([say("done")])
-    return Agent(name="bench", instructions="add", model=ScriptedModel(answers), tools=[add])
+    model = SlowModel(answers)
+    model.latency = latency
+    return Agent(name="bench", instructions="add", model=model, tools=[add])
 
 
-async def runs(count: int, steps: int) -> float:
+async def runs(count: int, steps: int, latency: float = 0.0) -> float:
     started = time.perf_counter()
     for _ in range(count):
-        await Runner.run(agent(steps), "go", max_turns=steps + 2)
+        await Runner.run(agent(steps, latency), "go", max_turns=steps + 2)
     return time.perf_counter() - started
 
 
@@ -50,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--bootstrap-servers")
     args = parser.parse_args(argv)
     events_per_run = 2 + 5 * args.steps + 3 + 1  # lifecycle, per tool step, last step, end
+    latency = args.latency_ms / 1000.0
 
     with broker(args.bootstrap_servers) as bootstrap, tempfile.TemporaryDirectory() as spool:
         topic = create_topic(bootstrap, 3, prefix="bench-oaa")
@@ -67,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(runs(5, args.steps))  # warm up the SDK
             for _ in range(args.rounds):
                 set_trace_processors([])
-                bare.append(asyncio.run(runs(args.runs, args.steps)))
+                bare.append(asyncio.run(runs(args.runs, args.steps, latency)))
                 set_trace_processors([processor])
-                traced.append(asyncio.run(runs(args.runs, args.steps)))
+                traced.append(asyncio.run(runs(args.runs, args.steps, latency)))
                 started = time.perf_counter()
                 processor.force_flush(timeout=120.0)
                 drains.append(time.perf_counter() - started)
@@ -84,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "runs": args.runs,
         "steps": args.steps,
+        "latency_ms": args.latency_ms,
         "events_per_run": events_per_run,
         "published": processor.published,
         "dropped": processor.dropped,
@@ -94,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "drain_after_s": min(drains),
     }
     print(f"\nOpenAI Agents SDK adapter: {args.runs} runs x {events_per_run} events, "
-          f"best of {args.rounds} rounds")  # fmt: skip
+          f"model latency {args.latency_ms} ms, best of {args.rounds} rounds")  # fmt: skip
     print(f"  agent without the processor  {result['bare_ms_per_run']:8.3f} ms/run")
     print(f"  agent with the processor     {result['traced_ms_per_run']:8.3f} ms/run")
     print(f"  ratio                        {result['ratio']:8.3f}")

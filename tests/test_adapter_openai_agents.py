@@ -196,29 +196,28 @@ def test_a_stalled_sink_neither_slows_nor_breaks_the_agent_and_drops_are_counted
 ) -> None:
     gate = Gate(publisher)
     registry = CollectorRegistry()
-    processor = RuntrailTracingProcessor(gate, max_queue=4, registry=registry)
+    processor = RuntrailTracingProcessor(gate, max_queue=4, registry=registry, gather_s=0.0)
     set_trace_processors([processor])
     model = ScriptedModel([[call("add", {"a": 1, "b": 1}, "c-1")], [say("2")]])
     started = time.monotonic()
     assert run(Agent(name="calc", model=model, tools=[add]), "1+1").final_output == "2"
     took = time.monotonic() - started
-    assert took < 2.0  # the worker is stuck on its first item; the agent is not
+    assert took < 2.0  # the worker is stuck on its first publish; the agent is not
     # offered: trace start, 3 span starts (agent, 2 turns), 7 span ends (2 generations, the
-    # function, 2 turns, agent, task), trace end = 12. The worker holds the trace start and 4
-    # wait in the queue: 7 dropped (8 if the worker had not taken its first before the end).
+    # function, 2 turns, agent, task), trace end = 12. The worker holds what it took before
+    # it got stuck, 4 wait in the queue, the rest were dropped: counted, by reason.
+    offered = 12
     assert processor.drops == {"queue_full": processor.dropped}
-    assert processor.dropped in (7, 8)
+    assert processor.dropped >= offered - 1 - 4 - 4 >= 1  # at most one batch (<= 4) taken
     counted = registry.get_sample_value(
         "runtrail_openai_agents_dropped_total", {"reason": "queue_full"}
     )
     assert counted == processor.dropped
     gate.opened.set()
     processor.shutdown()
+    assert processor.dropped + processor.handled == offered  # nothing unaccounted for
     events = read_back(publisher, expect=processor.published)
-    if processor.dropped == 7:  # what got through: the start, the first model call, the tool
-        assert [e.type for e in events] == ["run.accepted", "run.state_transitioned",
-            "MODEL_REQUEST", "MODEL_RESPONSE", "TOOL_CALL", "TOOL_RESULT"]  # fmt: skip
-    assert events[0].type == "run.accepted"
+    assert [e.type for e in events[:2]] == ["run.accepted", "run.state_transitioned"]
 
 
 def timed_run(agent: Agent[Any], text: str) -> tuple[Any, float]:
