@@ -346,3 +346,31 @@ def test_what_cannot_be_mapped_is_counted_and_never_raised(publisher: Publisher)
     processor.shutdown()
     processor.on_span_end(object())  # type: ignore[arg-type]
     assert processor.drops == {"error": 2, "closed": 1}
+
+
+def test_concurrent_runs_in_one_process_stay_apart(publisher: Publisher) -> None:
+    processor = openai_agents.install(publisher)
+
+    async def many() -> list[Any]:
+        agents = []
+        for i in range(5):
+            answers = [[call("add", {"a": i, "b": i}, f"c-{i}")], [say(str(2 * i))]]
+            agents.append(Agent(name=f"calc-{i}", model=ScriptedModel(answers), tools=[add]))
+        return await asyncio.gather(
+            *(Runner.run(a, "double", run_config=RunConfig(group_id=f"g-{i}"))
+              for i, a in enumerate(agents))
+        )  # fmt: skip
+
+    results = asyncio.run(many())
+    assert [r.final_output for r in results] == ["0", "2", "4", "6", "8"]
+    processor.force_flush()
+    runs = by_run(read_back(publisher, expect=5 * 11))
+    assert len(runs) == 5 and processor.dropped == 0
+    for events in runs:
+        assert [e.sequence for e in events] == list(range(1, 12))
+        (session,) = {e.session_id for e in events}
+        i = int(session.removeprefix("g-"))
+        assert {e.actor.id for e in events[2:]} == {f"calc-{i}"}
+        result = next(e.data for e in events if e.type == "TOOL_RESULT")
+        assert (result.call_id, result.output) == (f"c-{i}", 2 * i)
+        assert events[-1].type == "run.succeeded"
