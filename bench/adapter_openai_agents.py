@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent, Runner
-from agents.tracing import set_trace_processors
+from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
 from prometheus_client import CollectorRegistry
 
 from bench.harness import RESULTS, broker, create_topic, delete_topic
@@ -60,6 +60,49 @@ async def runs(count: int, steps: int, latency: float = 0.0) -> float:
     return time.perf_counter() - started
 
 
+class Recorder(TracingProcessor):
+    """Keeps every callback, to replay them into a processor with no agent running."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        self.calls.append(("on_trace_start", trace))
+
+    def on_trace_end(self, trace: Trace) -> None:
+        self.calls.append(("on_trace_end", trace))
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        self.calls.append(("on_span_start", span))
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        self.calls.append(("on_span_end", span))
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+
+def worker_cpu(publisher: Publisher, count: int, steps: int) -> float:
+    """CPU seconds per event of mapping and publishing alone (the callbacks replayed)."""
+    recorder = Recorder()
+    set_trace_processors([recorder])
+    asyncio.run(runs(count, steps))
+    set_trace_processors([])
+    processor = RuntrailTracingProcessor(
+        publisher, registry=CollectorRegistry(), max_queue=len(recorder.calls) + 1
+    )
+    started = time.process_time()
+    for name, obj in recorder.calls:
+        getattr(processor, name)(obj)
+    processor.force_flush(timeout=120.0)
+    cpu = time.process_time() - started
+    processor.shutdown()
+    return cpu / max(1, processor.published)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -92,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 drains.append(time.perf_counter() - started)
             set_trace_processors([])
             processor.shutdown()
+            cpu_per_event = worker_cpu(publisher, args.runs, args.steps)
         finally:
             publisher.close()
             delete_topic(bootstrap, topic)
@@ -110,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": best_traced / best_bare,
         "overhead_us_per_event": 1e6 * (best_traced - best_bare) / events,
         "drain_after_s": min(drains),
+        "worker_cpu_us_per_event": 1e6 * cpu_per_event,
     }
     print(f"\nOpenAI Agents SDK adapter: {args.runs} runs x {events_per_run} events, "
           f"model latency {args.latency_ms} ms, best of {args.rounds} rounds")  # fmt: skip
@@ -118,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  ratio                        {result['ratio']:8.3f}")
     print(f"  overhead per event           {result['overhead_us_per_event']:8.1f} µs")
     print(f"  worker drained the rest in   {result['drain_after_s']:8.3f} s after the agent")
+    print(f"  worker CPU per event         {result['worker_cpu_us_per_event']:8.1f} µs "
+          "(mapping + Publisher, replayed without the agent)")  # fmt: skip
     print(f"  published {processor.published}, dropped {processor.dropped}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"adapter_openai_agents-{time.strftime('%Y%m%dT%H%M%S')}.json"
