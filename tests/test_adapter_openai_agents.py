@@ -35,7 +35,7 @@ from runtrail.adapters.openai_agents import RuntrailTracingProcessor
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher
-from tests.openai_agents_support import ScriptedModel, add, call, explode, say
+from tests.openai_agents_support import Answer, ScriptedModel, add, call, explode, say
 from tests.support import consume_all, create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka]
@@ -239,7 +239,7 @@ def test_with_the_broker_down_the_agent_runs_unslowed_and_the_run_arrives_later(
     )
 
     def agent() -> Agent[Any]:
-        answers = [[call("add", {"a": 4, "b": 4}, "c-8")], [say("8")]]
+        answers: list[Answer] = [[call("add", {"a": 4, "b": 4}, "c-8")], [say("8")]]
         return Agent(name="calc", model=ScriptedModel(answers), tools=[add])
 
     _, bare = timed_run(agent(), "warm up")  # the SDK's imports and caches, untimed
@@ -354,7 +354,7 @@ def test_concurrent_runs_in_one_process_stay_apart(publisher: Publisher) -> None
     async def many() -> list[Any]:
         agents = []
         for i in range(5):
-            answers = [[call("add", {"a": i, "b": i}, f"c-{i}")], [say(str(2 * i))]]
+            answers: list[Answer] = [[call("add", {"a": i, "b": i}, f"c-{i}")], [say(str(2 * i))]]
             agents.append(Agent(name=f"calc-{i}", model=ScriptedModel(answers), tools=[add]))
         return await asyncio.gather(
             *(Runner.run(a, "double", run_config=RunConfig(group_id=f"g-{i}"))

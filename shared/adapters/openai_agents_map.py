@@ -166,21 +166,16 @@ class TraceMapper:
         self.policy_version = policy_version
         self._runs: dict[str, _Run] = {}
 
-    @property
-    def open_traces(self) -> int:
-        return len(self._runs)
-
     def identity(self, trace_id: str) -> Identity | None:
         run = self._runs.get(trace_id)
         return run.who if run is not None else None
 
     # --- traces ---------------------------------------------------------------------------
     def trace_started(self, trace: Any) -> list[Emit]:
-        run = self._run(trace.trace_id, getattr(trace, "metadata", None), trace.group_id)
+        self._run(trace.trace_id, getattr(trace, "metadata", None), trace.group_id)  # names it
         name = getattr(trace, "name", None) or "workflow"
         accepted = {"goalRef": f"openai-agents:{name}", "policyVersion": self.policy_version}
         moved = {"fromStatus": "received", "toStatus": "executing", "reason": "trace started"}
-        del run  # opened here so the trace's metadata names it
         return [Emit("run.accepted", accepted), Emit("run.state_transitioned", moved)]
 
     def trace_ended(self, trace: Any) -> list[Emit]:
