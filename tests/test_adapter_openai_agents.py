@@ -374,3 +374,22 @@ def test_concurrent_runs_in_one_process_stay_apart(publisher: Publisher) -> None
         result = next(e.data for e in events if e.type == "TOOL_RESULT")
         assert (result.call_id, result.output) == (f"c-{i}", 2 * i)
         assert events[-1].type == "run.succeeded"
+
+
+def test_open_traces_are_bounded_and_what_is_forgotten_is_counted(publisher: Publisher) -> None:
+    registry = CollectorRegistry()
+    processor = RuntrailTracingProcessor(publisher, registry=registry, max_open_traces=1)
+    set_trace_processors([processor])
+
+    async def two() -> list[Any]:
+        agents = [Agent(name=f"a{i}", model=ScriptedModel([[say(f"r{i}")]])) for i in range(2)]
+        return await asyncio.gather(*(Runner.run(a, "hi") for a in agents))
+
+    assert [r.final_output for r in asyncio.run(two())] == ["r0", "r1"]  # the agent is fine
+    processor.shutdown()
+    evicted = processor.drops.get("evicted", 0)
+    assert evicted >= 1 and set(processor.drops) == {"evicted"}
+    counted = registry.get_sample_value(
+        "runtrail_openai_agents_dropped_total", {"reason": "evicted"}
+    )
+    assert counted == evicted

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from agents.tracing import Span, Trace, TracingProcessor, add_trace_processor
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from runtrail.adapters.openai_agents_map import Emit, TraceMapper
+from runtrail.adapters.openai_agents_map import MAX_OPEN_TRACES, Emit, TraceMapper
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,12 @@ class RuntrailTracingProcessor(TracingProcessor):
         registry: CollectorRegistry | None = None,
         policy_version: str = "openai-agents",
         gather_s: float = 0.05,
+        max_open_traces: int = MAX_OPEN_TRACES,
     ) -> None:
         self._publisher = publisher
         self._tenant = tenant_id
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, max_queue))
-        self._mapper = TraceMapper(policy_version)
+        self._mapper = TraceMapper(policy_version, max_open_traces)
         self._lock = threading.Lock()  # guards the counts only
         self.drops: dict[str, int] = {}
         self.published = 0
@@ -91,7 +92,8 @@ class RuntrailTracingProcessor(TracingProcessor):
             "runtrail_openai_agents_dropped_total",
             "Spans or events the OpenAI Agents processor did not publish, by reason "
             "(queue_full: the agent outran the worker; rejected: the publisher refused the "
-            "event, see its rejected counter; error: the span could not be mapped)",
+            "event, see its rejected counter; error: the span could not be mapped; evicted: "
+            "an open trace forgotten past max_open_traces; closed: after shutdown)",
             ["reason"],
             registry=reg,
         )
@@ -199,6 +201,15 @@ class RuntrailTracingProcessor(TracingProcessor):
                     self._queue.task_done()
 
     def _handle(self, kind: str, obj: Any) -> None:
+        mapper = self._mapper
+        evicted = mapper.evicted
+        try:
+            self._map_and_publish(kind, obj)
+        finally:
+            if mapper.evicted > evicted:
+                self._drop("evicted", mapper.evicted - evicted)
+
+    def _map_and_publish(self, kind: str, obj: Any) -> None:
         mapper = self._mapper
         if kind == "trace_start":
             trace_id, emits = obj.trace_id, mapper.trace_started(obj)

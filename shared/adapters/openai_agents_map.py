@@ -35,6 +35,8 @@ JsonDict = dict[str, Any]
 
 RUN_ID_KEY = "runtrail_run_id"
 SESSION_ID_KEY = "runtrail_session_id"
+#: Traces held open at once; past it the oldest is forgotten (its end was dropped, or never came).
+MAX_OPEN_TRACES = 10_000
 _MAX_DEPTH = 32
 #: Response attributes that are the call's configuration (the Responses API spans).
 _RESPONSE_CONFIG = ("temperature", "top_p", "max_output_tokens", "tool_choice",
@@ -162,8 +164,13 @@ class _Run:
 class TraceMapper:
     """Turns one process's trace and span callbacks into events, trace by trace."""
 
-    def __init__(self, policy_version: str = "openai-agents") -> None:
+    def __init__(
+        self, policy_version: str = "openai-agents", max_open: int = MAX_OPEN_TRACES
+    ) -> None:
         self.policy_version = policy_version
+        self.max_open = max(1, max_open)
+        #: Open traces forgotten to stay under ``max_open`` (the processor counts them).
+        self.evicted = 0
         self._runs: dict[str, _Run] = {}
 
     def identity(self, trace_id: str) -> Identity | None:
@@ -299,6 +306,9 @@ class TraceMapper:
             meta = metadata if isinstance(metadata, Mapping) else {}
             run_id = str(meta.get(RUN_ID_KEY) or trace_id)
             session = str(meta.get(SESSION_ID_KEY) or group_id or run_id)
+            while len(self._runs) >= self.max_open:  # dicts keep insertion order: oldest first
+                del self._runs[next(iter(self._runs))]
+                self.evicted += 1
             run = self._runs[trace_id] = _Run(Identity(run_id, session, trace_id))
         return run
 
