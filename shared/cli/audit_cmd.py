@@ -333,9 +333,14 @@ def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
             _emit({"error": "no such checkpoint in the store (see `runtrail audit checkpoint`)"})
             return INVALID
         heads = store.checkpoint_heads(stored.checkpoint_id)
+        chain = store.head(settings.tenant, args.run)
     try:
         proof = prove_head(heads, settings.tenant, args.run)
     except KeyError:
+        if chain is None:  # no newer checkpoint can help: the run has no chain at all
+            raise _no_chain(
+                "prove", settings.tenant, args.run, _store_url(args, settings)
+            ) from None
         _emit(
             {
                 "error": f"run {settings.tenant}/{args.run} is not in checkpoint "

@@ -23,10 +23,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
+from runtrail.cli.store_open import open_store_or_explain
 from runtrail.config import Settings
+
+if TYPE_CHECKING:
+    from runtrail.resume.store import CacheStore
 
 EXIT_OK, EXIT_MISS, EXIT_USAGE = 0, 1, 2
 
@@ -90,15 +94,21 @@ def _store_url(args: argparse.Namespace, settings: Settings) -> str:
     return str(args.store_url or ResumeCacheSettings().resolved_store_url(settings.state_dir))
 
 
+def _open_store(args: argparse.Namespace, settings: Settings) -> CacheStore:
+    """The cache store, or a one-line answer naming it when it cannot be opened."""
+    from runtrail.resume.store import open_store
+
+    url = _store_url(args, settings)
+    return open_store_or_explain("resume-cache", url, lambda: open_store(url, readers=1))
+
+
 def _print(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from runtrail.resume.store import open_store
-
     settings = settings_from_args(args)
-    store = open_store(_store_url(args, settings), readers=1)
+    store = _open_store(args, settings)
     try:
         _print(store.stats())
     finally:
@@ -122,9 +132,7 @@ def run_get(args: argparse.Namespace) -> int:
     tenant = settings.tenant
     if args.service:
         return _get_from_service(args, tenant, kind, key, scope)
-    from runtrail.resume.store import open_store
-
-    store = open_store(_store_url(args, settings), readers=1)
+    store = _open_store(args, settings)
     try:
         entry = store.get_entry(tenant, args.run or "", kind, key, scope)
     finally:
@@ -164,11 +172,10 @@ def _get_from_service(
 
 def run_export(args: argparse.Namespace) -> int:
     from runtrail.resume.persistence import write_cache_file
-    from runtrail.resume.store import open_store
 
     settings = settings_from_args(args)
     tenant = args.tenant  # only the tenant given on the command line, else every tenant
-    store = open_store(_store_url(args, settings), readers=1)
+    store = _open_store(args, settings)
     try:
         count = write_cache_file(args.file, store.entries(tenant), store.intents(tenant))
     finally:
@@ -181,7 +188,6 @@ def run_import(args: argparse.Namespace) -> int:
     from runtrail.resume.partitioning import partition_for
     from runtrail.resume.persistence import CacheFileError, read_cache_file
     from runtrail.resume.records import entry_record, intent_record
-    from runtrail.resume.store import open_store
 
     settings = settings_from_args(args)
     if not args.file.exists():
@@ -202,7 +208,7 @@ def run_import(args: argparse.Namespace) -> int:
     if partitions is not None and partitions < 1:
         sys.stderr.write(f"cache import: --partitions must be at least 1, got {partitions}\n")
         return EXIT_USAGE
-    store = open_store(_store_url(args, settings), readers=1)
+    store = _open_store(args, settings)
     try:
         added = store.import_entries(entries)
         opened = store.import_intents(

@@ -85,8 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from runtrail.cli.common import configure_logging
 
     configure_logging(getattr(args, "verbose", 0))
+    from runtrail.cli.store_open import StoreUnreachable
+
     try:
         return int(func(args) or 0)
+    except StoreUnreachable as exc:
+        sys.stderr.write(f"runtrail: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         return 130
 

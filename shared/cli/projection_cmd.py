@@ -21,6 +21,7 @@ from typing import Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.cli.replay_projection_cmd import add_replay_parser
+from runtrail.cli.store_open import open_store_or_explain
 from runtrail.projection import ProjectionStore, open_projection_store
 from runtrail.projection.display import row_json
 
@@ -111,7 +112,8 @@ def store_url(args: argparse.Namespace) -> str:
 
 
 def _open(args: argparse.Namespace) -> ProjectionStore:
-    return open_projection_store(store_url(args))
+    url = store_url(args)
+    return open_store_or_explain("projection", url, lambda: open_projection_store(url))
 
 
 def run_show(args: argparse.Namespace) -> int:

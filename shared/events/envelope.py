@@ -155,13 +155,24 @@ class Event(_Envelope, metaclass=_EventMeta):
 def _concrete(values: dict[str, Any]) -> type[Event]:
     event_type = values.get("type")
     version = values.get("schemaVersion", values.get("schema_version"))
-    if not isinstance(event_type, str) or type(version) is not int:
-        raise InvalidEvent("an event needs a string 'type' and an integer 'schemaVersion'")
+    if not isinstance(event_type, str):
+        raise InvalidEvent(f"'type' must be a string naming the event type, {_got(event_type)}")
+    if type(version) is not int:
+        raise InvalidEvent(f"'schemaVersion' of {event_type} must be an integer, {_got(version)}")
     cls = EVENT_CLASSES.get((event_type, version))
     if cls is None:
         data_model(event_type, version)  # raises UnknownEventType with the precise reason
         raise AssertionError("unreachable")
     return cls
+
+
+def _got(value: Any) -> str:
+    """What a malformed envelope field holds, short enough for a one-line rejection."""
+    if value is None:
+        return "but it is missing"
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"not {type(value).__name__} {shown}"
 
 
 def _event_class(model: type[EventData]) -> type[Event]:
