@@ -84,7 +84,12 @@ def _eid() -> str:
     return str(uuid.uuid4())
 
 
-def _opened(run_id: str, tenant: str) -> Poison:
+def _session(run_id: str, sessions: bool) -> str | None:
+    """Each run its own session when the corpus is for the sessions service (else none)."""
+    return f"s-{run_id}" if sessions else None
+
+
+def _opened(run_id: str, tenant: str, sessions: bool = False) -> Poison:
     f = form(
         "run.accepted",
         run_id=run_id,
@@ -92,6 +97,7 @@ def _opened(run_id: str, tenant: str) -> Poison:
         tenant=tenant,
         data={"goalRef": "goal://poison", "policyVersion": "p-1"},
         eventId=_eid(),
+        sessionId=_session(run_id, sessions),
     )
     return Poison(
         f"open {run_id}",
@@ -115,6 +121,7 @@ def _response(
     message: str | None = None,
     raw_text: str | None = None,
     allowed: Iterable[str] = (PROCESSED,),
+    sessions: bool = False,
 ) -> Poison:
     eid = _eid()
     f = form(
@@ -124,6 +131,7 @@ def _response(
         tenant=tenant,
         data={"message": message, "raw": None},
         eventId=eid,
+        sessionId=_session(run_id, sessions),
     )
     value = raw_encode(f, {"raw": raw_text} if raw_text is not None else None)
     return Poison(name, run_id.encode(), value, eid, tenant, run_id, sequence, frozenset(allowed))
@@ -133,14 +141,15 @@ def _nested(depth: int) -> str:
     return '{"nested": ' + "[" * depth + "]" * depth + "}"
 
 
-def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
-    """The items, each with the run prelude it needs (a run per item)."""
+def corpus(tenant: str = "t1", prefix: str = "poison", sessions: bool = False) -> list[Poison]:
+    """The items, each with the run prelude it needs (a run per item); with ``sessions`` each
+    run is a session of its own, so that the sessions service takes the items too."""
     rng = random.Random(11)
     items: list[Poison] = []
 
     def run(tag: str) -> str:
         run_id = f"{prefix}-{tag}-{uuid.uuid4().hex[:6]}"
-        items.append(_opened(run_id, tenant))
+        items.append(_opened(run_id, tenant, sessions))
         return run_id
 
     undecodable = frozenset({"undecodable"})
@@ -169,7 +178,9 @@ def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
         )
     )
     r = run("5mb")
-    items.append(_response("a valid 5 MB event", r, tenant, 2, message="x" * (5 * MB)))
+    items.append(
+        _response("a valid 5 MB event", r, tenant, 2, message="x" * (5 * MB), sessions=sessions)
+    )
     r = run("u0001")
     items.append(
         _response(
@@ -178,12 +189,20 @@ def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
             tenant,
             2,
             raw_text='{"text": "' + "\\u0001" * 180_000 + '"}',
+            sessions=sessions,
         )
     )
     r = run("deltas")
     for i in range(3):
         items.append(
-            _response(f"450 KB delta {i + 1} of 3", r, tenant, 2 + i, message="d" * 450_000)
+            _response(
+                f"450 KB delta {i + 1} of 3",
+                r,
+                tenant,
+                2 + i,
+                message="d" * 450_000,
+                sessions=sessions,
+            )
         )
     for depth, allowed in (
         (250, {"too-deep"}),
@@ -193,7 +212,13 @@ def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
         r = run(f"depth{depth}")
         items.append(
             _response(
-                f"JSON nested {depth} deep", r, tenant, 2, raw_text=_nested(depth), allowed=allowed
+                f"JSON nested {depth} deep",
+                r,
+                tenant,
+                2,
+                raw_text=_nested(depth),
+                allowed=allowed,
+                sessions=sessions,
             )
         )
     r = run("inf")
@@ -205,6 +230,7 @@ def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
         tenant=tenant,
         data={"budgetId": "b", "amount": 1.0, "unit": "tokens"},
         eventId=eid,
+        sessionId=_session(r, sessions),
     )
     items.append(
         Poison(
@@ -227,13 +253,14 @@ def corpus(tenant: str = "t1", prefix: str = "poison") -> list[Poison]:
             2,
             raw_text='{"value": 1e999}',
             allowed={"non-finite", "invalid-payload"},
+            sessions=sessions,
         )
     )
     return items
 
 
-def canary(i: int, tenant: str = "t1", prefix: str = "canary") -> Poison:
-    item = _opened(f"{prefix}-{i}-{uuid.uuid4().hex[:6]}", tenant)
+def canary(i: int, tenant: str = "t1", prefix: str = "canary", sessions: bool = False) -> Poison:
+    item = _opened(f"{prefix}-{i}-{uuid.uuid4().hex[:6]}", tenant, sessions)
     return Poison(
         f"canary {i}",
         item.key,
@@ -247,13 +274,13 @@ def canary(i: int, tenant: str = "t1", prefix: str = "canary") -> Poison:
     )
 
 
-def corpus_records(tenant: str = "t1") -> list[Poison]:
+def corpus_records(tenant: str = "t1", sessions: bool = False) -> list[Poison]:
     """The corpus with a canary after every item."""
     out: list[Poison] = []
-    for i, item in enumerate(corpus(tenant)):
+    for i, item in enumerate(corpus(tenant, sessions=sessions)):
         out.append(item)
         if not item.must_process:
-            out.append(canary(i, tenant))
+            out.append(canary(i, tenant, sessions=sessions))
     return out
 
 
