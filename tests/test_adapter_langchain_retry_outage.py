@@ -1,5 +1,9 @@
-"""Two issue-13 bullets of the LangChain handler that tests/test_adapter_langchain.py leaves out,
+"""Issue-13 bullets of the LangChain handler that tests/test_adapter_langchain.py leaves out,
 against the real broker:
+
+* ``on_chat_model_start`` → MODEL_REQUEST "with the prompt, model and invocation parameters":
+  the model the call names and the parameters that shape the answer (the client's own, and
+  those bound to the call), without the client's bookkeeping (``_type``, ``stream``).
 
 * ``on_retry`` → MODEL_RETRY: a provider's own retry *inside one call* (LangChain calls
   ``run_manager.on_retry`` from a tenacity ``before_sleep``, as its provider packages do) is one
@@ -73,6 +77,32 @@ class ProviderRetrying(BaseChatModel):
         return call()
 
 
+class Tuned(BaseChatModel):
+    """A chat model with provider-style parameters; answers "ok"."""
+
+    model_name: str = "tuned-7b"
+    temperature: float = 0.2
+    max_tokens: int | None = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "tuned"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "temperature": self.temperature,
+                "max_tokens": self.max_tokens}  # fmt: skip
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="ok"))])
+
+
 def settings_for(bootstrap: str, tmp_path: Path, topic: str) -> Settings:
     return Settings(
         bootstrap_servers=bootstrap, events_topic=topic, tenant="acme", spool_dir=tmp_path / "sp"
@@ -83,6 +113,24 @@ def read_events(bootstrap: str, topic: str, expect: int) -> list[Any]:
     codec = EventCodec()
     messages = consume_all(bootstrap, topic, expect=expect, timeout=30)
     return [codec.decode(m.value()).event for m in messages]
+
+
+def test_a_model_request_names_the_model_and_its_invocation_parameters(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = create_topic(kafka_bootstrap, unique_topic("lcparams"), partitions=1)
+    with Publisher(settings_for(kafka_bootstrap, tmp_path, topic)) as publisher:
+        handler = RuntrailCallbackHandler(publisher, run_id="lc-params")
+        model = Tuned().bind(stop=["END"], seed=7)
+        assert model.invoke("hi", config={"callbacks": [handler]}).content == "ok"
+        assert publisher.flush(20.0) == 0
+    events = read_events(kafka_bootstrap, topic, expect=6)
+    (request,) = [e.data for e in events if e.type == "MODEL_REQUEST"]
+    assert request.prompt == {
+        "model": "tuned-7b",
+        "messages": [{"role": "human", "content": "hi"}],
+        "parameters": {"temperature": 0.2, "stop": ["END"], "seed": 7},  # max_tokens unset
+    }
 
 
 def test_a_provider_retry_inside_one_call_is_a_model_retry(
