@@ -94,7 +94,12 @@ def timed(exporter: SpanExporter, runs: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--bootstrap")
+    parser.add_argument(
+        "--bootstrap-servers",
+        "--bootstrap",
+        dest="bootstrap",
+        help="a running broker (else one is started)",
+    )
     parser.add_argument(
         "--batch", action="store_true", help="BatchSpanProcessor (the usual set-up) instead"
     )

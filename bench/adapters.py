@@ -1,6 +1,6 @@
 """Overhead of the LangChain/LangGraph adapter per event, against the same agent without it.
 
-    python -m bench.adapters --runs 300 [--bootstrap host:port]
+    python -m bench.adapters --runs 300 [--bootstrap-servers host:port]
 
 The agent is a LangGraph ReAct graph (an agent node over a deterministic chat model of the
 bench's own, a ToolNode with one tool; two model calls and one tool call per invocation). It
@@ -121,11 +121,16 @@ def row(name: str, wall: float, cpu: float, events: int, bare: tuple[float, floa
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--bootstrap")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--bootstrap-servers",
+        "--bootstrap",
+        dest="bootstrap",
+        help="a running broker (else one is started)",
+    )
+    args = parser.parse_args(argv)
     from runtrail.publisher import Publisher
 
     app = graph()

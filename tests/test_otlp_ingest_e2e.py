@@ -26,8 +26,9 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from runtrail.adapters.otel import RuntrailSpanExporter
 from runtrail.capture.reader import iter_records
 from runtrail.config import Settings
 from runtrail.demo.readback import open_readers
@@ -36,6 +37,7 @@ from runtrail.devstack.catchup import wait_caught_up
 from runtrail.devstack.ports import find_free_base
 from runtrail.devstack.stack import DevStack, StackOptions
 from runtrail.devstack.state import StackState
+from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
 from tests.otel_support import SECRET, STEPS, expected_model_nodes, run_agent
 
@@ -116,13 +118,28 @@ def ingest(stack: tuple[DevStack, StackState, Settings], tmp_path: Path) -> Iter
         log.close()
 
 
+@pytest.mark.parametrize("way", ["otlp-ingest", "exporter"])
 def test_a_traced_agent_reaches_every_service_through_otlp_ingest(
-    stack: tuple[DevStack, StackState, Settings], ingest: str
+    stack: tuple[DevStack, StackState, Settings], way: str, request: pytest.FixtureRequest
 ) -> None:
+    """Both ways in: the OTLP/HTTP exporter posting to otlp-ingest, and the in-process
+    ``RuntrailSpanExporter`` on the agent's own Publisher."""
     dev, state, settings = stack
-    exporter = OTLPSpanExporter(
-        ingest, headers={"Authorization": f"Bearer {TOKEN}"}, compression=Compression.Gzip
-    )
+    exporter: SpanExporter
+    if way == "otlp-ingest":
+        exporter = OTLPSpanExporter(
+            request.getfixturevalue("ingest"),
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            compression=Compression.Gzip,
+        )
+    else:
+        publisher = Publisher(
+            settings.model_copy(
+                update={"tenant": "acme", "spool_dir": settings.state_dir / "exporter-spool"}
+            )
+        )
+        request.addfinalizer(publisher.close)
+        exporter = RuntrailSpanExporter(publisher)
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
     conversation = f"conv-{uuid.uuid4().hex[:8]}"
@@ -130,6 +147,8 @@ def test_a_traced_agent_reaches_every_service_through_otlp_ingest(
     failed = run_agent(provider, fail=True, conversation=conversation + "-b")
     assert provider.force_flush(30_000)
     provider.shutdown()
+    if way == "exporter":
+        assert publisher.flush(30.0) == 0 and exporter.failures == 0
 
     groups = {name: f"{dev.options.group_prefix}.{name}" for name in SERVICES}
     deadline = time.monotonic() + 60

@@ -8,13 +8,14 @@ left out; role, content, tool calls and the call's parameters are kept.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult, LLMResult
-from pydantic import BaseModel
+
+from runtrail.adapters import json_form
+from runtrail.adapters.json_form import UNHANDLED
 
 JsonDict = dict[str, Any]
 
@@ -22,26 +23,18 @@ JsonDict = dict[str, Any]
 _NOT_PARAMETERS = frozenset({"_type", "stream", "streaming", "callbacks"})
 
 
-def jsonable(value: Any, depth: int = 0) -> Any:
-    """``value`` as plain JSON: pydantic models dumped, tuples as lists, non-finite floats and
-    unknown objects as strings (the publisher rejects what is still too large or too deep)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if depth > 64:
-        return str(value)
-    if isinstance(value, BaseMessage):
-        return message_json(value)
-    if isinstance(value, BaseModel):
-        return jsonable(value.model_dump(mode="json"), depth + 1)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v, depth + 1) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+#: How deep LangChain values are followed (deeper ones become strings).
+_MAX_DEPTH = 65
+
+
+def _message(value: Any) -> Any:
+    return message_json(value) if isinstance(value, BaseMessage) else UNHANDLED
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON (:func:`runtrail.adapters.json_form.jsonable`); a LangChain
+    message in the shape of :func:`message_json`."""
+    return json_form.jsonable(value, max_depth=_MAX_DEPTH, special=_message)
 
 
 def message_json(message: BaseMessage) -> JsonDict:

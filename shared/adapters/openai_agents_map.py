@@ -24,12 +24,13 @@ holds all the decisions and none of the plumbing:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
+
+from runtrail.adapters import json_form
 
 JsonDict = dict[str, Any]
 
@@ -62,21 +63,10 @@ class Identity:
     turn_id: str
 
 
-def jsonable(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON the event codec accepts (pydantic models dumped, the rest ``str``)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if depth >= _MAX_DEPTH:
-        return str(value)
-    if isinstance(value, BaseModel):
-        return jsonable(value.model_dump(mode="json", exclude_none=True), depth + 1)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v, depth + 1) for v in value]
-    return str(value)
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON the event codec accepts (:func:`runtrail.adapters.json_form.jsonable`;
+    a pydantic model without its unset fields)."""
+    return json_form.jsonable(value, max_depth=_MAX_DEPTH, exclude_none=True)
 
 
 def parse_arguments(text: Any) -> Any:

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from runtrail.cli.common import add_common_flags, settings_from_args
+from runtrail.cli.service_help import ServiceHelp
 from runtrail.runtime.registry import RECEIVERS, SERVICES, UnknownService, service_class
 from runtrail.runtime.runner import ServiceRunner
 
@@ -20,9 +21,15 @@ log = logging.getLogger(__name__)
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run a consumer service",
-        description="Run a consumer service (one member of its consumer group).",
+        help="run a consumer service or a receiver",
+        description=(
+            "Run a consumer service (one member of its consumer group) or a receiver"
+            " (otlp-ingest: OTLP/HTTP spans in, events out). `runtrail run SERVICE --help`"
+            " also lists that service's options."
+        ),
+        add_help=False,
     )
+    parser.add_argument("-h", "--help", action=ServiceHelp)
     parser.add_argument(
         "service", help=f"service name: {', '.join(sorted({**SERVICES, **RECEIVERS}))}"
     )
