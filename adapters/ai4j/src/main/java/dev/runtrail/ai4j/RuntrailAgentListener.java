@@ -1,0 +1,296 @@
+package dev.runtrail.ai4j;
+
+import io.github.lnyocly.ai4j.agent.event.AgentEvent;
+import io.github.lnyocly.ai4j.agent.event.AgentListener;
+import java.lang.System.Logger.Level;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Publishes ai4j's {@link AgentEvent}s to runtrail's events topic, in runtrail's wire format,
+ * keyed by run ID (kafka-clients' default partitioner hashes keys with murmur2, as the Python
+ * publisher's {@code murmur2_random} does, so a run's events share a partition whichever
+ * language wrote them). Attach it next to any other listener:
+ *
+ * <pre>{@code
+ * RuntrailAgentListener runtrail = RuntrailAgentListener.builder()
+ *     .bootstrapServers("localhost:9092").tenant("acme").build();
+ * Agents.react()...eventPublisher(new AgentEventPublisher(List.of(runtrail))).build();
+ * }</pre>
+ *
+ * <p>It never throws into the agent and never blocks it: {@link #onEvent} maps, redacts
+ * ({@link Redactor}, the Python Publisher's rules) and encodes on the agent's thread, then hands
+ * the record to a bounded queue that a sender thread drains into the producer. Every event not
+ * published is counted by reason ({@link #stats()}) and logged: {@code skipped} (an ai4j type
+ * that is not a runtrail type), {@code refused} (does not fit, secret in an identifier),
+ * {@code dropped} (queue full), {@code failed} (the broker did not take it in the delivery
+ * timeout).
+ */
+public final class RuntrailAgentListener implements AgentListener, AutoCloseable {
+  private static final System.Logger LOG = System.getLogger(RuntrailAgentListener.class.getName());
+  private static final ProducerRecord<byte[], byte[]> STOP = new ProducerRecord<>("stop", new byte[0]);
+
+  private final String topic;
+  private final EventMapper mapper;
+  private final WireEncoder encoder;
+  private final Producer<byte[], byte[]> producer;
+  private final BlockingQueue<ProducerRecord<byte[], byte[]>> queue;
+  private final Thread sender;
+  private final AtomicLong accepted = new AtomicLong();
+  private final AtomicLong published = new AtomicLong();
+  private final AtomicLong failed = new AtomicLong();
+  private final AtomicLong dropped = new AtomicLong();
+  private final AtomicLong inFlight = new AtomicLong();
+  private final Map<String, AtomicLong> skipped = new ConcurrentHashMap<>();
+  private final Map<String, AtomicLong> refused = new ConcurrentHashMap<>();
+  private volatile String lastError;
+  private volatile boolean closed;
+
+  private RuntrailAgentListener(Builder b) {
+    this.topic = b.topic;
+    this.mapper = new EventMapper(b.tenant, b.actorId);
+    this.encoder = WireEncoder.forRuntimeTypes();
+    this.producer = b.producer != null ? b.producer : new KafkaProducer<>(b.producerProperties());
+    this.queue = new ArrayBlockingQueue<>(b.queueCapacity);
+    this.sender = new Thread(this::drain, "runtrail-ai4j-sender");
+    this.sender.setDaemon(true);
+    this.sender.start();
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The mapper, e.g. to continue a resumed run's sequence ({@link EventMapper#setNextSequence}). */
+  public EventMapper mapper() {
+    return mapper;
+  }
+
+  @Override
+  public void onEvent(AgentEvent event) {
+    try {
+      if (closed) {
+        count(refused, "listener closed");
+        return;
+      }
+      Map<String, Object> form = mapper.map(event);
+      if (form == null) {
+        count(skipped, String.valueOf(event.getType()));
+        return;
+      }
+      form = Redactor.redact(form);
+      byte[] value = encoder.encode(form);
+      ProducerRecord<byte[], byte[]> record =
+          new ProducerRecord<>(topic, ((String) form.get("runId")).getBytes(StandardCharsets.UTF_8), value);
+      record.headers().add("rt.type", bytes(form.get("type")));
+      record.headers().add("rt.schema_version", bytes(form.get("schemaVersion")));
+      record.headers().add("rt.tenant", bytes(form.get("tenantId")));
+      record.headers().add("rt.event_id", bytes(form.get("eventId")));
+      inFlight.incrementAndGet();
+      if (!queue.offer(record)) {
+        inFlight.decrementAndGet();
+        dropped.incrementAndGet();
+        warn("queue full (" + queue.size() + " records waiting): dropped " + form.get("type") + " of run " + form.get("runId"));
+        return;
+      }
+      accepted.incrementAndGet();
+    } catch (EventMapper.Refused | WireEncoder.DoesNotFit | Redactor.SecretInIdentifier exc) {
+      count(refused, exc.getClass().getSimpleName() + ": " + exc.getMessage());
+    } catch (Throwable exc) { // never into the agent
+      count(refused, "unexpected " + exc.getClass().getName() + ": " + exc.getMessage());
+    }
+  }
+
+  private void drain() {
+    while (true) {
+      ProducerRecord<byte[], byte[]> record;
+      try {
+        record = queue.take();
+      } catch (InterruptedException exc) {
+        return;
+      }
+      if (record == STOP) {
+        return;
+      }
+      try {
+        producer.send(record, (meta, exc) -> {
+          if (exc == null) {
+            published.incrementAndGet();
+          } else {
+            failed.incrementAndGet();
+            warn("not delivered: " + exc);
+          }
+          inFlight.decrementAndGet();
+        });
+      } catch (RuntimeException exc) {
+        failed.incrementAndGet();
+        inFlight.decrementAndGet();
+        warn("send failed: " + exc);
+      }
+    }
+  }
+
+  /** Wait until every accepted event is delivered or failed; false on timeout. */
+  public boolean flush(Duration timeout) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (System.nanoTime() < deadline) {
+      if (queue.isEmpty()) {
+        producer.flush();
+      }
+      if (inFlight.get() == 0) {
+        return true;
+      }
+      try {
+        Thread.sleep(5);
+      } catch (InterruptedException exc) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+    return inFlight.get() == 0;
+  }
+
+  /** Flush (up to 30 s), stop the sender and close the producer. */
+  @Override
+  public void close() {
+    if (closed) {
+      return;
+    }
+    flush(Duration.ofSeconds(30));
+    closed = true;
+    try {
+      queue.put(STOP);
+      sender.join(TimeUnit.SECONDS.toMillis(5));
+    } catch (InterruptedException exc) {
+      Thread.currentThread().interrupt();
+    }
+    producer.close(Duration.ofSeconds(5));
+  }
+
+  /** Counters: accepted, published, failed, dropped, inFlight, skipped.TYPE, refused.REASON. */
+  public Map<String, Object> stats() {
+    Map<String, Object> out = new TreeMap<>();
+    out.put("accepted", accepted.get());
+    out.put("published", published.get());
+    out.put("failed", failed.get());
+    out.put("dropped", dropped.get());
+    out.put("inFlight", inFlight.get());
+    skipped.forEach((k, v) -> out.put("skipped." + k, v.get()));
+    refused.forEach((k, v) -> out.put("refused." + k, v.get()));
+    if (lastError != null) {
+      out.put("lastError", lastError);
+    }
+    return out;
+  }
+
+  private void count(Map<String, AtomicLong> counters, String reason) {
+    counters.computeIfAbsent(reason, k -> new AtomicLong()).incrementAndGet();
+    if (counters == refused) {
+      warn("event refused: " + reason);
+    }
+  }
+
+  private void warn(String message) {
+    lastError = message;
+    LOG.log(Level.WARNING, "runtrail-ai4j: " + message);
+  }
+
+  private static byte[] bytes(Object value) {
+    return String.valueOf(value).getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** Settings; the producer's delivery invariants (idempotence, acks=all) always win. */
+  public static final class Builder {
+    private String bootstrapServers = "localhost:9092";
+    private String topic = "runtrail.events";
+    private String tenant = "default";
+    private String actorId = "runtrail-ai4j";
+    private int queueCapacity = 100_000;
+    private long deliveryTimeoutMs = 120_000;
+    private final Properties extra = new Properties();
+    private Producer<byte[], byte[]> producer;
+
+    public Builder bootstrapServers(String value) {
+      bootstrapServers = value;
+      return this;
+    }
+
+    public Builder topic(String value) {
+      topic = value;
+      return this;
+    }
+
+    public Builder tenant(String value) {
+      tenant = value;
+      return this;
+    }
+
+    public Builder actorId(String value) {
+      actorId = value;
+      return this;
+    }
+
+    public Builder queueCapacity(int value) {
+      if (value < 1) {
+        throw new IllegalArgumentException("queueCapacity must be >= 1");
+      }
+      queueCapacity = value;
+      return this;
+    }
+
+    public Builder deliveryTimeoutMs(long value) {
+      deliveryTimeoutMs = value;
+      return this;
+    }
+
+    /** Any other kafka-clients producer setting (SASL, TLS, client.id…). */
+    public Builder kafkaProperty(String key, String value) {
+      extra.setProperty(key, value);
+      return this;
+    }
+
+    /** A producer of one's own (its partitioner must stay the default for keyed records). */
+    public Builder producer(Producer<byte[], byte[]> value) {
+      producer = value;
+      return this;
+    }
+
+    public RuntrailAgentListener build() {
+      return new RuntrailAgentListener(this);
+    }
+
+    Properties producerProperties() {
+      Properties p = new Properties();
+      p.setProperty(ProducerConfig.CLIENT_ID_CONFIG, "runtrail-ai4j");
+      p.setProperty(ProducerConfig.LINGER_MS_CONFIG, "5");
+      p.setProperty(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
+      p.putAll(extra);
+      // murmur2 on the key, as the Python publisher: a custom partitioner would split runs
+      p.remove(ProducerConfig.PARTITIONER_CLASS_CONFIG);
+      p.remove(ProducerConfig.PARTITIONER_IGNORE_KEYS_CONFIG);
+      p.setProperty(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+      p.setProperty(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+      p.setProperty(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+      p.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+      p.setProperty(ProducerConfig.ACKS_CONFIG, "all");
+      p.setProperty(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, Long.toString(deliveryTimeoutMs));
+      if (Long.parseLong(p.getProperty(ProducerConfig.LINGER_MS_CONFIG)) + 30_000 > deliveryTimeoutMs) {
+        p.setProperty(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Long.toString(Math.max(1000, deliveryTimeoutMs / 2)));
+      }
+      return p;
+    }
+  }
+}
