@@ -195,3 +195,14 @@ def test_the_audit_chain_of_each_run_verifies(
             0,
             {"valid": True, "length": per_run, "firstBrokenIndex": None, "reason": None},
         )
+
+
+def test_overhead_per_event(kafka_bootstrap: str, published: dict[str, Any]) -> None:
+    """The same agent runs with and without the listener (best of 5 rounds, after a warm-up);
+    the numbers go to the test output (``-s``) for the closing note. Bound loosely: only a
+    pathological cost (the agent waiting on the broker) should fail here."""
+    result = adapter().run("bench", kafka_bootstrap, published["topic"], "200")
+    print("\nai4j adapter overhead:", json.dumps(result, sort_keys=True))
+    assert result["flushed"] is True
+    assert result["stats"]["failed"] == result["stats"]["dropped"] == 0
+    assert result["overheadNsPerEvent"] < 1_000_000  # < 1 ms per event on a shared 2-core box

@@ -44,6 +44,8 @@ import org.apache.kafka.common.utils.Utils;
  *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
  *       model and tool, no network) per run ID with ai4j's IoCaptureAgentListener (a JSONL file
  *       per run) and a RuntrailAgentListener attached; stdout the listener's stats.
+ *   <li>{@code down BOOTSTRAP QUEUE RUNS}: agent runs against a broker that is not there (queue
+ *       capacity QUEUE, 2 s delivery timeout): how long the agent took, and the counters.
  *   <li>{@code bench BOOTSTRAP TOPIC ROUNDS}: the same agent with and without the listener.
  * </ul>
  */
@@ -65,6 +67,12 @@ public final class Driver {
         break;
       case "run":
         out = run(args);
+        break;
+      case "down":
+        out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
+        break;
+      case "cost":
+        out = cost(Integer.parseInt(args[1]));
         break;
       case "bench":
         out = bench(args[1], args[2], Integer.parseInt(args[3]));
@@ -142,6 +150,63 @@ public final class Driver {
     Map<String, Object> stats = runtrail.stats();
     runtrail.close();
     return stats;
+  }
+
+  static Map<String, Object> down(String bootstrap, int queue, int runs) throws Exception {
+    RuntrailAgentListener runtrail = RuntrailAgentListener.builder().bootstrapServers(bootstrap)
+        .topic("runtrail.events").tenant("acme").queueCapacity(queue).deliveryTimeoutMs(2000)
+        .kafkaProperty("max.block.ms", "2000").kafkaProperty("request.timeout.ms", "1000").build();
+    List<AgentEvent> seen = new ArrayList<>();
+    long t0 = System.nanoTime();
+    for (int i = 0; i < runs; i++) {
+      agent(new AgentEventPublisher(List.of(seen::add, runtrail))).runStream(request("down-" + i), e -> {});
+    }
+    long agentMs = (System.nanoTime() - t0) / 1_000_000;
+    boolean flushed = runtrail.flush(Duration.ofSeconds(60));
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("agentMs", agentMs);
+    out.put("events", seen.size());
+    out.put("flushed", flushed);
+    out.put("stats", runtrail.stats());
+    runtrail.close();
+    return out;
+  }
+
+  /** Where the listener's time goes, per event: map, redact, encode (no broker). */
+  static Map<String, Object> cost(int rounds) throws Exception {
+    List<AgentEvent> events = new ArrayList<>();
+    agent(new AgentEventPublisher(List.of(events::add))).runStream(request("cost"), e -> {});
+    EventMapper mapper = new EventMapper("acme", "x");
+    WireEncoder encoder = WireEncoder.forRuntimeTypes();
+    long map = 0;
+    long redact = 0;
+    long encode = 0;
+    long n = 0;
+    for (int r = 0; r < rounds; r++) {
+      for (AgentEvent e : events) {
+        long t0 = System.nanoTime();
+        Map<String, Object> form = mapper.map(e);
+        if (form == null) {
+          continue;
+        }
+        long t1 = System.nanoTime();
+        form = Redactor.redact(form);
+        long t2 = System.nanoTime();
+        encoder.encode(form);
+        long t3 = System.nanoTime();
+        if (r >= rounds / 2) {
+          map += t1 - t0;
+          redact += t2 - t1;
+          encode += t3 - t2;
+          n++;
+        }
+      }
+    }
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("mapNs", map / n);
+    out.put("redactNs", redact / n);
+    out.put("encodeNs", encode / n);
+    return out;
   }
 
   /** Per-event cost: the same runs without and with the listener (best of 5 rounds each). */
