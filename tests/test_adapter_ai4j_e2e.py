@@ -206,3 +206,40 @@ def test_overhead_per_event(kafka_bootstrap: str, published: dict[str, Any]) -> 
     assert result["flushed"] is True
     assert result["stats"]["failed"] == result["stats"]["dropped"] == 0
     assert result["overheadNsPerEvent"] < 1_000_000  # < 1 ms per event on a shared 2-core box
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+EXAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "adapters/ai4j/src/test/java/dev/runtrail/ai4j/ReadmeExample.java"
+)
+
+
+def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
+    """The README's ai4j block is ``ReadmeExample``'s marked lines; run, its run is on the topic."""
+    section = README.read_text().split("### ai4j (Java)", 1)[1]
+    block = section.split("```java\n", 1)[1].split("```", 1)[0]
+    marked = EXAMPLE.read_text().split("// readme:begin\n", 1)[1].split("// readme:end", 1)[0]
+    assert block.strip().splitlines() == [
+        line.removeprefix("    ") for line in marked.rstrip().splitlines()
+    ]
+    topic = create_topic(kafka_bootstrap, unique_topic("ai4j-readme"), partitions=PARTITIONS)
+    run = ["java", "-cp", adapter().classpath, "dev.runtrail.ai4j.ReadmeExample"]
+    proc = subprocess.run(
+        [*run, kafka_bootstrap, topic, "readme-run"], capture_output=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    stats = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    assert stats["published"] == stats["accepted"] > 0 and stats["failed"] == 0
+    codec = EventCodec()
+    events = [
+        codec.decode(m.value()).event
+        for m in consume_all(kafka_bootstrap, topic, expect=stats["published"])
+    ]
+    assert [e.type for e in events] == [
+        "MODEL_REQUEST",
+        "MODEL_RESPONSE",
+        "MODEL_RESPONSE",
+        "STEP_END",
+    ]
+    assert {e.run_id for e in events} == {"readme-run"}

@@ -41,7 +41,6 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class RuntrailAgentListener implements AgentListener, AutoCloseable {
   private static final System.Logger LOG = System.getLogger(RuntrailAgentListener.class.getName());
-  private static final ProducerRecord<byte[], byte[]> STOP = new ProducerRecord<>("stop", new byte[0]);
 
   private final String topic;
   private final EventMapper mapper;
@@ -122,9 +121,6 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
       } catch (InterruptedException exc) {
         return;
       }
-      if (record == STOP) {
-        return;
-      }
       try {
         producer.send(record, (meta, exc) -> {
           if (exc == null) {
@@ -135,7 +131,7 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
           }
           inFlight.decrementAndGet();
         });
-      } catch (RuntimeException exc) {
+      } catch (RuntimeException exc) { // producer closed, or interrupted while waiting
         failed.incrementAndGet();
         inFlight.decrementAndGet();
         warn("send failed: " + exc);
@@ -163,7 +159,10 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     return inFlight.get() == 0;
   }
 
-  /** Flush (up to 30 s), stop the sender and close the producer. */
+  /**
+   * Flush (up to 30 s), close the producer and stop the sender. Events still queued then are
+   * counted as failed (and logged), never forgotten.
+   */
   @Override
   public void close() {
     if (closed) {
@@ -171,13 +170,20 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     }
     flush(Duration.ofSeconds(30));
     closed = true;
+    producer.close(Duration.ofSeconds(5)); // also ends a send waiting for the broker
+    sender.interrupt();
     try {
-      queue.put(STOP);
       sender.join(TimeUnit.SECONDS.toMillis(5));
     } catch (InterruptedException exc) {
       Thread.currentThread().interrupt();
     }
-    producer.close(Duration.ofSeconds(5));
+    java.util.List<ProducerRecord<byte[], byte[]>> left = new java.util.ArrayList<>();
+    queue.drainTo(left);
+    if (!left.isEmpty()) {
+      failed.addAndGet(left.size());
+      inFlight.addAndGet(-left.size());
+      warn("closed with " + left.size() + " event(s) never sent");
+    }
   }
 
   /** Counters: accepted, published, failed, dropped, inFlight, skipped.TYPE, refused.REASON. */
