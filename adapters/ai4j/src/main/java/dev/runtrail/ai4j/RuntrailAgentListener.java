@@ -36,8 +36,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * the record to a bounded queue that a sender thread drains into the producer. Every event not
  * published is counted by reason ({@link #stats()}) and logged: {@code skipped} (an ai4j type
  * that is not a runtrail type), {@code refused} (does not fit, secret in an identifier),
- * {@code dropped} (queue full), {@code failed} (the broker did not take it in the delivery
- * timeout).
+ * {@code dropped} (queue full and no spool), {@code failed} (refused by the broker, or not
+ * deliverable and no spool). While the broker cannot take events they go to a local spool
+ * ({@link Builder#spoolDir}, in order, behind each other) and are resent when it is back,
+ * also by the next listener on the same folder after a restart.
  */
 public final class RuntrailAgentListener implements AgentListener, AutoCloseable {
   private static final System.Logger LOG = System.getLogger(RuntrailAgentListener.class.getName());
@@ -53,6 +55,10 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
   private final AtomicLong failed = new AtomicLong();
   private final AtomicLong dropped = new AtomicLong();
   private final AtomicLong inFlight = new AtomicLong();
+  private final AtomicLong spooled = new AtomicLong();
+  private final Spool spool; // null: no spool (events not delivered are counted as failed)
+  private final long retryMs;
+  private volatile boolean spooling;
   private final Map<String, AtomicLong> skipped = new ConcurrentHashMap<>();
   private final Map<String, AtomicLong> refused = new ConcurrentHashMap<>();
   private volatile String lastError;
@@ -64,6 +70,20 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     this.encoder = WireEncoder.forRuntimeTypes();
     this.producer = b.producer != null ? b.producer : new KafkaProducer<>(b.producerProperties());
     this.queue = new ArrayBlockingQueue<>(b.queueCapacity);
+    this.retryMs = b.spoolRetryMs;
+    Spool opened = null;
+    if (b.spoolDir != null) {
+      try {
+        opened = Spool.open(b.spoolDir, b.tenant, b.topic);
+      } catch (java.io.IOException exc) {
+        warn("no spool (events not delivered will be counted as failed): " + exc);
+      }
+    }
+    this.spool = opened;
+    if (spool != null && spool.depth() > 0) {
+      spooling = true; // a previous process left events: they go first
+      warn("found " + spool.depth() + " spooled event(s) in " + spool.path() + "; sending them before new ones");
+    }
     this.sender = new Thread(this::drain, "runtrail-ai4j-sender");
     this.sender.setDaemon(true);
     this.sender.start();
@@ -101,8 +121,10 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
       inFlight.incrementAndGet();
       if (!queue.offer(record)) {
         inFlight.decrementAndGet();
-        dropped.incrementAndGet();
-        warn("queue full (" + queue.size() + " records waiting): dropped " + form.get("type") + " of run " + form.get("runId"));
+        if (!toSpool(record, "the queue is full (" + queue.size() + " records waiting)")) {
+          dropped.incrementAndGet();
+          warn("queue full (" + queue.size() + " records waiting): dropped " + form.get("type") + " of run " + form.get("runId"));
+        }
         return;
       }
       accepted.incrementAndGet();
@@ -114,29 +136,136 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
   }
 
   private void drain() {
+    long lastTry = 0;
     while (true) {
       ProducerRecord<byte[], byte[]> record;
       try {
-        record = queue.take();
+        record = queue.poll(Math.max(10, retryMs / 4), TimeUnit.MILLISECONDS);
       } catch (InterruptedException exc) {
         return;
       }
-      try {
-        producer.send(record, (meta, exc) -> {
-          if (exc == null) {
-            published.incrementAndGet();
-          } else {
-            failed.incrementAndGet();
-            warn("not delivered: " + exc);
-          }
-          inFlight.decrementAndGet();
-        });
-      } catch (RuntimeException exc) { // producer closed, or interrupted while waiting
-        failed.incrementAndGet();
+      if (record != null && spooling) { // behind what is spooled already, in order
         inFlight.decrementAndGet();
-        warn("send failed: " + exc);
+        if (!toSpool(record, "spooling")) {
+          failed.incrementAndGet();
+        }
+      } else if (record != null) {
+        send(record);
+      }
+      if (spooling && System.currentTimeMillis() - lastTry >= retryMs) {
+        lastTry = System.currentTimeMillis();
+        resendSpool();
       }
     }
+  }
+
+  private void send(ProducerRecord<byte[], byte[]> record) {
+    try {
+      producer.send(record, (meta, exc) -> {
+        if (exc == null) {
+          published.incrementAndGet();
+        } else if (exc instanceof org.apache.kafka.common.errors.RetriableException && toSpool(record, exc.toString())) {
+          // spooled: resent when the broker is back
+        } else {
+          failed.incrementAndGet();
+          warn("not delivered: " + exc);
+        }
+        inFlight.decrementAndGet();
+      });
+    } catch (RuntimeException exc) { // producer closed, or interrupted while waiting
+      if (!toSpool(record, exc.toString())) {
+        failed.incrementAndGet();
+        warn("send failed: " + exc);
+      }
+      inFlight.decrementAndGet();
+    }
+  }
+
+  /** Append to the spool and enter spooling mode; false when there is no usable spool. */
+  private boolean toSpool(ProducerRecord<byte[], byte[]> record, String why) {
+    if (spool == null) {
+      return false;
+    }
+    try {
+      spool.append(record, header(record, "rt.event_id"));
+    } catch (java.io.IOException exc) {
+      warn("event LOST: cannot write the spool " + spool.path() + ": " + exc);
+      return false;
+    }
+    spooled.incrementAndGet();
+    if (!spooling) {
+      spooling = true;
+      warn("spooling events to " + spool.path() + ": " + why);
+    }
+    return true;
+  }
+
+  /** Resend the spool from its start; drop what the broker acknowledged, in one piece. */
+  private void resendSpool() {
+    try {
+      java.util.List<Spool.Entry> entries = spool.read(10_000, topic);
+      if (entries.isEmpty()) {
+        spooling = false;
+        return;
+      }
+      int acked = 0;
+      long end = 0;
+      // the first alone (an unreachable broker costs one timeout), then the rest pipelined:
+      // the idempotent producer keeps their order, and the acknowledged prefix is dropped
+      java.util.List<java.util.concurrent.Future<?>> sent = new java.util.ArrayList<>();
+      sent.add(producer.send(entries.get(0).record()));
+      try {
+        sent.get(0).get();
+        for (Spool.Entry entry : entries.subList(1, entries.size())) {
+          sent.add(producer.send(entry.record()));
+        }
+      } catch (java.util.concurrent.ExecutionException exc) {
+        // the broker is still away: nothing was acknowledged
+      }
+      for (int i = 0; i < sent.size(); i++) {
+        try {
+          sent.get(i).get();
+        } catch (java.util.concurrent.ExecutionException exc) {
+          break;
+        }
+        acked++;
+        end = entries.get(i).end();
+      }
+      if (acked > 0) {
+        spool.dropPrefix(end, acked);
+        published.addAndGet(acked);
+      }
+      if (spool.depth() == 0) {
+        spooling = false;
+        warn("spool " + spool.path() + " sent: back to direct sending");
+      }
+    } catch (InterruptedException exc) {
+      Thread.currentThread().interrupt();
+    } catch (java.io.IOException | RuntimeException exc) {
+      warn("spool resend failed (will retry): " + exc);
+    }
+  }
+
+  private static String header(ProducerRecord<byte[], byte[]> record, String name) {
+    org.apache.kafka.common.header.Header h = record.headers().lastHeader(name);
+    return h == null ? null : new String(h.value(), StandardCharsets.UTF_8);
+  }
+
+  /** Wait until the spool is empty and nothing is in flight; false on timeout. */
+  public boolean drainSpool(Duration timeout) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (System.nanoTime() < deadline) {
+      if (!spooling && inFlight.get() == 0 && (spool == null || spool.depth() == 0)) {
+        return true;
+      }
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException exc) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+    return false;
   }
 
   /** Wait until every accepted event is delivered or failed; false on timeout. */
@@ -179,10 +308,26 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     }
     java.util.List<ProducerRecord<byte[], byte[]>> left = new java.util.ArrayList<>();
     queue.drainTo(left);
-    if (!left.isEmpty()) {
-      failed.addAndGet(left.size());
-      inFlight.addAndGet(-left.size());
-      warn("closed with " + left.size() + " event(s) never sent");
+    int lost = 0;
+    for (ProducerRecord<byte[], byte[]> record : left) {
+      inFlight.decrementAndGet();
+      if (!toSpool(record, "closing")) {
+        lost++;
+      }
+    }
+    if (lost > 0) {
+      failed.addAndGet(lost);
+      warn("closed with " + lost + " event(s) never sent");
+    }
+    if (spool != null) {
+      try {
+        if (spool.depth() > 0) {
+          warn("closed with " + spool.depth() + " event(s) in the spool " + spool.path());
+        }
+        spool.close();
+      } catch (java.io.IOException exc) {
+        warn("cannot close the spool: " + exc);
+      }
     }
   }
 
@@ -194,6 +339,8 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     out.put("failed", failed.get());
     out.put("dropped", dropped.get());
     out.put("inFlight", inFlight.get());
+    out.put("spooled", spooled.get());
+    out.put("spoolDepth", spool == null ? 0 : spool.depth());
     skipped.forEach((k, v) -> out.put("skipped." + k, v.get()));
     refused.forEach((k, v) -> out.put("refused." + k, v.get()));
     if (lastError != null) {
@@ -228,6 +375,20 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     private long deliveryTimeoutMs = 120_000;
     private final Properties extra = new Properties();
     private Producer<byte[], byte[]> producer;
+    private java.nio.file.Path spoolDir = java.nio.file.Path.of(".runtrail", "spool");
+    private long spoolRetryMs = 1000;
+
+    /** Where undeliverable events wait (as the Python publisher's spool_dir); null: no spool. */
+    public Builder spoolDir(java.nio.file.Path value) {
+      spoolDir = value;
+      return this;
+    }
+
+    /** How often a spooling listener tries the broker again. */
+    public Builder spoolRetryMs(long value) {
+      spoolRetryMs = Math.max(10, value);
+      return this;
+    }
 
     public Builder bootstrapServers(String value) {
       bootstrapServers = value;
@@ -283,6 +444,8 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
       p.setProperty(ProducerConfig.CLIENT_ID_CONFIG, "runtrail-ai4j");
       p.setProperty(ProducerConfig.LINGER_MS_CONFIG, "5");
       p.setProperty(ProducerConfig.COMPRESSION_TYPE_CONFIG, "zstd");
+      // how long a send waits for the broker's metadata before the event goes to the spool
+      p.setProperty(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
       p.putAll(extra);
       // murmur2 on the key, as the Python publisher: a custom partitioner would split runs
       p.remove(ProducerConfig.PARTITIONER_CLASS_CONFIG);

@@ -44,8 +44,9 @@ import org.apache.kafka.common.utils.Utils;
  *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
  *       model and tool, no network) per run ID with ai4j's IoCaptureAgentListener (a JSONL file
  *       per run) and a RuntrailAgentListener attached; stdout the listener's stats.
- *   <li>{@code down BOOTSTRAP QUEUE RUNS}: agent runs against a broker that is not there (queue
- *       capacity QUEUE, 2 s delivery timeout): how long the agent took, and the counters.
+ *   <li>{@code down BOOTSTRAP QUEUE RUNS SPOOL_DIR|- LIVE|- TOPIC}: agent runs against a broker
+ *       that is not there (queue capacity QUEUE, 2 s timeouts), then, with LIVE, one more run
+ *       by a new listener on the same spool and a live broker: the counters of both.
  *   <li>{@code bench BOOTSTRAP TOPIC ROUNDS}: the same agent with and without the listener.
  * </ul>
  */
@@ -69,7 +70,7 @@ public final class Driver {
         out = run(args);
         break;
       case "down":
-        out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
+        out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4], args[5], args[6]);
         break;
       case "cost":
         out = cost(Integer.parseInt(args[1]));
@@ -152,10 +153,13 @@ public final class Driver {
     return stats;
   }
 
-  static Map<String, Object> down(String bootstrap, int queue, int runs) throws Exception {
-    RuntrailAgentListener runtrail = RuntrailAgentListener.builder().bootstrapServers(bootstrap)
-        .topic("runtrail.events").tenant("acme").queueCapacity(queue).deliveryTimeoutMs(2000)
-        .kafkaProperty("max.block.ms", "2000").kafkaProperty("request.timeout.ms", "1000").build();
+  static Map<String, Object> down(String bootstrap, int queue, int runs, String spoolDir, String live, String topic)
+      throws Exception {
+    RuntrailAgentListener.Builder builder = RuntrailAgentListener.builder().bootstrapServers(bootstrap)
+        .topic(topic).tenant("acme").queueCapacity(queue).deliveryTimeoutMs(2000)
+        .spoolDir(spoolDir.equals("-") ? null : Path.of(spoolDir)).spoolRetryMs(500)
+        .kafkaProperty("max.block.ms", "2000").kafkaProperty("request.timeout.ms", "1000");
+    RuntrailAgentListener runtrail = builder.build();
     List<AgentEvent> seen = new ArrayList<>();
     long t0 = System.nanoTime();
     for (int i = 0; i < runs; i++) {
@@ -167,8 +171,16 @@ public final class Driver {
     out.put("agentMs", agentMs);
     out.put("events", seen.size());
     out.put("flushed", flushed);
-    out.put("stats", runtrail.stats());
     runtrail.close();
+    out.put("stats", runtrail.stats());
+    if (!live.equals("-")) { // a new listener on the same spool, the broker back: it resends
+      RuntrailAgentListener back = RuntrailAgentListener.builder().bootstrapServers(live).topic(topic)
+          .tenant("acme").spoolDir(Path.of(spoolDir)).spoolRetryMs(200).build();
+      agent(new AgentEventPublisher(List.of(back))).runStream(request("after-" + runs), e -> {});
+      out.put("drained", back.drainSpool(Duration.ofSeconds(60)));
+      back.close();
+      out.put("after", back.stats());
+    }
     return out;
   }
 
