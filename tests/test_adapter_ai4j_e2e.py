@@ -11,7 +11,10 @@ runtrail's. Then, from the outside:
   of ``docs/CAPTURE.md`` (``tests/test_ai4j_conformance.py``), once ai4j's records are passed
   through the Python redactor: the agent's prompt and tool arguments hold secrets, and what
   leaves the process must hold none;
-* the real audit service seals each run into a chain ``runtrail audit verify`` accepts.
+* the real audit service seals each run into a chain ``runtrail audit verify`` accepts;
+* the real projector projects each run (nodes, retries, tokens; ``executing``, as runs
+  opened by runtime events are);
+* the README example runs as written, and the overhead per event is measured.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from runtrail.events.codec import EventCodec
 from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.redaction import redact_value
 from tests.ai4j_adapter import adapter
+from tests.projector_support import open_store, projector, wait_caught_up
 from tests.support import ServiceProcess, consume_all, create_topic, unique_topic, wait_for
 from tests.test_ai4j_conformance import from_ai4j, from_runtrail
 
@@ -243,3 +247,28 @@ def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
         "STEP_END",
     ]
     assert {e.run_id for e in events} == {"readme-run"}
+
+
+def test_the_projector_projects_each_run(
+    kafka_bootstrap: str, tmp_path: Path, published: dict[str, Any]
+) -> None:
+    """The real projector: each ai4j run is a run opened by runtime events (ai4j sends no
+    run.* domain events, so it stays ``executing``), with the nodes, retry and tokens the
+    scripted model produced (two model calls, two tool results, one retry, 12+30 / 5+4)."""
+    db = tmp_path / "projection.db"
+    proc = projector(kafka_bootstrap, published["topic"], db, tmp_path / "projector.log")
+    try:
+        wait_caught_up(kafka_bootstrap, db, published["topic"], PARTITIONS)
+        assert proc.terminate() == 0
+    finally:
+        proc.close()
+    with open_store(db) as store:
+        for run in RUNS:
+            stored = store.get(TENANT, run)
+            assert stored is not None, run
+            p = stored.state
+            assert p is not None, f"{run} halted: {stored}"
+            assert (p.status, p.origin, p.gaps) == ("executing", "runtime", ())
+            assert (p.model_nodes, p.tool_nodes, p.model_retries) == (2, 2, 1)
+            assert (p.runtime_tokens.input_tokens, p.runtime_tokens.output_tokens) == (42, 9)
+            assert p.version == published["stats"]["published"] // len(RUNS)

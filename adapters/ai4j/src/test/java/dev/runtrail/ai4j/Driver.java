@@ -139,7 +139,8 @@ public final class Driver {
     String tenant = args[3];
     Path dir = Path.of(args[4]);
     RuntrailAgentListener runtrail =
-        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test").build();
+        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test")
+            .spoolDir(dir.resolve("spool")).build();
     for (int i = 5; i < args.length; i++) {
       String runId = args[i];
       JsonlIoCaptureSink sink = new JsonlIoCaptureSink(dir.resolve(runId + ".jsonl"));
@@ -227,7 +228,8 @@ public final class Driver {
     agent(new AgentEventPublisher(List.of(counted::add))).runStream(request("bench-count"), e -> {});
     int eventsPerRun = counted.size();
     RuntrailAgentListener runtrail =
-        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant("bench").build();
+        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant("bench")
+            .spoolDir(Files.createTempDirectory("ai4j-bench-spool")).build();
     AgentListener nothing = event -> {};
     long bare = Long.MAX_VALUE;
     long with = Long.MAX_VALUE;
