@@ -12,6 +12,7 @@ runtrail's. Then, from the outside:
   through the Python redactor: the agent's prompt and tool arguments hold secrets, and what
   leaves the process must hold none;
 * the real audit service seals each run into a chain ``runtrail audit verify`` accepts;
+* the real resume-cache service serves each run's successful tool call to a re-run;
 * the real projector projects each run (nodes, retries, tokens; ``executing``, as runs
   opened by runtime events are);
 * the README example runs as written, and the overhead per event is measured.
@@ -37,8 +38,11 @@ from runtrail.config import Settings
 from runtrail.events.codec import EventCodec
 from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.redaction import redact_value
+from runtrail.resume import ResumeCache
+from runtrail.resume.http_client import ServiceCacheClient
 from tests.ai4j_adapter import adapter
 from tests.projector_support import open_store, projector, wait_caught_up
+from tests.resume_support import TOKENS, CacheService
 from tests.support import ServiceProcess, consume_all, create_topic, unique_topic, wait_for
 from tests.test_ai4j_conformance import from_ai4j, from_runtrail
 
@@ -272,3 +276,33 @@ def test_the_projector_projects_each_run(
             assert (p.model_nodes, p.tool_nodes, p.model_retries) == (2, 2, 1)
             assert (p.runtime_tokens.input_tokens, p.runtime_tokens.output_tokens) == (42, 9)
             assert p.version == published["stats"]["published"] // len(RUNS)
+
+
+def test_the_resume_cache_serves_each_runs_tool_results(
+    kafka_bootstrap: str, tmp_path: Path, published: dict[str, Any]
+) -> None:
+    """The real resume-cache service: a re-run of an ai4j run finds its successful tool call
+    (keyed by the arguments as published, i.e. redacted) and not the failed one."""
+    cache_topic = create_topic(
+        kafka_bootstrap,
+        f"{published['topic']}.cache",
+        partitions=PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
+    service = CacheService(kafka_bootstrap, published["topic"], cache_topic, tmp_path).start()
+    try:
+        client = ServiceCacheClient(service.url, TOKENS["acme"], wait_ms=20_000)
+        args = '{"city":"Paris","token":"[REDACTED]"}'
+        for run in RUNS:
+            cache = ResumeCache(run, tenant=TENANT, remote=client)
+            wait_for(
+                lambda c=cache: c.lookup_tool("weather", args).entry is not None,
+                60,
+                what=f"the tool entry of {run}",
+            )
+            hit = cache.lookup_tool("weather", args)
+            assert hit.entry is not None and hit.entry.result == '{"tempC":21}', run
+            failed = cache.lookup_tool("fail", "{}")
+            assert failed.entry is None and failed.trusted, run
+    finally:
+        service.stop()
