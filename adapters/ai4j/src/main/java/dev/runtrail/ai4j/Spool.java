@@ -31,6 +31,7 @@ import org.apache.kafka.common.header.Header;
  */
 final class Spool implements AutoCloseable {
   private static final int MAX_SLOTS = 64;
+  private static final long READ_CHUNK = 8L << 20;
   private final Path path;
   private final FileChannel channel;
   private final FileLock lock;
@@ -124,9 +125,13 @@ final class Spool implements AutoCloseable {
   /** Up to {@code max} records from the start, for {@code topic}. */
   synchronized List<Entry> read(long max, String topic) throws IOException {
     long size = channel.size();
-    ByteBuffer buf = ByteBuffer.allocate((int) Math.min(size, Integer.MAX_VALUE - 8));
-    channel.read(buf, 0);
-    byte[] bytes = buf.array();
+    // a chunk at a time (retried every second while spooling): 8 MiB, more only for a longer line
+    long want = Math.min(size, max == Long.MAX_VALUE ? size : READ_CHUNK);
+    byte[] bytes = readPrefix(want);
+    while (want < size && indexOf(bytes, (byte) '\n') < 0) {
+      want = Math.min(size, want * 2);
+      bytes = readPrefix(want);
+    }
     List<Entry> out = new ArrayList<>();
     int start = 0;
     Base64.Decoder b64 = Base64.getDecoder();
@@ -148,11 +153,30 @@ final class Spool implements AutoCloseable {
     return out;
   }
 
+  private byte[] readPrefix(long length) throws IOException {
+    ByteBuffer buf = ByteBuffer.allocate((int) Math.min(length, Integer.MAX_VALUE - 8));
+    while (buf.hasRemaining() && channel.read(buf, buf.position()) > 0) {
+      // read until the buffer is full
+    }
+    return buf.array();
+  }
+
+  private static int indexOf(byte[] bytes, byte b) {
+    for (int i = 0; i < bytes.length; i++) {
+      if (bytes[i] == b) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
   /** Drop the first {@code records} records ({@code bytes} long): they reached the broker. */
   synchronized void dropPrefix(long bytes, int records) throws IOException {
     long size = channel.size();
     ByteBuffer tail = ByteBuffer.allocate((int) (size - bytes));
-    channel.read(tail, bytes);
+    while (tail.hasRemaining() && channel.read(tail, bytes + tail.position()) > 0) {
+      // read the whole tail
+    }
     tail.flip();
     channel.truncate(0);
     while (tail.hasRemaining()) {
@@ -171,9 +195,7 @@ final class Spool implements AutoCloseable {
     if (size == 0) {
       return;
     }
-    ByteBuffer buf = ByteBuffer.allocate((int) size);
-    channel.read(buf, 0);
-    byte[] bytes = buf.array();
+    byte[] bytes = readPrefix(size);
     int end = bytes.length;
     while (end > 0 && bytes[end - 1] != '\n') {
       end--;
