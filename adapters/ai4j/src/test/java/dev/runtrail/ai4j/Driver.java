@@ -1,0 +1,343 @@
+package dev.runtrail.ai4j;
+
+import com.alibaba.fastjson2.JSON;
+import com.alibaba.fastjson2.JSONArray;
+import com.alibaba.fastjson2.JSONObject;
+import com.alibaba.fastjson2.JSONWriter;
+import io.github.lnyocly.ai4j.agent.Agent;
+import io.github.lnyocly.ai4j.agent.AgentOptions;
+import io.github.lnyocly.ai4j.agent.AgentRequest;
+import io.github.lnyocly.ai4j.agent.Agents;
+import io.github.lnyocly.ai4j.agent.event.AgentEvent;
+import io.github.lnyocly.ai4j.agent.event.AgentEventPublisher;
+import io.github.lnyocly.ai4j.agent.event.AgentListener;
+import io.github.lnyocly.ai4j.agent.model.AgentModelClient;
+import io.github.lnyocly.ai4j.agent.model.AgentModelResult;
+import io.github.lnyocly.ai4j.agent.model.AgentModelStreamListener;
+import io.github.lnyocly.ai4j.agent.model.AgentPrompt;
+import io.github.lnyocly.ai4j.agent.replay.IoCaptureAgentListener;
+import io.github.lnyocly.ai4j.agent.replay.JsonlIoCaptureSink;
+import io.github.lnyocly.ai4j.agent.tool.AgentToolCall;
+import io.github.lnyocly.ai4j.agent.tool.StaticToolRegistry;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.common.utils.Utils;
+
+/**
+ * What the Python tests (tests/test_adapter_ai4j*.py) run on the Java side, JSON on stdin and
+ * stdout. Modes:
+ *
+ * <ul>
+ *   <li>{@code encode}: stdin a JSON array of complete JSON-form events; stdout, per event, the
+ *       hex of the wire bytes or {"error": reason}.
+ *   <li>{@code redact}: stdin {"values": [...], "forms": [...]}; stdout the same lists redacted
+ *       ({@link Redactor#redactValue}, {@link Redactor#redact}; a refused form as {"refused"}).
+ *   <li>{@code partition}: stdin {"partitions": n, "keys": [...]}; kafka-clients' partition of
+ *       each key (murmur2 of its UTF-8 bytes).
+ *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
+ *       model and tool, no network) per run ID with ai4j's IoCaptureAgentListener (a JSONL file
+ *       per run) and a RuntrailAgentListener attached; stdout the listener's stats.
+ *   <li>{@code down BOOTSTRAP QUEUE RUNS SPOOL_DIR|- LIVE|- TOPIC}: agent runs against a broker
+ *       that is not there (queue capacity QUEUE, 2 s timeouts), then, with LIVE, one more run
+ *       by a new listener on the same spool and a live broker: the counters of both.
+ *   <li>{@code bench BOOTSTRAP TOPIC ROUNDS}: the same agent with and without the listener.
+ * </ul>
+ */
+public final class Driver {
+  private Driver() {}
+
+  public static void main(String[] args) throws Exception {
+    String mode = args[0];
+    Object out;
+    switch (mode) {
+      case "encode":
+        out = encode(JSON.parseArray(stdin()));
+        break;
+      case "redact":
+        out = redact(JSON.parseObject(stdin()));
+        break;
+      case "partition":
+        out = partition(JSON.parseObject(stdin()));
+        break;
+      case "run":
+        out = run(args);
+        break;
+      case "down":
+        out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4], args[5], args[6]);
+        break;
+      case "cost":
+        out = cost(Integer.parseInt(args[1]));
+        break;
+      case "bench":
+        out = bench(args[1], args[2], Integer.parseInt(args[3]));
+        break;
+      default:
+        throw new IllegalArgumentException("unknown mode " + mode);
+    }
+    System.out.write(JSON.toJSONString(out, JSONWriter.Feature.WriteMapNullValue).getBytes(StandardCharsets.UTF_8));
+    System.out.flush();
+    System.exit(0); // kafka-clients leaves non-daemon threads behind on some paths
+  }
+
+  private static String stdin() throws Exception {
+    return new String(System.in.readAllBytes(), StandardCharsets.UTF_8);
+  }
+
+  @SuppressWarnings("unchecked")
+  static JSONArray encode(JSONArray forms) {
+    WireEncoder encoder = WireEncoder.forRuntimeTypes();
+    JSONArray out = new JSONArray();
+    for (Object form : forms) {
+      try {
+        out.add(HexFormat.of().formatHex(encoder.encode((Map<String, Object>) form)));
+      } catch (RuntimeException exc) {
+        out.add(Map.of("error", String.valueOf(exc.getMessage())));
+      }
+    }
+    return out;
+  }
+
+  @SuppressWarnings("unchecked")
+  static JSONObject redact(JSONObject input) {
+    JSONObject out = new JSONObject();
+    JSONArray values = new JSONArray();
+    for (Object value : input.getJSONArray("values")) {
+      values.add(Redactor.redactValue(value));
+    }
+    JSONArray forms = new JSONArray();
+    for (Object form : input.getJSONArray("forms")) {
+      try {
+        forms.add(Redactor.redact((Map<String, Object>) form));
+      } catch (Redactor.SecretInIdentifier exc) {
+        forms.add(Map.of("refused", exc.getMessage()));
+      }
+    }
+    out.put("values", values);
+    out.put("forms", forms);
+    return out;
+  }
+
+  static JSONArray partition(JSONObject input) {
+    int n = input.getIntValue("partitions");
+    JSONArray out = new JSONArray();
+    for (Object key : input.getJSONArray("keys")) {
+      out.add(Utils.toPositive(Utils.murmur2(((String) key).getBytes(StandardCharsets.UTF_8))) % n);
+    }
+    return out;
+  }
+
+  static Map<String, Object> run(String[] args) throws Exception {
+    String bootstrap = args[1];
+    String topic = args[2];
+    String tenant = args[3];
+    Path dir = Path.of(args[4]);
+    RuntrailAgentListener runtrail =
+        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test")
+            .spoolDir(dir.resolve("spool")).build();
+    for (int i = 5; i < args.length; i++) {
+      String runId = args[i];
+      JsonlIoCaptureSink sink = new JsonlIoCaptureSink(dir.resolve(runId + ".jsonl"));
+      IoCaptureAgentListener capture = new IoCaptureAgentListener(sink);
+      agent(new AgentEventPublisher(List.of(capture, runtrail))).runStream(request(runId), event -> {});
+      sink.close();
+    }
+    runtrail.flush(Duration.ofSeconds(60));
+    Map<String, Object> stats = runtrail.stats();
+    runtrail.close();
+    return stats;
+  }
+
+  static Map<String, Object> down(String bootstrap, int queue, int runs, String spoolDir, String live, String topic)
+      throws Exception {
+    RuntrailAgentListener.Builder builder = RuntrailAgentListener.builder().bootstrapServers(bootstrap)
+        .topic(topic).tenant("acme").queueCapacity(queue).deliveryTimeoutMs(2000)
+        .spoolDir(spoolDir.equals("-") ? null : Path.of(spoolDir)).spoolRetryMs(500)
+        .kafkaProperty("max.block.ms", "2000").kafkaProperty("request.timeout.ms", "1000");
+    RuntrailAgentListener runtrail = builder.build();
+    List<AgentEvent> seen = new ArrayList<>();
+    long t0 = System.nanoTime();
+    for (int i = 0; i < runs; i++) {
+      agent(new AgentEventPublisher(List.of(seen::add, runtrail))).runStream(request("down-" + i), e -> {});
+    }
+    long agentMs = (System.nanoTime() - t0) / 1_000_000;
+    boolean flushed = runtrail.flush(Duration.ofSeconds(60));
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("agentMs", agentMs);
+    out.put("events", seen.size());
+    out.put("flushed", flushed);
+    runtrail.close();
+    out.put("stats", runtrail.stats());
+    if (!live.equals("-")) { // a new listener on the same spool, the broker back: it resends
+      RuntrailAgentListener back = RuntrailAgentListener.builder().bootstrapServers(live).topic(topic)
+          .tenant("acme").spoolDir(Path.of(spoolDir)).spoolRetryMs(200).build();
+      agent(new AgentEventPublisher(List.of(back))).runStream(request("after-" + runs), e -> {});
+      out.put("drained", back.drainSpool(Duration.ofSeconds(60)));
+      back.close();
+      out.put("after", back.stats());
+    }
+    return out;
+  }
+
+  /** Where the listener's time goes, per event: map, redact, encode (no broker). */
+  static Map<String, Object> cost(int rounds) throws Exception {
+    List<AgentEvent> events = new ArrayList<>();
+    agent(new AgentEventPublisher(List.of(events::add))).runStream(request("cost"), e -> {});
+    EventMapper mapper = new EventMapper("acme", "x");
+    WireEncoder encoder = WireEncoder.forRuntimeTypes();
+    long map = 0;
+    long redact = 0;
+    long encode = 0;
+    long n = 0;
+    for (int r = 0; r < rounds; r++) {
+      for (AgentEvent e : events) {
+        long t0 = System.nanoTime();
+        Map<String, Object> form = mapper.map(e);
+        if (form == null) {
+          continue;
+        }
+        long t1 = System.nanoTime();
+        form = Redactor.redact(form);
+        long t2 = System.nanoTime();
+        encoder.encode(form);
+        long t3 = System.nanoTime();
+        if (r >= rounds / 2) {
+          map += t1 - t0;
+          redact += t2 - t1;
+          encode += t3 - t2;
+          n++;
+        }
+      }
+    }
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("mapNs", map / n);
+    out.put("redactNs", redact / n);
+    out.put("encodeNs", encode / n);
+    return out;
+  }
+
+  /** Per-event cost: the same runs without and with the listener (best of 5 rounds each). */
+  static Map<String, Object> bench(String bootstrap, String topic, int runs) throws Exception {
+    List<AgentEvent> counted = new ArrayList<>();
+    agent(new AgentEventPublisher(List.of(counted::add))).runStream(request("bench-count"), e -> {});
+    int eventsPerRun = counted.size();
+    RuntrailAgentListener runtrail =
+        RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant("bench")
+            .spoolDir(Files.createTempDirectory("ai4j-bench-spool")).build();
+    AgentListener nothing = event -> {};
+    long bare = Long.MAX_VALUE;
+    long with = Long.MAX_VALUE;
+    for (int round = 0; round < 6; round++) { // round 0 warms the JIT for both
+      long t0 = System.nanoTime();
+      for (int i = 0; i < runs; i++) {
+        agent(new AgentEventPublisher(List.of(nothing))).runStream(request("bench-" + round + "-" + i), e -> {});
+      }
+      long t1 = System.nanoTime();
+      for (int i = 0; i < runs; i++) {
+        agent(new AgentEventPublisher(List.of(runtrail))).runStream(request("bench-" + round + "-" + i), e -> {});
+      }
+      long t2 = System.nanoTime();
+      if (round > 0) {
+        bare = Math.min(bare, t1 - t0);
+        with = Math.min(with, t2 - t1);
+      }
+    }
+    boolean flushed = runtrail.flush(Duration.ofSeconds(120));
+    Map<String, Object> stats = runtrail.stats();
+    runtrail.close();
+    long events = (long) runs * eventsPerRun;
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("runs", runs);
+    out.put("eventsPerRun", eventsPerRun);
+    out.put("bareNsPerEvent", bare / events);
+    out.put("withListenerNsPerEvent", with / events);
+    out.put("overheadNsPerEvent", (with - bare) / events);
+    out.put("ratio", (double) with / bare);
+    out.put("flushed", flushed);
+    out.put("stats", stats);
+    return out;
+  }
+
+  static AgentRequest request(String runId) {
+    Map<String, Object> metadata = new LinkedHashMap<>();
+    metadata.put(AgentRequest.METADATA_KEY_RUN_ID, runId);
+    metadata.put(AgentRequest.METADATA_KEY_TURN_ID, "turn-1");
+    metadata.put(AgentRequest.METADATA_KEY_SESSION_ID, "sess-" + runId);
+    return new AgentRequest("weather in Paris? my api_key=sk-live-0123456789abcdefXYZ", metadata);
+  }
+
+  static Agent agent(AgentEventPublisher publisher) {
+    return Agents.react()
+        .model("gpt-4o-mini")
+        .instructions("answer briefly")
+        .temperature(0.2)
+        .options(AgentOptions.builder().stream(true).build())
+        .modelClient(new ScriptedModel())
+        .toolRegistry(new StaticToolRegistry(List.of(weatherTool())))
+        .toolExecutor(call -> {
+          if ("fail".equals(call.getName())) {
+            throw new IllegalStateException("tool exploded");
+          }
+          return "{\"tempC\":21}";
+        })
+        .codeExecutor(request -> {
+          throw new UnsupportedOperationException("the ReAct runtime runs no code");
+        })
+        .eventPublisher(publisher)
+        .build();
+  }
+
+  static Map<String, Object> weatherTool() {
+    Map<String, Object> fn = new LinkedHashMap<>();
+    fn.put("name", "weather");
+    fn.put("description", "current weather");
+    fn.put("parameters", Map.of("type", "object", "properties", Map.of("city", Map.of("type", "string"))));
+    Map<String, Object> tool = new LinkedHashMap<>();
+    tool.put("type", "function");
+    tool.put("function", fn);
+    return tool;
+  }
+
+  /** D2's scripted model (tests/ai4j): retry, reasoning, deltas, two tool calls, then an answer. */
+  static final class ScriptedModel implements AgentModelClient {
+    private int calls;
+
+    @Override
+    public AgentModelResult create(AgentPrompt prompt) {
+      throw new UnsupportedOperationException("the driver runs streaming");
+    }
+
+    @Override
+    public AgentModelResult createStream(AgentPrompt prompt, AgentModelStreamListener listener) {
+      calls++;
+      if (calls == 1) {
+        listener.onRetry("rate limited", 1, 3, new RuntimeException("429 Too Many Requests"));
+        listener.onReasoningDelta("look up");
+        listener.onReasoningDelta(" the weather");
+        listener.onDeltaText("Let me ");
+        listener.onDeltaText("check.");
+        AgentToolCall call = AgentToolCall.builder().name("weather").callId("call_1")
+            .arguments("{\"city\":\"Paris\",\"token\":\"ghp_abcdefghijklmnopqrstuvwx\"}").type("function").build();
+        AgentToolCall bad = AgentToolCall.builder().name("fail").callId("call_2").arguments("{}").type("function").build();
+        listener.onToolCall(call);
+        listener.onToolCall(bad);
+        Map<String, Object> raw = new LinkedHashMap<>();
+        raw.put("id", "resp_1");
+        raw.put("usage", Map.of("prompt_tokens", 12, "completion_tokens", 5));
+        return AgentModelResult.builder().reasoningText("look up the weather").outputText("Let me check.")
+            .toolCalls(List.of(call, bad)).rawResponse(raw).inputTokens(12L).outputTokens(5L).build();
+      }
+      listener.onDeltaText("It is 21C.");
+      Map<String, Object> raw = new LinkedHashMap<>();
+      raw.put("id", "resp_2");
+      raw.put("usage", Map.of("prompt_tokens", 30, "completion_tokens", 4));
+      return AgentModelResult.builder().outputText("It is 21C.").rawResponse(raw).build();
+    }
+  }
+}
