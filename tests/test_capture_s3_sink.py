@@ -13,6 +13,7 @@ from runtrail.capture import ObjectStoreSink, open_sink, read_records
 from runtrail.capture.object_sink import object_key
 from runtrail.capture.object_store import open_store
 from runtrail.capture.urls import split_options
+from runtrail.runtime.unavailable import StoreUnavailable
 from tests.capture_support import T0_MS, sample_records, tool_records
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def test_a_failed_upload_stays_buffered_for_the_next_flush(
         return real_put(*args, **kwargs)
 
     monkeypatch.setattr("runtrail.capture.object_sink.obstore.put", failing_put)
-    with pytest.raises(OSError, match="reset"):
+    with pytest.raises(StoreUnavailable, match="reset"):  # the runtime waits and retries
         sink.flush()
     assert _objects(s3_url) == {}
     sink.flush()
