@@ -85,3 +85,25 @@ def test_a_re_read_of_applied_events_is_skipped(tmp_path: Path) -> None:
     [entry] = second.store.entries("acme")
     assert entry.result["message"] == "ab"
     second.close()
+
+
+def test_a_partition_lost_with_a_batch_pending_resumes_from_that_batch(tmp_path: Path) -> None:
+    """An outage outlasting the session: the partition is lost while a batch waits to be
+    flushed, then comes back; the pending batch is flushed once the store can take it, and
+    the re-read from the store's older offset must continue the node that batch holds."""
+    run = RunEvents()
+    events = [run.request(prompt()), run.response("Hel"), run.response("lo"), run.step_end()]
+    svc = make(tmp_path)
+    svc.on_assigned([(TOPIC, 0)])
+    consume(svc, list(enumerate(events[:1])))
+    svc.flush()  # the store: the open request, offset 1
+    consume(svc, [(1, events[1]), (2, events[2])])  # applied; its flush waits (outage)
+    svc.on_revoked([(TOPIC, 0)])  # lost: the runtime forgets the partition
+    starts = svc.on_assigned([(TOPIC, 0)])  # back, starting where the store is durable
+    assert starts == {(TOPIC, 0): 1}
+    svc.flush()  # the store can take writes again: the pending batch lands
+    consume(svc, [(1, events[1]), (2, events[2]), (3, events[3])])  # the re-read
+    svc.flush()
+    [entry] = svc.store.entries("acme")
+    assert entry.result["message"] == "Hello"  # each delta once, none lost
+    svc.close()

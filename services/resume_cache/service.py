@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 
 from runtrail.http_server import TokenAuth
-from runtrail.resume.builder import EntryBuilder, WriteBatch
+from runtrail.resume.builder import EntryBuilder, ModelNode, WriteBatch
+from runtrail.resume.entry import Intent
 from runtrail.resume.keys import Kind
 from runtrail.resume.store import CacheStore, open_store, redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
@@ -97,6 +98,9 @@ class ResumeCacheService(Service):
     def _applied_sequence(self, tenant: str, run_id: str) -> int | None:
         """The run's last applied sequence in the store: where its order resumes."""
         last = self.store.run_state(tenant, run_id).last_sequence
+        held = self.index.pending().runs.get((tenant, run_id))  # applied, not yet flushed
+        if held is not None:
+            last = max(last, held[0])
         return last if last > 0 else None
 
     def process(self, batch: Sequence[Delivered]) -> None:
@@ -190,7 +194,7 @@ class ResumeCacheService(Service):
         """Start where the store is durable, with the open state it holds for those partitions."""
         mine = [p for t, p in partitions if t == self.events_topic]
         stored = self.store.offsets(self.events_topic)
-        models, intents = self.store.open_state(self.events_topic, mine)
+        models, intents = self._open_state(mine)
         self.builder.drop_partitions(mine)
         self.builder.load(models, intents)
         for p in mine:
@@ -204,6 +208,27 @@ class ResumeCacheService(Service):
             len(intents),
         )
         return starts
+
+    def _open_state(self, mine: list[int]) -> tuple[list[ModelNode], list[tuple[Intent, int]]]:
+        """The open nodes and intents of ``mine``: the store's, overlaid with what is applied
+        but not yet flushed (a batch pending since an outage). The run anchors read the same
+        overlay, so a re-read skips exactly what this state already holds."""
+        stored_models, stored_intents = self.store.open_state(self.events_topic, mine)
+        pending = self.index.pending()
+        owned = set(mine)
+        models = {node.node_key: node for node in stored_models}
+        for key, node in pending.models.items():
+            if node is None:
+                models.pop(key, None)
+            elif node.partition in owned:
+                models[key] = node
+        intents = {(i.tenant_id, i.run_id, i.intent_id): (i, p) for i, p in stored_intents}
+        for ikey, held in pending.intents.items():
+            if held is None:
+                intents.pop(ikey, None)
+            elif held[1] in owned:
+                intents[ikey] = held
+        return list(models.values()), list(intents.values())
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         mine = [p for t, p in partitions if t == self.events_topic]
