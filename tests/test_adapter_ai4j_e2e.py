@@ -55,6 +55,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # ~100 s: JVM, agent runs, t
 
 RUNS = ("ai4j-run-a", "ai4j-run-b", "ai4j-run-c")
 FAILING_RUN = "ai4j-run-fails"  # its model's stream fails: ai4j reports ERROR and throws
+FAILING_SYNC_RUN = "ai4j-run-fails-sync"  # Agent.run: ai4j throws, no ERROR; runFailed ends it
 TENANT = "acme"
 SECRETS = ("sk-live-0123456789abcdefXYZ", "ghp_abcdefghijklmnopqrstuvwx")
 PARTITIONS = 3
@@ -273,9 +274,17 @@ def test_the_projector_projects_each_run(
     fail_dir = tmp_path / "failing"
     fail_dir.mkdir()
     failing = adapter().run(
-        "run", kafka_bootstrap, published["topic"], TENANT, str(fail_dir), f"fail:{FAILING_RUN}"
+        "run",
+        kafka_bootstrap,
+        published["topic"],
+        TENANT,
+        str(fail_dir),
+        f"fail:{FAILING_RUN}",
+        f"failsync:{FAILING_SYNC_RUN}",
     )
-    assert failing["published"] == failing["accepted"] == 5 and failing["failed"] == 0
+    # 5 + 4 events; the streamed run's runFailed after its ERROR is a counted no-op
+    assert failing["published"] == failing["accepted"] == 9 and failing["failed"] == 0
+    assert failing["skipped.runFailed for a run that ended or never started"] == 1
     db = tmp_path / "projection.db"
     proc = projector(kafka_bootstrap, published["topic"], db, tmp_path / "projector.log")
     try:
@@ -293,14 +302,15 @@ def test_the_projector_projects_each_run(
             assert (p.model_nodes, p.tool_nodes, p.model_retries) == (2, 2, 1)
             assert (p.runtime_tokens.input_tokens, p.runtime_tokens.output_tokens) == (42, 9)
             assert p.version == published["stats"]["published"] // len(RUNS)
-        stored = store.get(TENANT, FAILING_RUN)
-        assert stored is not None and stored.state is not None, stored
-        p = stored.state
-        assert (p.status, p.terminal_reason, p.version) == (
-            "failed",
-            "model exploded: 503 Service Unavailable",
-            5,
-        )
+        for run, events in ((FAILING_RUN, 5), (FAILING_SYNC_RUN, 4)):
+            stored = store.get(TENANT, run)
+            assert stored is not None and stored.state is not None, stored
+            p = stored.state
+            assert (p.status, p.terminal_reason, p.version) == (
+                "failed",
+                "model exploded: 503 Service Unavailable",
+                events,
+            ), run
     dlq = consume_all(kafka_bootstrap, f"{published['topic']}.dlq", expect=1, timeout=3)
     assert dlq == []
 

@@ -68,6 +68,30 @@ def test_a_run_whose_model_fails_is_failed_with_the_reason() -> None:
     )
 
 
+def test_a_non_streaming_run_that_throws_is_failed_through_fail_run() -> None:
+    """``Agent.run`` throws a failed model call without an ERROR event: the run would stay
+    executing; ``failRun`` (the listener's ``runFailed``, from the agent's catch) ends it."""
+    out = adapter().run("events", "life-sync", "fail-sync")
+    assert out["ai4j"] == ["STEP_START", "MODEL_REQUEST"]  # no ERROR from ai4j
+    assert out["failRun"] == 1
+    forms = out["runtrail"]
+    assert [f["type"] for f in forms] == [
+        "run.accepted",
+        "run.state_transitioned",
+        "MODEL_REQUEST",
+        "run.failed",
+    ]
+    assert forms[-1]["sessionId"] == "sess-life-sync"  # the run's session gets its end too
+    assert project(forms).status == "failed"
+    assert project(forms[:-1]).status == "executing"
+
+
+def test_fail_run_after_ai4js_error_adds_nothing() -> None:
+    out = adapter().run("events", "life-twice", "fail")
+    assert out["failRun"] is None  # the run ended with ERROR: no second terminal event
+    assert sum(f["type"] in TERMINAL for f in out["runtrail"]) == 1
+
+
 @pytest.mark.parametrize("mode", ["ok", "fail"])
 def test_lifecycle_events_have_their_own_ids_and_the_runs_envelope(mode: str) -> None:
     forms = adapter().run("events", f"life-ids-{mode}", *(["fail"] if mode == "fail" else []))[

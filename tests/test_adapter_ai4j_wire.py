@@ -33,7 +33,8 @@ def current_forms() -> list[dict[str, Any]]:
     forms = [f for events in sequences.values() for f in runtrail_forms(events)]
     fixtures = fixture_forms()
     forms += [fixtures[(t, CURRENT_VERSIONS[t])] for t in (*RUNTIME_TYPES, *LIFECYCLE)]
-    for run in (("events", "wire-ok"), ("events", "wire-fails", "fail")):  # the Java mapper's
+    runs = (("events", "wire-ok"), ("events", "wire-fails", "fail"), ("events", "w", "fail-sync"))
+    for run in runs:  # the Java mapper's
         forms += adapter().run(*run)["runtrail"]
     return [validate_json_form(f).json_form() for f in forms]
 

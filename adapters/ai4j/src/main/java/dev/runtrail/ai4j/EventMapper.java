@@ -33,7 +33,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * the projector rejects anything after a terminal event: so while a step is open (a STEP_START
  * without its STEP_END), run.succeeded waits for that STEP_END and follows it;
  * {@link #endPending} releases what still waits (the listener's close). ERROR is published at
- * once: ai4j ends the run by throwing, nothing of the run follows it.
+ * once: ai4j ends the run by throwing, nothing of the run follows it. ai4j's non-streaming
+ * {@code Agent.run} throws a failed model call without an ERROR event: {@link #failRun} ends
+ * such a run (the listener's {@code runFailed}, called from the agent's catch).
  */
 public final class EventMapper {
   /** runtrail's runtime event types at their current schema versions (a test checks Python's). */
@@ -80,6 +82,8 @@ public final class EventMapper {
   private final Map<String, Phase> phases = new ConcurrentHashMap<>();
   private final Map<String, Boolean> stepOpen = new ConcurrentHashMap<>();
   private final Map<String, AgentEvent> pendingSuccess = new ConcurrentHashMap<>();
+  /** The last event of each open run: its session, turn and step, for {@link #failRun}. */
+  private final Map<String, AgentEvent> lastEvent = new ConcurrentHashMap<>();
 
   /** Thrown for an event runtrail cannot take (no run ID, a payload of the wrong shape…). */
   public static final class Refused extends RuntimeException {
@@ -126,6 +130,7 @@ public final class EventMapper {
     phases.remove(runId);
     stepOpen.remove(runId);
     pendingSuccess.remove(runId);
+    lastEvent.remove(runId);
   }
 
   /** The run.succeeded events still waiting for their step's end (released now, in no order). */
@@ -138,6 +143,43 @@ public final class EventMapper {
       }
     }
     return out;
+  }
+
+  /**
+   * run.failed for a run whose runtime threw without an ERROR event (ai4j's non-streaming
+   * {@code Agent.run} does so when the model fails): null when the run already ended or was
+   * never seen (nothing of it was published, so there is no run to end).
+   */
+  public List<Map<String, Object>> failRun(String runId, Throwable error) {
+    if (runId == null || phases.get(runId) != Phase.OPEN) {
+      return null;
+    }
+    phases.put(runId, Phase.ENDED);
+    pendingSuccess.remove(runId);
+    AgentEvent last = lastEvent.remove(runId);
+    AgentEvent event = new AgentEvent();
+    event.setRunId(runId);
+    event.setType(io.github.lnyocly.ai4j.agent.event.AgentEventType.ERROR);
+    if (last != null) {
+      event.setSessionId(last.getSessionId());
+      event.setTurnId(last.getTurnId());
+      event.setStep(last.getStep());
+    }
+    List<Map<String, Object>> out = new ArrayList<>(1);
+    out.add(envelope(event, runId, "run.failed", LIFECYCLE_VERSIONS.get("run.failed"),
+        failure(error == null ? null : error.getMessage(), error), true));
+    return out;
+  }
+
+  private static Map<String, Object> failure(String message, Object payload) {
+    String reason = message;
+    if ((reason == null || reason.isBlank()) && payload instanceof Throwable) {
+      reason = payload.getClass().getName();
+    }
+    reason = reason == null || reason.isBlank() ? "ai4j reported an ERROR without a message" : reason;
+    Map<String, Object> data = new LinkedHashMap<>();
+    data.put("reason", reason.length() > MAX_REASON ? reason.substring(0, MAX_REASON) : reason);
+    return data;
   }
 
   private Map<String, Object> succeeded(AgentEvent event, String runId) {
@@ -173,6 +215,7 @@ public final class EventMapper {
       }
       open(event, runId, out);
       phases.put(runId, Phase.ENDED);
+      lastEvent.remove(runId);
       if (terminal.equals("run.succeeded")) {
         if (stepOpen.containsKey(runId)) {
           pendingSuccess.put(runId, event); // follows the step's STEP_END
@@ -181,19 +224,16 @@ public final class EventMapper {
         }
         return out;
       }
-      String reason = event.getMessage();
-      if ((reason == null || reason.isBlank()) && event.getPayload() instanceof Throwable) {
-        reason = event.getPayload().getClass().getName();
-      }
-      reason = reason == null || reason.isBlank() ? "ai4j reported an ERROR without a message" : reason;
-      Map<String, Object> data = new LinkedHashMap<>();
-      data.put("reason", reason.length() > MAX_REASON ? reason.substring(0, MAX_REASON) : reason);
+      Map<String, Object> data = failure(event.getMessage(), event.getPayload());
       out.add(envelope(event, runId, terminal, LIFECYCLE_VERSIONS.get(terminal), data));
       return out;
     }
     Map<String, Object> data = data(type, event.getMessage(), event.getPayload());
     open(event, runId, out);
     out.add(envelope(event, runId, type, version, data));
+    if (phases.get(runId) == Phase.OPEN) {
+      lastEvent.put(runId, event);
+    }
     if (type.equals("STEP_END")) {
       stepOpen.remove(runId);
       AgentEvent success = pendingSuccess.remove(runId);

@@ -126,6 +126,27 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     }
   }
 
+  /**
+   * Ends {@code runId} as failed when ai4j threw without an ERROR event (its non-streaming
+   * {@code Agent.run} does when the model call fails): {@code try { agent.run(req); } catch
+   * (Exception e) { runtrail.runFailed(runId, e); throw e; }}. Nothing when the run already
+   * has its terminal event (a streamed run's ERROR) or published nothing; never throws.
+   */
+  public void runFailed(String runId, Throwable error) {
+    try {
+      java.util.List<Map<String, Object>> forms = mapper.failRun(runId, error);
+      if (forms == null) {
+        count(skipped, "runFailed for a run that ended or never started");
+        return;
+      }
+      for (Map<String, Object> form : forms) {
+        enqueue(record(Redactor.redact(form)));
+      }
+    } catch (Throwable exc) { // never into the agent
+      count(refused, "runFailed: " + exc.getClass().getName() + ": " + exc.getMessage());
+    }
+  }
+
   private ProducerRecord<byte[], byte[]> record(Map<String, Object> form) {
     byte[] value = encoder.encode(form);
     ProducerRecord<byte[], byte[]> record =

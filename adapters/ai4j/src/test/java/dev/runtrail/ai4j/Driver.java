@@ -44,8 +44,10 @@ import org.apache.kafka.common.utils.Utils;
  *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
  *       model and tool, no network) per run ID with ai4j's IoCaptureAgentListener (a JSONL file
  *       per run) and a RuntrailAgentListener attached; stdout the listener's stats. A run ID
- *       {@code fail:ID} runs ID with a model that fails (ai4j reports ERROR, runStream throws).
- *   <li>{@code events RUN_ID [fail]}: the ai4j events of one run, and the runtrail events the
+ *       {@code fail:ID} runs ID with a model that fails (ai4j reports ERROR, runStream throws);
+ *       {@code failsync:ID} the same through {@code Agent.run} (no ERROR: runFailed ends it).
+ *   <li>{@code events RUN_ID [fail|fail-sync]}: the ai4j events of one run (fail-sync: the
+ *       failing model through {@code Agent.run}, not streaming), and the runtrail events the
  *       mapper makes of them (JSON forms, not redacted).
  *   <li>{@code down BOOTSTRAP QUEUE RUNS SPOOL_DIR|- LIVE|- TOPIC}: agent runs against a broker
  *       that is not there (queue capacity QUEUE, 2 s timeouts), then, with LIVE, one more run
@@ -73,7 +75,7 @@ public final class Driver {
         out = run(args);
         break;
       case "events":
-        out = events(args[1], args.length > 2 && args[2].equals("fail"));
+        out = events(args[1], args.length > 2 && args[2].startsWith("fail"), args.length > 2 && args[2].equals("fail-sync"));
         break;
       case "down":
         out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4], args[5], args[6]);
@@ -148,16 +150,23 @@ public final class Driver {
         RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test")
             .spoolDir(dir.resolve("spool")).build();
     for (int i = 5; i < args.length; i++) {
-      boolean fails = args[i].startsWith("fail:");
-      String runId = fails ? args[i].substring("fail:".length()) : args[i];
+      boolean sync = args[i].startsWith("failsync:");
+      boolean fails = sync || args[i].startsWith("fail:");
+      String runId = fails ? args[i].substring(args[i].indexOf(':') + 1) : args[i];
       JsonlIoCaptureSink sink = new JsonlIoCaptureSink(dir.resolve(runId + ".jsonl"));
       IoCaptureAgentListener capture = new IoCaptureAgentListener(sink);
+      Agent agent = agent(new AgentEventPublisher(List.of(capture, runtrail)), fails);
       try {
-        agent(new AgentEventPublisher(List.of(capture, runtrail)), fails).runStream(request(runId), event -> {});
+        if (sync) {
+          agent.run(request(runId));
+        } else {
+          agent.runStream(request(runId), event -> {});
+        }
       } catch (Exception exc) {
         if (!fails) {
           throw exc;
         }
+        runtrail.runFailed(runId, exc); // the README's pattern; a no-op after ai4j's ERROR
       }
       sink.close();
     }
@@ -167,11 +176,17 @@ public final class Driver {
     return stats;
   }
 
-  static Map<String, Object> events(String runId, boolean fails) throws Exception {
+  static Map<String, Object> events(String runId, boolean fails, boolean sync) throws Exception {
     List<AgentEvent> seen = new ArrayList<>();
+    Map<String, Object> out = new LinkedHashMap<>();
     String thrown = null;
     try {
-      agent(new AgentEventPublisher(List.of(seen::add)), fails).runStream(request(runId), e -> {});
+      Agent agent = agent(new AgentEventPublisher(List.of(seen::add)), fails);
+      if (sync) {
+        agent.run(request(runId));
+      } else {
+        agent.runStream(request(runId), e -> {});
+      }
     } catch (Exception exc) {
       thrown = String.valueOf(exc.getMessage());
     }
@@ -185,7 +200,13 @@ public final class Driver {
         forms.addAll(mapped);
       }
     }
-    Map<String, Object> out = new LinkedHashMap<>();
+    if (thrown != null) { // what the listener's runFailed does from the agent's catch
+      List<Map<String, Object>> ended = mapper.failRun(runId, new IllegalStateException(thrown));
+      out.put("failRun", ended == null ? null : ended.size());
+      if (ended != null) {
+        forms.addAll(ended);
+      }
+    }
     out.put("ai4j", types);
     out.put("runtrail", forms);
     out.put("thrown", thrown);
@@ -356,7 +377,7 @@ public final class Driver {
   static final class FailingModel implements AgentModelClient {
     @Override
     public AgentModelResult create(AgentPrompt prompt) {
-      throw new UnsupportedOperationException("the driver runs streaming");
+      throw new IllegalStateException("model exploded: 503 Service Unavailable");
     }
 
     @Override
