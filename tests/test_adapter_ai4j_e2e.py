@@ -13,8 +13,11 @@ runtrail's. Then, from the outside:
   leaves the process must hold none;
 * the real audit service seals each run into a chain ``runtrail audit verify`` accepts;
 * the real resume-cache service serves each run's successful tool call to a re-run;
-* the real projector projects each run (nodes, retries, tokens; ``executing``, as runs
-  opened by runtime events are);
+* the real projector projects each run (nodes, retries, tokens) to its terminal status:
+  ``succeeded`` for the normal runs, ``failed`` for a run whose model fails (the adapter
+  adds run.accepted / run.state_transitioned / run.succeeded / run.failed);
+* the real sessions service checkpoints each run's ai4j session (ai4j's session ID is
+  runtrail's sessionId), and the session restored from the store equals the whole topic's;
 * the README example runs as written, and the overhead per event is measured.
 """
 
@@ -40,6 +43,8 @@ from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.redaction import redact_value
 from runtrail.resume import ResumeCache
 from runtrail.resume.http_client import ServiceCacheClient
+from runtrail.sessions import open_session_store
+from runtrail.sessions.restore import build_from_topic, restore_session
 from tests.ai4j_adapter import adapter
 from tests.projector_support import open_store, projector, wait_caught_up
 from tests.resume_support import TOKENS, CacheService
@@ -49,6 +54,8 @@ from tests.test_ai4j_conformance import from_ai4j, from_runtrail
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # ~100 s: JVM, agent runs, two services
 
 RUNS = ("ai4j-run-a", "ai4j-run-b", "ai4j-run-c")
+FAILING_RUN = "ai4j-run-fails"  # its model's stream fails: ai4j reports ERROR and throws
+FAILING_SYNC_RUN = "ai4j-run-fails-sync"  # Agent.run: ai4j throws, no ERROR; runFailed ends it
 TENANT = "acme"
 SECRETS = ("sk-live-0123456789abcdefXYZ", "ghp_abcdefghijklmnopqrstuvwx")
 PARTITIONS = 3
@@ -91,8 +98,9 @@ def test_every_event_is_published_and_none_is_lost(published: dict[str, Any]) ->
     assert not [k for k in stats if k.startswith("refused.")], stats
     assert stats["published"] == stats["accepted"] > 0
     # ai4j types runtrail has no type for are counted, by type, not silently dropped
+    # (FINAL_OUTPUT is not among them: it is the run's run.succeeded)
     skipped = {k: v for k, v in stats.items() if k.startswith("skipped.")}
-    assert skipped == {"skipped.STEP_START": 2 * len(RUNS), "skipped.FINAL_OUTPUT": len(RUNS)}
+    assert skipped == {"skipped.STEP_START": 2 * len(RUNS)}
 
 
 def test_records_decode_keyed_by_run_on_the_python_partition(
@@ -245,10 +253,13 @@ def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
         for m in consume_all(kafka_bootstrap, topic, expect=stats["published"])
     ]
     assert [e.type for e in events] == [
+        "run.accepted",
+        "run.state_transitioned",
         "MODEL_REQUEST",
         "MODEL_RESPONSE",
         "MODEL_RESPONSE",
         "STEP_END",
+        "run.succeeded",
     ]
     assert {e.run_id for e in events} == {"readme-run"}
 
@@ -256,9 +267,24 @@ def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
 def test_the_projector_projects_each_run(
     kafka_bootstrap: str, tmp_path: Path, published: dict[str, Any]
 ) -> None:
-    """The real projector: each ai4j run is a run opened by runtime events (ai4j sends no
-    run.* domain events, so it stays ``executing``), with the nodes, retry and tokens the
-    scripted model produced (two model calls, two tool results, one retry, 12+30 / 5+4)."""
+    """The real projector: each ai4j run is accepted, executing, then ``succeeded``, with the
+    nodes, retry and tokens the scripted model produced (two model calls, two tool results,
+    one retry, 12+30 / 5+4); a run whose model fails (published here, on the same topic) is
+    ``failed`` with the model's error as the reason. Nothing halted, nothing dead-lettered."""
+    fail_dir = tmp_path / "failing"
+    fail_dir.mkdir()
+    failing = adapter().run(
+        "run",
+        kafka_bootstrap,
+        published["topic"],
+        TENANT,
+        str(fail_dir),
+        f"fail:{FAILING_RUN}",
+        f"failsync:{FAILING_SYNC_RUN}",
+    )
+    # 5 + 4 events; the streamed run's runFailed after its ERROR is a counted no-op
+    assert failing["published"] == failing["accepted"] == 9 and failing["failed"] == 0
+    assert failing["skipped.runFailed for a run that ended or never started"] == 1
     db = tmp_path / "projection.db"
     proc = projector(kafka_bootstrap, published["topic"], db, tmp_path / "projector.log")
     try:
@@ -272,10 +298,78 @@ def test_the_projector_projects_each_run(
             assert stored is not None, run
             p = stored.state
             assert p is not None, f"{run} halted: {stored}"
-            assert (p.status, p.origin, p.gaps) == ("executing", "runtime", ())
+            assert (p.status, p.origin, p.gaps) == ("succeeded", "accepted", ())
             assert (p.model_nodes, p.tool_nodes, p.model_retries) == (2, 2, 1)
             assert (p.runtime_tokens.input_tokens, p.runtime_tokens.output_tokens) == (42, 9)
             assert p.version == published["stats"]["published"] // len(RUNS)
+        for run, events in ((FAILING_RUN, 5), (FAILING_SYNC_RUN, 4)):
+            stored = store.get(TENANT, run)
+            assert stored is not None and stored.state is not None, stored
+            p = stored.state
+            assert (p.status, p.terminal_reason, p.version) == (
+                "failed",
+                "model exploded: 503 Service Unavailable",
+                events,
+            ), run
+    dlq = consume_all(kafka_bootstrap, f"{published['topic']}.dlq", expect=1, timeout=3)
+    assert dlq == []
+
+
+def test_the_sessions_service_checkpoints_each_runs_session(
+    kafka_bootstrap: str, tmp_path: Path, published: dict[str, Any]
+) -> None:
+    """The real sessions service: ai4j's session of each run (``sess-RUN``, the Driver's
+    session ID) is checkpointed with every event of the run, and restored from the store it
+    equals the session rebuilt from the whole topic."""
+    store_url = (tmp_path / "sessions").as_uri()
+    pointers = create_topic(
+        kafka_bootstrap,
+        f"{published['topic']}.sessions",
+        partitions=2,
+        **{"cleanup.policy": "compact"},
+    )
+    proc = ServiceProcess(
+        "sessions",
+        kafka_bootstrap,
+        published["topic"],
+        group=f"g-ses-{published['topic']}",
+        options={"store_url": store_url, "http_port": "0"},
+        env={
+            "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),
+            "RUNTRAIL_SESSIONS_TOPIC": pointers,
+            "RUNTRAIL_SESSIONS_HTTP_TOKENS": json.dumps({TENANT: "tok-acme"}),
+        },
+        log_path=tmp_path / "sessions.log",
+    )
+    store = open_session_store(store_url)
+    per_run = published["stats"]["published"] // len(RUNS)
+
+    def revision(session: str) -> int:
+        snapshot = store.load(TENANT, session)
+        return 0 if snapshot is None else snapshot.revision
+
+    try:
+        for run in RUNS:
+            wait_for(lambda r=run: revision(f"sess-{r}") >= per_run, 90, what=f"{run} saved")
+        assert proc.terminate() == 0
+    finally:
+        proc.close()
+    settings = Settings(bootstrap_servers=kafka_bootstrap, events_topic=published["topic"])
+    try:
+        for run in RUNS:
+            session = f"sess-{run}"
+            snapshot = store.load(TENANT, session)
+            assert snapshot is not None and snapshot.revision == per_run, run
+            assert {e["runId"] for e in snapshot.event_log} == {run}
+            types = [e["type"] for e in snapshot.event_log]
+            assert types[0] == "run.accepted" and types[-1] == "run.succeeded", run
+            restored = restore_session(store, TENANT, session, settings)
+            whole = build_from_topic(TENANT, session, settings)
+            assert restored.snapshot is not None and restored.replayed == 0
+            assert restored.session.snapshot().digest == whole.snapshot().digest
+            assert list(restored.session.events()) == list(whole.events())
+    finally:
+        store.close()
 
 
 def test_the_resume_cache_serves_each_runs_tool_results(

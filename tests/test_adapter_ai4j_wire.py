@@ -3,7 +3,9 @@
 The Java encoder (``adapters/ai4j``, Avro's own single-object encoder with the schemas the jar
 ships) and the Python codec encode the same JSON-form events; the bytes must be equal, so
 every consumer decodes what the adapter writes. The events are the conformance sequences and
-the run ai4j's real runtime emits, validated by runtrail first, plus the committed fixtures.
+the run ai4j's real runtime emits, validated by runtrail first, plus the committed fixtures;
+also the run-lifecycle events the adapter adds (run.accepted … run.succeeded / run.failed) to
+a normal and a failing ai4j run (``Driver events``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tests.support import fixture_forms
 from tests.test_ai4j_conformance import emitted_run, runtrail_forms
 
 CODEC = EventCodec()
+LIFECYCLE = ("run.accepted", "run.state_transitioned", "run.succeeded", "run.failed")
 
 
 def current_forms() -> list[dict[str, Any]]:
@@ -29,13 +32,16 @@ def current_forms() -> list[dict[str, Any]]:
     sequences = {**seqs.basic(), **seqs.edge_cases(), "runtime": emitted_run()}
     forms = [f for events in sequences.values() for f in runtrail_forms(events)]
     fixtures = fixture_forms()
-    forms += [fixtures[(t, CURRENT_VERSIONS[t])] for t in RUNTIME_TYPES]
+    forms += [fixtures[(t, CURRENT_VERSIONS[t])] for t in (*RUNTIME_TYPES, *LIFECYCLE)]
+    runs = (("events", "wire-ok"), ("events", "wire-fails", "fail"), ("events", "w", "fail-sync"))
+    for run in runs:  # the Java mapper's
+        forms += adapter().run(*run)["runtrail"]
     return [validate_json_form(f).json_form() for f in forms]
 
 
 def test_java_bytes_equal_python_bytes() -> None:
     forms = current_forms()
-    assert {f["type"] for f in forms} == set(RUNTIME_TYPES)
+    assert {f["type"] for f in forms} == {*RUNTIME_TYPES, *LIFECYCLE}
     java = adapter().run("encode", stdin=forms)
     errors = [(f["type"], j) for f, j in zip(forms, java, strict=True) if isinstance(j, dict)]
     assert errors == []
@@ -48,13 +54,12 @@ def test_java_bytes_equal_python_bytes() -> None:
 def test_every_runtime_type_is_at_pythons_current_version() -> None:
     """A newer Python version of a type would make the Java side refuse it by name."""
     fixtures = fixture_forms()
-    forms = [
-        validate_json_form(fixtures[(t, CURRENT_VERSIONS[t])]).json_form() for t in RUNTIME_TYPES
-    ]
+    types = (*RUNTIME_TYPES, *LIFECYCLE)
+    forms = [validate_json_form(fixtures[(t, CURRENT_VERSIONS[t])]).json_form() for t in types]
     older = [
         validate_json_form(fixtures[(t, v)]).json_form()
         for (t, v) in fixtures
-        if t in RUNTIME_TYPES and v < CURRENT_VERSIONS[t]
+        if t in types and v < CURRENT_VERSIONS[t]
     ]
     java = adapter().run("encode", stdin=forms + older)
     assert all(isinstance(j, str) for j in java[: len(forms)])

@@ -66,8 +66,8 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
 
   private RuntrailAgentListener(Builder b) {
     this.topic = b.topic;
-    this.mapper = new EventMapper(b.tenant, b.actorId);
-    this.encoder = WireEncoder.forRuntimeTypes();
+    this.mapper = new EventMapper(b.tenant, b.actorId, b.policyVersion);
+    this.encoder = WireEncoder.forPublishedTypes();
     this.producer = b.producer != null ? b.producer : new KafkaProducer<>(b.producerProperties());
     this.queue = new ArrayBlockingQueue<>(b.queueCapacity);
     this.retryMs = b.spoolRetryMs;
@@ -105,34 +105,71 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
         count(refused, "listener closed");
         return;
       }
-      Map<String, Object> form = mapper.map(event);
-      if (form == null) {
-        count(skipped, String.valueOf(event.getType()));
+      java.util.List<Map<String, Object>> forms = mapper.map(event);
+      if (forms == null) {
+        String type = String.valueOf(event.getType());
+        boolean terminal = type.equals("FINAL_OUTPUT") || type.equals("ERROR"); // a second one
+        count(skipped, terminal ? type + " after the run ended" : type);
         return;
       }
-      form = Redactor.redact(form);
-      byte[] value = encoder.encode(form);
-      ProducerRecord<byte[], byte[]> record =
-          new ProducerRecord<>(topic, ((String) form.get("runId")).getBytes(StandardCharsets.UTF_8), value);
-      record.headers().add("rt.type", bytes(form.get("type")));
-      record.headers().add("rt.schema_version", bytes(form.get("schemaVersion")));
-      record.headers().add("rt.tenant", bytes(form.get("tenantId")));
-      record.headers().add("rt.event_id", bytes(form.get("eventId")));
-      inFlight.incrementAndGet();
-      if (!queue.offer(record)) {
-        inFlight.decrementAndGet();
-        if (!toSpool(record, "the queue is full (" + queue.size() + " records waiting)")) {
-          dropped.incrementAndGet();
-          warn("queue full (" + queue.size() + " records waiting): dropped " + form.get("type") + " of run " + form.get("runId"));
-        }
-        return;
+      java.util.List<ProducerRecord<byte[], byte[]>> records = new java.util.ArrayList<>(forms.size());
+      for (Map<String, Object> form : forms) { // all encoded before any is queued: none or all
+        records.add(record(Redactor.redact(form)));
       }
-      accepted.incrementAndGet();
+      for (ProducerRecord<byte[], byte[]> record : records) {
+        enqueue(record);
+      }
     } catch (EventMapper.Refused | WireEncoder.DoesNotFit | Redactor.SecretInIdentifier exc) {
       count(refused, exc.getClass().getSimpleName() + ": " + exc.getMessage());
     } catch (Throwable exc) { // never into the agent
       count(refused, "unexpected " + exc.getClass().getName() + ": " + exc.getMessage());
     }
+  }
+
+  /**
+   * Ends {@code runId} as failed when ai4j threw without an ERROR event (its non-streaming
+   * {@code Agent.run} does when the model call fails): {@code try { agent.run(req); } catch
+   * (Exception e) { runtrail.runFailed(runId, e); throw e; }}. Nothing when the run already
+   * has its terminal event (a streamed run's ERROR) or published nothing; never throws.
+   */
+  public void runFailed(String runId, Throwable error) {
+    try {
+      java.util.List<Map<String, Object>> forms = mapper.failRun(runId, error);
+      if (forms == null) {
+        count(skipped, "runFailed for a run that ended or never started");
+        return;
+      }
+      for (Map<String, Object> form : forms) {
+        enqueue(record(Redactor.redact(form)));
+      }
+    } catch (Throwable exc) { // never into the agent
+      count(refused, "runFailed: " + exc.getClass().getName() + ": " + exc.getMessage());
+    }
+  }
+
+  private ProducerRecord<byte[], byte[]> record(Map<String, Object> form) {
+    byte[] value = encoder.encode(form);
+    ProducerRecord<byte[], byte[]> record =
+        new ProducerRecord<>(topic, ((String) form.get("runId")).getBytes(StandardCharsets.UTF_8), value);
+    record.headers().add("rt.type", bytes(form.get("type")));
+    record.headers().add("rt.schema_version", bytes(form.get("schemaVersion")));
+    record.headers().add("rt.tenant", bytes(form.get("tenantId")));
+    record.headers().add("rt.event_id", bytes(form.get("eventId")));
+    return record;
+  }
+
+  private void enqueue(ProducerRecord<byte[], byte[]> record) {
+    inFlight.incrementAndGet();
+    if (!queue.offer(record)) {
+      inFlight.decrementAndGet();
+      if (!toSpool(record, "the queue is full (" + queue.size() + " records waiting)")) {
+        dropped.incrementAndGet();
+        warn("queue full (" + queue.size() + " records waiting): dropped " + header(record, "rt.type")
+            + " of run " + new String(record.key(), StandardCharsets.UTF_8));
+      }
+      return;
+    }
+    accepted.incrementAndGet();
   }
 
   private void drain() {
@@ -297,6 +334,13 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     if (closed) {
       return;
     }
+    try { // run.succeeded still waiting for a STEP_END that never came: the run did end
+      for (Map<String, Object> form : mapper.endPending()) {
+        enqueue(record(Redactor.redact(form)));
+      }
+    } catch (RuntimeException exc) {
+      count(refused, "pending run.succeeded: " + exc.getMessage());
+    }
     flush(Duration.ofSeconds(30));
     closed = true;
     producer.close(Duration.ofSeconds(5)); // also ends a send waiting for the broker
@@ -371,6 +415,7 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     private String topic = "runtrail.events";
     private String tenant = "default";
     private String actorId = "runtrail-ai4j";
+    private String policyVersion = "ai4j";
     private int queueCapacity = 100_000;
     private long deliveryTimeoutMs = 120_000;
     private final Properties extra = new Properties();
@@ -407,6 +452,12 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
 
     public Builder actorId(String value) {
       actorId = value;
+      return this;
+    }
+
+    /** The policyVersion of each run's run.accepted (the agent's policy/config version). */
+    public Builder policyVersion(String value) {
+      policyVersion = value;
       return this;
     }
 

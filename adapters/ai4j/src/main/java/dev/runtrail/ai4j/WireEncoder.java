@@ -54,9 +54,9 @@ public final class WireEncoder {
     }
   }
 
-  /** The encoder for runtrail's runtime event types at their current versions. */
-  public static WireEncoder forRuntimeTypes() {
-    return new WireEncoder(EventMapper.CURRENT_VERSIONS);
+  /** The encoder for what the adapter publishes: runtime and run-lifecycle types, current versions. */
+  public static WireEncoder forPublishedTypes() {
+    return new WireEncoder(EventMapper.PUBLISHED_VERSIONS);
   }
 
   private void load(String type, int version) {

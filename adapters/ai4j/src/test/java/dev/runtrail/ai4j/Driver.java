@@ -43,7 +43,12 @@ import org.apache.kafka.common.utils.Utils;
  *       each key (murmur2 of its UTF-8 bytes).
  *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
  *       model and tool, no network) per run ID with ai4j's IoCaptureAgentListener (a JSONL file
- *       per run) and a RuntrailAgentListener attached; stdout the listener's stats.
+ *       per run) and a RuntrailAgentListener attached; stdout the listener's stats. A run ID
+ *       {@code fail:ID} runs ID with a model that fails (ai4j reports ERROR, runStream throws);
+ *       {@code failsync:ID} the same through {@code Agent.run} (no ERROR: runFailed ends it).
+ *   <li>{@code events RUN_ID [fail|fail-sync]}: the ai4j events of one run (fail-sync: the
+ *       failing model through {@code Agent.run}, not streaming), and the runtrail events the
+ *       mapper makes of them (JSON forms, not redacted).
  *   <li>{@code down BOOTSTRAP QUEUE RUNS SPOOL_DIR|- LIVE|- TOPIC}: agent runs against a broker
  *       that is not there (queue capacity QUEUE, 2 s timeouts), then, with LIVE, one more run
  *       by a new listener on the same spool and a live broker: the counters of both.
@@ -69,6 +74,9 @@ public final class Driver {
       case "run":
         out = run(args);
         break;
+      case "events":
+        out = events(args[1], args.length > 2 && args[2].startsWith("fail"), args.length > 2 && args[2].equals("fail-sync"));
+        break;
       case "down":
         out = down(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), args[4], args[5], args[6]);
         break;
@@ -92,7 +100,7 @@ public final class Driver {
 
   @SuppressWarnings("unchecked")
   static JSONArray encode(JSONArray forms) {
-    WireEncoder encoder = WireEncoder.forRuntimeTypes();
+    WireEncoder encoder = WireEncoder.forPublishedTypes();
     JSONArray out = new JSONArray();
     for (Object form : forms) {
       try {
@@ -142,16 +150,67 @@ public final class Driver {
         RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test")
             .spoolDir(dir.resolve("spool")).build();
     for (int i = 5; i < args.length; i++) {
-      String runId = args[i];
+      boolean sync = args[i].startsWith("failsync:");
+      boolean fails = sync || args[i].startsWith("fail:");
+      String runId = fails ? args[i].substring(args[i].indexOf(':') + 1) : args[i];
       JsonlIoCaptureSink sink = new JsonlIoCaptureSink(dir.resolve(runId + ".jsonl"));
       IoCaptureAgentListener capture = new IoCaptureAgentListener(sink);
-      agent(new AgentEventPublisher(List.of(capture, runtrail))).runStream(request(runId), event -> {});
+      Agent agent = agent(new AgentEventPublisher(List.of(capture, runtrail)), fails);
+      try {
+        if (sync) {
+          agent.run(request(runId));
+        } else {
+          agent.runStream(request(runId), event -> {});
+        }
+      } catch (Exception exc) {
+        if (!fails) {
+          throw exc;
+        }
+        runtrail.runFailed(runId, exc); // the README's pattern; a no-op after ai4j's ERROR
+      }
       sink.close();
     }
     runtrail.flush(Duration.ofSeconds(60));
     Map<String, Object> stats = runtrail.stats();
     runtrail.close();
     return stats;
+  }
+
+  static Map<String, Object> events(String runId, boolean fails, boolean sync) throws Exception {
+    List<AgentEvent> seen = new ArrayList<>();
+    Map<String, Object> out = new LinkedHashMap<>();
+    String thrown = null;
+    try {
+      Agent agent = agent(new AgentEventPublisher(List.of(seen::add)), fails);
+      if (sync) {
+        agent.run(request(runId));
+      } else {
+        agent.runStream(request(runId), e -> {});
+      }
+    } catch (Exception exc) {
+      thrown = String.valueOf(exc.getMessage());
+    }
+    EventMapper mapper = new EventMapper("acme", "ai4j-test");
+    List<String> types = new ArrayList<>();
+    List<Object> forms = new ArrayList<>();
+    for (AgentEvent e : seen) {
+      types.add(String.valueOf(e.getType()));
+      List<Map<String, Object>> mapped = mapper.map(e);
+      if (mapped != null) {
+        forms.addAll(mapped);
+      }
+    }
+    if (thrown != null) { // what the listener's runFailed does from the agent's catch
+      List<Map<String, Object>> ended = mapper.failRun(runId, new IllegalStateException(thrown));
+      out.put("failRun", ended == null ? null : ended.size());
+      if (ended != null) {
+        forms.addAll(ended);
+      }
+    }
+    out.put("ai4j", types);
+    out.put("runtrail", forms);
+    out.put("thrown", thrown);
+    return out;
   }
 
   static Map<String, Object> down(String bootstrap, int queue, int runs, String spoolDir, String live, String topic)
@@ -190,7 +249,7 @@ public final class Driver {
     List<AgentEvent> events = new ArrayList<>();
     agent(new AgentEventPublisher(List.of(events::add))).runStream(request("cost"), e -> {});
     EventMapper mapper = new EventMapper("acme", "x");
-    WireEncoder encoder = WireEncoder.forRuntimeTypes();
+    WireEncoder encoder = WireEncoder.forPublishedTypes();
     long map = 0;
     long redact = 0;
     long encode = 0;
@@ -198,20 +257,26 @@ public final class Driver {
     for (int r = 0; r < rounds; r++) {
       for (AgentEvent e : events) {
         long t0 = System.nanoTime();
-        Map<String, Object> form = mapper.map(e);
-        if (form == null) {
+        java.util.List<Map<String, Object>> forms = mapper.map(e);
+        if (forms == null) {
           continue;
         }
         long t1 = System.nanoTime();
-        form = Redactor.redact(form);
-        long t2 = System.nanoTime();
-        encoder.encode(form);
-        long t3 = System.nanoTime();
+        long t2 = t1;
+        long t3 = t1;
+        for (Map<String, Object> form : forms) {
+          long a = System.nanoTime();
+          Map<String, Object> redacted = Redactor.redact(form);
+          long b = System.nanoTime();
+          encoder.encode(redacted);
+          t2 += b - a;
+          t3 += System.nanoTime() - a;
+        }
         if (r >= rounds / 2) {
           map += t1 - t0;
           redact += t2 - t1;
           encode += t3 - t2;
-          n++;
+          n += forms.size();
         }
       }
     }
@@ -273,12 +338,16 @@ public final class Driver {
   }
 
   static Agent agent(AgentEventPublisher publisher) {
+    return agent(publisher, false);
+  }
+
+  static Agent agent(AgentEventPublisher publisher, boolean fails) {
     return Agents.react()
         .model("gpt-4o-mini")
         .instructions("answer briefly")
         .temperature(0.2)
         .options(AgentOptions.builder().stream(true).build())
-        .modelClient(new ScriptedModel())
+        .modelClient(fails ? new FailingModel() : new ScriptedModel())
         .toolRegistry(new StaticToolRegistry(List.of(weatherTool())))
         .toolExecutor(call -> {
           if ("fail".equals(call.getName())) {
@@ -302,6 +371,22 @@ public final class Driver {
     tool.put("type", "function");
     tool.put("function", fn);
     return tool;
+  }
+
+  /** A model whose stream fails on its first call, as a provider outage would. */
+  static final class FailingModel implements AgentModelClient {
+    @Override
+    public AgentModelResult create(AgentPrompt prompt) {
+      throw new IllegalStateException("model exploded: 503 Service Unavailable");
+    }
+
+    @Override
+    public AgentModelResult createStream(AgentPrompt prompt, AgentModelStreamListener listener) {
+      listener.onDeltaText("Let me ");
+      IllegalStateException exc = new IllegalStateException("model exploded: 503 Service Unavailable");
+      listener.onError(exc);
+      throw exc;
+    }
   }
 
   /** D2's scripted model (tests/ai4j): retry, reasoning, deltas, two tool calls, then an answer. */
