@@ -1,7 +1,7 @@
 # Developer entry points. CI (.ci/run) prepares the machine, then runs `make test`.
 #
 #   make install      venv + editable install with the dev extras
-#   make test         ruff check, mypy, then the test suite
+#   make test         ruff check, mypy, then the test suite (PYTEST_WORKERS=3 processes)
 #   make lint         ruff check + ruff format --check + mypy
 #   make kafka-up     local single-node Kafka (RUNTRAIL_KAFKA_PORT, RUNTRAIL_STATE_DIR apply)
 
@@ -9,6 +9,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# test files run in this many processes (each starts its own broker); 0 runs them in this one
+PYTEST_WORKERS ?= 3
 # mypy cannot see the shared/ -> runtrail mapping of the editable install: .typecheck/ holds
 # symlinks with the import names (pyproject's mypy_path); they are recreated if missing.
 TYPECHECK_LINKS := .typecheck
@@ -37,7 +39,7 @@ lint: typecheck
 test:
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 kafka-fetch:
 	$(BIN)/runtrail kafka fetch
