@@ -5,7 +5,6 @@ model, the tools — supplied by the test."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,21 +20,18 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from runtrail.events import EventCodec
+from tests import readme_blocks as blocks
 from tests.resume_support import TOKENS, CacheService, make_topics
 from tests.support import consume_all, create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = blocks.README
 
 
 def readme_block(which: str) -> str:
-    text = README.read_text()
     marker = f"<!-- tested as written by tests/test_adapter_langchain_readme.py ({which}) -->"
-    assert marker in text, f"the README lost the LangChain {which} example"
-    match = re.search(r"```python\n(.*?)```", text[text.index(marker) :], re.S)
-    assert match is not None
-    return match.group(1)
+    return blocks.readme_block(marker, what=f"LangChain {which} example")
 
 
 def build_graph(model: Any, tools: list[Any]) -> Any:

@@ -4,7 +4,6 @@ broker; the run it names is then read back from the topic."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,18 @@ import pytest
 from agents.tracing import set_trace_processors
 
 from runtrail.events import EventCodec
+from tests import readme_blocks as blocks
 from tests.openai_agents_support import ScriptedModel, call, say
 from tests.support import consume_all, create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = blocks.README
 MARKER = "<!-- tested as written by tests/test_adapter_openai_agents_readme.py -->"
 
 
 def readme_block() -> str:
-    text = README.read_text()
-    assert MARKER in text, "the README lost the OpenAI Agents SDK example"
-    match = re.search(r"```python\n(.*?)```", text[text.index(MARKER) :], re.S)
-    assert match is not None
-    return match.group(1)
+    return blocks.readme_block(MARKER, what="OpenAI Agents SDK example")
 
 
 def test_the_readme_openai_agents_example_runs_as_written(

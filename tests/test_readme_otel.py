@@ -4,27 +4,23 @@ extracted from README.md, runs against the real broker, and the run it traced is
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runtrail.events import EventCodec
+from tests import readme_blocks as blocks
 from tests.support import consume_all, create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = blocks.README
 MARKER = "<!-- tested as written by tests/test_readme_otel.py -->"
 
 
 def readme_block() -> str:
-    text = README.read_text()
-    assert MARKER in text, "the README lost the OpenTelemetry example"
-    match = re.search(r"```python\n(.*?)```", text[text.index(MARKER) :], re.S)
-    assert match is not None
-    return match.group(1)
+    return blocks.readme_block(MARKER, what="OpenTelemetry example")
 
 
 def test_the_readme_otel_example_runs_as_written(

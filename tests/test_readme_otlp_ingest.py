@@ -26,23 +26,21 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from runtrail.events import EventCodec
+from tests import readme_blocks as blocks
 from tests.otel_support import run_agent
 from tests.support import consume_all, create_topic, unique_topic, wait_for
 from tests.test_otlp_ingest import EXPECTED_TYPES
 
 pytestmark = [pytest.mark.kafka]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = blocks.README
 MARKER = "<!-- tested as written by tests/test_readme_otlp_ingest.py -->"
 
 
 def readme_block() -> list[list[str]]:
     """The block's lines, split as the shell would (comments dropped)."""
-    text = README.read_text()
-    assert MARKER in text, "the README lost the otlp-ingest example"
-    match = re.search(r"```bash\n(.*?)```", text[text.index(MARKER) :], re.S)
-    assert match is not None
-    return [shlex.split(line, comments=True) for line in match.group(1).splitlines() if line]
+    block = blocks.readme_block(MARKER, "bash", what="otlp-ingest example")
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line]
 
 
 def free_port() -> int:

@@ -6,7 +6,6 @@ steps after the crash, and the run's sequences go on without a gap or a reused n
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,24 +16,21 @@ import pytest
 
 from runtrail.events import EventCodec
 from runtrail.resume import ToolInvocation
+from tests import readme_blocks as blocks
 from tests.resume_fakes import LedgerTools, ScriptedModel
 from tests.resume_support import TOKENS, CacheService, make_topics
 from tests.support import consume_all
 
 pytestmark = [pytest.mark.kafka]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = blocks.README
 MARKER = "<!-- tested as written by tests/test_readme_resume.py -->"
 RUN = "run-readme-1"
 STEPS = 4
 
 
 def readme_block() -> str:
-    text = README.read_text()
-    assert MARKER in text, "the README lost the resume example"
-    match = re.search(r"```python\n(.*?)```", text[text.index(MARKER) :], re.S)
-    assert match is not None
-    return match.group(1)
+    return blocks.readme_block(MARKER, what="resume example")
 
 
 @pytest.fixture
