@@ -308,10 +308,15 @@ class ServiceRunner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        outcome = "not committed: stopping or waiting out a failure"
         try:
             if not self._failed and self._problem is None:
+                # sent, not awaited (no consume() inside a callback): it is queued ahead of
+                # the rejoin; if the next owner reads the commit first, it re-reads (at least once)
                 self._commit(force=True, only=set(parts))
+                outcome = "commit sent"
         except Exception as exc:
+            outcome = "not committed"
             # what was not committed is read again by the next owner (at least once)
             log.warning(
                 "%s: could not commit revoked %s (%s); the next owner re-reads from the last "
@@ -322,7 +327,7 @@ class ServiceRunner:
             )
         finally:
             self._release(consumer, partitions, parts)
-        log.info("%s revoked %s (committed)", self.name, _fmt(parts))
+        log.info("%s revoked %s (%s)", self.name, _fmt(parts), outcome)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions were taken away without a clean revoke: another member may own them now,
