@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtrail.kafka.broker import LocalBroker
+from runtrail.runtime.commits import Committer, CommitTimedOut
+from runtrail.runtime.retry import classify
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -146,3 +148,41 @@ def test_sigterm_with_a_commit_in_flight_exits_0_and_a_restart_loses_nothing(
         assert max(0, at) <= written[p], f"partition {p}: committed {at}, written {written[p]}"
         # the new process starts exactly at the commit: it repeats only what was never committed
         assert sorted(o for q, o in new if q == p) == list(range(max(0, at), ends[p]))
+
+
+def test_each_commit_result_confirms_only_its_own_offsets(kafka_bootstrap: str) -> None:
+    """Two commits in flight (the revoke path's case), and a stray result: each request is
+    confirmed by its own result only, in order; the group ends at the newer offset."""
+    topic = create_topic(kafka_bootstrap, unique_topic("match"), partitions=1)
+    committer = Committer("test")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"g-{topic}",
+            "enable.auto.commit": False,
+            "on_commit": committer.on_commit,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        older = committer.submit(consumer, [TopicPartition(topic, 0, 5)], generation=0)
+        newer = committer.submit(consumer, [TopicPartition(topic, 0, 9)], generation=0)
+        committer.on_commit(None, [TopicPartition(topic, 0, 7)])  # offsets no request has
+        assert not older.done.is_set() and not newer.done.is_set()
+
+        def serve(timeout: float) -> None:
+            assert consumer.consume(num_messages=10, timeout=timeout) == []
+
+        assert committer.wait(newer, 30, lambda: False, serve)
+        assert older.done.is_set() and older.error is None and newer.error is None
+        assert list(committer.requests) == [older, newer]  # the runner takes them, in order
+        (got,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        assert got.offset == 9
+    finally:
+        consumer.close()
+
+
+def test_no_result_in_time_is_a_retryable_kafka_problem() -> None:
+    problem = classify(CommitTimedOut(5.0, [TopicPartition("t", 0, 3)]))
+    assert problem is not None and problem.what == "kafka"
+    assert "t[0]@3" in problem.detail and "within 5.0s" in problem.detail
