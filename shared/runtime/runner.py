@@ -4,10 +4,13 @@ Guarantees:
 - offsets are committed only after the service's :meth:`~Service.flush` and the dead-letter
   flush returned, and never past an offset the service still holds;
 - on revoke (eager ``range`` assignment by default; see librdkafka #4059 for why not
-  cooperative-sticky) the runtime flushes and commits the revoked partitions before giving
-  them up, then the service drops their state; on *lost* partitions nothing is committed;
-- on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time
-  (a watchdog forces exit 2 if the bound is exceeded);
+  cooperative-sticky) the runtime flushes and sends the revoked partitions' commit before
+  giving them up, then the service drops their state; on *lost* partitions nothing is
+  committed;
+- every commit is bounded (:mod:`.commits`): asynchronous, one in flight, its result awaited
+  at most ``commit_timeout_s``; no result in time is retryable like any broker failure;
+- on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time,
+  also with a commit in flight and the broker gone (a watchdog forces exit 2 past it);
 - a retryable failure (broker or coordinator unreachable, a dead letter not yet durable, a
   service's :class:`~runtrail.runtime.unavailable.StoreUnavailable`; see :mod:`.retry`) never
   stops the process: consumption pauses (``consume()`` keeps being called, so group membership
