@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     shutdown_timeout_s: float = Field(
         default=15.0, gt=0, description="Bound on flush + commit at SIGTERM/SIGINT."
     )
+    commit_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Longest wait for an offset commit's result; no result in time is "
+        "retried (not ready, nothing taken as committed). Capped at shutdown_timeout_s.",
+    )
     assignment_strategy: str = Field(
         default="range",
         description="partition.assignment.strategy; eager 'range' keeps commits in the revoke "

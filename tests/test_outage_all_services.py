@@ -375,12 +375,6 @@ def test_every_service_rides_out_a_30s_kafka_down(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="runtime: a synchronous commit in flight when the broker dies blocks the consume "
-    "loop in rd_kafka_commit_queue with no bound, so SIGTERM's Python handler never runs "
-    "(seen with noop); needs a bounded or asynchronous commit in runtime/runner.py",
-    strict=False,
-)
 def test_services_stopped_during_an_outage_exit_cleanly_and_a_restart_loses_nothing(
     restartable_broker: LocalBroker, stack: Stack, tmp_path: Path
 ) -> None:

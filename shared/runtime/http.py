@@ -44,8 +44,8 @@ class HealthState:
 
     @contextmanager
     def blocking(self, what: str) -> Iterator[None]:
-        """Mark a call that may block while the broker is away (a synchronous commit waits for
-        the group coordinator without a bound): readiness turns 503 if it lasts."""
+        """Mark a wait that may last while the broker is away (a commit's result, awaited up to
+        ``commit_timeout_s``): readiness turns 503 if it lasts."""
         self.blocked = (what, time.monotonic())
         try:
             yield

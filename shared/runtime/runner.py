@@ -4,10 +4,13 @@ Guarantees:
 - offsets are committed only after the service's :meth:`~Service.flush` and the dead-letter
   flush returned, and never past an offset the service still holds;
 - on revoke (eager ``range`` assignment by default; see librdkafka #4059 for why not
-  cooperative-sticky) the runtime flushes and commits the revoked partitions before giving
-  them up, then the service drops their state; on *lost* partitions nothing is committed;
-- on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time
-  (a watchdog forces exit 2 if the bound is exceeded);
+  cooperative-sticky) the runtime flushes and sends the revoked partitions' commit before
+  giving them up, then the service drops their state; on *lost* partitions nothing is
+  committed;
+- every commit is bounded (:mod:`.commits`): asynchronous, one in flight, its result awaited
+  at most ``commit_timeout_s``; no result in time is retryable like any broker failure;
+- on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time,
+  also with a commit in flight and the broker gone (a watchdog forces exit 2 past it);
 - a retryable failure (broker or coordinator unreachable, a dead letter not yet durable, a
   service's :class:`~runtrail.runtime.unavailable.StoreUnavailable`; see :mod:`.retry`) never
   stops the process: consumption pauses (``consume()`` keeps being called, so group membership
@@ -45,6 +48,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
 from runtrail.kafka.topics import max_message_bytes
+from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
@@ -131,6 +135,10 @@ class ServiceRunner:
             EndpointAuth.from_settings(settings),
         )
         self._consumer = Consumer(self._consumer_config())
+        self._committer = Committer(service_name)
+        #: bumped whenever partitions are given up: a commit result from an older
+        #: generation confirms nothing (its partitions may belong to someone else now)
+        self._generation = 0
 
     # --- configuration ---------------------------------------------------------------------
     def _consumer_config(self) -> dict[str, Any]:
@@ -146,6 +154,7 @@ class ServiceRunner:
             "statistics.interval.ms": 5000,
             "stats_cb": self._on_stats,
             "error_cb": self._on_kafka_error,
+            "on_commit": self._on_commit,
             "client.id": f"runtrail-{self.name}-{os.getpid()}",
             # a legal event of max_event_bytes must be fetchable (librdkafka needs
             # receive.message.max.bytes >= fetch.max.bytes + 512)
@@ -210,6 +219,9 @@ class ServiceRunner:
             self._link_down(f"{err.name()}: {err.str()}")
         else:  # librdkafka logs these itself; they matter when all brokers are down
             log.debug("%s: Kafka client: %s", self.name, err)
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self._committer.on_commit(err, partitions)
 
     def _on_stats(self, stats_json: str) -> None:
         """Every ``statistics.interval.ms``: the Kafka link is down when no broker connection
@@ -299,10 +311,15 @@ class ServiceRunner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        outcome = "not committed: stopping or waiting out a failure"
         try:
             if not self._failed and self._problem is None:
+                # sent, not awaited (no consume() inside a callback): it is queued ahead of
+                # the rejoin; if the next owner reads the commit first, it re-reads (at least once)
                 self._commit(force=True, only=set(parts))
+                outcome = "commit sent"
         except Exception as exc:
+            outcome = "not committed"
             # what was not committed is read again by the next owner (at least once)
             log.warning(
                 "%s: could not commit revoked %s (%s); the next owner re-reads from the last "
@@ -313,7 +330,7 @@ class ServiceRunner:
             )
         finally:
             self._release(consumer, partitions, parts)
-        log.info("%s revoked %s (committed)", self.name, _fmt(parts))
+        log.info("%s revoked %s (%s)", self.name, _fmt(parts), outcome)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions were taken away without a clean revoke: another member may own them now,
@@ -349,6 +366,7 @@ class ServiceRunner:
         self.metrics.assigned.set(len(self._assigned))
 
     def _forget(self, parts: list[Partition]) -> None:
+        self._generation += 1
         for tp in parts:
             self._positions.pop(tp, None)
             self._committed.pop(tp, None)
@@ -358,15 +376,32 @@ class ServiceRunner:
         self.service.on_revoked(parts)
 
     # --- commits ---------------------------------------------------------------------------
-    def _commit(self, *, force: bool = False, only: set[Partition] | None = None) -> None:
+    def _commit(
+        self,
+        *,
+        force: bool = False,
+        only: set[Partition] | None = None,
+        wait_s: float | None = None,
+        keep_messages: bool = True,
+    ) -> None:
+        """Flush, then commit what is durable, asynchronously: one request in flight at a
+        time, its result taken before the next is sent.
+
+        Without ``wait_s`` (the loop, the revoke path) a request still in flight within its
+        bound makes this a no-op until a later turn; past its bound it raises
+        :class:`CommitTimedOut`. With ``wait_s`` (a retry, the final commit) the client is
+        served until the result came, at most that long, or it raises."""
         now = time.monotonic()
         if not force and (now - self._last_commit) * 1000 < self.settings.commit_interval_ms:
             return
         self._last_commit = now
         with self.metrics.commit_seconds.time():
+            if not self._finish(wait_s, keep_messages, revoking=only is not None):
+                return  # still in flight, within its bound: a later turn looks again
             self.service.flush()
-            # while waiting out a failure, a short wait per try keeps the loop turning
-            self._dlq.flush(_DLQ_RETRY_FLUSH_S if self._problem else _DLQ_FLUSH_S)
+            # while waiting out a failure or stopping, a short wait keeps within the bounds
+            short = self._problem is not None or self._stop.is_set()
+            self._dlq.flush(_DLQ_RETRY_FLUSH_S if short else _DLQ_FLUSH_S)
             held = self.service.held_offsets()
             metadata = self.service.commit_metadata() if held else {}
             offsets = []
@@ -383,15 +418,59 @@ class ServiceRunner:
                 if self._committed.get(tp) != point:
                     offsets.append(_topic_partition(tp, *point))
             if offsets:
-                try:
-                    with self.health.blocking("kafka commit"):
-                        self._consumer.commit(offsets=offsets, asynchronous=False)
-                except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError._NO_OFFSET:
-                        raise
-                for o in offsets:
-                    self._committed[(o.topic, o.partition)] = (o.offset, o.metadata or None)
-                self.metrics.commits.inc()
+                self._committer.submit(self._consumer, offsets, self._generation)
+                if wait_s is not None:
+                    self._finish(wait_s, keep_messages)
+
+    def _finish(self, wait_s: float | None, keep_messages: bool, revoking: bool = False) -> bool:
+        """Take the results of the requests in flight, oldest first, waiting up to ``wait_s``
+        for them: True when none is left (each one's offsets are committed, or its error
+        raised); False when one is still in flight within its bound (``revoking``: True then,
+        a revoke's commit may follow it); past the bound :class:`CommitTimedOut`."""
+        requests = self._committer.requests
+        while requests:
+            request = requests[0]
+            if wait_s is not None and not request.done.is_set():
+                with self.health.blocking("kafka commit"):
+                    self._committer.wait(
+                        request,
+                        wait_s,
+                        self._stop.is_set,
+                        lambda timeout: self._serve(timeout, keep_messages),
+                    )
+            if not request.done.is_set():
+                age = time.monotonic() - request.sent_at
+                if wait_s is None and age < self._commit_bound():
+                    return revoking
+                raise CommitTimedOut(age, request.offsets)
+            requests.popleft()
+            self._take(request)
+        return True
+
+    def _take(self, request: CommitRequest) -> None:
+        if request.generation != self._generation:
+            log.info(
+                "%s: a commit from before a rebalance returned (%s); it confirms nothing",
+                self.name,
+                request.error or "ok",
+            )
+            return
+        if request.error is not None:
+            raise request.error
+        for o in request.offsets:
+            self._committed[(o.topic, o.partition)] = (o.offset, o.metadata or None)
+        self.metrics.commits.inc()
+
+    def _serve(self, timeout: float, keep_messages: bool) -> None:
+        """Serve the client's callbacks (the commit result) while waiting. Messages it hands
+        out meanwhile are processed and held like any others; at the final commit they are
+        dropped instead (never committed: the next start reads them again)."""
+        messages = self._consumer.consume(num_messages=self.settings.batch_size, timeout=timeout)
+        if messages and keep_messages:
+            self._process(messages)
+
+    def _commit_bound(self) -> float:
+        return min(self.settings.commit_timeout_s, self.settings.shutdown_timeout_s)
 
     # --- the loop --------------------------------------------------------------------------
     def _process(self, messages: list[Message]) -> None:
@@ -494,7 +573,7 @@ class ServiceRunner:
                 self._process(messages)
             return
         self.service.tick(int(time.time() * 1000))
-        self._commit(force=True)
+        self._commit(force=True, wait_s=self._commit_bound())
         self._recovered()
 
     def _recovered(self) -> None:
@@ -585,12 +664,14 @@ class ServiceRunner:
         return self._shutdown(status)
 
     def _shutdown(self, status: int) -> int:
-        watchdog = threading.Timer(self.settings.shutdown_timeout_s, _force_exit)
+        bound = self.settings.shutdown_timeout_s
+        deadline = time.monotonic() + bound
+        watchdog = threading.Timer(bound, _force_exit)
         watchdog.daemon = True
         watchdog.start()
         try:
             if status == 0 and self._problem is None:
-                self._commit(force=True)
+                self._final_commit(deadline)
             elif status == 0:
                 log.warning(
                     "%s: stopping while %s is unavailable: nothing more is committed (the next "
@@ -598,7 +679,7 @@ class ServiceRunner:
                     self.name,
                     self._problem.what if self._problem else "an output",
                 )
-            self._consumer.close()  # its revoke callback commits again: a no-op by now
+            self._close_consumer(deadline)  # its revoke callback commits again: a no-op by now
             self.service.close()
             self._dlq.close()
         except Exception:
@@ -610,12 +691,54 @@ class ServiceRunner:
         log.info("%s stopped (status %d)", self.name, status)
         return status
 
+    def _final_commit(self, deadline: float) -> None:
+        """The last flush and commit, within the shutdown bound; a commit with no result in
+        time (the broker went away) is not retried: the next start re-reads from the last one."""
+        # the close and the other outputs' closes need some of the bound too
+        bound = max(0.1, min(self._commit_bound(), (deadline - time.monotonic()) / 3))
+        try:
+            self._commit(force=True, wait_s=bound, keep_messages=False)
+        except Exception as exc:
+            if classify(exc) is None:
+                raise
+            self._failed = True  # nor in the revoke inside close()
+            log.warning(
+                "%s: the final commit did not go through (%s); nothing more is committed (the "
+                "next start re-reads from the last commit)",
+                self.name,
+                exc,
+            )
+
+    def _close_consumer(self, deadline: float) -> None:
+        """``Consumer.close()`` leaves the group; with a commit in flight and the broker away
+        it waits for that commit without a bound. Run it on a thread and give up at the
+        deadline: the group then notices the member gone after ``session.timeout.ms``. The
+        thread keeps the consumer referenced so that it is not destroyed (blocking) at exit."""
+        closer = threading.Thread(
+            target=self._consumer.close, name=f"{self.name}-close", daemon=True
+        )
+        closer.start()
+        bound = deadline - time.monotonic() - _SHUTDOWN_MARGIN_S
+        if self._failed or self._committer.requests:  # it would wait for the broker
+            bound = min(bound, _CLOSE_UNREACHABLE_S)
+        closer.join(max(0.1, bound))
+        if closer.is_alive():
+            log.warning(
+                "%s: the Kafka client did not close in time (a commit or the group leave "
+                "waits for the broker); exiting without it",
+                self.name,
+            )
+
 
 _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
 #: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
 _LIBRDKAFKA_FETCH_MAX = 52_428_800
 _LIBRDKAFKA_RECEIVE_MAX = 100_000_000
 _DLQ_FLUSH_S = 30.0
+#: left of the shutdown bound for the outputs' own closes after the Kafka client's
+_SHUTDOWN_MARGIN_S = 2.0
+#: how long close() gets when a commit is in flight or the broker is known away
+_CLOSE_UNREACHABLE_S = 3.0
 _DLQ_RETRY_FLUSH_S = 5.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
