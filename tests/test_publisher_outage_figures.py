@@ -23,9 +23,9 @@ from runtrail.config import Settings
 from runtrail.kafka.broker import LocalBroker
 from runtrail.projection import open_projection_store
 from runtrail.publisher import Publisher
-from tests.projector_support import sqlite_url, stored_offsets
+from tests.projector_support import caught_up, sqlite_url
 from tests.publisher_support import assert_in_order, contents
-from tests.support import ServiceProcess, create_topic, end_offsets, unique_topic, wait_for
+from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
 from tests.test_publisher_outage import SteadyAgent
 from tests.test_publisher_wal import Agent
 
@@ -94,7 +94,6 @@ def test_a_30s_kafka_down_under_steady_publishing_keeps_order_and_halts_no_proje
 
     # a projector reading the topic halts no projection: every run reaches its last sequence
     db = tmp_path / "projection.db"
-    end = end_offsets(bootstrap, topic, PARTITIONS)
     projector = ServiceProcess(
         "projector",
         bootstrap,
@@ -105,7 +104,7 @@ def test_a_30s_kafka_down_under_steady_publishing_keeps_order_and_halts_no_proje
     )
     try:
         wait_for(
-            lambda: not projector.alive() or stored_offsets(db, topic, PARTITIONS) == end,
+            lambda: not projector.alive() or caught_up(bootstrap, db, topic, PARTITIONS),
             120,
             what="the projector at the end of the topic",
         )
