@@ -4,7 +4,7 @@ Each event is an ai4j ``AgentEvent`` in JSON (``type``, ``runId``, ``sessionId``
 ``step``, ``message``, ``payload``) plus ``tenant``, which ai4j does not have: the harness
 ignores it, runtrail stamps it. Payloads are the JSON of ai4j's classes (``AgentPrompt``,
 ``AgentToolCall`` with ``arguments`` as JSON text, ``AgentToolResult`` with ``failed``),
-exactly as ``AI4J_FINDINGS.md`` records the real runtime producing them.
+exactly as ``docs/AI4J_FINDINGS.md`` records the real runtime producing them.
 """
 
 from __future__ import annotations

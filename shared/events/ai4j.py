@@ -3,7 +3,7 @@
 An ``AgentEvent`` carries ``type``, ``runId``, ``sessionId``, ``turnId``, ``step``, ``message``
 and a ``payload`` object; fastjson2's JSON form of it is what ai4j writes and hashes. The
 runtime event types runtrail knows map one to one; only *where* each value goes differs, and
-nothing is invented (``AI4J_FINDINGS.md`` lists what the runtime really emits):
+nothing is invented (``docs/AI4J_FINDINGS.md`` lists what the runtime really emits):
 
 ==================  ==========================================================================
 MODEL_REQUEST       ``payload`` (an ``AgentPrompt``) is the data (it becomes ``prompt``)

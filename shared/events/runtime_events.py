@@ -5,7 +5,7 @@ cache into content-addressed entries. Fields typed ``JsonValue`` hold provider- 
 tool-specific objects as they were (prompts, raw responses, tool arguments and results).
 
 The current version of each type accepts two writers' spellings, because the seed's own
-runtime (ai4j-agent, ``AI4J_FINDINGS.md``) publishes its payload classes as they are:
+runtime (ai4j-agent, ``docs/AI4J_FINDINGS.md``) publishes its payload classes as they are:
 
 * runtrail's own: ``{prompt}``, ``{callId, toolName, arguments}``, ``{callId, toolName, output,
   error}``, ``{attempt, reason}``;
