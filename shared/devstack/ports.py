@@ -72,12 +72,16 @@ def find_free_base(
     services: Iterable[str],
     *,
     extra_offsets: Iterable[int] = (AGENT_OFFSET,),
-    low: int = 20000,
-    high: int = 60000,
+    low: int = 10000,
+    high: int = 32700,
     attempts: int = 200,
 ) -> int:
     """A base whose whole table (metrics and API ports, plus ``extra_offsets``) is free now,
-    so a second stack (a test's) runs beside a developer's on the default ports."""
+    so a second stack (a test's) runs beside a developer's on the default ports.
+
+    The range stays below Linux's ephemeral ports (32768-60999): there, any outgoing
+    connection (a Kafka client's, say) may take a planned port between this check and the
+    service's bind."""
     import random
 
     from runtrail.kafka.ports import port_bindable
