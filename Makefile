@@ -11,9 +11,6 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # test files run in this many processes (each starts its own broker); 0 runs them in this one
 PYTEST_WORKERS ?= 3
-# mypy cannot see the shared/ -> runtrail mapping of the editable install: .typecheck/ holds
-# symlinks with the import names (pyproject's mypy_path); they are recreated if missing.
-TYPECHECK_LINKS := .typecheck
 
 .PHONY: venv install test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
 
@@ -26,11 +23,7 @@ install: venv
 	$(BIN)/python -m pip install -q -e '.[dev]'
 
 typecheck:
-	@mkdir -p $(TYPECHECK_LINKS)
-	@test -e $(TYPECHECK_LINKS)/runtrail || ln -sfn ../shared $(TYPECHECK_LINKS)/runtrail
-	@test -e $(TYPECHECK_LINKS)/runtrail_services || ln -sfn ../services $(TYPECHECK_LINKS)/runtrail_services
-	@test -e $(TYPECHECK_LINKS)/runtrail_schemas || ln -sfn ../schemas $(TYPECHECK_LINKS)/runtrail_schemas
-	$(BIN)/mypy -p runtrail -p runtrail_services
+	$(BIN)/mypy
 
 lint: typecheck
 	$(BIN)/ruff check .

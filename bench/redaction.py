@@ -3,7 +3,7 @@
     python -m bench.redaction [--before PATH_TO_OLD_redaction.py]
 
 Prints µs/event (best of 7 rounds) for four typical events. With ``--before`` it also times
-another version of ``redaction.py`` (e.g. ``git show REV:shared/publisher/redaction.py``) on
+another version of ``redaction.py`` (e.g. ``git show REV:shared/runtrail/publisher/redaction.py``) on
 the same events, interleaved, so a change can be judged on the same (possibly loaded) machine.
 """
 

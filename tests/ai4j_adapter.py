@@ -2,7 +2,7 @@
 
 Like the conformance harness (:mod:`tests.ai4j_harness`, whose ai4j installation and cache
 layout it shares), the Maven build is keyed by a hash of the module and of the committed
-``schemas/*.avsc`` the jar ships, kept under ``RUNTRAIL_AI4J_CACHE``; Maven runs offline when it
+``schemas/runtrail_schemas/*.avsc`` the jar ships, kept under ``RUNTRAIL_AI4J_CACHE``; Maven runs offline when it
 can, online (the ordinary client) only for the first fetch. The driver
 (``adapters/ai4j/src/test/java/.../Driver.java``) takes JSON on stdin and prints JSON.
 """
@@ -26,7 +26,7 @@ from tests.ai4j_harness import BUILD_TIMEOUT_S, REPO, HarnessUnavailable, _insta
 from tests.kafka_fixture import REQUIRE_ENV, services_required
 
 MODULE = REPO / "adapters" / "ai4j"
-SCHEMAS = REPO / "schemas"
+SCHEMAS = REPO / "schemas" / "runtrail_schemas"
 RUN_TIMEOUT_S = 300.0
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from runtrail.events import CURRENT_VERSIONS, Event, EventCodec, validate_json_form
 
-FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "runtrail_schemas" / "fixtures"
 CODEC = EventCodec()
 T0 = "2026-11-29T10:00:00Z"
 

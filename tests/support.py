@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtrail.events import CURRENT_VERSIONS, EventCodec, validate_json_form
 
-FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "runtrail_schemas" / "fixtures"
 _codec = EventCodec()
 
 

@@ -33,7 +33,7 @@ from tests.support import consume_all, create_topic, produce, produce_forms, uni
 
 pytestmark = [pytest.mark.kafka]
 PARTITIONS = 2
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas" / "runtrail_schemas"
 
 
 def _with_approval(run_id: str) -> Run:

@@ -18,7 +18,7 @@ import org.apache.avro.message.BinaryMessageEncoder;
 /**
  * runtrail's wire format: Avro single-object encoding ({@code C3 01} + the 8-byte
  * little-endian CRC-64-AVRO fingerprint of the writer schema + the Avro binary body), with the
- * committed {@code schemas/*.avsc} shipped in this jar. Why Avro's own encoder: it is the
+ * committed {@code schemas/runtrail_schemas/*.avsc} shipped in this jar. Why Avro's own encoder: it is the
  * reference implementation of the format runtrail's Python codec (fastavro) reads.
  *
  * <p>Strict like the Python codec: a field the schema does not have, a missing required field

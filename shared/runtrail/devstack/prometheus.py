@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import runtrail
-from runtrail.files import open_private, private_dir
+from runtrail.files import CHECKOUT_ROOT, open_private, private_dir
 
 SERVICES_JOB = "runtrail-services"
 AGENTS_JOB = "runtrail-agents"
@@ -22,7 +21,7 @@ AGENTS_JOB = "runtrail-agents"
 
 def deploy_dir() -> Path:
     """``deploy/`` of the source checkout (the stack runs from one, like the local broker)."""
-    return Path(runtrail.__file__).resolve().parents[1] / "deploy"
+    return CHECKOUT_ROOT / "deploy"
 
 
 def alert_rules_file() -> Path | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import runtrail
+from runtrail.files import CHECKOUT_ROOT
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,7 @@ class TamperReport:
 def independent_verifier() -> Path | None:
     """``RUNTRAIL_DEMO_VERIFIER`` (the image sets it), else ``tools/`` of the checkout."""
     given = os.environ.get("RUNTRAIL_DEMO_VERIFIER")
-    path = (
-        Path(given)
-        if given
-        else Path(runtrail.__file__).resolve().parents[1] / "tools" / "verify_audit_export.py"
-    )
+    path = Path(given) if given else CHECKOUT_ROOT / "tools" / "verify_audit_export.py"
     return path if path.is_file() else None
 
 

@@ -11,6 +11,10 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
+# the source checkout this package runs from (shared/runtrail/files.py -> the checkout root):
+# its deploy/ and tools/ folders hold the broker configs, alert rules and the standalone verifier
+CHECKOUT_ROOT = Path(__file__).resolve().parents[2]
+
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from xml.etree import ElementTree
 
-import runtrail
+from runtrail.files import CHECKOUT_ROOT
 from runtrail.kafka.errors import BrokerError
 
 DEPLOY_DIR_ENV = "RUNTRAIL_DEPLOY_DIR"
@@ -31,7 +31,7 @@ def kafka_deploy_dir() -> Path:
         candidates = [base, base / "kafka"]
         origin = f"{DEPLOY_DIR_ENV}={override}"
     else:
-        base = Path(runtrail.__file__).resolve().parents[1] / "deploy"
+        base = CHECKOUT_ROOT / "deploy"
         candidates = [base / "kafka"]
         origin = f"the source checkout ({base})"
     for candidate in candidates:
