@@ -313,8 +313,14 @@ def cmd_head(args: argparse.Namespace, settings: Settings) -> int:
     with _store(args, settings) as store:
         head = store.head(settings.tenant, args.run)
     if head is None:
-        print(f"audit head: run {settings.tenant}/{args.run} has no links", file=sys.stderr)
-        head = genesis_head(settings.tenant, args.run)
+        # the genesis head is still printed (what a first link would chain onto), but a run with
+        # no links is not a head to trust: the wrong --tenant or a typo exits 1, like verify
+        print(
+            f"audit head: run {settings.tenant}/{args.run} has no links in this store",
+            file=sys.stderr,
+        )
+        _emit(genesis_head(settings.tenant, args.run).to_json())
+        return INVALID
     _emit(head.to_json())
     return VALID
 

@@ -57,14 +57,18 @@ def run(args: argparse.Namespace) -> int:
     except UnknownService as exc:
         log.error("%s", exc)
         return 2
-    runner = ServiceRunner(
-        cls,
-        settings,
-        service_name=args.service,
-        options=options,
-        metrics_port=args.metrics_port,
-        default_port=cls.default_port,
-    )
+    try:
+        runner = ServiceRunner(
+            cls,
+            settings,
+            service_name=args.service,
+            options=options,
+            metrics_port=args.metrics_port,
+            default_port=cls.default_port,
+        )
+    except (ValueError, OSError) as exc:  # a bad option, an output folder that is missing
+        log.error("%s: cannot start: %s", args.service, exc)
+        return 2
     runner.install_signal_handlers()
     return runner.run()
 
