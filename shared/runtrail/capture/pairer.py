@@ -169,7 +169,8 @@ class NodePairer:
         holds.seen(offset)
         now = self._clock() if now_ms is None else now_ms
         capture = self._capture
-        capture.records = records = []
+        records: list[NodeIoRecord] = []
+        capture.records = records
         self._nodes.feed(event, partition, offset, now, capture)
         return records
 
@@ -211,7 +212,8 @@ class NodePairer:
         last event's ``occurredAt``. Runs idle that long are forgotten by the sequencer.
         """
         capture = self._capture
-        capture.records = records = []
+        records: list[NodeIoRecord] = []
+        capture.records = records
         self._nodes.expire(now_ms, capture, forget_ms=idle_ms)
         for node in self._nodes.idle(now_ms, idle_ms):
             capture.closed(node)
