@@ -315,6 +315,7 @@ class EntryBuilder:
         self.sequences: dict[RunKey, int] = {}
         #: events not applied, or model nodes that yielded no entry, by reason
         self.dropped: Counter[str] = Counter()
+        self._batch = _Batch(self, WriteBatch())  # one listener, pointed at each call's batch
 
     # --- state from the store -------------------------------------------------------------
     def load(self, models: Iterable[ModelNode], intents: Iterable[tuple[Intent, int]]) -> None:
@@ -352,7 +353,7 @@ class EntryBuilder:
 
     def expire(self, now_ms: int, out: WriteBatch, forget_ms: int | None = None) -> None:
         """Give up sequence waits older than the wait time (a quiet partition)."""
-        self.nodes.expire(now_ms, _Batch(self, out), forget_ms)
+        self.nodes.expire(now_ms, self._into(out), forget_ms)
 
     def open_intent(self, tenant: str, run_id: str, key: str) -> Intent | None:
         """The run's open intent for a tool key (linear: only used for a few lookups)."""
@@ -372,7 +373,11 @@ class EntryBuilder:
         self, event: Event, partition: int, out: WriteBatch, offset: int = 0, now_ms: int = 0
     ) -> None:
         """Account for one event read at ``offset``; what it lets apply goes into ``out``."""
-        self.nodes.feed(event, partition, offset, now_ms, _Batch(self, out))
+        self.nodes.feed(event, partition, offset, now_ms, self._into(out))
+
+    def _into(self, out: WriteBatch) -> _Batch:
+        self._batch.out = out
+        return self._batch
 
     def emit(self, node: ModelNode, out: WriteBatch) -> None:
         """An answered model node becomes an entry, unless a gap spoiled it."""
