@@ -25,6 +25,7 @@ from runtrail.capture.holds import DEFAULT_MAX_METADATA, Hold, PartitionHolds
 from runtrail.capture.record import NodeIoRecord, derive_record_id, model_node_id, tool_node_id
 from runtrail.capture.times import epoch_ms
 from runtrail.events.envelope import Event
+from runtrail.nodes import RunSequencer
 from runtrail.nodes.assembly import (
     DUPLICATE,
     LATE,
@@ -147,7 +148,7 @@ class NodePairer:
         self, clock: Callable[[], int] = wall_ms, window: int = 1000, wait_ms: int = 5000
     ) -> None:
         self._clock = clock
-        self._nodes = NodeAssembly(window, wait_ms)
+        self._nodes = NodeAssembly(RunSequencer(window, wait_ms))
         self._holds: dict[int, PartitionHolds] = {}
         #: events that formed no part of a record, by reason (the service reads and resets it)
         self.dropped: Counter[str] = Counter()

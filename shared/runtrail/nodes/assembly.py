@@ -204,16 +204,11 @@ _Handler = Callable[["NodeAssembly", Event, int, int, int, NodeListener], None]
 class NodeAssembly:
     """The open nodes of the partitions a consumer owns; see the module docstring.
 
-    ``window``/``wait_ms``/``anchor`` configure sequence order (:class:`RunSequencer`).
+    ``order`` puts events back in sequence order (the consumer sets its window and anchor).
     """
 
-    def __init__(
-        self,
-        window: int = 1000,
-        wait_ms: int = 5000,
-        anchor: Callable[[str, str], int | None] | None = None,
-    ) -> None:
-        self._order = RunSequencer(window, wait_ms, anchor)
+    def __init__(self, order: RunSequencer | None = None) -> None:
+        self._order = RunSequencer() if order is None else order
         self._models: dict[ModelKey, Node] = {}
         self._tools: dict[ToolKey, list[Node]] = {}
         self._serial = 0
@@ -362,13 +357,7 @@ class NodeAssembly:
         self, event: Event, partition: int, offset: int, now: int, listener: NodeListener
     ) -> None:
         call = cast(ToolCall, event.data)
-        key: ToolKey = (
-            event.tenant_id,
-            event.run_id,
-            event.turn_id,
-            event.step,
-            call_key(call.call_id, call.tool_name),
-        )
+        key = _tool_key(event, call.call_id, call.tool_name)
         inputs = call.model_dump(by_alias=True)  # the call as published (v2: with its type)
         queue = self._tools.get(key)
         if queue is None:
@@ -389,13 +378,7 @@ class NodeAssembly:
         self, event: Event, partition: int, offset: int, now: int, listener: NodeListener
     ) -> None:
         result = cast(ToolResult, event.data)
-        key: ToolKey = (
-            event.tenant_id,
-            event.run_id,
-            event.turn_id,
-            event.step,
-            call_key(result.call_id, result.tool_name),
-        )
+        key = _tool_key(event, result.call_id, result.tool_name)
         queue = self._tools.get(key)
         if queue:
             node = queue.pop(0)
@@ -490,6 +473,11 @@ class NodeAssembly:
             queue.remove(node)
             if not queue:
                 del self._tools[tkey]
+
+
+def _tool_key(event: Event, call_id: str | None, tool_name: str | None) -> ToolKey:
+    """Where a TOOL_CALL or TOOL_RESULT pairs: its run's step and :func:`call_key`."""
+    return (event.tenant_id, event.run_id, event.turn_id, event.step, call_key(call_id, tool_name))
 
 
 _HANDLERS: dict[str, _Handler] = {

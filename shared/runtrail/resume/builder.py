@@ -36,6 +36,7 @@ from typing import Any
 
 from runtrail.events import Event
 from runtrail.events.runtime_events import ToolCall
+from runtrail.nodes import RunSequencer
 from runtrail.nodes.assembly import (
     DUPLICATE,
     LATE,
@@ -90,25 +91,8 @@ class ModelNode:
         return self.node.partition
 
     @property
-    def session_id(self) -> str | None:
-        return self.node.session_id
-
-    @property
     def prompt(self) -> Any:
         return self.node.inputs
-
-    @property
-    def message(self) -> str | None:
-        """The latest attempt's message (None when it said none)."""
-        return self.node.answer
-
-    @property
-    def raw(self) -> Any:
-        return self.node.answer_raw
-
-    @property
-    def responded(self) -> bool:
-        return self.node.answered
 
     @property
     def node_key(self) -> NodeKey:
@@ -122,7 +106,7 @@ class ModelNode:
 
     def entry(self) -> CacheEntry:
         node = self.node
-        result = ModelResult(message=self.message, raw=self.raw)
+        result = ModelResult(message=node.answer, raw=node.answer_raw)
         return CacheEntry(
             node.tenant_id,
             node.run_id,
@@ -144,9 +128,9 @@ class ModelNode:
             "prompt": node.inputs,
             "key": self.key,
             "partition": node.partition,
-            "message": self.message,
-            "raw": self.raw,
-            "responded": self.responded,
+            "message": node.answer,
+            "raw": node.answer_raw,
+            "responded": node.answered,
             "spoiled": self.spoiled,
         }
 
@@ -310,7 +294,7 @@ class EntryBuilder:
         wait_ms: int = 5000,
         anchor: Callable[[str, str], int | None] | None = None,
     ) -> None:
-        self.nodes = NodeAssembly(window, wait_ms, anchor)
+        self.nodes = NodeAssembly(RunSequencer(window, wait_ms, anchor))
         #: highest sequence applied per run (kept so a batch only writes increases)
         self.sequences: dict[RunKey, int] = {}
         #: events not applied, or model nodes that yielded no entry, by reason
