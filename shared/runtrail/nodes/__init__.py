@@ -1,8 +1,11 @@
 """Seed 000 §1 node assembly, written once for every consumer that forms nodes.
 
 Capture (``runtrail.capture.pairer``) and the resume cache (``runtrail.resume.builder``) both
-pair runtime events into nodes. What they must agree on lives here, one mechanism each:
+consume :class:`NodeAssembly`, which pairs runtime events into nodes; neither pairs anything
+itself. What they must agree on lives here, one mechanism each:
 
+* :mod:`.assembly` — the pairing state machine: model nodes (open, restart, accumulate,
+  retries, STEP_END), tool nodes (FIFO per call key, a call said twice is one node), gaps;
 * :mod:`.keys` — pairing keys (``callId``, else ``toolName``, else ``anon``) and what counts as
   a non-empty raw payload;
 * :mod:`.text` — how response deltas and reasoning segments accumulate (ai4j's rules);
@@ -12,6 +15,7 @@ pair runtime events into nodes. What they must agree on lives here, one mechanis
 
 from __future__ import annotations
 
+from runtrail.nodes.assembly import Node, NodeAssembly, NodeListener
 from runtrail.nodes.keys import call_key, non_empty
 from runtrail.nodes.order import Gap, Released, RunSequencer, Stale
 from runtrail.nodes.text import append_reasoning, append_text
@@ -19,6 +23,9 @@ from runtrail.nodes.tokens import keep_last, parse_usage
 
 __all__ = [
     "Gap",
+    "Node",
+    "NodeAssembly",
+    "NodeListener",
     "Released",
     "RunSequencer",
     "Stale",

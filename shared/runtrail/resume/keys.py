@@ -16,6 +16,7 @@ import hashlib
 from enum import StrEnum
 from typing import Any
 
+from runtrail.nodes.keys import call_key
 from runtrail.resume.canonical import canonical_json
 
 
@@ -66,11 +67,6 @@ def idempotency_key(run_id: str, call_id: str) -> str:
     digest.update(b"\x00")
     digest.update(call_id.encode("utf-8"))
     return "rt-" + digest.hexdigest()[:40]
-
-
-def call_key(call_id: str | None, tool_name: str | None) -> str:
-    """Pairs a TOOL_CALL with its TOOL_RESULT: ``callId``, else ``toolName``, else ``anon``."""
-    return call_id or tool_name or "anon"
 
 
 def intent_id(
