@@ -82,7 +82,9 @@ def test_a_lost_partition_restarts_after_what_was_durable_unless_the_service_cho
     assert checkpoint.position(A) is None and checkpoint.holds() == {}
     checkpoint.assigned([A, B])
     assert checkpoint.restart_points([A, B]) == {A: 8}
-    assert checkpoint.restart_points([A]) == {}  # handed out once
+    assert checkpoint.restart_points([A]) == {A: 8}  # until applied
+    checkpoint.restarted([A])
+    assert checkpoint.restart_points([A]) == {}
 
     for choose in ("start_at", "group_commits"):  # the service's own choice wins
         checkpoint.reached({A: 8})

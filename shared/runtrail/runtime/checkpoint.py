@@ -137,13 +137,18 @@ class Checkpoint:
         """Partitions lost while their commit could not be made, back now, that start at the
         group's commit: the position this process had made durable before, to start from
         when the group's commit is behind it (so an outage does not double the output).
-        Each is handed out once."""
+        They stay until :meth:`restarted` (the runtime could not read the group's commit)."""
         points: dict[Partition, int] = {}
         for tp in partitions:
-            durable = self._lost_durable.pop(tp, None)
+            durable = self._lost_durable.get(tp)
             if durable is not None and tp not in self._starts and tp not in self._resumed:
                 points[tp] = durable
         return points
+
+    def restarted(self, partitions: Iterable[Partition]) -> None:
+        """The restart points of these partitions were applied: forget them."""
+        for tp in partitions:
+            self._lost_durable.pop(tp, None)
 
     def reached(self, positions: Mapping[Partition, int]) -> None:
         """After each batch: the next offset per partition it reached, every message counted."""

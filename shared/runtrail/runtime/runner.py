@@ -296,6 +296,7 @@ class ServiceRunner:
             )
             return
         by_tp = {(c.topic, c.partition): c.offset for c in committed}
+        self.checkpoint.restarted(points)
         for p in lost:
             tp = (p.topic, p.partition)
             durable = points[tp]
