@@ -4,9 +4,8 @@ Each assigned partition gets a :class:`~runtrail_services.projector.folder.RunFo
 :meth:`ProjectorService.flush` the projections, halts, snapshots *and* the next offset of every
 partition are written in one store transaction, and on assignment the service tells the
 checkpoint the offsets stored there, so the runtime starts each partition exactly where the
-store stands
-(from the beginning when the store has never seen the partition: a projection needs every
-event, and a group's Kafka commits may belong to another store). A crash at any point is
+store stands (from the beginning when the store has never seen the partition: a projection
+needs every event, and a group's Kafka commits may belong to another store). A crash at any point is
 undone by that: the rows and the offsets they cover move together.
 
 A run whose event cannot be applied halts visibly: a halt row (reason, event coordinates), the
