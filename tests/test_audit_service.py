@@ -39,6 +39,7 @@ from runtrail_services.audit.positions import published_name
 from runtrail_services.audit.publishing import AuditTopic
 from runtrail_services.audit.service import AuditService
 from runtrail_services.audit.settings import AuditSettings
+from tests.checkpoint_support import assign
 from tests.fake_producer import FakeProducer
 from tests.support import form
 
@@ -202,7 +203,7 @@ def test_a_flush_continues_chains_across_batches_and_restarts(
     harness.service.process(batch_of(forms[2:4], 2))
     harness.service.flush()
     service = harness.restart()
-    assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 4}
+    assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 4}
     service.process(batch_of(forms[4:], 4))
     service.flush()
     store = opened(harness)
@@ -305,7 +306,7 @@ def test_an_event_with_no_canonical_form_is_dead_lettered(harness: Harness) -> N
 
 # --- positions -------------------------------------------------------------------------------
 def test_a_partition_with_no_stored_position_starts_at_the_beginning(harness: Harness) -> None:
-    assert harness.service.on_assigned([(TOPIC, 0), (TOPIC, 1)]) == {
+    assert assign(harness.service, [(TOPIC, 0), (TOPIC, 1)]) == {
         (TOPIC, 0): OFFSET_BEGINNING,
         (TOPIC, 1): OFFSET_BEGINNING,
     }
@@ -329,7 +330,7 @@ def test_links_sealed_but_not_confirmed_published_are_published_again(
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
-    assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 2}  # published, not sealed (4)
+    assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 2}  # published, not sealed (4)
     service.process(batch_of(forms[2:], 2))  # re-delivered from offset 2, plus one new
     service.flush()
     service.flush()
@@ -361,7 +362,7 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
-    assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 1}
+    assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 1}
     service.process(batch_of(forms[1:3], 1))  # part of the window, then "killed" again
     service.flush()
     service.flush()
@@ -370,7 +371,7 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 3}
     store.close()
     service = h.restart()
-    assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 3}
+    assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     service.process(batch_of(forms[3:], 3))
     service.flush()
     assert [p["index"] for p in h.published()] == [1, 2, 3, 4, 5]
@@ -397,7 +398,7 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
     assert h.service.checkpoint() is not None  # the lost links are produced again first
     h.service.flush()
     assert [p["index"] for p in h.published()] == [0, 1, 2]  # once each, in order
-    assert h.restart().on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 3}
+    assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
 
 
@@ -416,7 +417,7 @@ def test_a_first_flush_never_confirmed_replays_the_partition_from_its_start(
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
-    assert service.on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
+    assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
     service.process(batch_of(forms))
     service.flush()
     assert [p["index"] for p in h.published()] == [0, 1, 2]
@@ -431,7 +432,7 @@ def test_with_publishing_off_it_starts_at_the_sealed_position(
     h.service.process(batch_of(run_forms("run-a", 3)))
     h.service.flush()
     assert h.producer.log == []
-    assert h.restart().on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 3}
+    assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
 
 
@@ -454,7 +455,7 @@ def test_a_lost_partition_takes_its_unflushed_links_and_heads_along(harness: Har
         store.close()
     # whoever gets partition 1 next starts from the store and continues the chain
     other = harness.restart()
-    assert other.on_assigned([(TOPIC, 1)]) == {(TOPIC, 1): 1}
+    assert assign(other, [(TOPIC, 1)]) == {(TOPIC, 1): 1}
     other.process(batch_of(b[1:], 1, partition=1))
     other.flush()
     store = opened(harness)
@@ -475,7 +476,7 @@ def test_a_clean_revoke_records_what_was_published(harness: Harness) -> None:
         assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 3}
     finally:
         store.close()
-    assert harness.restart().on_assigned([(TOPIC, 0)]) == {(TOPIC, 0): 3}  # nothing re-sent
+    assert assign(harness.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}  # nothing re-sent
 
 
 def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) -> None:

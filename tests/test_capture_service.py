@@ -1,8 +1,8 @@
 """The capture service driven directly through the runtime's contract (no broker here).
 
 What the runtime relies on: records reach the sink and are durable after ``flush``; commit
-points come from the pairer's holds with their metadata; ``on_committed`` resumes so a re-read
-writes no truncated copy; ``tick`` expires idle nodes; ``on_revoked`` drops state; metrics move.
+points are the pairer's holds with their metadata, handed to the checkpoint at each flush;
+``on_assigned`` resumes from the group's commit so a re-read writes no truncated copy; ``tick`` expires idle nodes; ``on_revoked`` drops state; metrics move.
 """
 
 from __future__ import annotations
@@ -21,20 +21,25 @@ from runtrail.capture.pairer import wall_ms
 from runtrail.config import Settings
 from runtrail.events import Event
 from runtrail.runtime import Delivered, ServiceContext
+from runtrail.runtime.checkpoint import Checkpoint
 from runtrail.runtime.registry import service_class
 from runtrail.runtime.runner import ServiceRunner
 from runtrail_services.capture.service import CaptureService
 from runtrail_services.capture.settings import CaptureSettings, default_sink_url
 from tests.capture_support import RunEvents, feed_all, model_step, prompt
+from tests.checkpoint_support import GroupCommits, held, held_metadata
 
 TOPIC = "events"
 
 
-def make_service(tmp_path: Path, **options: str) -> CaptureService:
+def make_service(
+    tmp_path: Path, group: GroupCommits | None = None, **options: str
+) -> CaptureService:
     context = ServiceContext(
         settings=Settings(state_dir=tmp_path / "state"),
         options={"sink_url": "memory://", **options},
         registry=CollectorRegistry(),
+        checkpoint=Checkpoint(group if group is not None else GroupCommits()),
     )
     return CaptureService(context)
 
@@ -90,7 +95,7 @@ def test_records_equal_the_pairers_and_other_event_types_are_ignored(tmp_path: P
     assert sample(service, "runtrail_capture_records_total", node_type="TOOL") == 2
     assert sample(service, "runtrail_capture_sink_flush_seconds_count") == 1
     # the non-runtime events still move the commit point: nothing is held past them
-    assert service.held_offsets() == {}
+    assert held(service) == {}
 
 
 def test_records_are_on_disk_only_after_flush(tmp_path: Path) -> None:
@@ -110,12 +115,12 @@ def test_commit_points_are_the_holds_with_their_metadata(tmp_path: Path) -> None
         deliver([a.call("c", "t", {}), b.request(prompt()), a.step_end(), a.result("c", "t", 1)])
     )
     service.process(deliver([RunEvents("run-c").call("k", "t", {})], partition=3, start=40))
-    assert service.held_offsets() == {(TOPIC, 0): 1, (TOPIC, 3): 40}
-    metadata = service.commit_metadata()
+    assert held(service) == {(TOPIC, 0): 1, (TOPIC, 3): 40}
+    metadata = held_metadata(service)
     assert set(metadata) == {(TOPIC, 0)}  # partition 3 straddles nothing
     assert decode_marks(1, metadata[(TOPIC, 0)]) == [3]  # run-a's node ended at 3
     service.process(deliver([b.step_end()], start=4))
-    assert service.held_offsets() == {(TOPIC, 3): 40}
+    assert held(service) == {(TOPIC, 3): 40}
 
 
 def test_a_restart_at_the_commit_point_rewrites_identical_records_only(tmp_path: Path) -> None:
@@ -130,14 +135,14 @@ def test_a_restart_at_the_commit_point_rewrites_identical_records_only(tmp_path:
             events += [run.result(f"c{step}", "t", step, step=step), run.step_end(step=step)]
     first = make_service(tmp_path)
     first.process(deliver(events[:14]))
-    first.flush()
-    point = first.held_offsets()[(TOPIC, 0)]
-    metadata = first.commit_metadata().get((TOPIC, 0))
+    point = held(first)[(TOPIC, 0)]
+    metadata = held_metadata(first).get((TOPIC, 0))
     assert metadata, "the scenario must have a straddling node"
     first.process(deliver(events[14:], start=14))
 
-    second = make_service(tmp_path)  # the crash: a new process, the group's commit point
-    second.on_committed({(TOPIC, 0): (point, metadata)})
+    # the crash: a new process, resumed from the group's commit point
+    second = make_service(tmp_path, GroupCommits({(TOPIC, 0): (point, metadata)}))
+    second.on_assigned([(TOPIC, 0)])
     second.process(deliver(events[point:], start=point))
     second.tick(wall_ms() + 10_000)  # runs picked up mid-way wait a little for their order
     before = {r.record_id: r for r in memory(first).records()}
@@ -152,8 +157,8 @@ def test_without_the_metadata_a_reread_would_write_a_truncated_copy(tmp_path: Pa
     a, b = RunEvents("run-a"), RunEvents("run-b")
     events = [a.call(None, "t", {"n": 1}), b.request(prompt()), a.call(None, "t", {"n": 2})]
     events += [a.result(None, "t", 1), a.result(None, "t", 2), b.step_end()]
-    service = make_service(tmp_path)
-    service.on_committed({(TOPIC, 0): (1, None)})
+    service = make_service(tmp_path, GroupCommits({(TOPIC, 0): (1, None)}))
+    service.on_assigned([(TOPIC, 0)])
     service.process(deliver(events[1:], start=1))
     service.tick(wall_ms() + 10_000)
     reference = {r.record_id for r in feed_all(NodePairer(), events)}
@@ -163,12 +168,14 @@ def test_without_the_metadata_a_reread_would_write_a_truncated_copy(tmp_path: Pa
 def test_nothing_committed_starts_clean_and_bad_metadata_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    service = make_service(tmp_path)
+    group = GroupCommits()
+    service = make_service(tmp_path, group)
     service.process(deliver([RunEvents().request(prompt())], start=5))
-    service.on_committed({(TOPIC, 0): (-1001, None)})
-    assert service.held_offsets() == {}
+    service.on_assigned([(TOPIC, 0)])  # the group has committed nothing
+    assert held(service) == {}
+    group[(TOPIC, 1)] = (7, "rtc1:??")
     with caplog.at_level(logging.ERROR):
-        service.on_committed({(TOPIC, 1): (7, "rtc1:??")})
+        service.on_assigned([(TOPIC, 1)])
     assert "unreadable commit metadata" in caplog.text
     service.process(deliver(model_step(RunEvents()), partition=1, start=7))
     assert len(memory(service)) == 1
@@ -194,7 +201,7 @@ def test_idle_nodes_are_flushed_incomplete_by_tick(tmp_path: Path) -> None:
     assert sample(service, "runtrail_capture_incomplete_total", node_type="MODEL") == 1
     assert sample(service, "runtrail_capture_incomplete_total", node_type="TOOL") == 1
     assert sample(service, "runtrail_capture_open_nodes") == 0
-    assert service.held_offsets() == {}
+    assert held(service) == {}
 
 
 def test_revoked_partitions_drop_their_open_nodes(tmp_path: Path) -> None:
@@ -202,7 +209,7 @@ def test_revoked_partitions_drop_their_open_nodes(tmp_path: Path) -> None:
     service.process(deliver([RunEvents("a").request(prompt())], partition=0, start=3))
     service.process(deliver([RunEvents("b").request(prompt())], partition=1, start=8))
     service.on_revoked([(TOPIC, 0)])
-    assert service.held_offsets() == {(TOPIC, 1): 8}
+    assert held(service) == {(TOPIC, 1): 8}
     service.tick(wall_ms())
     assert sample(service, "runtrail_capture_open_nodes") == 1
 
@@ -213,7 +220,7 @@ def test_partitions_of_two_topics_do_not_mix(tmp_path: Path) -> None:
     service.process(deliver([run.request(prompt())], topic="x"))
     service.process(deliver([run.step_end()], topic="y"))  # not the same node: another topic
     # on y the run starts at sequence 2: that event waits (and holds) for its predecessor
-    assert service.held_offsets() == {("x", 0): 0, ("y", 0): 0}
+    assert held(service) == {("x", 0): 0, ("y", 0): 0}
     assert len(memory(service)) == 0
 
 
@@ -224,9 +231,14 @@ class RecordingConsumer:
 
     def __init__(self) -> None:
         self.commits: list[tuple[str, int, int, str | None]] = []
+        self.group = GroupCommits()
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
         self.commits += [(o.topic, o.partition, o.offset, o.metadata) for o in offsets]
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        points = self.group([(p.topic, p.partition) for p in partitions])
+        return [TopicPartition(t, p, o, m) for (t, p), (o, m) in points.items()]
 
 
 @pytest.fixture
@@ -255,7 +267,7 @@ def test_the_runtime_commits_the_hold_with_its_metadata(
     runtime.service.process(
         deliver([a.call("c", "t", {}), b.request(prompt()), a.step_end(), a.result("c", "t", 1)])
     )
-    runtime._positions[(TOPIC, 0)] = 4
+    runtime.checkpoint.reached({(TOPIC, 0): 4})
     runtime._commit(force=True)
     assert recorder.commits == [(TOPIC, 0, 1, encode_marks(1, [3]))]
 
@@ -268,10 +280,11 @@ def test_a_hold_at_the_position_keeps_its_metadata(
     capture the straddler's tail as a truncated node."""
     runtime, recorder = runner
     service = runtime.service
-    service.on_committed({(TOPIC, 0): (5, encode_marks(5, [7]))})
+    recorder.group[(TOPIC, 0)] = (5, encode_marks(5, [7]))
+    service.on_assigned([(TOPIC, 0)])
     other = RunEvents("run-x").event("run.accepted", {"goalRef": "g", "policyVersion": "p"})
     service.process(deliver([other], start=5))
-    runtime._positions[(TOPIC, 0)] = 6
+    runtime.checkpoint.reached({(TOPIC, 0): 6})
     runtime._commit(force=True)
     assert recorder.commits == [(TOPIC, 0, 6, encode_marks(6, [7]))]
 

@@ -10,6 +10,7 @@ from runtrail.config import Settings
 from runtrail.runtime import ServiceContext
 from runtrail_services.capture.service import CaptureService
 from tests.capture_support import RunEvents, prompt
+from tests.checkpoint_support import held
 from tests.test_capture_service import TOPIC, deliver, memory, sample
 
 
@@ -48,7 +49,7 @@ def test_a_gap_is_given_up_after_the_configured_window(tmp_path: Path) -> None:
     run = RunEvents()
     events = [run.request(prompt()), run.response("a"), run.response("b"), run.step_end()]
     service.process(deliver([events[0], events[2]]))
-    assert service.held_offsets() == {(TOPIC, 0): 0}
+    assert held(service) == {(TOPIC, 0): 0}
     service.tick(0)
     assert sample(service, "runtrail_capture_buffered_events") == 1
     service.process(deliver([events[3]], start=2))

@@ -32,6 +32,7 @@ from runtrail_services.audit.messages import KIND_HEADER
 from runtrail_services.audit.service import AuditService
 from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
+from tests.checkpoint_support import held
 from tests.sessions_support import session_forms
 from tests.support import create_topic, form, unique_topic
 
@@ -177,7 +178,7 @@ def test_sessions_pointers_ride_out_a_broker_sigkill(tmp_path: Path, broker: Loc
     forms = session_forms(20, session="s1") + session_forms(20, session="s2", seed="other")
     try:
         ride_out_outage(broker, svc, forms)
-        assert svc.held_offsets() == {}
+        assert held(svc, flush=False) == {}
         records = read_topic(bootstrap, topic)
         stored = {s: svc.store.load("t1", s) for s in ("s1", "s2")}
     finally:

@@ -26,6 +26,7 @@ from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.projector.folder import Outcome, RunFolder
 from runtrail_services.projector.service import ProjectorService
 from runtrail_services.projector.settings import ProjectorSettings
+from tests.checkpoint_support import assign
 from tests.projection_support import Run, full_run
 
 TOPIC = "events"
@@ -49,7 +50,7 @@ class Harness:
             dead_letter=lambda d, reason, detail: self.dead.append((d.offset, reason, detail)),
         )
         self.service = ProjectorService(context)
-        self.start = self.service.on_assigned([(TOPIC, 0)])
+        self.start = assign(self.service, [(TOPIC, 0)])
 
     def offsets(self) -> dict[int, int]:
         return self.service.store.stored_offsets(TOPIC, [0])
@@ -103,7 +104,9 @@ def test_positions_of_messages_the_runtime_dropped_are_stored(tmp_path: Path) ->
     events, _ = _halting_partition()
     h = Harness(tmp_path / "p.db")
     h.service.process(_delivered(events[:2]))
-    h.service.on_positions({(TOPIC, 0): 9})  # offsets 2..8 were duplicates or dead letters
+    h.service.context.checkpoint.reached(
+        {(TOPIC, 0): 9}
+    )  # offsets 2..8 were duplicates or dead letters
     h.service.flush()
     assert h.offsets() == {0: 9}
 

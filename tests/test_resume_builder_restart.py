@@ -13,6 +13,7 @@ from runtrail.resume.store import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.resume_cache.service import ResumeCacheService
 from tests.capture_support import RunEvents, prompt
+from tests.checkpoint_support import assign
 
 TOPIC = "events"
 
@@ -38,7 +39,7 @@ def deliver(events: list[tuple[int, Event]]) -> list[Delivered]:
 def consume(service: ResumeCacheService, events: list[tuple[int, Event]]) -> None:
     """A batch as the runtime hands it: process, then the positions it reached."""
     service.process(deliver(events))
-    service.on_positions({(TOPIC, 0): events[-1][0] + 1})
+    service.context.checkpoint.reached({(TOPIC, 0): events[-1][0] + 1})
 
 
 def test_a_waiting_event_holds_the_stored_offset_and_a_restart_re_reads_it(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_a_waiting_event_holds_the_stored_offset_and_a_restart_re_reads_it(tmp_p
     first.close()
 
     second = make(tmp_path)  # the crash: the runtime seeks to the store's offsets
-    starts = second.on_assigned([(TOPIC, 0)])
+    starts = assign(second, [(TOPIC, 0)])
     assert starts == {(TOPIC, 0): 2}
     consume(second, arrival[2:])
     second.flush()
@@ -99,7 +100,7 @@ def test_a_partition_lost_with_a_batch_pending_resumes_from_that_batch(tmp_path:
     svc.flush()  # the store: the open request, offset 1
     consume(svc, [(1, events[1]), (2, events[2])])  # applied; its flush waits (outage)
     svc.on_revoked([(TOPIC, 0)])  # lost: the runtime forgets the partition
-    starts = svc.on_assigned([(TOPIC, 0)])  # back, starting where the store is durable
+    starts = assign(svc, [(TOPIC, 0)])  # back, starting where the store is durable
     assert starts == {(TOPIC, 0): 1}
     svc.flush()  # the store can take writes again: the pending batch lands
     consume(svc, [(1, events[1]), (2, events[2]), (3, events[3])])  # the re-read

@@ -1,4 +1,4 @@
-"""Read-your-writes in the resume-cache service follows the runtime's ``on_positions``
+"""Read-your-writes in the resume-cache service follows the positions its checkpoint reached
 (issue 12 item 8): a lookup naming the offset of a message the service never sees (it was
 dead-lettered) waits exactly until the consume loop is past it, and is answered at once after,
 instead of running into the wait timeout."""

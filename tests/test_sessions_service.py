@@ -18,6 +18,7 @@ from runtrail.sessions.naming import session_key
 from runtrail.sessions.pointer import SessionPointer
 from runtrail.sessions.store_file import FileSessionStore
 from runtrail_services.sessions.service import SessionsService
+from tests.checkpoint_support import held
 from tests.s3_fixture import moto_s3, s3_url  # noqa: F401  (fixtures)
 from tests.sessions_support import read_pointers, session_forms
 from tests.support import create_topic, unique_topic
@@ -66,23 +67,23 @@ def test_checkpoint_policy_and_held_offsets(tmp_path: Path) -> None:
 
     svc.process(events[:3])
     assert store.load("t1", "s1") is None
-    assert svc.held_offsets() == {(TOPIC, 0): 100}  # nothing saved: commit stops at the first
+    assert held(svc) == {(TOPIC, 0): 100}  # nothing saved: commit stops at the first
 
     svc.process(events[3:4])  # the 4th unsaved event
     assert store.load("t1", "s1").revision == 4  # type: ignore[union-attr]
-    assert svc.held_offsets() == {} and checkpoints(svc, "every_n") == 1
+    assert held(svc) == {} and checkpoints(svc, "every_n") == 1
 
     svc.process(events[4:5])  # STEP_END
     assert store.load("t1", "s1").revision == 5  # type: ignore[union-attr]
     assert checkpoints(svc, "step_end") == 1
 
     svc.process(events[5:7] + events[2:3])  # a re-delivered event changes nothing
-    assert svc.held_offsets() == {(TOPIC, 0): 105}
+    assert held(svc) == {(TOPIC, 0): 105}
     svc.on_revoked([(TOPIC, 0)])  # checkpoint, then forget
     saved = store.load("t1", "s1")
     assert saved is not None and saved.revision == 7 and checkpoints(svc, "revoke") == 1
     assert saved.memory == {"turns": 6, "notes": ["n0", "n1", "n2", "n3", "n4", "n5"]}
-    assert svc.held_offsets() == {} and not svc._sessions
+    assert held(svc) == {} and not svc._sessions
 
     svc.process(delivered(session_forms(9)[7:], first_offset=107))  # reloaded from the store
     svc.close()  # shutdown checkpoint
@@ -103,13 +104,13 @@ def test_idle_sessions_are_checkpointed_and_saved_ones_forgotten(tmp_path: Path)
         for f, sid in zip(session_forms(2, session="x"), (None, ""), strict=True)
     ]
     svc.process(delivered(no_session, first_offset=50))  # events outside any session: ignored
-    assert not svc._sessions and svc.held_offsets() == {}
+    assert not svc._sessions and held(svc) == {}
     svc.process(delivered(session_forms(3), first_offset=0))
     touched = svc._sessions[("t1", "s1")].touched_ms
     svc.tick(touched + 1000)
-    assert svc.held_offsets() == {(TOPIC, 0): 0}
+    assert held(svc) == {(TOPIC, 0): 0}
     svc.tick(touched + 6000)
-    assert svc.held_offsets() == {} and checkpoints(svc, "idle") == 1
+    assert held(svc) == {} and checkpoints(svc, "idle") == 1
     svc.flush()  # the runtime's commit
     svc.tick(touched + 61_000)
     assert not svc._sessions
@@ -158,7 +159,7 @@ def test_a_corrupted_stored_snapshot_halts_its_session_and_holds_its_offsets(
     svc.process(delivered(session_forms(8)[4:], first_offset=4))
     svc.process(delivered(session_forms(2, session="s2"), first_offset=8))
     assert path.read_bytes() == before  # not overwritten
-    assert svc.held_offsets() == {(TOPIC, 0): 4}  # kept for a re-read after the repair
+    assert held(svc) == {(TOPIC, 0): 4}  # kept for a re-read after the repair
     assert store.load("t1", "s2") is not None  # other sessions go on
     assert (
         svc.context.registry.get_sample_value("runtrail_sessions_halted", {"service": "sessions"})

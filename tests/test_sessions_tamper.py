@@ -22,6 +22,7 @@ import pytest
 from runtrail.sessions import CorruptSnapshot, open_session_store, parse_snapshot, seal
 from runtrail.sessions.snapshot import verified_digest
 from runtrail.sessions.store_file import FileSessionStore
+from tests.checkpoint_support import held
 from tests.sessions_support import built_snapshot, session_forms
 from tests.test_sessions_service import TOPIC, delivered, service
 
@@ -149,7 +150,7 @@ def test_the_service_halts_a_session_whose_snapshot_was_edited_under_it(
         )
         assert halted == 1
         assert any("t1/s1 halted" in r.getMessage() for r in caplog.records)
-        assert svc.held_offsets() == {(TOPIC, 0): 4}  # nothing after the edit is committed
+        assert held(svc) == {(TOPIC, 0): 4}  # nothing after the edit is committed
         status, body = api_get(svc.api.port, "/v1/sessions/s1")
         assert status == 409 and body["status"] == "halted"
         assert body["reason"].startswith("digest mismatch")

@@ -22,6 +22,7 @@ from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions.store_file import FileSessionStore
 from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
+from tests.checkpoint_support import held
 from tests.sessions_support import session_forms
 from tests.support import create_topic, unique_topic
 from tests.test_outage_output_topics import delivered, expected_entries, read_topic
@@ -80,10 +81,10 @@ def test_sessions_file_store_on_a_full_disk_waits_and_loses_nothing(
         svc.process(delivered(forms, 0))  # saves due on the way fail: no crash
         with pytest.raises(StoreUnavailable, match="session store"):
             svc.flush()
-        assert svc.held_offsets() == {("events", 0): 0}  # nothing may be committed
+        assert held(svc, flush=False) == {("events", 0): 0}  # nothing may be committed
         filler.unlink()
         svc.flush()
-        assert svc.held_offsets() == {}
+        assert held(svc, flush=False) == {}
         stored = FileSessionStore(store_root).load("t1", "s1")
         assert stored is not None and stored.revision == 30
     finally:
@@ -112,7 +113,7 @@ def test_resume_cache_sqlite_store_on_a_full_disk_waits_and_loses_nothing(
     try:
         filler = fill(small_disk)
         svc.process(delivered(forms, 0))
-        svc.on_positions({("events", 0): len(forms)})  # as the runtime does after a batch
+        svc.context.checkpoint.reached({("events", 0): len(forms)})  # as the runtime does
         with pytest.raises(StoreUnavailable, match="resume-cache store"):
             svc.flush()
         assert svc.store.offsets("events") == {}  # the store took nothing

@@ -7,7 +7,8 @@ Guarantees, in the order a batch goes through them:
    sealed in the tenant is never sealed again.
 2. **Exactly-once into the store**: :meth:`flush` writes the new links *and* the consumer
    offsets that follow them in one transaction; :meth:`on_assigned` starts each partition
-   where the store says (:mod:`.positions`), so a crash neither skips nor double-seals.
+   where the store says (:mod:`.positions`, told to the checkpoint), so a crash neither skips
+   nor double-seals.
 3. **At-least-once to the audit topic**: after the commit the links are sent; their
    acknowledgement is awaited at the next flush (or revoke, or shutdown), and only then is
    their published position recorded, in that flush's transaction. A crash in between
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
@@ -152,8 +153,10 @@ class AuditService(Service):
                 log.error("audit: published positions not recorded, sent again later: %s", exc)
 
     # --- partitions ----------------------------------------------------------------------
-    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:
         positions = start_positions(self.store, partitions, publishing=self.topic is not None)
+        for partition, offset in positions.start.items():
+            self.context.checkpoint.start_at(partition, offset)
         for partition, sealed in positions.sealed.items():
             if positions.start[partition] < sealed:
                 self.sealer.replay_until[partition] = sealed
@@ -162,7 +165,6 @@ class AuditService(Service):
                     *partition,
                     sealed,
                 )
-        return positions.start
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         self._record_published()  # so the next owner does not send these links again

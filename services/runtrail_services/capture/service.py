@@ -3,9 +3,10 @@
 Each delivered event goes to a :class:`~runtrail.capture.NodePairer` (one per topic); the
 records it closes go to the sink chosen by URL. Offsets are committed by the runtime only
 after :meth:`CaptureService.flush` made those records durable (fsync or upload), and never past
-the first event of a node that is still open — the commit stops at the pairer's hold, with
-metadata naming closed nodes that straddle it, so a restart re-forms exactly the nodes it must
-and none of them truncated. Records carry deterministic IDs, so what a crash makes us write
+the first event of a node that is still open — each flush hands the pairer's holds to the
+checkpoint, with metadata naming closed nodes that straddle them, and at assignment each
+partition resumes from the group's commit and its metadata, so a restart re-forms exactly the
+nodes it must and none of them truncated. Records carry deterministic IDs, so what a crash makes us write
 twice is written identically and readers de-duplicate it.
 
 Every event is fed, runtime type or not: the pairer ignores the others but counts their offsets,
@@ -15,7 +16,7 @@ which keeps its commit points level with the runtime's position.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from runtrail.capture import CaptureSink, Hold, NodeIoRecord, NodePairer, open_sink
@@ -41,7 +42,6 @@ class CaptureService(Service):
 
     name = "capture"
     default_port = 9410
-    wants_committed = True
 
     def __init__(self, context: ServiceContext) -> None:
         super().__init__(context)
@@ -114,8 +114,12 @@ class CaptureService(Service):
 
     # --- durability and commit points -----------------------------------------------------
     def flush(self) -> None:
-        with self.metrics.sink_flush_seconds.time():
-            self.sink.flush()
+        """Make the records durable, then hold the commit at the pairers' commit points."""
+        try:
+            with self.metrics.sink_flush_seconds.time():
+                self.sink.flush()
+        finally:
+            self.context.checkpoint.set_holds(self._holds())
 
     def _holds(self) -> dict[Partition, Hold]:
         return {
@@ -124,16 +128,12 @@ class CaptureService(Service):
             for partition, hold in pairer.holds().items()
         }
 
-    def held_offsets(self) -> Mapping[Partition, int]:
-        return {tp: hold.offset for tp, hold in self._holds().items()}
-
-    def commit_metadata(self) -> Mapping[Partition, str]:
-        return {tp: hold.metadata for tp, hold in self._holds().items() if hold.metadata}
-
     # --- membership -------------------------------------------------------------------------
-    def on_committed(self, committed: Mapping[Partition, tuple[int, str | None]]) -> None:
-        """Restart each assigned partition at its commit point, honouring its metadata."""
-        for (topic, partition), (offset, metadata) in committed.items():
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:
+        """Restart each assigned partition at the group's commit, honouring its metadata."""
+        for (topic, partition), (offset, metadata) in self.context.checkpoint.group_commits(
+            partitions
+        ).items():
             pairer = self.pairer(topic)
             if offset < 0:  # nothing committed yet: start clean wherever the reset policy says
                 pairer.drop_partitions([partition])

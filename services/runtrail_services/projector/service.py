@@ -2,10 +2,10 @@
 
 Each assigned partition gets a :class:`~runtrail_services.projector.folder.RunFolder`; at
 :meth:`ProjectorService.flush` the projections, halts, snapshots *and* the next offset of every
-partition are written in one store transaction, and on assignment the service returns the
-offsets stored there, so the runtime starts each partition exactly where the store stands
-(from the beginning when the store has never seen the partition: a projection needs every
-event, and a group's Kafka commits may belong to another store). A crash at any point is
+partition are written in one store transaction, and on assignment the service tells the
+checkpoint the offsets stored there, so the runtime starts each partition exactly where the
+store stands (from the beginning when the store has never seen the partition: a projection
+needs every event, and a group's Kafka commits may belong to another store). A crash at any point is
 undone by that: the rows and the offsets they cover move together.
 
 A run whose event cannot be applied halts visibly: a halt row (reason, event coordinates), the
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import OFFSET_BEGINNING
 
@@ -100,7 +100,7 @@ class ProjectorService(Service):
         )
 
     # --- assignment ----------------------------------------------------------------------------
-    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             by_topic[topic].append(partition)
@@ -116,10 +116,11 @@ class ProjectorService(Service):
                 else:
                     self._stored.pop(tp, None)
                     start[tp] = OFFSET_BEGINNING
+        for tp, offset in start.items():
+            self.context.checkpoint.start_at(tp, offset)
         log.info(
             "projector starts at %s", ", ".join(_fmt(tp, o) for tp, o in sorted(start.items()))
         )
-        return start
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         """After a clean revoke the runtime flushed first; after a lost partition it did not,
@@ -158,13 +159,6 @@ class ProjectorService(Service):
             name = "halted" if outcome is Outcome.REHALTED else outcome.value
             self.metrics.events(name).inc(count)
 
-    def on_positions(self, positions: Mapping[Partition, int]) -> None:
-        """Messages the runtime dropped or dead-lettered still move the stored offsets on."""
-        for tp, position in positions.items():
-            folder = self._folders.get(tp)
-            if folder is not None:
-                folder.advance(position)
-
     def _dead_letter(self, delivered: Delivered, code: str, detail: str) -> None:
         event = delivered.event
         log.warning(
@@ -189,6 +183,9 @@ class ProjectorService(Service):
         snapshots: list[ProjectionSnapshot] = []
         offsets: dict[Partition, int] = {}
         for tp, folder in self._folders.items():
+            reached = self.context.checkpoint.position(tp)
+            if reached is not None:  # messages dropped or dead-lettered move the offset on too
+                folder.advance(reached)
             projections.extend(folder.pending.projections.values())
             halts.extend(folder.pending.halts)
             snapshots.extend(folder.pending.snapshots.values())

@@ -11,8 +11,8 @@ is consumed past its offset — by this instance (its in-memory position) or, fo
 another instance of the group owns, by whoever made the shared store durable that far (the
 stored offsets, polled). Otherwise :class:`NotCaughtUp` after the timeout.
 
-Positions come from the runtime's ``on_positions`` (:meth:`LookupIndex.advanced`), which
-counts the messages the service never sees — dead-lettered, or dropped as duplicates — so a
+Positions come from the runtime's checkpoint, which the service watches
+(:meth:`LookupIndex.advanced`); it counts the messages the service never sees — dead-lettered, or dropped as duplicates — so a
 lookup naming the offset of such a message is answered as soon as the consume loop is past it,
 not after the timeout. Only an instance that really is behind makes a lookup wait.
 """

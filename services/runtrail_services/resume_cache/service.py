@@ -4,12 +4,14 @@ Consumes the events topic; an :class:`~runtrail.resume.builder.EntryBuilder` pai
 requests/responses (closed at STEP_END) and TOOL calls/results into entries, and keeps TOOL_CALLs
 without a result as open intents. At flush the batch goes to the compacted cache topic
 (acknowledged) and then into the store, **with the consumed offsets in the same transaction**;
-``on_assigned`` returns those offsets, so the store is exactly-once however the process dies,
-and the open state of each partition is loaded back from the store with them.
+``on_assigned`` starts each partition there (``checkpoint.start_at``), so the store is
+exactly-once however the process dies, and the open state of each partition is loaded back
+from the store with them.
 
 Lookups are served on their own port (:mod:`.http_api`), from the store plus what is consumed
 but not yet flushed (:mod:`.index`), with read-your-writes waits that end as soon as the
-runtime's ``on_positions`` says the consume loop is past the named offsets.
+checkpoint says the consume loop is past the named offsets (it counts dead-lettered and
+dropped messages too: :meth:`ResumeCacheService._reached` watches it).
 """
 
 from __future__ import annotations
@@ -64,8 +66,7 @@ class ResumeCacheService(Service):
             wait_ms=int(context.settings.reorder_wait_s * 1000),
             anchor=self._applied_sequence,
         )
-        #: per partition, the next offset to read (what the store may record once applied)
-        self._read: dict[int, int] = {}
+        self.context.checkpoint.watch(self._reached)
         self._next_forget_ms = 0
         self.index = LookupIndex(self.store, self.events_topic)
         self.writer: CacheTopicWriter | None = None
@@ -116,13 +117,15 @@ class ResumeCacheService(Service):
                 _remember(sources, intents, made[1], delivered)
         self._publish(delta)
 
-    def on_positions(self, positions: Mapping[Partition, int]) -> None:
-        """After each batch, the next offsets reached *including* messages the runtime
-        dead-lettered or dropped: read-your-writes waits end there, and the store keeps them
-        (held back to the first event still waiting for its run's order)."""
-        reached = {p: o for (t, p), o in positions.items() if t == self.events_topic}
-        self._read.update(reached)
-        self.index.advanced(self._held_back(reached))
+    def _reached(self, positions: Mapping[Partition, int]) -> None:
+        """After each batch (the checkpoint's watcher), the next offsets reached *including*
+        messages the runtime dead-lettered or dropped: read-your-writes waits end there, and
+        the store keeps them (held back to the first event still waiting for its run's order)."""
+        self.index.advanced(self._held_back(self._read(positions)))
+
+    def _read(self, positions: Mapping[Partition, int]) -> dict[int, int]:
+        """The positions of the events topic, by partition number."""
+        return {p: o for (t, p), o in positions.items() if t == self.events_topic}
 
     def tick(self, now_ms: int) -> None:
         """Give up sequence waits on quiet partitions, so what waits behind them is applied;
@@ -135,7 +138,7 @@ class ResumeCacheService(Service):
         delta = WriteBatch()
         self.builder.expire(now_ms, delta, FORGET_RUNS_MS if forget else None)
         self._publish(delta)
-        self.index.advanced(self._held_back(self._read))
+        self.index.advanced(self._held_back(self._read(self.context.checkpoint.positions())))
 
     def _held_back(self, positions: Mapping[int, int]) -> dict[int, int]:
         """Positions that never pass an event not yet applied (one waiting for a gap)."""
@@ -146,7 +149,7 @@ class ResumeCacheService(Service):
         return held
 
     def _publish(self, delta: WriteBatch) -> None:
-        """Make a delta visible to lookups (its positions follow in :meth:`on_positions`)."""
+        """Make a delta visible to lookups (its positions follow in :meth:`_reached`)."""
         if self.builder.dropped:
             log.info("resume-cache: events or nodes not applied: %s", dict(self.builder.dropped))
             self.builder.dropped.clear()
@@ -190,7 +193,7 @@ class ResumeCacheService(Service):
             log.error("resume-cache: %s (no event to dead-letter for %s)", detail, parts[0])
 
     # --- membership -------------------------------------------------------------------------
-    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:
         """Start where the store is durable, with the open state it holds for those partitions."""
         mine = [p for t, p in partitions if t == self.events_topic]
         stored = self.store.offsets(self.events_topic)
@@ -198,8 +201,8 @@ class ResumeCacheService(Service):
         self.builder.drop_partitions(mine)
         self.builder.load(models, intents)
         for p in mine:
-            self._read.pop(p, None)
-        starts = {(self.events_topic, p): stored[p] for p in mine if p in stored}
+            if p in stored:
+                self.context.checkpoint.start_at((self.events_topic, p), stored[p])
         self.index.assigned({p: stored.get(p, 0) for p in mine})
         log.info(
             "resume-cache: assigned %s; %d open model node(s), %d open intent(s) restored",
@@ -207,7 +210,6 @@ class ResumeCacheService(Service):
             len(models),
             len(intents),
         )
-        return starts
 
     def _open_state(self, mine: list[int]) -> tuple[list[ModelNode], list[tuple[Intent, int]]]:
         """The open nodes and intents of ``mine``: the store's, overlaid with what is applied
@@ -233,8 +235,6 @@ class ResumeCacheService(Service):
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         mine = [p for t, p in partitions if t == self.events_topic]
         self.builder.drop_partitions(mine)
-        for p in mine:
-            self._read.pop(p, None)
         self.index.revoked(mine)
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ checkpointed to the store (file or PostgreSQL) every N unsaved events, at STEP_E
 has been quiet, and when its partitions are revoked or the service stops. Then:
 
 * **Commit only after durable.** Until a session is saved, the offset of its first unsaved
-  event is held (:meth:`held_offsets`): the runtime commits no further, so a crash re-reads
+  event is held (each :meth:`flush` tells the checkpoint): the runtime commits no further, so a crash re-reads
   exactly what the store lacks. Re-applying what the store has is a no-op (events are keyed
   by run and sequence).
 * **One session, several writers.** A session's runs may sit on partitions owned by different
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
@@ -264,12 +264,18 @@ class SessionsService(Service):
     # --- durability and commit points ---------------------------------------------------------
     def flush(self) -> None:
         """Save what is due and publish the pointers; :class:`StoreUnavailable` if the store or
-        the sessions topic cannot take them now (the runtime retries; nothing is lost)."""
-        self._store_error = None
-        self._checkpoint(t for t in self._sessions.values() if t.due)
-        if self._store_error is not None:
-            raise StoreUnavailable(f"session store {self.store.describe()}", str(self._store_error))
-        self._publish(self._sessions.values())
+        the sessions topic cannot take them now (the runtime retries; nothing is lost). Either
+        way the checkpoint then holds the first unsaved event of each partition."""
+        try:
+            self._store_error = None
+            self._checkpoint(t for t in self._sessions.values() if t.due)
+            if self._store_error is not None:
+                raise StoreUnavailable(
+                    f"session store {self.store.describe()}", str(self._store_error)
+                )
+            self._publish(self._sessions.values())
+        finally:
+            self.context.checkpoint.set_holds(self._held())
 
     def _publish(self, sessions: Iterable[Tracked]) -> None:
         sent = False
@@ -288,7 +294,8 @@ class SessionsService(Service):
         if self.pointers is not None and (sent or self.pointers.pending):
             self.pointers.flush()
 
-    def held_offsets(self) -> Mapping[Partition, int]:
+    def _held(self) -> dict[Partition, int]:
+        """Per partition, the first event of any session not saved yet."""
         held: dict[Partition, int] = {}
         for tracked in self._sessions.values():
             for partition, offset in tracked.first_unsaved.items():

@@ -2,7 +2,8 @@
 
 Guarantees:
 - offsets are committed only after the service's :meth:`~Service.flush` and the dead-letter
-  flush returned, and never past an offset the service still holds;
+  flush returned, and never past an offset the service still holds: what to commit is the
+  :class:`~runtrail.runtime.checkpoint.Checkpoint`'s answer (the runner only sends it);
 - on revoke (eager ``range`` assignment by default; see librdkafka #4059 for why not
   cooperative-sticky) the runtime flushes and sends the revoked partitions' commit before
   giving them up, then the service drops their state; on *lost* partitions nothing is
@@ -30,7 +31,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, cast
 
@@ -48,6 +49,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
 from runtrail.kafka.topics import max_message_bytes
+from runtrail.runtime.checkpoint import Checkpoint, Committed
 from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
@@ -87,8 +89,6 @@ class ServiceRunner:
         self.health = HealthState()
         self._stop = threading.Event()
         self._failed = False
-        self._positions: dict[Partition, int] = {}
-        self._committed: dict[Partition, tuple[int, str | None]] = {}
         self._assigned: set[Partition] = set()
         self._last_commit = time.monotonic()
         self._sequences = SequenceChecker()
@@ -107,15 +107,14 @@ class ServiceRunner:
         self._paused = False
         self._fatal_error: KafkaError | None = None
         self._brokers_down = False  # the client said all brokers are down, no broker up since
-        #: per partition, the position up to which the service's output is durable (flushed,
-        #: no hold), and that of partitions lost before it could be committed
-        self._durable: dict[Partition, int] = {}
-        self._lost_durable: dict[Partition, int] = {}
+        #: positions, holds, start points and commits: what may be committed, per partition
+        self.checkpoint = Checkpoint(self._group_commits)
         self.context = ServiceContext(
             settings=settings,
             options=options or {},
             registry=self.registry,
             dead_letter=self._dead_letter_delivered,
+            checkpoint=self.checkpoint,
         )
         self.service = factory(self.context)
         self._codec = EventCodec(settings.extra_schema_dirs)
@@ -248,20 +247,14 @@ class ServiceRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "assign").inc()
         parts = [(p.topic, p.partition) for p in partitions]
-        if self.service.wants_committed:
-            committed = consumer.committed(partitions, timeout=30)
-            self.service.on_committed(
-                {(c.topic, c.partition): (c.offset, c.metadata) for c in committed}
-            )
-        stored = self.service.on_assigned(parts)
-        if stored:
-            for p in partitions:
-                offset = stored.get((p.topic, p.partition))
-                if offset is not None:
-                    p.offset = offset
-        self._skip_durable(
-            consumer, [p for p in partitions if (p.topic, p.partition) not in stored]
-        )
+        self.checkpoint.assigned(parts)
+        self.service.on_assigned(parts)
+        starts = self.checkpoint.starts(parts)
+        for p in partitions:
+            offset = starts.get((p.topic, p.partition))
+            if offset is not None:
+                p.offset = offset
+        self._skip_durable(consumer, partitions)
         if self._cooperative(consumer):
             consumer.incremental_assign(partitions)
             self._assigned.update(parts)
@@ -277,16 +270,23 @@ class ServiceRunner:
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
 
+    def _group_commits(self, parts: Sequence[Partition]) -> dict[Partition, Committed]:
+        """The group's committed offsets and metadata (what the checkpoint hands a service)."""
+        committed = self._consumer.committed([TopicPartition(t, p) for t, p in parts], timeout=30)
+        return {(c.topic, c.partition): (c.offset, c.metadata) for c in committed}
+
     def _skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions lost while their commit could not be made (a broker outage outlasting
         the session) come back here: start them after what this process already made durable
-        rather than at the stale commit, so an outage does not double the output.
+        rather than at the stale commit, so an outage does not double the output (not those
+        the service starts itself or resumes from the group's commit: see the checkpoint).
 
         Safe for any owner in between: it committed what it made durable, and starting at
         max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
         """
-        lost = [p for p in partitions if (p.topic, p.partition) in self._lost_durable]
-        if not lost or self.service.wants_committed:
+        points = self.checkpoint.restart_points((p.topic, p.partition) for p in partitions)
+        lost = [p for p in partitions if (p.topic, p.partition) in points]
+        if not lost:
             return
         try:
             committed = consumer.committed(lost, timeout=10)
@@ -296,9 +296,10 @@ class ServiceRunner:
             )
             return
         by_tp = {(c.topic, c.partition): c.offset for c in committed}
+        self.checkpoint.restarted(points)
         for p in lost:
             tp = (p.topic, p.partition)
-            durable = self._lost_durable.pop(tp)
+            durable = points[tp]
             if by_tp.get(tp, OFFSET_INVALID) < durable:
                 p.offset = durable
                 log.info(
@@ -337,9 +338,7 @@ class ServiceRunner:
         so committing would be wrong. Output already written stays (it is idempotent)."""
         self.metrics.rebalances.labels(self.name, "lost").inc()
         parts = [(p.topic, p.partition) for p in partitions]
-        for tp in parts:
-            if tp in self._durable:
-                self._lost_durable[tp] = self._durable[tp]
+        self.checkpoint.lost(parts)
         self._release(consumer, partitions, parts)
         log.warning("%s lost %s (not committed)", self.name, _fmt(parts))
 
@@ -367,10 +366,8 @@ class ServiceRunner:
 
     def _forget(self, parts: list[Partition]) -> None:
         self._generation += 1
+        self.checkpoint.revoked(parts)
         for tp in parts:
-            self._positions.pop(tp, None)
-            self._committed.pop(tp, None)
-            self._durable.pop(tp, None)
             self.metrics.forget_partition(*tp)
         self._sequences.drop([p for _, p in parts])
         self.service.on_revoked(parts)
@@ -402,21 +399,8 @@ class ServiceRunner:
             # while waiting out a failure or stopping, a short wait keeps within the bounds
             short = self._problem is not None or self._stop.is_set()
             self._dlq.flush(_DLQ_RETRY_FLUSH_S if short else _DLQ_FLUSH_S)
-            held = self.service.held_offsets()
-            metadata = self.service.commit_metadata() if held else {}
-            offsets = []
-            for tp, position in self._positions.items():
-                if only is not None and tp not in only:
-                    continue
-                hold = held.get(tp)
-                # <=: a hold at the position itself still carries metadata worth keeping
-                if hold is not None and hold <= position:
-                    point = (hold, metadata.get(tp))
-                else:
-                    point = (position, None)
-                    self._durable[tp] = position  # flushed: the restart point if lost
-                if self._committed.get(tp) != point:
-                    offsets.append(_topic_partition(tp, *point))
+            due = self.checkpoint.due(only)
+            offsets = [_topic_partition(tp, *point) for tp, point in due.items()]
             if offsets:
                 self._committer.submit(self._consumer, offsets, self._generation)
                 if wait_s is not None:
@@ -458,7 +442,7 @@ class ServiceRunner:
         if request.error is not None:
             raise request.error
         for o in request.offsets:
-            self._committed[(o.topic, o.partition)] = (o.offset, o.metadata or None)
+            self.checkpoint.confirmed((o.topic, o.partition), o.offset, o.metadata)
         self.metrics.commits.inc()
 
     def _serve(self, timeout: float, keep_messages: bool) -> None:
@@ -492,8 +476,7 @@ class ServiceRunner:
                         exc,
                     )
                     self._process_each(result.delivered, messages)
-            self._positions.update(result.positions)
-            self.service.on_positions(result.positions)
+            self.checkpoint.reached(result.positions)
         self.metrics.consumed.inc(result.consumed)
         self.metrics.processed.inc(len(result.delivered))
         for reason, count in result.dead.items():

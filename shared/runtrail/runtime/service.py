@@ -1,11 +1,23 @@
 """The contract between the runtime and a service.
 
 The runtime hands a service batches of :class:`Delivered` events. A service writes output,
-and says when it is durable: offsets are committed only after :meth:`Service.flush` returns,
-and never past :meth:`Service.held_offsets` (events still held in open, unwritten state).
-Services whose store keeps consumer offsets in the same transaction as their output
-(exactly-once into the store) return those offsets from :meth:`Service.on_assigned`, and the
-runtime starts each partition there.
+and says when it is durable: offsets are committed only after :meth:`Service.flush` returns.
+Everything about offsets goes through one object, the service's
+:class:`~runtrail.runtime.checkpoint.Checkpoint` (``context.checkpoint``, see
+``docs/ARCHITECTURE.md`` "Commits: the checkpoint contract"):
+
+- a service with open, unwritten state tells it at each flush what it still holds
+  (:meth:`~runtrail.runtime.checkpoint.Checkpoint.set_holds`, with commit metadata if
+  needed): commits never pass a hold;
+- a service whose store keeps consumer offsets in the same transaction as its output
+  (exactly-once into the store) says in :meth:`Service.on_assigned` where each partition
+  starts (:meth:`~runtrail.runtime.checkpoint.Checkpoint.start_at`); one that resumes from the
+  group's commit and its metadata reads it there
+  (:meth:`~runtrail.runtime.checkpoint.Checkpoint.group_commits`);
+- the positions the consume loop reached, counting the messages the runtime dead-lettered or
+  dropped (which the service never sees), are read from it
+  (:meth:`~runtrail.runtime.checkpoint.Checkpoint.position`) or heard after each batch
+  (:meth:`~runtrail.runtime.checkpoint.Checkpoint.watch`).
 
 What the runtime does for every service, so that services do not:
 
@@ -38,6 +50,7 @@ from typing import ClassVar, Protocol
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
+from runtrail.runtime.checkpoint import Checkpoint
 from runtrail.runtime.delivery import Delivered, Partition
 
 #: extra dead-letter headers (name, value)
@@ -60,12 +73,15 @@ def _no_dead_letters(
 
 @dataclass
 class ServiceContext:
-    """What the runtime gives a service: settings, options, a metrics registry, dead-lettering."""
+    """What the runtime gives a service: settings, options, a metrics registry, dead-lettering,
+    and the checkpoint (a context built without a runtime gets a checkpoint of its own, whose
+    group has committed nothing)."""
 
     settings: Settings
     options: Mapping[str, str] = field(default_factory=dict)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     dead_letter: DeadLetterFn = field(default=_no_dead_letters)
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
 
 
 class Service(ABC):
@@ -83,35 +99,12 @@ class Service(ABC):
         """Apply a batch (in partition order). Output may stay buffered until :meth:`flush`."""
 
     def flush(self) -> None:  # noqa: B027  (optional hook)
-        """Make the output of everything processed so far durable."""
+        """Make the output of everything processed so far durable; a service with open state
+        then tells the checkpoint what it still holds (:meth:`Checkpoint.set_holds`)."""
 
-    def held_offsets(self) -> Mapping[Partition, int]:
-        """Per partition, the lowest offset still needed to rebuild open state (commit stops there)."""
-        return {}
-
-    def commit_metadata(self) -> Mapping[Partition, str]:
-        """Per partition, metadata to commit with a held offset (see :meth:`on_committed`).
-
-        Only used when the commit stops at :meth:`held_offsets`; Kafka stores it atomically with
-        the offset (at most ``offset.metadata.max.bytes``, 4096 by default).
-        """
-        return {}
-
-    #: Set to True to receive the committed offsets and metadata at assignment.
-    wants_committed: ClassVar[bool] = False
-
-    def on_committed(self, committed: Mapping[Partition, tuple[int, str | None]]) -> None:  # noqa: B027
-        """At assignment, before any event: the group's committed offset and metadata per
-        partition (offset -1001 when nothing was committed). Only if ``wants_committed``."""
-
-    def on_assigned(self, partitions: Sequence[Partition]) -> Mapping[Partition, int]:
-        """Partitions were assigned; return offsets to start from (if the store keeps them)."""
-        return {}
-
-    def on_positions(self, positions: Mapping[Partition, int]) -> None:  # noqa: B027
-        """After each batch (even one with nothing to process): the next offset per partition it
-        reached, counting the messages the runtime dropped (duplicates) or dead-lettered, which
-        the service never sees. A service that stores offsets itself stores these."""
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:  # noqa: B027
+        """Partitions were assigned, before any of their events: set up state, and tell the
+        checkpoint where they start if the store keeps positions (:meth:`Checkpoint.start_at`)."""
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:  # noqa: B027
         """Partitions are gone (after flush and commit): drop their in-memory state."""
