@@ -100,13 +100,15 @@ def core_requirements(wheel: Path) -> tuple[list[Requirement], dict[str, list[Re
 
 
 def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]:
-    """The installed distributions ``requirements`` need, with their own requirements."""
+    """The installed distributions ``requirements`` (already selected) need, with their own
+    requirements (selected by their markers)."""
     found: dict[str, metadata.Distribution] = {}
-    todo = [(requirement, "") for requirement in requirements]
+    todo: list[tuple[Requirement, str | None]] = [(r, None) for r in requirements]
     seen: set[tuple[str, str]] = set()
     while todo:
         requirement, extra = todo.pop()
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+        marker = requirement.marker
+        if extra is not None and marker is not None and not marker.evaluate({"extra": extra}):
             continue
         name = canonicalize_name(requirement.name)
         dist = found.setdefault(name, metadata.distribution(name))
@@ -125,16 +127,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / built
 
 
-@pytest.fixture(scope="module")
-def core_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
-    """A fresh venv holding the wheel and the files of the core distributions, nothing else."""
-    venv = tmp_path_factory.mktemp("core") / "venv"
+def make_venv(venv: Path, wheel: Path, extra: str | None = None) -> Path:
+    """A fresh venv holding the wheel and the files of the core distributions (plus those of
+    ``extra``), nothing else."""
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"
-    site = Path(
-        run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
-    )
-    for dist in closure(core_requirements(wheel)[0]).values():
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(run(python, "-c", where).stdout.strip())
+    core, extras = core_requirements(wheel)
+    for dist in closure(core + (extras[extra] if extra else [])).values():
         for file in dist.files or []:
             if file.parts[0] == ".." or "__pycache__" in file.parts:
                 continue  # console scripts and byte code: not needed to import
@@ -144,6 +145,11 @@ def core_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     pip = [sys.executable, "-m", "pip", "--python", python]
     run(*pip, "install", "-q", "--no-deps", "--no-index", "--no-compile", wheel)
     return venv
+
+
+@pytest.fixture(scope="module")
+def core_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return make_venv(tmp_path_factory.mktemp("core") / "venv", wheel)
 
 
 def test_the_wheel_requires_exactly_the_core(wheel: Path) -> None:
@@ -226,3 +232,25 @@ def test_a_command_without_its_extra_names_the_extra(core_venv: Path, tmp_path: 
         "runtrail: runtrail audit needs cryptography: pip install 'runtrail[services]'\n"
     )
     assert set(EXTRAS) >= {"cryptography", "prometheus_client", "psycopg", "obstore"}
+
+
+#: framework extra -> what to run with only the core and that extra installed
+ADAPTERS = {
+    "langchain": "import runtrail.adapters.langchain, runtrail.adapters.langchain_resumable",
+    "langgraph": "import runtrail.adapters.langgraph_checkpoint",
+    "otel": "import runtrail.adapters.otel",
+    "openai-agents": (
+        "from runtrail.adapters.openai_agents import RuntrailTracingProcessor\n"
+        "processor = RuntrailTracingProcessor(object())\n"
+        "processor.shutdown()\n"
+        "assert processor.dropped == 0"
+    ),
+}
+
+
+@pytest.mark.parametrize("extra", ADAPTERS)
+def test_an_adapter_needs_only_the_core_and_its_framework(
+    tmp_path: Path, wheel: Path, extra: str
+) -> None:
+    venv = make_venv(tmp_path / "venv", wheel, extra)
+    run(venv / "bin" / "python", "-I", "-c", ADAPTERS[extra], cwd=tmp_path)
