@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from runtrail.events import EventCodec
 from runtrail.extras import EXTRAS
+from tests.readme_blocks import readme_block
 from tests.support import consume_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ print(json.dumps({
 
 
 def run(
-    *args: str | Path, cwd: Path = ROOT, check: bool = True
+    *args: str | Path, cwd: Path = ROOT, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(a) for a in args],
@@ -77,7 +78,7 @@ def run(
         capture_output=True,
         text=True,
         check=check,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})},
     )
 
 
@@ -254,3 +255,24 @@ def test_an_adapter_needs_only_the_core_and_its_framework(
 ) -> None:
     venv = make_venv(tmp_path / "venv", wheel, extra)
     run(venv / "bin" / "python", "-I", "-c", ADAPTERS[extra], cwd=tmp_path)
+
+
+@pytest.mark.kafka
+def test_the_readme_otel_example_publishes_with_only_the_core_and_otel(
+    tmp_path: Path, wheel: Path, kafka_bootstrap: str, kafka_topic_factory: object
+) -> None:
+    """An adapter works, not only imports: the README's OpenTelemetry example, as written,
+    in a venv of the core and the otel extra, puts its run on the topic."""
+    venv = make_venv(tmp_path / "venv", wheel, "otel")
+    topic = kafka_topic_factory(1)  # type: ignore[operator]
+    example = readme_block("<!-- tested as written by tests/test_readme_otel.py -->")
+    settings = {
+        "RUNTRAIL_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RUNTRAIL_EVENTS_TOPIC": topic,
+        "RUNTRAIL_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    run(venv / "bin" / "python", "-I", "-c", example, cwd=tmp_path, env=settings)
+    codec = EventCodec()
+    events = [codec.decode(m.value()).event for m in consume_all(kafka_bootstrap, topic, expect=6)]
+    assert [e.type for e in events][::5] == ["run.accepted", "run.succeeded"]
+    assert len(events) == 6
