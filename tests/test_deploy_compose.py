@@ -144,4 +144,4 @@ def test_mounted_files_exist_and_the_dockerfile_copies_what_exists(
         for item in source.split():
             assert (REPO / item).exists(), item
     assert 'ENTRYPOINT ["runtrail"]' in dockerfile
-    assert "'.[s3,postgres]'" in dockerfile  # the extras the compose stores need
+    assert "'.[services]'" in dockerfile  # the services and the stores compose points them at

@@ -32,10 +32,10 @@ def recording_venv(root: Path) -> Path:
 @pytest.mark.parametrize(
     ("flags", "extras"),
     [
-        ([], "s3,postgres"),
-        (["--framework", "langgraph", "--stop"], "s3,postgres,langchain"),
-        (["--framework=langgraph"], "s3,postgres,langchain"),
-        (["--framework", "scripted"], "s3,postgres"),
+        ([], "services"),
+        (["--framework", "langgraph", "--stop"], "services,langchain"),
+        (["--framework=langgraph"], "services,langchain"),
+        (["--framework", "scripted"], "services"),
     ],
 )
 def test_the_one_command_installs_what_the_framework_needs(

@@ -22,13 +22,16 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.tracing import Span, Trace, TracingProcessor, add_trace_processor
-from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from runtrail.adapters.openai_agents_map import MAX_OPEN_TRACES, Emit, TraceMapper
+from runtrail.extras import require
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,9 @@ class EventSink(Protocol):
 class RuntrailTracingProcessor(TracingProcessor):
     """Publishes the SDK's traces as runtrail events from a worker thread; see the module doc.
 
-    ``registry``: where the drop counter and queue gauge are registered (a private registry
-    when None; pass ``prometheus_client.REGISTRY`` to expose them on the process's /metrics).
+    ``registry``: where the drop counter and queue gauge are registered (none when None: the
+    counts stay in ``drops`` and ``published``; pass ``prometheus_client.REGISTRY`` to expose
+    them on the process's /metrics, which needs prometheus-client, the ``services`` extra).
     ``tenant_id``: stamped on every event (default: the publisher's tenant). ``max_queue``:
     spans held for the worker before new ones are dropped. ``gather_s``: how long the worker
     lets spans gather after waking (fewer wake-ups, less GIL traffic for the agent).
@@ -87,26 +91,7 @@ class RuntrailTracingProcessor(TracingProcessor):
         self.drops: dict[str, int] = {}
         self.published = 0
         self.handled = 0  # queued items the worker took (mapped, or dropped as errors)
-        reg = registry if registry is not None else CollectorRegistry()
-        self._dropped_total = Counter(
-            "runtrail_openai_agents_dropped_total",
-            "Spans or events the OpenAI Agents processor did not publish, by reason "
-            "(queue_full: the agent outran the worker; rejected: the publisher refused the "
-            "event, see its rejected counter; error: the span could not be mapped; evicted: "
-            "an open trace forgotten past max_open_traces; closed: after shutdown)",
-            ["reason"],
-            registry=reg,
-        )
-        self._published_total = Counter(
-            "runtrail_openai_agents_events_total",
-            "Events the OpenAI Agents processor handed to the publisher",
-            registry=reg,
-        )
-        Gauge(
-            "runtrail_openai_agents_queue_depth",
-            "Spans waiting for the processor's worker thread",
-            registry=reg,
-        ).set_function(self._queue.qsize)
+        self._exported = None if registry is None else _Exported(registry, self._queue.qsize)
         self._closed = False
         self._gather_s = gather_s
         self._worker = threading.Thread(
@@ -174,7 +159,8 @@ class RuntrailTracingProcessor(TracingProcessor):
         with self._lock:
             first = reason not in self.drops
             self.drops[reason] = self.drops.get(reason, 0) + count
-        self._dropped_total.labels(reason=reason).inc(count)
+        if self._exported is not None:
+            self._exported.dropped.labels(reason=reason).inc(count)
         if first:
             log.warning("OpenAI Agents processor dropped %d item(s): %s (counted)", count, reason)
 
@@ -247,7 +233,34 @@ class RuntrailTracingProcessor(TracingProcessor):
                 sent += 1
         with self._lock:
             self.published += sent
-        self._published_total.inc(sent)
+        if self._exported is not None:
+            self._exported.published.inc(sent)
+
+
+class _Exported:
+    """The processor's metrics on a Prometheus registry."""
+
+    def __init__(self, registry: CollectorRegistry, depth: Callable[[], float]) -> None:
+        prometheus = require("prometheus_client", "OpenAI Agents processor metrics")
+        self.dropped = prometheus.Counter(
+            "runtrail_openai_agents_dropped_total",
+            "Spans or events the OpenAI Agents processor did not publish, by reason "
+            "(queue_full: the agent outran the worker; rejected: the publisher refused the "
+            "event, see its rejected counter; error: the span could not be mapped; evicted: "
+            "an open trace forgotten past max_open_traces; closed: after shutdown)",
+            ["reason"],
+            registry=registry,
+        )
+        self.published = prometheus.Counter(
+            "runtrail_openai_agents_events_total",
+            "Events the OpenAI Agents processor handed to the publisher",
+            registry=registry,
+        )
+        prometheus.Gauge(
+            "runtrail_openai_agents_queue_depth",
+            "Spans waiting for the processor's worker thread",
+            registry=registry,
+        ).set_function(depth)
 
 
 def install(

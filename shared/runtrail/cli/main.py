@@ -11,8 +11,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from runtrail import __version__
+from runtrail.extras import MissingExtra, explain
 
 #: Modules contributing commands, in the order they appear in ``--help``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -71,9 +73,30 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             if exc.name == name:  # a command group not built yet
                 continue
-            raise
+            command = name.rsplit(".", 1)[-1].removesuffix("_cmd").replace("_", "-")
+            missing = explain(exc, f"runtrail {command}")
+            if missing is None:
+                raise
+            register_missing(subparsers, command, missing)
+            continue
         module.register(subparsers)
     return parser
+
+
+def register_missing(subparsers: Any, command: str, missing: MissingExtra) -> None:
+    """A command whose extra is not installed: listed, and run it says what to install."""
+    parser = subparsers.add_parser(
+        command,
+        help=f"(not installed: pip install 'runtrail[{missing.extra}]')",
+        description=str(missing),
+    )
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(func=lambda _args: _report(missing))
+
+
+def _report(missing: ImportError) -> int:
+    sys.stderr.write(f"runtrail: {missing}\n")
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreUnreachable as exc:
         sys.stderr.write(f"runtrail: {exc}\n")
         return 2
+    except MissingExtra as exc:
+        return _report(exc)
+    except ModuleNotFoundError as exc:
+        missing = explain(exc, f"runtrail {args.command}")
+        if missing is None:
+            raise
+        return _report(missing)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -1,4 +1,7 @@
-"""The publisher's Prometheus metrics, plus plain counts for :meth:`Publisher.stats`.
+"""The publisher's counts for :meth:`Publisher.stats`, exported to Prometheus when asked.
+
+Prometheus is optional: an agent that only publishes needs no prometheus-client (the
+``services`` extra); the counters exist only on a registry the caller passes.
 
 Outcomes: ``sent`` (acknowledged by the broker, directly or from the spool), ``spooled``
 (written to the spool), ``rejected`` (invalid, unencodable or refused by the broker as such),
@@ -11,8 +14,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from runtrail.extras import require
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 OUTCOMES = ("sent", "spooled", "rejected", "dropped", "recovered")
 
@@ -32,27 +39,11 @@ class PublisherStats:
 
 
 class PublisherMetrics:
-    """Counters on ``registry`` (one publisher per registry) mirrored as plain integers."""
+    """Plain integer counts, mirrored on Prometheus counters when a ``registry`` is given
+    (one publisher per registry)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._events = Counter(
-            "runtrail_publisher_events",
-            "Events handled by the publisher, by outcome.",
-            ["outcome"],
-            registry=registry,
-        )
-        self._delivery_errors = Counter(
-            "runtrail_publisher_delivery_errors",
-            "Failed delivery reports (the event then goes to the spool).",
-            registry=registry,
-        )
-        self._spool_depth = Gauge(
-            "runtrail_publisher_spool_depth",
-            "Events waiting in the spool for the broker (0 while publishing directly).",
-            registry=registry,
-        )
-        for outcome in OUTCOMES:
-            self._events.labels(outcome)  # export zeros from the start
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._exported = None if registry is None else _Exported(registry)
         self._counts = dict.fromkeys(OUTCOMES, 0)
         self._errors = 0
         self._depth = 0
@@ -61,17 +52,20 @@ class PublisherMetrics:
     def count(self, outcome: str, n: int = 1) -> None:
         if n <= 0:
             return
-        self._events.labels(outcome).inc(n)
+        if self._exported is not None:
+            self._exported.events.labels(outcome).inc(n)
         with self._lock:
             self._counts[outcome] += n
 
     def delivery_error(self) -> None:
-        self._delivery_errors.inc()
+        if self._exported is not None:
+            self._exported.delivery_errors.inc()
         with self._lock:
             self._errors += 1
 
     def set_spool_depth(self, depth: int) -> None:
-        self._spool_depth.set(depth)
+        if self._exported is not None:
+            self._exported.spool_depth.set(depth)
         with self._lock:
             self._depth = depth
 
@@ -87,3 +81,28 @@ class PublisherMetrics:
                 spooling=spooling,
                 recovered=self._counts["recovered"],
             )
+
+
+class _Exported:
+    """The publisher's metrics on a Prometheus registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        prometheus = require("prometheus_client", "Publisher metrics on a Prometheus registry")
+        self.events = prometheus.Counter(
+            "runtrail_publisher_events",
+            "Events handled by the publisher, by outcome.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.delivery_errors = prometheus.Counter(
+            "runtrail_publisher_delivery_errors",
+            "Failed delivery reports (the event then goes to the spool).",
+            registry=registry,
+        )
+        self.spool_depth = prometheus.Gauge(
+            "runtrail_publisher_spool_depth",
+            "Events waiting in the spool for the broker (0 while publishing directly).",
+            registry=registry,
+        )
+        for outcome in OUTCOMES:
+            self.events.labels(outcome)  # export zeros from the start

@@ -38,10 +38,9 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import (
@@ -70,6 +69,9 @@ from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_r
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +134,9 @@ def _known_types() -> str:
 class Publisher:
     """Publishes one process's events to the events topic; see the module docstring.
 
-    One publisher per registry: its metrics are registered on ``registry`` (a private one
-    when None). The constructor raises on unusable configuration (bad Kafka options, an
+    One publisher per registry: its metrics are registered on ``registry`` when one is given
+    (that needs prometheus-client, the ``services`` extra); without one, :meth:`stats` still
+    counts everything. The constructor raises on unusable configuration (bad Kafka options, an
     unwritable spool folder); after that, nothing raises into the caller.
     """
 
@@ -156,7 +159,7 @@ class Publisher:
         self._redactor = redactor
         self._codec = EventCodec()
         self._limits = EventLimits.from_settings(settings)
-        self._metrics = PublisherMetrics(registry if registry is not None else CollectorRegistry())
+        self._metrics = PublisherMetrics(registry)
         self._sequences = SequenceCounter()
         self._log_rejections = log_rejections
         self._lock = threading.RLock()

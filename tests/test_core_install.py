@@ -1,0 +1,278 @@
+"""``pip install runtrail`` is small and enough to publish (issue 14 item 5).
+
+The wheel is built from the checkout with hatchling and installed, without its dependencies
+and without an index, into a fresh venv; the core dependencies' files are copied in from this
+venv (the distributions the wheel's core ``Requires-Dist`` names, with their own requirements).
+Nothing else is there: an agent in that venv publishes to the test broker, and none of the
+extras' modules gets imported.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from runtrail.events import EventCodec
+from runtrail.extras import EXTRAS
+from tests.readme_blocks import readme_block
+from tests.support import consume_all
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what an agent installs: the publisher, the events and the adapters' own code need only these
+CORE = {"confluent-kafka", "fastavro", "pydantic", "pydantic-settings", "orjson", "rfc8785"}
+
+AGENT = """
+import json, sys
+from pathlib import Path
+
+import runtrail
+from runtrail.config import Settings
+from runtrail.publisher import Publisher
+import runtrail.events
+import runtrail.adapters.json_form, runtrail.adapters.openai_agents_map
+import runtrail.adapters.otel_mapping
+from runtrail.extras import EXTRAS
+from runtrail.publisher.metrics import PublisherMetrics
+
+bootstrap, topic, spool, count = sys.argv[1:5]
+settings = Settings(
+    bootstrap_servers=bootstrap, events_topic=topic, spool_dir=Path(spool), tenant="core"
+)
+with Publisher(settings) as publisher:
+    ids = [publisher.publish("TOOL_CALL", f"run-{i % 3}", {"callId": f"c{i}"})
+           for i in range(int(count))]
+    unflushed = publisher.flush(30)
+    stats = publisher.stats()
+try:
+    PublisherMetrics(registry=object())
+    missing = None
+except ImportError as exc:
+    missing = str(exc)
+print(json.dumps({
+    "ids": ids,
+    "unflushed": unflushed,
+    "sent": stats.sent,
+    "missing": missing,
+    "runtrail": runtrail.__file__,
+    "extras_imported": sorted({n.split(".")[0] for n in sys.modules} & set(EXTRAS)),
+}))
+"""
+
+
+def run(
+    *args: str | Path, cwd: Path = ROOT, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=check,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})},
+    )
+
+
+def core_requirements(wheel: Path) -> tuple[list[Requirement], dict[str, list[Requirement]]]:
+    """The wheel's core ``Requires-Dist`` and those of each extra."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        fields = Parser().parsestr(archive.read(name).decode())
+    core: list[Requirement] = []
+    extras: dict[str, list[Requirement]] = {e: [] for e in fields.get_all("Provides-Extra") or []}
+    for line in fields.get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        marker = requirement.marker
+        if marker is None or marker.evaluate({"extra": ""}):
+            core.append(requirement)
+        for extra in extras:
+            if marker is not None and marker.evaluate({"extra": extra}):
+                extras[extra].append(requirement)
+    return core, extras
+
+
+def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]:
+    """The installed distributions ``requirements`` (already selected) need, with their own
+    requirements (selected by their markers)."""
+    found: dict[str, metadata.Distribution] = {}
+    todo: list[tuple[Requirement, str | None]] = [(r, None) for r in requirements]
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        requirement, extra = todo.pop()
+        marker = requirement.marker
+        if extra is not None and marker is not None and not marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(requirement.name)
+        dist = found.setdefault(name, metadata.distribution(name))
+        for wanted in ("", *sorted(requirement.extras)):
+            if (name, wanted) not in seen:
+                seen.add((name, wanted))
+                todo += [(Requirement(r), wanted) for r in dist.requires or []]
+    return found
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    build = "import sys, hatchling.build as b; print(b.build_wheel(sys.argv[1]))"
+    built = run(sys.executable, "-c", build, out).stdout.strip().splitlines()[-1]
+    return out / built
+
+
+def make_venv(venv: Path, wheel: Path, extra: str | None = None) -> Path:
+    """A fresh venv holding the wheel and the files of the core distributions (plus those of
+    ``extra``), nothing else."""
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    python = venv / "bin" / "python"
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(run(python, "-c", where).stdout.strip())
+    core, extras = core_requirements(wheel)
+    for dist in closure(core + (extras[extra] if extra else [])).values():
+        for file in dist.files or []:
+            if file.parts[0] == ".." or "__pycache__" in file.parts:
+                continue  # console scripts and byte code: not needed to import
+            target = site / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(str(dist.locate_file(file))), target)
+    pip = [sys.executable, "-m", "pip", "--python", python]
+    run(*pip, "install", "-q", "--no-deps", "--no-index", "--no-compile", wheel)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def core_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return make_venv(tmp_path_factory.mktemp("core") / "venv", wheel)
+
+
+def test_the_wheel_requires_exactly_the_core(wheel: Path) -> None:
+    core, extras = core_requirements(wheel)
+    assert {canonicalize_name(r.name) for r in core} == CORE
+    services = {canonicalize_name(r.name) for r in extras["services"]}
+    assert {"prometheus-client", "cryptography", "zstandard"} <= services
+    assert {canonicalize_name(r.name) for r in extras["postgres"]} >= {"psycopg"}
+    assert {canonicalize_name(r.name) for r in extras["s3"]} == {"obstore"}
+    dev = {canonicalize_name(r.name) for r in extras["dev"]}
+    assert services | {"psycopg", "obstore"} <= dev  # (hatchling spells self-references out)
+
+
+def test_the_wheel_ships_the_packages_and_their_markers(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for package in ("runtrail", "runtrail_services", "runtrail_schemas"):
+        assert f"{package}/__init__.py" in names
+        assert f"{package}/py.typed" in names
+    assert "runtrail_schemas/run.accepted.v1.avsc" in names
+
+
+def test_the_core_venv_holds_only_the_core(core_venv: Path) -> None:
+    """``pip check``: every requirement of what is there is met, so the core is complete."""
+    checked = run(sys.executable, "-m", "pip", "--python", core_venv / "bin" / "python", "check")
+    assert "No broken requirements" in checked.stdout
+    listed = run(
+        core_venv / "bin" / "python",
+        "-I",
+        "-c",
+        "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] for d in m.distributions()))",
+    )
+    names = {canonicalize_name(n) for n in listed.stdout.split()}
+    assert "runtrail" in names and names >= CORE
+    for extra_only in ("prometheus-client", "psycopg", "obstore", "zstandard", "cryptography"):
+        assert extra_only not in names
+
+
+@pytest.mark.kafka
+def test_an_agent_publishes_with_only_the_core(
+    core_venv: Path, tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: object
+) -> None:
+    topic = kafka_topic_factory(3)  # type: ignore[operator]
+    agent = run(
+        core_venv / "bin" / "python",
+        "-I",
+        "-c",
+        AGENT,
+        kafka_bootstrap,
+        topic,
+        tmp_path / "spool",
+        "30",
+        cwd=tmp_path,
+    )
+    result = json.loads(agent.stdout)
+    assert Path(result["runtrail"]).is_relative_to(core_venv)  # the wheel, not the checkout
+    assert result["extras_imported"] == []
+    assert (result["unflushed"], result["sent"]) == (0, 30)
+    assert None not in result["ids"]
+    assert result["missing"] == (
+        "Publisher metrics on a Prometheus registry needs prometheus_client: "
+        "pip install 'runtrail[services]'"
+    )
+    codec = EventCodec()
+    arrived = {
+        codec.decode(m.value()).event.event_id
+        for m in consume_all(kafka_bootstrap, topic, expect=30)
+    }
+    assert arrived == set(result["ids"])
+
+
+def test_a_command_without_its_extra_names_the_extra(core_venv: Path, tmp_path: Path) -> None:
+    cli = core_venv / "bin" / "runtrail"
+    listed = run(cli, "--help", cwd=tmp_path)
+    assert "publish" in listed.stdout
+    assert "audit     (not installed: pip install 'runtrail[services]')" in listed.stdout
+    refused = run(cli, "audit", "verify", "x", cwd=tmp_path, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "runtrail: runtrail audit needs cryptography: pip install 'runtrail[services]'\n"
+    )
+    assert set(EXTRAS) >= {"cryptography", "prometheus_client", "psycopg", "obstore"}
+
+
+#: framework extra -> what to run with only the core and that extra installed
+ADAPTERS = {
+    "langchain": "import runtrail.adapters.langchain, runtrail.adapters.langchain_resumable",
+    "langgraph": "import runtrail.adapters.langgraph_checkpoint",
+    "otel": "import runtrail.adapters.otel",
+    "openai-agents": (
+        "from runtrail.adapters.openai_agents import RuntrailTracingProcessor\n"
+        "processor = RuntrailTracingProcessor(object())\n"
+        "processor.shutdown()\n"
+        "assert processor.dropped == 0"
+    ),
+}
+
+
+@pytest.mark.parametrize("extra", ADAPTERS)
+def test_an_adapter_needs_only_the_core_and_its_framework(
+    tmp_path: Path, wheel: Path, extra: str
+) -> None:
+    venv = make_venv(tmp_path / "venv", wheel, extra)
+    run(venv / "bin" / "python", "-I", "-c", ADAPTERS[extra], cwd=tmp_path)
+
+
+@pytest.mark.kafka
+def test_the_readme_otel_example_publishes_with_only_the_core_and_otel(
+    tmp_path: Path, wheel: Path, kafka_bootstrap: str, kafka_topic_factory: object
+) -> None:
+    """An adapter works, not only imports: the README's OpenTelemetry example, as written,
+    in a venv of the core and the otel extra, puts its run on the topic."""
+    venv = make_venv(tmp_path / "venv", wheel, "otel")
+    topic = kafka_topic_factory(1)  # type: ignore[operator]
+    example = readme_block("<!-- tested as written by tests/test_readme_otel.py -->")
+    settings = {
+        "RUNTRAIL_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RUNTRAIL_EVENTS_TOPIC": topic,
+        "RUNTRAIL_SPOOL_DIR": str(tmp_path / "spool"),
+    }
+    run(venv / "bin" / "python", "-I", "-c", example, cwd=tmp_path, env=settings)
+    codec = EventCodec()
+    events = [codec.decode(m.value()).event for m in consume_all(kafka_bootstrap, topic, expect=6)]
+    assert [e.type for e in events][::5] == ["run.accepted", "run.succeeded"]
+    assert len(events) == 6
