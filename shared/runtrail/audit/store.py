@@ -57,6 +57,11 @@ class LinkStore(Protocol):
         """The run's head from its last stored link; ``None`` if the run has none."""
         ...
 
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        """The run's link at ``index`` (one primary-key read), or None: a run's first and
+        last event, say, without loading its whole chain."""
+        ...
+
     def heads(self) -> list[RunHead]:
         """The head of every run in the store (what a checkpoint commits to)."""
         ...

@@ -200,6 +200,14 @@ class PostgresLinkStore(CheckpointReads):
         )
         return [link_from_row(row, position) for position, row in enumerate(rows)]
 
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        rows = self._query(
+            f"SELECT {_LINK_COLUMNS} FROM audit_links "
+            "WHERE tenant_id = %s AND run_id = %s AND idx = %s",
+            (tenant_id, run_id, index),
+        )
+        return link_from_row(rows[0]) if rows else None
+
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         return self.heads_of([(tenant_id, run_id)]).get((tenant_id, run_id))
 

@@ -179,6 +179,14 @@ class SqliteLinkStore(CheckpointReads):
         )
         return [link_from_row(row, position) for position, row in enumerate(rows)]
 
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        rows = self._query(
+            "SELECT idx, prev_hash, hash, event FROM audit_links "
+            "WHERE tenant_id = ? AND run_id = ? AND idx = ?",
+            (tenant_id, run_id, index),
+        )
+        return link_from_row(rows[0]) if rows else None
+
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         rows = self._query(_HEAD_SQL, (tenant_id, run_id))
         if not rows:
