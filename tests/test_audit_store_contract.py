@@ -175,6 +175,11 @@ def test_batch_lookups_by_event_id_and_by_run(store: LinkStore) -> None:
         ("acme", "run-2"): store.head("acme", "run-2"),
     }
     assert store.heads_of([]) == {}
+    # one link by its index: the explorer's first and last event of a run
+    assert store.link_at("acme", "run-1", 0) == links[0]
+    assert store.link_at("acme", "run-1", 5) == links[-1]
+    assert store.link_at("acme", "run-1", 6) is None
+    assert store.link_at("globex", "run-1", 0) is None
 
 
 def test_stored_event_is_the_hashed_text(backend: Backend) -> None:
