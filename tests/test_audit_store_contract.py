@@ -180,6 +180,14 @@ def test_batch_lookups_by_event_id_and_by_run(store: LinkStore) -> None:
     assert store.link_at("acme", "run-1", 5) == links[-1]
     assert store.link_at("acme", "run-1", 6) is None
     assert store.link_at("globex", "run-1", 0) is None
+    # summaries: the envelope fields of every link, in order, read by the database
+    summaries = store.summaries("acme", "run-1")
+    assert [(x.index, x.event_id, x.event_type, x.sequence) for x in summaries] == [
+        (link.index, link.event["eventId"], link.event["type"], int(link.event["sequence"]))
+        for link in links
+    ]
+    assert [x.occurred_at for x in summaries] == [link.event.get("occurredAt") for link in links]
+    assert store.summaries("globex", "run-1") == []
 
 
 def test_stored_event_is_the_hashed_text(backend: Backend) -> None:
@@ -355,6 +363,8 @@ def test_unreadable_stored_event(backend: Backend) -> None:
     backend.sql("UPDATE audit_links SET event = %s WHERE idx = 1", '{"broken')
     with pytest.raises(MalformedLink):
         backend.store.load_chain("acme", "run-1")
+    with pytest.raises(MalformedLink):
+        backend.store.summaries("acme", "run-1")
     result = verify_stored(backend.store, "acme", "run-1")
     assert (result.valid, result.first_broken_index, result.reason) == (False, 1, "malformed link")
 

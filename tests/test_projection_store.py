@@ -273,9 +273,7 @@ def test_keyset_pages_cover_a_tenant_once_in_order(store: ProjectionStore) -> No
         assert seen == everything
     done = store.list(status="succeeded", tenant="t1", limit=2, after="run-b")
     assert [r.run_id for r in done] == ["run-b2", "run-c"]
-    assert [r.run_id for r in store.list(tenant="t1", halted=True, after="run-a")] == [
-        "run-halted"
-    ]
+    assert [r.run_id for r in store.list(tenant="t1", halted=True, after="run-a")] == ["run-halted"]
     with pytest.raises(ValueError, match="needs a tenant"):
         store.list(after="run-a")
 

@@ -219,6 +219,14 @@ def test_runs_list_and_timeline_match_the_stores(
                     str(link.event.get("step") if link.event.get("step") is not None else "")
                     == step
                 )
+        # an event's data is read when opened: the event exactly as the store sealed it
+        middle = events[len(events) // 2]
+        middle.find_element(By.TAG_NAME, "summary").click()
+        wait(
+            browser, lambda d: middle.find_element(By.TAG_NAME, "pre").text not in ("", "loading…")
+        )
+        opened = json.loads(middle.find_element(By.TAG_NAME, "pre").text)
+        assert opened == chain[int(middle.get_attribute("data-index"))].event["data"]
         shoot(browser, tmp_path, "run")
 
         # the proof: verified now, from the page, against the store's own verdict
@@ -442,7 +450,7 @@ def read_events(
 
 
 def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: DemoStack) -> None:
-    from runtrail.ui.live import run_partition
+    from runtrail.ui.live import Partitions
 
     tenant = "acme"
     run_id = demo.runs_of(tenant)[0].run_id
@@ -454,7 +462,8 @@ def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: Dem
     settings = Settings(
         bootstrap_servers=demo.state.bootstrap_servers, events_topic=demo.state.events_topic
     )
-    partition = run_partition(settings, run_id)
+    partition = Partitions(settings).of(run_id)
+    assert partition is not None
     url = f"{run_url(demo.url, run_id)}/live?from={partition}:0"
     cookie = demo.tokens[tenant]
     wanted = [link.event["eventId"] for link in chain]

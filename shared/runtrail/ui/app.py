@@ -31,7 +31,9 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from runtrail.audit.errors import MalformedLink
 from runtrail.audit.export import export_lines
+from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import CaptureReadError
 from runtrail.capture.replay import ReplayError
 from runtrail.cli.capture_cmd import FactoryError, to_json
@@ -51,6 +53,7 @@ class Explorer:
 
     sources: Sources
     auth: Auth
+    partitions: live.Partitions
 
     @property
     def model_client(self) -> str | None:
@@ -140,13 +143,8 @@ def runs_list(request: Request, tenant: str) -> Response:
     return HTMLResponse(markup.runs_page(tenant, page, status, search, after))
 
 
-def _sessions_of(links: list[Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for link in links:
-        sid = link.event.get("sessionId")
-        if isinstance(sid, str) and sid:
-            seen.setdefault(sid, None)
-    return list(seen)
+def _sessions_of(links: list[LinkSummary]) -> list[str]:
+    return list(dict.fromkeys(link.session_id for link in links if link.session_id))
 
 
 def run_view(request: Request, tenant: str) -> Response:
@@ -158,13 +156,17 @@ def run_view(request: Request, tenant: str) -> Response:
     sources = explorer.sources
     audit = sources.audit()
     live_from = None
-    try:  # the position first, then the chain: nothing between them is lost (see live.py)
-        partition = live.run_partition(sources.settings, run_id)
+    # the position first, then the chain: nothing between them is lost (see live.py); with
+    # no broker the page still shows what the stores hold, without live updates
+    partition = explorer.partitions.of(run_id)
+    if partition is not None:
         stored = audit.stored_offsets(sources.settings.events_topic, [partition])
         live_from = f"{partition}:{stored.get(partition, 0)}"
-    except Exception as exc:  # no broker: the page still shows what the stores hold
-        log.info("ui: no live updates for %s: %s", run_id, exc)
-    links = audit.load_chain(tenant, run_id)
+    try:
+        links = audit.summaries(tenant, run_id)
+    except MalformedLink as exc:  # the page still opens: verifying it names the broken link
+        log.warning("ui: the chain of %s cannot be listed: %s", run_id, exc)
+        links = []
     try:
         records = timeline.node_records(sources, tenant, run_id)
     except (CaptureReadError, OSError) as exc:
@@ -203,6 +205,33 @@ def export(request: Request, tenant: str) -> Response:
         b"".join(export_lines(links)),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{name}.links.jsonl"'},
+    )
+
+
+def link_json(request: Request, tenant: str) -> Response:
+    """One sealed link (its event as written), for the timeline's data on demand."""
+    run_id = request.path_params["run_id"]
+    try:
+        link = (
+            _explorer(request).sources.audit().link_at(tenant, run_id, request.path_params["index"])
+        )
+    except MalformedLink as exc:
+        return JSONResponse({"error": str(exc)}, status_code=422)
+    if link is None:
+        return JSONResponse({"error": "no such link"}, status_code=404)
+    return Response(to_json(link.to_json()), media_type="application/json")
+
+
+def node_io(request: Request, tenant: str) -> Response:
+    """A node's captured input and raw output, for the node card's prompt and raw response."""
+    record = _record(
+        _explorer(request), tenant, request.path_params["run_id"], request.path_params["record_id"]
+    )
+    if record is None:
+        return JSONResponse({"error": "no such node"}, status_code=404)
+    return Response(
+        to_json({"inputs": record.inputs, "outputs": record.outputs}),
+        media_type="application/json",
     )
 
 
@@ -252,7 +281,9 @@ def live_stream(request: Request) -> Response:
     resumed = live.parse_position(request.headers.get("last-event-id"))
     start = live.parse_position(request.query_params.get("from"))
     settings = explorer.sources.settings
-    partition = live.run_partition(settings, run_id)
+    partition = explorer.partitions.of(run_id)
+    if partition is None:
+        return JSONResponse({"error": "the events topic cannot be reached"}, status_code=503)
     if resumed is not None and resumed[0] == partition:
         offset = resumed[1] + 1
     elif start is not None and start[0] == partition:
@@ -288,6 +319,8 @@ def build_app(sources: Sources, auth: Auth) -> Starlette:
         Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
         Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
         Route("/runs/{run_id}/live", live_stream),
+        Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
+        Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
         Route(
             "/runs/{run_id}/nodes/{record_id}/{mode:str}",
             _api_auth(replay_node),
@@ -302,5 +335,5 @@ def build_app(sources: Sources, auth: Auth) -> Starlette:
         sources.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.explorer = Explorer(sources, auth)
+    app.state.explorer = Explorer(sources, auth, live.Partitions(sources.settings))
     return app

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,15 +31,46 @@ log = logging.getLogger(__name__)
 POLL_S = 1.0
 
 
-def run_partition(settings: Settings, run_id: str) -> int:
-    """The partition of the run's events (murmur2 of the key, as the publisher places it)."""
-    consumer = Consumer(settings.kafka_config(**{"group.id": f"runtrail-ui-{uuid.uuid4().hex}"}))
-    try:
-        meta = consumer.list_topics(settings.events_topic, timeout=10)
-        partitions = len(meta.topics[settings.events_topic].partitions)
-    finally:
-        consumer.close()
-    return partition_for(run_id, partitions)
+class Partitions:
+    """The partition of a run's events (murmur2 of the key, as the publisher places it), from
+    the topic's partition count, asked of the broker once; while no broker answers, a page
+    asks again at most every ``retry_s`` and renders without live updates meanwhile."""
+
+    def __init__(self, settings: Settings, timeout_s: float = 3.0, retry_s: float = 30.0) -> None:
+        self._settings = settings
+        self._timeout_s = timeout_s
+        self._retry_s = retry_s
+        self._count: int | None = None
+        self._failed_at: float | None = None
+        self._lock = threading.Lock()
+
+    def _partition_count(self) -> int:
+        consumer = Consumer(
+            self._settings.kafka_config(**{"group.id": f"runtrail-ui-{uuid.uuid4().hex}"})
+        )
+        try:
+            topic = self._settings.events_topic
+            meta = consumer.list_topics(topic, timeout=self._timeout_s)
+            found = meta.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                raise LookupError(f"topic {topic} has no partitions ({found and found.error})")
+            return len(found.partitions)
+        finally:
+            consumer.close()
+
+    def of(self, run_id: str) -> int | None:
+        with self._lock:
+            if self._count is None:
+                now = time.monotonic()
+                if self._failed_at is not None and now - self._failed_at < self._retry_s:
+                    return None
+                try:
+                    self._count = self._partition_count()
+                except (KafkaException, LookupError) as exc:
+                    log.info("ui live: no partition count: %s", exc)
+                    self._failed_at = now
+                    return None
+            return partition_for(run_id, self._count)
 
 
 def parse_position(text: str | None) -> tuple[int, int] | None:

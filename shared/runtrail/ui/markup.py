@@ -25,11 +25,11 @@ def e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def pretty(value: Any) -> str:
-    """Indented JSON of a value (strings as they are)."""
+def compact(value: Any) -> str:
+    """One-line JSON of a value (strings as they are): the page wraps it; bytes stay few."""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def run_href(run_id: str, suffix: str = "") -> str:
@@ -125,7 +125,7 @@ def _json_block(label: str, value: Any, cls: str = "") -> str:
         return ""
     return (
         f'<details class="{cls}"><summary>{e(label)}</summary>'
-        f"<pre>{e(pretty(value))}</pre></details>"
+        f"<pre>{e(compact(value))}</pre></details>"
     )
 
 
@@ -134,14 +134,13 @@ def _marks(marks: Iterable[str]) -> str:
 
 
 def event_row(ev: EventView) -> str:
-    data = _json_block("data", ev.data)
+    """One event, kept small (a long run lists thousands): its data is fetched when opened."""
+    seq = e(ev.sequence)
     return (
-        f'<li class="event" id="link-{ev.index}" data-index="{ev.index}" '
-        f'data-seq="{e(ev.sequence)}" data-type="{e(ev.event_type)}">'
-        f'<span class="seq">#{e(ev.sequence)}</span> <span class="type">{e(ev.event_type)}</span>'
-        f" {_marks(ev.marks)}"
-        f'<span class="when" title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</span>'
-        f'<span class="broken-note"></span>{data}</li>'
+        f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
+        f"<b>#{seq}</b> <code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
+        f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
+        "<details><summary>data</summary></details></li>"
     )
 
 
@@ -167,7 +166,8 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     head += "</div>"
     if record.node_type == "MODEL":
         body = (
-            _json_block("prompt", record.inputs, "prompt")
+            '<details class="lazy-io" data-part="inputs"><summary>prompt</summary><pre></pre>'
+            "</details>"
             + (
                 f'<div class="output"><span class="dim">output</span>'
                 f"<pre>{e(record.output_text)}</pre></div>"
@@ -175,7 +175,8 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
                 else ""
             )
             + _json_block("reasoning", record.reasoning_text, "reasoning")
-            + _json_block("raw response", record.outputs, "raw")
+            + '<details class="lazy-io" data-part="outputs"><summary>raw response</summary>'
+            "<pre></pre></details>"
         )
         live_button = (
             f'<button class="replay-live" data-record="{e(record.record_id)}">'

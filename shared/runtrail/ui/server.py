@@ -34,6 +34,7 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((ui.host, ui.port))
+    sock.listen(128)  # connections wait in the backlog until uvicorn serves: the URL works now
     port = int(sock.getsockname()[1])
     sources = Sources(settings, ui)
     app = build_app(sources, Auth(tokens))

@@ -2,18 +2,18 @@
 with the captured node records of each step beside them.
 
 Events come from the audit store, which seals every event of the run exactly as it was
-written; node records from the capture sink. Nothing here interprets more than the seeds do:
+written: as summaries (envelope fields, read by the database), so a run of 10,000 events
+lists fast; an event's data is read when the operator opens it (one link by index). Node
+records come from the capture sink. Nothing here interprets more than the seeds do:
 marks only name what an event *is* (an approval, a budget move, a state transition, a tool
 outcome that is not known).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from runtrail.audit.link import Link, event_sequence
+from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import iter_records
 from runtrail.capture.record import NodeIoRecord
 from runtrail.ui.sources import Sources
@@ -38,9 +38,9 @@ def marks_of(event_type: str) -> list[str]:
     return [mark for prefix, mark in _MARKS if event_type.startswith(prefix)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EventView:
-    """One sealed event as the timeline shows it."""
+    """One sealed event as the timeline lists it (its data is fetched on demand)."""
 
     index: int
     sequence: int | None
@@ -48,21 +48,18 @@ class EventView:
     event_id: str
     occurred_at: str
     recorded_at: str
-    data: Any
     marks: list[str]
 
     @classmethod
-    def of(cls, link: Link) -> EventView:
-        event = link.event
-        event_type = str(event.get("type", "?"))
+    def of(cls, link: LinkSummary) -> EventView:
+        event_type = link.event_type or "?"
         return cls(
             index=link.index,
-            sequence=event_sequence(event),
+            sequence=link.sequence,
             event_type=event_type,
-            event_id=str(event.get("eventId", "")),
-            occurred_at=str(event.get("occurredAt") or ""),
-            recorded_at=str(event.get("recordedAt") or ""),
-            data=event.get("data"),
+            event_id=link.event_id or "",
+            occurred_at=link.occurred_at or "",
+            recorded_at=link.recorded_at or "",
             marks=marks_of(event_type),
         )
 
@@ -92,16 +89,10 @@ class Timeline:
     unplaced: list[NodeIoRecord]
 
 
-def _coordinates(event: Mapping[str, Any]) -> tuple[str | None, int | None]:
-    step = event.get("step")
-    turn = event.get("turnId")
-    return (turn if isinstance(turn, str) else None, step if isinstance(step, int) else None)
-
-
-def group_steps(links: list[Link]) -> list[Step]:
+def group_steps(links: list[LinkSummary]) -> list[Step]:
     steps: list[Step] = []
     for link in links:
-        turn, step = _coordinates(link.event)
+        turn, step = link.turn_id, link.step
         if not steps or (steps[-1].turn_id, steps[-1].step) != (turn, step):
             steps.append(Step(turn, step))
         steps[-1].events.append(EventView.of(link))
@@ -119,7 +110,7 @@ def node_records(sources: Sources, tenant: str, run_id: str) -> list[NodeIoRecor
     return records
 
 
-def build_timeline(links: list[Link], records: list[NodeIoRecord]) -> Timeline:
+def build_timeline(links: list[LinkSummary], records: list[NodeIoRecord]) -> Timeline:
     steps = group_steps(links)
     by_step: dict[tuple[str | None, int | None], Step] = {}
     for group in steps:

@@ -23,7 +23,8 @@ function verify(button) {
   text(verdict, "verifying…");
   document.querySelectorAll(".event.broken").forEach(function (li) {
     li.classList.remove("broken");
-    text(li.querySelector(".broken-note"), "");
+    var note = li.querySelector(".broken-note");
+    if (note) note.remove();
   });
   post(button.dataset.url).then(function (res) {
     var v = res.body;
@@ -36,10 +37,10 @@ function verify(button) {
     var where = v.firstBrokenIndex;
     text(verdict, "INVALID at link " + where + " (" + v.reason + ")" + (v.detail ? ": " + v.detail : ""));
     verdict.dataset.brokenIndex = where;
-    var li = document.getElementById("link-" + where);
+    var li = document.querySelector('#timeline li.event[data-index="' + where + '"]');
     if (li) {
       li.classList.add("broken");
-      text(li.querySelector(".broken-note"), "first broken link: " + v.reason);
+      li.insertBefore(make("span", "broken-note", "first broken link: " + v.reason), li.querySelector("details"));
       li.scrollIntoView({ block: "center" });
     }
   });
@@ -95,10 +96,10 @@ function follow(live) {
     var li = make("li", "event live-event");
     li.dataset.seq = ev.sequence;
     li.dataset.type = ev.type;
-    li.appendChild(make("span", "seq", "#" + ev.sequence));
+    li.appendChild(make("b", "", "#" + ev.sequence));
     li.appendChild(document.createTextNode(" "));
-    li.appendChild(make("span", "type", ev.type));
-    li.appendChild(make("span", "when", ev.recordedAt || ev.occurredAt || ""));
+    li.appendChild(make("code", "", ev.type));
+    li.appendChild(make("time", "", ev.recordedAt || ev.occurredAt || ""));
     list.appendChild(li);
     if (count) text(count, String(Number(count.textContent) + 1));
   });
@@ -111,6 +112,31 @@ document.addEventListener("click", function (event) {
   else if (target.classList.contains("replay-mock")) replayNode(target, "mock");
   else if (target.classList.contains("replay-live")) replayNode(target, "live");
 });
+
+// an event's data, and a node's prompt and raw response, are fetched when first opened
+function fill(details, url, pick) {
+  if (details.dataset.loaded) return;
+  details.dataset.loaded = "1";
+  var pre = details.querySelector("pre");
+  text(pre, "loading…");
+  fetch(url, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (body) {
+    text(pre, JSON.stringify(pick(body), null, 2));
+  });
+}
+
+document.addEventListener("toggle", function (event) {
+  var details = event.target;
+  if (!(details instanceof HTMLDetailsElement) || !details.open) return;
+  var runUrl = window.location.pathname;
+  var event = details.closest("li.event[data-index]");
+  if (event) {
+    if (!details.querySelector("pre")) details.appendChild(make("pre"));
+    fill(details, runUrl + "/links/" + event.dataset.index, function (b) { return b.error ? b : b.event.data; });
+  } else if (details.classList.contains("lazy-io")) {
+    var record = details.closest(".node").dataset.record;
+    fill(details, runUrl + "/nodes/" + encodeURIComponent(record), function (b) { return b.error ? b : b[details.dataset.part]; });
+  }
+}, true);
 
 document.addEventListener("DOMContentLoaded", function () {
   var live = document.getElementById("live");
