@@ -479,3 +479,59 @@ def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: Dem
     offsets = [int(m["id"].split(":")[1]) for m in first + rest]
     assert offsets == sorted(set(offsets))
     assert all(e["tenantId"] == tenant and e["runId"] == run_id for e in events)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def test_a_run_in_progress_updates_on_its_page(
+    demo: DemoStack, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from runtrail.publisher import Publisher
+
+    tenant = "acme"
+    run_id = f"live-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        bootstrap_servers=demo.state.bootstrap_servers,
+        events_topic=demo.state.events_topic,
+        spool_dir=tmp_path / "spool",
+        tenant=tenant,
+    )
+    audit, projections = stores(demo.state_dir)
+    try:
+        with Publisher(settings) as publisher:
+            for n in (1, 2):
+                assert publisher.publish("MODEL_REASONING", run_id, {"text": f"thinking {n}"})
+            assert publisher.flush(30) == 0
+            wait_until(
+                lambda: (
+                    projections.get(tenant, run_id) is not None
+                    and (head := audit.head(tenant, run_id)) is not None
+                    and head.length == 2
+                ),
+                "the services to record the first two events",
+            )
+            sign_in(browser, demo.url, demo.tokens[tenant])
+            browser.get(run_url(demo.url, run_id))
+            wait(browser, lambda d: "following" in d.find_element(By.ID, "live-state").text)
+            rendered = browser.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index]")
+            assert [li.get_attribute("data-seq") for li in rendered] == ["1", "2"]
+            for n in (3, 4, 5):
+                assert publisher.publish("MODEL_REASONING", run_id, {"text": f"thinking {n}"})
+            assert publisher.flush(30) == 0
+            wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#live-events li")) >= 3)
+            live = browser.find_elements(By.CSS_SELECTOR, "#live-events li")
+            assert [li.get_attribute("data-seq") for li in live] == ["3", "4", "5"]
+            assert browser.find_element(By.ID, "event-count").text == "5"
+            shoot(browser, tmp_path, "live")
+    finally:
+        audit.close()
+        projections.close()
