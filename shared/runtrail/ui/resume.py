@@ -49,7 +49,7 @@ def session_view(sources: Sources, tenant: str, session_id: str) -> SessionView:
 def resume_view(sources: Sources, tenant: str, run_id: str, sessions: list[str]) -> ResumeView:
     cache = sources.cache()
     state = cache.run_state(tenant, run_id)
-    entries = [e for e in cache.entries(tenant) if e.run_id == run_id]
+    entries = cache.entries(tenant, run_id)
     return ResumeView(
         entries=entries,
         intents=list(state.open_intents),
