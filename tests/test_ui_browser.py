@@ -535,3 +535,36 @@ def test_a_run_in_progress_updates_on_its_page(
     finally:
         audit.close()
         projections.close()
+
+
+def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
+    demo: DemoStack, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    env = ui_env(demo.state_dir)
+    env["RUNTRAIL_UI_TOKENS_FILE"] = str(demo.state.tokens_file)
+    env["RUNTRAIL_UI_PAGE_SIZE"] = "1"
+    with explorer(demo.state_dir, env, log=tmp_path / "ui.log") as url:
+        browser.get(url + "/login")
+        browser.find_element(By.ID, "token").send_keys("not-a-token")
+        browser.find_element(By.ID, "login").click()
+        assert "not valid" in wait(browser, lambda d: d.find_element(By.ID, "login-error")).text
+        assert browser.get_cookie("runtrail_token") is None
+
+        sign_in(browser, url, demo.tokens["acme"])
+        seen: list[str] = []
+        while True:
+            rows = browser.find_elements(By.CSS_SELECTOR, "tr.run")
+            assert len(rows) == 1
+            seen.append(rows[0].get_attribute("data-run"))
+            following = browser.find_elements(By.ID, "next-page")
+            if not following:
+                break
+            following[0].click()
+        assert seen == sorted(r.run_id for r in demo.runs_of("acme"))
+
+        browser.find_element(By.CSS_SELECTOR, "header button[type=submit]").click()  # log out
+        wait(browser, lambda d: d.find_elements(By.ID, "token"))
+        browser.get(url + "/runs")
+        assert browser.find_elements(By.ID, "token")  # signed out: back to the form
