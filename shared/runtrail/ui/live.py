@@ -104,11 +104,23 @@ async def stream(
         )
     )
     key = run_id.encode()
+    # poll runs in a worker thread; a client that leaves cancels this generator mid-poll, so
+    # close waits for that poll under the same lock, in a thread of its own (never blocks)
+    lock = threading.Lock()
+
+    def poll() -> Any:
+        with lock:
+            return consumer.poll(POLL_S)
+
+    def close() -> None:
+        with lock:
+            consumer.close()
+
     try:
         consumer.assign([TopicPartition(settings.events_topic, partition, max(start, 0))])
         yield b"retry: 1000\n\n"
         while True:
-            message = await asyncio.to_thread(consumer.poll, POLL_S)
+            message = await asyncio.to_thread(poll)
             if message is None:
                 yield b": keep-alive\n\n"
                 continue
@@ -129,4 +141,4 @@ async def stream(
     except KafkaException as exc:
         log.warning("ui live: %s", exc)
     finally:
-        await asyncio.to_thread(consumer.close)
+        threading.Thread(target=close, name="runtrail-ui-live-close", daemon=True).start()

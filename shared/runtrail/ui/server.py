@@ -38,7 +38,10 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     port = int(sock.getsockname()[1])
     sources = Sources(settings, ui)
     app = build_app(sources, Auth(tokens))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # open live streams never end on their own: a stop waits at most this long for them
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
+    )
     server = uvicorn.Server(config)
     say(f"runtrail ui: {explorer_url(ui.host, port)} (tenants: {', '.join(sorted(tokens))})")
     sys.stdout.flush()
