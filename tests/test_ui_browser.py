@@ -346,7 +346,12 @@ def test_another_tenants_token_gets_nothing(demo: DemoStack, browser: Any, tmp_p
 
     sign_in(browser, demo.url, demo.tokens["globex"])
     listed = {r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "tr.run")}
-    assert listed == {r.run_id for r in demo.runs_of("globex")}
+    _, projections = stores(demo.state_dir)
+    try:
+        assert listed == {r.run_id for r in projections.list(tenant="globex")}
+    finally:
+        projections.close()
+    assert listed >= {r.run_id for r in demo.runs_of("globex")}
     theirs = [r.run_id for r in demo.runs_of("acme")]
     for run_id in theirs:
         assert run_id not in browser.page_source
@@ -575,3 +580,45 @@ def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
         wait(browser, lambda d: d.find_elements(By.ID, "token"))
         browser.get(url + "/runs")
         assert browser.find_elements(By.ID, "token")  # signed out: back to the form
+
+
+def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_path: Path) -> None:
+    """An approval granted for a run that never asked for one: the projector halts the run
+    (invalid transition); the list marks it, the ``halted`` filter finds it, its page says why."""
+    from selenium.webdriver.common.by import By
+
+    from runtrail.publisher import Publisher
+
+    tenant = "globex"
+    run_id = f"halt-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        bootstrap_servers=demo.state.bootstrap_servers,
+        events_topic=demo.state.events_topic,
+        spool_dir=tmp_path / "spool",
+        tenant=tenant,
+    )
+    with Publisher(settings) as publisher:
+        accepted = {"goalRef": "goal-1", "policyVersion": "p1"}
+        assert publisher.publish("run.accepted", run_id, accepted)
+        granted = {"actionDigest": "sha256:00", "approvedBy": "someone"}
+        assert publisher.publish("run.approval_granted", run_id, granted)
+        assert publisher.flush(30) == 0
+    _, projections = stores(demo.state_dir)
+    try:
+        wait_until(
+            lambda: (row := projections.get(tenant, run_id)) is not None and row.halted,
+            "the projector to halt the run",
+        )
+        reason = projections.get(tenant, run_id).halt_reason
+        assert reason is not None
+    finally:
+        projections.close()
+    sign_in(browser, demo.url, demo.tokens[tenant])
+    browser.get(f"{demo.url}/runs?status=halted")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run")
+    assert [r.get_attribute("data-run") for r in rows] == [run_id]
+    assert rows[0].find_element(By.CSS_SELECTOR, ".mark.halted").text == "halted"
+    rows[0].find_element(By.LINK_TEXT, run_id).click()
+    wait(browser, lambda d: d.find_elements(By.ID, "run-id"))
+    assert reason in browser.find_element(By.CSS_SELECTOR, ".summary").text
+    shoot(browser, tmp_path, "halted")
