@@ -175,6 +175,19 @@ def test_batch_lookups_by_event_id_and_by_run(store: LinkStore) -> None:
         ("acme", "run-2"): store.head("acme", "run-2"),
     }
     assert store.heads_of([]) == {}
+    # one link by its index: the explorer's first and last event of a run
+    assert store.link_at("acme", "run-1", 0) == links[0]
+    assert store.link_at("acme", "run-1", 5) == links[-1]
+    assert store.link_at("acme", "run-1", 6) is None
+    assert store.link_at("globex", "run-1", 0) is None
+    # summaries: the envelope fields of every link, in order, read by the database
+    summaries = store.summaries("acme", "run-1")
+    assert [(x.index, x.event_id, x.event_type, x.sequence) for x in summaries] == [
+        (link.index, link.event["eventId"], link.event["type"], int(link.event["sequence"]))
+        for link in links
+    ]
+    assert [x.occurred_at for x in summaries] == [link.event.get("occurredAt") for link in links]
+    assert store.summaries("globex", "run-1") == []
 
 
 def test_stored_event_is_the_hashed_text(backend: Backend) -> None:
@@ -350,6 +363,8 @@ def test_unreadable_stored_event(backend: Backend) -> None:
     backend.sql("UPDATE audit_links SET event = %s WHERE idx = 1", '{"broken')
     with pytest.raises(MalformedLink):
         backend.store.load_chain("acme", "run-1")
+    with pytest.raises(MalformedLink):
+        backend.store.summaries("acme", "run-1")
     result = verify_stored(backend.store, "acme", "run-1")
     assert (result.valid, result.first_broken_index, result.reason) == (False, 1, "malformed link")
 

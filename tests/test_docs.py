@@ -22,5 +22,5 @@ def test_readme_settings_table_is_current() -> None:
 def test_every_registered_service_with_settings_is_documented() -> None:
     documented = {section.name for section in sections()}
     assert "core" in documented
-    for name in ("capture", "resume-cache", "sessions", "projector"):
+    for name in ("capture", "resume-cache", "sessions", "projector", "ui"):
         assert name in documented

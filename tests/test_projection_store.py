@@ -250,6 +250,34 @@ def test_list_filters(store: ProjectionStore) -> None:
     assert [r.run_id for r in store.list(halted=False, limit=2)] == ["run-a", "run-b"]
 
 
+def test_keyset_pages_cover_a_tenant_once_in_order(store: ProjectionStore) -> None:
+    """``after`` pages through one tenant's runs (the explorer's list): every run once, in
+    the store's order, whatever the page size; a status filter pages the same way."""
+    names = ["run-A", "run-a", "run-b", "run-b2", "run-c", "run-z", "run-é"]
+    store.apply_batch(
+        ProjectionBatch(
+            projections=[state_of(n) for n in names] + [state_of("run-x", tenant="t2")],
+            halts=[Halt("t1", "run-halted", "bad", coords())],
+        )
+    )
+    everything = [r.run_id for r in store.list(tenant="t1")]
+    for size in (1, 2, 3, 10):
+        seen: list[str] = []
+        after: str | None = None
+        while True:
+            page = store.list(tenant="t1", limit=size, after=after)
+            seen += [r.run_id for r in page]
+            if len(page) < size:
+                break
+            after = page[-1].run_id
+        assert seen == everything
+    done = store.list(status="succeeded", tenant="t1", limit=2, after="run-b")
+    assert [r.run_id for r in done] == ["run-b2", "run-c"]
+    assert [r.run_id for r in store.list(tenant="t1", halted=True, after="run-a")] == ["run-halted"]
+    with pytest.raises(ValueError, match="needs a tenant"):
+        store.list(after="run-a")
+
+
 # --- snapshots -----------------------------------------------------------------------------------
 def test_snapshot_round_trip(store: ProjectionStore) -> None:
     snapshot = take_snapshot(state_of("run-a", 12))

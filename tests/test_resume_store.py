@@ -81,6 +81,19 @@ def test_entries_offsets_and_open_state_survive_a_restart(store: CacheStore) -> 
     assert store.run_state("acme", "run-1").last_sequence == 5  # never goes back
 
 
+def test_entries_of_one_run(store: CacheStore) -> None:
+    first = CacheEntry("acme", "run-1", Kind.TOOL, "a" * 64, {"v": 1}, tool_name="t")
+    other = CacheEntry("acme", "run-2", Kind.TOOL, "b" * 64, {"v": 3}, tool_name="t")
+    theirs = CacheEntry("globex", "run-1", Kind.TOOL, "c" * 64, {"v": 4}, tool_name="t")
+    assert store.import_entries([first, other, theirs]) == 3
+    assert store.entries("acme", "run-1") == [first]
+    assert store.entries("acme", "run-2") == [other]
+    assert store.entries("globex", "run-1") == [theirs]
+    assert store.entries("globex", "run-2") == []
+    with pytest.raises(ValueError, match="tenant"):
+        store.entries(None, "run-1")
+
+
 def test_first_outcome_wins_and_import_export(store: CacheStore) -> None:
     first = CacheEntry("acme", "run-1", Kind.TOOL, "a" * 64, {"v": 1}, tool_name="t")
     second = CacheEntry("acme", "run-1", Kind.TOOL, "a" * 64, {"v": 2}, tool_name="t")

@@ -51,7 +51,8 @@ class SettingsSection:
 
 
 def sections() -> Iterator[SettingsSection]:
-    """The core settings, then each registered service's, in registry order."""
+    """The core settings, then each registered service's, in registry order, then the run
+    explorer's (``runtrail ui``)."""
     yield SettingsSection("core", Settings)
     for service, target in {**SERVICES, **RECEIVERS}.items():
         package = target.split(":", 1)[0].rsplit(".", 1)[0]
@@ -62,6 +63,9 @@ def sections() -> Iterator[SettingsSection]:
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, BaseSettings) and cls.__module__ == module.__name__:
                 yield SettingsSection(service, cls)
+    from runtrail.ui.settings import UiSettings  # a command, not a service: not in the registry
+
+    yield SettingsSection("ui", UiSettings)
 
 
 def _default(field: Any) -> str:

@@ -83,6 +83,23 @@ class Link:
 
 
 @dataclass(frozen=True, slots=True)
+class LinkSummary:
+    """A stored link's envelope fields only, read without parsing its event in Python: what a
+    long run's timeline lists (its data is read one link at a time, on demand). Display only:
+    verification always reads whole links."""
+
+    index: int
+    event_id: str | None
+    event_type: str | None
+    sequence: int | None
+    step: int | None
+    turn_id: str | None
+    session_id: str | None
+    occurred_at: str | None
+    recorded_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunHead:
     """Where a run's chain ends: its length and the hash of its last link."""
 

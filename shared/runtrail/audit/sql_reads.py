@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.errors import MalformedLink
-from runtrail.audit.link import Link, RunHead
+from runtrail.audit.link import Link, LinkSummary, RunHead
 from runtrail.audit.store import StoredCheckpoint
 from runtrail.events.errors import EventError
 from runtrail.events.jsonform import loads_strict
@@ -35,6 +35,40 @@ def link_from_row(row: Sequence[Any], position: int | None = None) -> Link:
     if not isinstance(event, dict):
         raise MalformedLink(f"stored link {idx}: event is not a JSON object", where)
     return Link(int(idx), event, str(prev_hash), str(hash_))
+
+
+#: The envelope fields a summary reads from each stored event (JSON members, in this order).
+SUMMARY_FIELDS = (
+    "eventId", "type", "sequence", "step", "turnId", "sessionId", "occurredAt", "recordedAt"
+)  # fmt: skip
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def summary_from_row(row: Sequence[Any]) -> LinkSummary:
+    """A (idx, *SUMMARY_FIELDS) row; a member missing or of another type reads as None."""
+    idx, event_id, etype, sequence, step, turn, session, occurred, recorded = row
+    return LinkSummary(
+        index=int(idx),
+        event_id=_text(event_id),
+        event_type=_text(etype),
+        sequence=_int(sequence),
+        step=_int(step),
+        turn_id=_text(turn),
+        session_id=_text(session),
+        occurred_at=_text(occurred),
+        recorded_at=_text(recorded),
+    )
 
 
 def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.errors import MalformedLink
-from runtrail.audit.link import Link, RunHead
+from runtrail.audit.link import Link, LinkSummary, RunHead
 from runtrail.audit.verify import MALFORMED_LINK, ChainVerification, verify_links
 
 
@@ -55,6 +55,17 @@ class LinkStore(Protocol):
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         """The run's head from its last stored link; ``None`` if the run has none."""
+        ...
+
+    def summaries(self, tenant_id: str, run_id: str) -> list[LinkSummary]:
+        """The run's links in index order as envelope fields only (the database reads the
+        JSON members; no event is parsed in Python). An unreadable row raises
+        :class:`~runtrail.audit.errors.MalformedLink`."""
+        ...
+
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        """The run's link at ``index`` (one primary-key read), or None: a run's first and
+        last event, say, without loading its whole chain."""
         ...
 
     def heads(self) -> list[RunHead]:

@@ -31,9 +31,14 @@ import psycopg
 
 from runtrail.audit.appending import RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
-from runtrail.audit.errors import ChainConflict
-from runtrail.audit.link import Link, RunHead
-from runtrail.audit.sql_reads import CheckpointReads, link_from_row
+from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.link import Link, LinkSummary, RunHead
+from runtrail.audit.sql_reads import (
+    SUMMARY_FIELDS,
+    CheckpointReads,
+    link_from_row,
+    summary_from_row,
+)
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -199,6 +204,26 @@ class PostgresLinkStore(CheckpointReads):
             (tenant_id, run_id),
         )
         return [link_from_row(row, position) for position, row in enumerate(rows)]
+
+    def summaries(self, tenant_id: str, run_id: str) -> list[LinkSummary]:
+        members = ", ".join(f"event::jsonb ->> '{name}'" for name in SUMMARY_FIELDS)
+        try:
+            rows = self._query(
+                f"SELECT idx, {members} FROM audit_links "
+                "WHERE tenant_id = %s AND run_id = %s ORDER BY idx",
+                (tenant_id, run_id),
+            )
+        except psycopg.errors.InvalidTextRepresentation as exc:  # not JSON: edited behind us
+            raise MalformedLink(f"a stored link of {tenant_id}/{run_id}: {exc}") from exc
+        return [summary_from_row(row) for row in rows]
+
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        rows = self._query(
+            f"SELECT {_LINK_COLUMNS} FROM audit_links "
+            "WHERE tenant_id = %s AND run_id = %s AND idx = %s",
+            (tenant_id, run_id, index),
+        )
+        return link_from_row(rows[0]) if rows else None
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         return self.heads_of([(tenant_id, run_id)]).get((tenant_id, run_id))

@@ -20,9 +20,14 @@ from urllib.parse import unquote, urlparse
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
-from runtrail.audit.errors import ChainConflict
-from runtrail.audit.link import Link, RunHead
-from runtrail.audit.sql_reads import CheckpointReads, link_from_row
+from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.link import Link, LinkSummary, RunHead
+from runtrail.audit.sql_reads import (
+    SUMMARY_FIELDS,
+    CheckpointReads,
+    link_from_row,
+    summary_from_row,
+)
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
 from runtrail.files import open_private, private_dir
 
@@ -178,6 +183,26 @@ class SqliteLinkStore(CheckpointReads):
             (tenant_id, run_id),
         )
         return [link_from_row(row, position) for position, row in enumerate(rows)]
+
+    def summaries(self, tenant_id: str, run_id: str) -> list[LinkSummary]:
+        members = ", ".join(f"json_extract(event, '$.{name}')" for name in SUMMARY_FIELDS)
+        try:
+            rows = self._query(
+                f"SELECT idx, {members} FROM audit_links "
+                "WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
+                (tenant_id, run_id),
+            )
+        except sqlite3.OperationalError as exc:  # "malformed JSON": a row edited behind us
+            raise MalformedLink(f"a stored link of {tenant_id}/{run_id}: {exc}") from exc
+        return [summary_from_row(row) for row in rows]
+
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        rows = self._query(
+            "SELECT idx, prev_hash, hash, event FROM audit_links "
+            "WHERE tenant_id = ? AND run_id = ? AND idx = ?",
+            (tenant_id, run_id, index),
+        )
+        return link_from_row(rows[0]) if rows else None
 
     def head(self, tenant_id: str, run_id: str) -> RunHead | None:
         rows = self._query(_HEAD_SQL, (tenant_id, run_id))

@@ -47,6 +47,15 @@ def _targets(args: argparse.Namespace) -> Any:
     return None
 
 
+def _print_explorer(args: argparse.Namespace) -> None:
+    """Where to look at these runs: the stack's run explorer, if it started one."""
+    state = stack_from_args(args).load_state()
+    if state is not None and state.ui_url:
+        print("\n== run explorer ==")
+        print(f"  open          {state.ui_url}")
+        print(f"  sign in with  a tenant's token from {state.tokens_file}")
+
+
 def _wait_for_interrupt() -> None:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -93,6 +102,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"runtrail demo: {exc}", file=sys.stderr)
         return EXIT_FINDINGS
     print(format_report(report))
+    _print_explorer(args)
     if args.json is not None:
         args.json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
     problems = report.problems()

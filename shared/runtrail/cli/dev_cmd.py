@@ -33,6 +33,7 @@ def stack_from_args(args: argparse.Namespace) -> Any:
         manage_broker=not getattr(args, "no_broker", False),
         prometheus=getattr(args, "prometheus", False),
         prometheus_port=getattr(args, "prometheus_port", DEFAULT_PROMETHEUS_PORT),
+        ui=not getattr(args, "no_ui", False),
         scrape_interval=getattr(args, "scrape_interval", "5s"),
         ready_timeout=getattr(args, "timeout", 120.0),
         stop_timeout=getattr(args, "stop_timeout", 20.0),
@@ -55,6 +56,8 @@ def _up(args: argparse.Namespace) -> int:
     print()
     print(format_table(rows(stack, state)))
     print(f"\n  export RUNTRAIL_BOOTSTRAP_SERVERS={state.bootstrap_servers}")
+    if state.ui_url:
+        print(f"  run explorer: {state.ui_url} (sign in with a token of {state.tokens_file})")
     print(f"  logs: {stack.dev_dir / 'logs'}   stop: runtrail dev down")
     return 0
 
@@ -88,7 +91,8 @@ def add_stack_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_BASE,
         help=f"first port of the services' port table (default {DEFAULT_BASE}: noop +0, "
-        "capture +10, resume-cache +20/21, sessions +30/31, audit +40, projector +50, demo +90)",
+        "capture +10, resume-cache +20/21, sessions +30/31, audit +40, projector +50, ui +80, "
+        "demo +90)",
     )
     parser.add_argument(
         "--service",
@@ -111,6 +115,9 @@ def add_stack_flags(parser: argparse.ArgumentParser) -> None:
         "--prometheus", action="store_true", help="also run Prometheus (Debian's binary)"
     )
     parser.add_argument("--prometheus-port", type=int, default=DEFAULT_PROMETHEUS_PORT)
+    parser.add_argument(
+        "--no-ui", action="store_true", help="do not start the run explorer (runtrail ui)"
+    )
     parser.add_argument("--scrape-interval", default="5s", help="Prometheus scrape interval")
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for every service's /readyz"

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.dev_cmd",
     "runtrail.cli.demo_cmd",
     "runtrail.cli.settings_cmd",
+    "runtrail.cli.ui_cmd",
 )
 
 

@@ -27,6 +27,8 @@ METRICS_OFFSETS: dict[str, int] = {
 }
 #: Offset of the demo agent's own /metrics (its publishers' series, spool depth included).
 AGENT_OFFSET = 90
+#: Offset of the run explorer (``runtrail ui``), which ``dev up`` starts with the services.
+UI_OFFSET = 80
 #: First offset handed to services this table does not know yet.
 _UNKNOWN_FROM = 60
 _STRIDE = 10
@@ -42,6 +44,7 @@ class PortPlan:
     metrics: dict[str, int] = field(default_factory=dict)
     api: dict[str, int] = field(default_factory=dict)
     agent: int = DEFAULT_BASE + AGENT_OFFSET
+    ui: int = DEFAULT_BASE + UI_OFFSET
 
     def all_ports(self) -> list[int]:
         """Every port the services of this plan listen on (not the agent's: it is the demo's)."""
@@ -65,13 +68,15 @@ def plan_ports(
     metrics = {name: base + metrics_offset(name, names) for name in names}
     wanted = set(with_api)
     api = {name: metrics[name] + 1 for name in names if name in wanted}
-    return PortPlan(base=base, metrics=metrics, api=api, agent=base + AGENT_OFFSET)
+    return PortPlan(
+        base=base, metrics=metrics, api=api, agent=base + AGENT_OFFSET, ui=base + UI_OFFSET
+    )
 
 
 def find_free_base(
     services: Iterable[str],
     *,
-    extra_offsets: Iterable[int] = (AGENT_OFFSET,),
+    extra_offsets: Iterable[int] = (AGENT_OFFSET, UI_OFFSET),
     low: int = 10000,
     high: int = 32700,
     attempts: int = 200,

@@ -58,6 +58,8 @@ class StackOptions:
     manage_broker: bool = True
     prometheus: bool = False
     prometheus_port: int = DEFAULT_PROMETHEUS_PORT
+    #: Start the run explorer (``runtrail ui``) on ``base + UI_OFFSET``.
+    ui: bool = True
     scrape_interval: str = "5s"
     tenants: Sequence[str] = DEMO_TENANTS
     ready_timeout: float = 120.0
@@ -126,6 +128,9 @@ class DevStack:
         """argv items that identify this stack's process of ``name`` (pid reuse guard)."""
         return ["runtrail.cli.main", "run", name, "--state-dir", str(self.state_dir)]
 
+    def ui_marker(self) -> list[str]:
+        return ["runtrail.cli.main", "ui", "--state-dir", str(self.state_dir)]
+
     def prometheus_marker(self) -> list[str]:
         return [f"--storage.tsdb.path={self.dev_dir / 'prometheus' / 'data'}"]
 
@@ -178,6 +183,10 @@ class DevStack:
         # every process of an earlier ``up`` that still runs stays recorded (even if not
         # selected this time), so ``down`` never leaves one behind
         state.services.update(self._still_running(previous))
+        kept_ui = previous.ui if previous is not None else None
+        if kept_ui is not None and procs.runs(kept_ui.pid, self.ui_marker()):
+            state.ui = kept_ui
+            self.say(f"  ui already running (pid {kept_ui.pid}, {state.ui_url})")
         self._check_ports(plan, state)
         state.save()
         for name in selection.run:
@@ -187,6 +196,9 @@ class DevStack:
             state.services[name] = self._spawn_service(name, plan, state)
             state.save()
         self._wait_ready(state)
+        if self.options.ui and state.ui is None:
+            state.ui = self._ui_up(state, plan)
+            state.save()
         if self.options.prometheus:
             state.prometheus = self._prometheus_up(state, previous)
             state.save()
@@ -355,6 +367,25 @@ class DevStack:
                 )
             time.sleep(0.25)
 
+    def _ui_up(self, state: StackState, plan: PortPlan) -> ProcessRecord:
+        """The run explorer on the stack's stores, topic and tokens (loopback only)."""
+        port = plan.ui
+        if not port_bindable(port):
+            raise StackError(f"port 127.0.0.1:{port} for the ui is in use (move --port-base)")
+        argv = [sys.executable, "-m", *self.ui_marker(), "--host", "127.0.0.1", "--port", str(port)]
+        env = {**os.environ, **state.env, "PYTHONUNBUFFERED": "1"}
+        if state.tokens_file:
+            env["RUNTRAIL_UI_TOKENS_FILE"] = state.tokens_file
+        log = self.log_path("ui")
+        pid = procs.spawn(argv, env=env, log_path=log, cwd=self.state_dir)
+        deadline = time.monotonic() + 30
+        while not port_accepts(port):
+            if not procs.pid_alive(pid) or time.monotonic() >= deadline:
+                raise StackError(f"the ui did not start; last lines of {log}:\n{_tail(log)}")
+            time.sleep(0.2)
+        self.say(f"  started ui (pid {pid}, http://127.0.0.1:{port}/, log {log})")
+        return ProcessRecord(name="ui", pid=pid, metrics_port=port, log=str(log), started_at=_now())
+
     def _prometheus_up(self, state: StackState, previous: StackState | None) -> ProcessRecord:
         if previous is not None and previous.prometheus is not None:
             old = previous.prometheus
@@ -406,6 +437,11 @@ class DevStack:
                 )
                 self.say(f"  {name}: {outcome} (pid {record.pid})")
                 self.pid_path(name).unlink(missing_ok=True)
+            if state.ui is not None:
+                outcome = procs.stop(
+                    state.ui.pid, marker=self.ui_marker(), timeout=timeout, name="ui"
+                )
+                self.say(f"  ui: {outcome} (pid {state.ui.pid})")
             if state.prometheus is not None:
                 outcome = procs.stop(
                     state.prometheus.pid,

@@ -51,9 +51,16 @@ class StackState:
     agent_port: int
     services: dict[str, ProcessRecord] = field(default_factory=dict)
     prometheus: ProcessRecord | None = None
+    #: The run explorer (``runtrail ui``), when ``dev up`` started it.
+    ui: ProcessRecord | None = None
     tokens_file: str | None = None
     #: Environment every service process got (no secrets: tokens travel in files).
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ui_url(self) -> str | None:
+        """Where the run explorer of this stack answers (None: not started)."""
+        return None if self.ui is None else f"http://127.0.0.1:{self.ui.metrics_port}/"
 
     @staticmethod
     def path_in(state_dir: Path) -> Path:
@@ -66,7 +73,13 @@ class StackState:
     def from_json(cls, data: dict[str, Any]) -> StackState:
         services = {k: ProcessRecord(**v) for k, v in data.pop("services", {}).items()}
         prom = data.pop("prometheus", None)
-        return cls(**data, services=services, prometheus=ProcessRecord(**prom) if prom else None)
+        ui = data.pop("ui", None)
+        return cls(
+            **data,
+            services=services,
+            prometheus=ProcessRecord(**prom) if prom else None,
+            ui=ProcessRecord(**ui) if ui else None,
+        )
 
     @classmethod
     def load(cls, state_dir: Path) -> StackState | None:
@@ -90,6 +103,7 @@ class StackState:
 
     def all_ports(self) -> list[int]:
         ports = [p for r in self.services.values() for p in r.ports()]
-        if self.prometheus is not None:
-            ports += self.prometheus.ports()
+        for extra in (self.prometheus, self.ui):
+            if extra is not None:
+                ports += extra.ports()
         return sorted(set(ports))

@@ -81,6 +81,16 @@ def rows(stack: DevStack, state: StackState) -> list[StatusRow]:
                 f"http://127.0.0.1:{p.metrics_port}",
             )
         )  # fmt: skip
+    if state.ui is not None:
+        from runtrail.devstack import procs
+
+        up = procs.runs(state.ui.pid, stack.ui_marker())
+        out.append(
+            StatusRow(
+                "ui", state.ui.pid if up else None, "up" if up else "down", "-", None, None,
+                state.ui_url or "",
+            )
+        )  # fmt: skip
     return out
 
 

@@ -141,8 +141,12 @@ class ProjectionStore(Protocol):
         halted: bool | None = None,
         limit: int | None = None,
         run_id: str | None = None,
+        after: str | None = None,
     ) -> StoredList:
-        """Rows filtered by status, tenant, halted flag and run ID, ordered by (tenant, run)."""
+        """Rows filtered by status, tenant, halted flag and run ID, ordered by (tenant, run).
+
+        ``after`` (with ``tenant``) is a keyset cursor: only runs whose ID sorts after it, so a
+        page of a tenant with 100,000 runs costs an index range scan, not an OFFSET."""
         ...
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:

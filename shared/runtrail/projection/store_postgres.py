@@ -158,9 +158,17 @@ class PostgresProjectionStore:
         halted: bool | None = None,
         limit: int | None = None,
         run_id: str | None = None,
+        after: str | None = None,
     ) -> StoredList:
         statement, params = sql.list_statement(
-            status, tenant, halted, limit, order=sql.ORDER_ROWS_BYTEWISE, run_id=run_id
+            status,
+            tenant,
+            halted,
+            limit,
+            order=sql.ORDER_ROWS_BYTEWISE,
+            run_id=run_id,
+            after=after,
+            bytewise=' COLLATE "C"',
         )
         return [sql.stored_row(r) for r in self._query(sql.format_style(statement), params)]
 

@@ -145,8 +145,15 @@ def list_statement(
     *,
     order: str = ORDER_ROWS,
     run_id: str | None = None,
+    after: str | None = None,
+    bytewise: str = "",
 ) -> tuple[str, tuple[Any, ...]]:
-    """The ``list`` query (``?`` style) and its parameters, ordered by (tenant, run)."""
+    """The ``list`` query (``?`` style) and its parameters, ordered by (tenant, run).
+
+    ``after`` needs ``tenant`` (a cursor within one tenant's runs); ``bytewise`` is the
+    collation clause that makes ``>`` agree with the order (PostgreSQL: ``COLLATE "C"``)."""
+    if after is not None and tenant is None:
+        raise ValueError("a keyset cursor (after) needs a tenant")
     where: list[str] = []
     params: list[Any] = []
     filters = (("status", status), ("tenant_id", tenant), ("halted", halted), ("run_id", run_id))
@@ -154,6 +161,9 @@ def list_statement(
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    if after is not None:
+        where.append(f"run_id{bytewise} > ?")
+        params.append(after)
     statement = SELECT_ROWS
     if where:
         statement += " WHERE " + " AND ".join(where)

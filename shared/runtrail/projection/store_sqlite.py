@@ -113,8 +113,11 @@ class SqliteProjectionStore:
         halted: bool | None = None,
         limit: int | None = None,
         run_id: str | None = None,
+        after: str | None = None,
     ) -> StoredList:
-        statement, params = sql.list_statement(status, tenant, halted, limit, run_id=run_id)
+        statement, params = sql.list_statement(
+            status, tenant, halted, limit, run_id=run_id, after=after
+        )
         return [sql.stored_row(r) for r in self._query(statement, params)]
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:

@@ -389,7 +389,17 @@ class CacheStore:
             tuple(Intent.from_json(orjson.loads(b)) for (b,) in intents),
         )
 
-    def entries(self, tenant: str | None = None) -> list[CacheEntry]:
+    def entries(self, tenant: str | None = None, run_id: str | None = None) -> list[CacheEntry]:
+        """Entries of a tenant (all tenants if None), or of one of its runs (a primary-key
+        range: what the run explorer shows for a run)."""
+        if run_id is not None:
+            if tenant is None:
+                raise ValueError("a run's entries need its tenant")
+            rows = self._query(
+                "SELECT body FROM rc_entries WHERE tenant_id = ? AND run_id = ? ORDER BY kind, key",
+                [tenant, run_id],
+            )
+            return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
         if tenant is None:
             rows = self._query(
                 "SELECT body FROM rc_entries ORDER BY tenant_id, run_id, kind, key", []

@@ -1,0 +1,74 @@
+"""Settings of the run explorer: ``RUNTRAIL_UI_*`` variables, overridden by ``runtrail ui`` flags.
+
+Store locations default to what each service's own settings resolve (``RUNTRAIL_<NAME>_*``,
+else its embedded default under the state folder), so the explorer reads exactly the stores
+the services write; a flag points one of them elsewhere (a copy, an auditor's database).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class UiSettings(BaseSettings):
+    """What ``runtrail ui`` reads."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_UI_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="Bind address of the explorer.")
+    port: int = Field(default=9480, ge=0, description="Port of the explorer (0: any free).")
+    tokens: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="Bearer token of each tenant: JSON {tenant: token}. A token sees its own "
+        "tenant's runs only.",
+    )
+    tokens_file: Path | None = Field(
+        default=None,
+        description="JSON file {tenant: token}, merged over `tokens` (`runtrail dev up` "
+        "writes <state>/dev/tokens.json).",
+    )
+    page_size: int = Field(default=50, ge=1, le=1000, description="Runs per page of the list.")
+    model_client: str | None = Field(
+        default=None,
+        description="MODULE:FACTORY of the model client for live replay; unset, live replay "
+        "is off (mock replay always works).",
+    )
+    projection_store_url: str | None = Field(
+        default=None, description="Projection store (default: the projector's)."
+    )
+    audit_store_url: str | None = Field(
+        default=None, description="Audit link store (default: the audit service's)."
+    )
+    capture_sink_url: str | None = Field(
+        default=None, description="Capture sink (default: the capture service's)."
+    )
+    resume_cache_store_url: str | None = Field(
+        default=None, description="Resume-cache store (default: the resume-cache service's)."
+    )
+    sessions_store_url: str | None = Field(
+        default=None, description="Session store (default: the sessions service's)."
+    )
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_from_json(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    def tenant_tokens(self) -> dict[str, str]:
+        """Tenant → token, from ``tokens`` and ``tokens_file`` (the file wins per tenant)."""
+        tokens = dict(self.tokens)
+        if self.tokens_file is not None:
+            loaded = json.loads(self.tokens_file.read_text(encoding="utf-8"))
+            if not isinstance(loaded, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
+            ):
+                raise ValueError(f"{self.tokens_file}: expected a JSON object tenant -> token")
+            tokens.update(loaded)
+        return {tenant: token for tenant, token in tokens.items() if token}

@@ -1,0 +1,102 @@
+"""What the run explorer's tests share: a real headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, driven by Selenium), an explorer process of their own, and the user's
+"other model" for live replay.
+
+A missing browser skips the tests, or fails them when services are required (CI installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kafka_fixture import services_required
+
+CHROMIUM = ("chromium", "chromium-browser")
+DRIVER = "chromedriver"
+
+
+def _found(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def chrome() -> Any:
+    """A headless Chromium through chromium-driver (skip, or fail in CI, when absent)."""
+    binary, driver = _found(CHROMIUM), _found((DRIVER,))
+    if binary is None or driver is None:
+        message = "no chromium/chromium-driver (apt-get install chromium chromium-driver)"
+        if services_required():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1440,1000")
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+@contextmanager
+def explorer(state_dir: Path, env: Mapping[str, str], *flags: str, log: Path) -> Iterator[str]:
+    """``runtrail ui`` as a process of its own on a free port; yields its URL."""
+    argv = [sys.executable, "-m", "runtrail.cli.main", "ui", "--state-dir", str(state_dir)]
+    argv += ["--port", "0", *flags]
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            found = re.search(r"runtrail ui: (http://\S+/)", log.read_text())
+            if found:
+                yield found.group(1).rstrip("/")
+                break
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def ui_env(state_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an explorer on a stack's state folder (no stray RUNTRAIL_*)."""
+    env = {k: v for k, v in (base or os.environ).items() if not k.startswith("RUNTRAIL_")}
+    env["RUNTRAIL_STATE_DIR"] = str(state_dir)
+    return env
+
+
+class OtherModel:
+    """The operator's other model for live replay (seed 000 §7): answers every captured
+    prompt in its own words, deterministically, so the diff has something to show."""
+
+    def create(self, prompt: Any) -> dict[str, Any]:
+        messages = prompt.get("messages", []) if isinstance(prompt, dict) else []
+        return {
+            "model": "other-model-2",
+            "outputText": f"other-model-2 answers a prompt of {len(messages)} messages\nthe end",
+        }
+
+
+def other_model() -> OtherModel:
+    return OtherModel()
