@@ -3,6 +3,7 @@
 #   make install      venv + editable install with the dev extras
 #   make test         ruff check, mypy, then the test suite (PYTEST_WORKERS=3 processes)
 #   make lint         ruff check + ruff format --check + mypy
+#   make bench        runtrail against Quix Streams and the bare client (bench extra; BENCH_ARGS)
 #   make kafka-up     local single-node Kafka (RUNTRAIL_KAFKA_PORT, RUNTRAIL_STATE_DIR apply)
 
 PYTHON ?= python3
@@ -12,7 +13,9 @@ PYTEST_ARGS ?=
 # test files run in this many processes (each starts its own broker); 0 runs them in this one
 PYTEST_WORKERS ?= 3
 
-.PHONY: venv install test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
+BENCH_ARGS ?= --events 300000 --profile
+
+.PHONY: bench venv install test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
 
 venv: $(BIN)/python
 
@@ -48,3 +51,7 @@ kafka-status:
 
 topics:
 	$(BIN)/runtrail topics ensure
+
+bench:
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench.compare $(BENCH_ARGS)

@@ -147,6 +147,7 @@ def run_service(
     profile: bool = False,
     while_running: Callable[[], Any] | None = None,
     done_metric: str = "runtrail_processed_total",
+    group: str | None = None,
 ) -> ServiceRun:
     """Run a service through the runtime on this thread until it processed ``expected`` events.
 
@@ -154,13 +155,15 @@ def run_service(
     count; the audit service uses its sealed links) reaches ``expected``. A watcher thread stops
     the runner; ``while_running`` (say, a lookup load) runs on it first, with the service
     caught up and still serving. ``profile`` writes a pyinstrument profile to bench/results/.
+    ``group`` replaces the consumer group named after the service and topic (a second run of
+    a service on the same topic needs its own, or it starts at the first run's commits).
     """
     from runtrail.runtime.runner import ServiceRunner
 
     registry = CollectorRegistry()
     runner = ServiceRunner(
         factory,
-        settings.model_copy(update={"group": f"bench-{name}-{settings.events_topic}"}),
+        settings.model_copy(update={"group": group or f"bench-{name}-{settings.events_topic}"}),
         service_name=name,
         options=options,
         metrics_port=0,
@@ -198,6 +201,8 @@ def run_service(
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"{name}-profile.txt"
         path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+        if profiler.last_session is not None:  # for bench.profiles.top_entries
+            profiler.last_session.save(str(RESULTS / f"{name}-profile.json"))
         print(f"  profile written to {path}")
     else:
         status = runner.run()

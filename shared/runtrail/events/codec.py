@@ -3,6 +3,8 @@
 A value is ``C3 01`` + the 8-byte little-endian CRC-64-AVRO fingerprint of the writer schema +
 the Avro binary body. The fingerprint selects the writer schema among all retained versions, so
 no schema server is needed; the record is then upcast to the current version and validated.
+The body is read and written by the per-schema generated code of :mod:`avro_fast`, exact with
+fastavro (which it runs itself on anything it is not sure of).
 
 Decoding keeps the *written* JSON form (writer version, before upcasting) beside the current
 event: it is what the audit chain hashes, so history hashes never change when code changes.
@@ -10,17 +12,15 @@ event: it is what the audit chain hashes, so history hashes never change when co
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import orjson
-from fastavro import schemaless_reader, schemaless_writer
 from pydantic import ValidationError
 
-from runtrail.events import avro_schemas
+from runtrail.events import avro_fast, avro_schemas
 from runtrail.events.envelope import EVENT_CLASSES, Event
 from runtrail.events.errors import (
     EventError,
@@ -63,6 +63,17 @@ class Decoded:
     written: JsonDict
 
 
+_FAST: dict[bytes, avro_fast.FastCodec] = {}
+
+
+def _fast_codec(schema: avro_schemas.WriterSchema) -> avro_fast.FastCodec:
+    """The generated codec of a writer schema, made once per process and fingerprint."""
+    codec = _FAST.get(schema.fingerprint)
+    if codec is None:
+        codec = _FAST[schema.fingerprint] = avro_fast.codec_for(schema.parsed)
+    return codec
+
+
 def _dump_json_fields(data: JsonDict, fields: tuple[str, ...]) -> JsonDict:
     if not fields:
         return data
@@ -87,6 +98,7 @@ class EventCodec:
             schemas.extend(avro_schemas.load_schema_dir(Path(directory)))
         self._by_fp = {s.fingerprint: s for s in schemas}
         self._by_tv = {(s.event_type, s.version): s for s in schemas}
+        self._fast = {s.fingerprint: _fast_codec(s) for s in schemas}
 
     # --- encoding ------------------------------------------------------------------------
     def encode(self, event: Event) -> bytes:
@@ -102,14 +114,10 @@ class EventCodec:
         record = dict(form)
         record["sequence"] = int(record["sequence"])
         record["data"] = _dump_json_fields(record["data"], schema.json_fields)
-        buf = io.BytesIO()
-        buf.write(MAGIC)
-        buf.write(schema.fingerprint)
         try:
-            schemaless_writer(buf, schema.parsed, record, strict=True)
+            return self._fast[schema.fingerprint].encode(record, MAGIC + schema.fingerprint)
         except (ValueError, TypeError) as exc:
             raise InvalidEvent(f"does not fit {key[0]} v{key[1]}: {exc}") from exc
-        return buf.getvalue()
 
     # --- decoding ------------------------------------------------------------------------
     def decode_written(self, value: bytes | None) -> JsonDict:
@@ -119,14 +127,13 @@ class EventCodec:
         schema = self._by_fp.get(value[2:HEADER_LEN])
         if schema is None:
             raise UnknownSchema(f"unknown writer schema fingerprint {value[2:HEADER_LEN].hex()}")
-        body = io.BytesIO(value)
-        body.seek(HEADER_LEN)
         try:
-            record = cast(JsonDict, schemaless_reader(body, schema.parsed, None))
+            decoded, end = self._fast[schema.fingerprint].decode(value, HEADER_LEN)
         except Exception as exc:  # fastavro raises assorted errors on corrupt bodies
             raise UndecodableEvent(f"corrupt Avro body for {schema.event_type}: {exc}") from exc
-        if body.tell() != len(value):
-            raise UndecodableEvent(f"{len(value) - body.tell()} trailing bytes after the Avro body")
+        record = cast(JsonDict, decoded)
+        if end != len(value):
+            raise UndecodableEvent(f"{len(value) - end} trailing bytes after the Avro body")
         if record["type"] != schema.event_type or record["schemaVersion"] != schema.version:
             raise InvalidEvent(
                 f"record says {record['type']} v{record['schemaVersion']} but its schema is "

@@ -1,0 +1,377 @@
+"""runtrail against Quix Streams and the bare Kafka client, on one freshly produced topic.
+
+    python -m bench.compare --events 300000            (or: make bench)
+
+One run fills a fresh topic through ``Publisher.publish`` in a tight loop (timed: the
+publisher's rate), then reads it with every contender, interleaved over ``--rounds`` rounds
+(medians reported): bare ``confluent_kafka`` consume and discard (the baseline), bare consume
+plus fastavro decode, runtrail ``noop`` through the runtime, a Quix Streams app doing the same
+decode, runtrail ``capture`` to JSONL (fsync before every commit) and a Quix app pairing the
+same nodes and writing the same JSONL lines (checked: the two outputs hold the same lines).
+Beside them, once: the ``audit``, ``projector``, ``resume-cache`` and ``sessions`` services,
+``replay projection --into sqlite``, and ``runtrail publish`` of a JSONL file. ``--profile``
+then runs ``noop`` and ``capture`` once more under pyinstrument and saves the profiles and
+their top entries under bench/results/. Needs the bench extra: ``pip install -e '.[bench]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from fastavro import schemaless_reader
+from prometheus_client import CollectorRegistry
+
+from bench.harness import (
+    RESULTS,
+    Rate,
+    broker,
+    create_topic,
+    delete_topic,
+    raw_consume,
+    run_service,
+)
+from bench.profiles import top_entries
+from bench.quix_peers import quix_capture, quix_decode
+from bench.table import Row, write_table
+from bench.workload import workload
+from runtrail.config import Settings
+from runtrail.events import avro_schemas
+from runtrail.kafka.ports import free_ports
+from runtrail.publisher import Publisher
+from runtrail.resume.store import sqlite_url
+from runtrail_services.audit.service import AuditService
+from runtrail_services.capture.service import CaptureService
+from runtrail_services.noop.service import NoopService
+from runtrail_services.projector.service import ProjectorService
+from runtrail_services.resume_cache.service import ResumeCacheService
+from runtrail_services.sessions.service import SessionsService
+
+HEADER_LEN = 10
+
+
+def publish_tight(settings: Settings, events: list[dict[str, Any]]) -> Rate:
+    """``Publisher.publish`` in a tight loop (validation, redaction, encode, produce), until
+    every event is acknowledged."""
+    publisher = Publisher(settings, registry=CollectorRegistry())
+    publish = publisher.publish
+    started = time.perf_counter()
+    for e in events:
+        publish(
+            e["type"],
+            e["runId"],
+            e["data"],
+            session_id=e["sessionId"],
+            turn_id=e["turnId"],
+            step=e["step"],
+            actor=e["actor"],
+            correlation_id=e["correlationId"],
+            tenant_id=e["tenantId"],
+        )
+    left = publisher.flush(300)
+    elapsed = time.perf_counter() - started
+    stats = publisher.stats()
+    publisher.close()
+    if left or stats.rejected or stats.spooled:
+        raise SystemExit(f"publisher did not deliver everything: {left} left, {stats}")
+    return Rate("Publisher.publish, tight loop (until acknowledged)", len(events), elapsed)
+
+
+def publish_cli(settings: Settings, events: list[dict[str, Any]], work: Path) -> Rate:
+    """``runtrail publish FILE`` in its own process, into a fresh topic (start-up included)."""
+    import orjson
+
+    path = work / "publish.jsonl"
+    with path.open("wb") as out:
+        for e in events:
+            out.write(orjson.dumps(e) + b"\n")
+    topic = create_topic(settings.bootstrap_servers, 6, prefix="bench-cli")
+    env = {
+        **os.environ,
+        "RUNTRAIL_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNTRAIL_SPOOL_DIR": str(work / "cli-spool"),
+    }
+    try:
+        started = time.perf_counter()
+        subprocess.run(
+            [str(Path(sys.executable).parent / "runtrail"), "publish", str(path), "--topic", topic],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        delete_topic(settings.bootstrap_servers, topic)
+    return Rate(
+        "runtrail publish FILE.jsonl (own process, start-up included)", len(events), elapsed
+    )
+
+
+def raw_decode(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
+    """Bare consume plus fastavro's body decode by writer fingerprint (nothing else)."""
+    schemas = {s.fingerprint: s.parsed for s in avro_schemas.retained_schemas()}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-rawdec-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen, first = 0, 0.0
+    try:
+        while seen < expected:
+            msgs = consumer.consume(batch, 1.0)
+            if msgs and not first:
+                first = time.perf_counter()
+            for m in msgs:
+                if m.error() is None:
+                    value = m.value()
+                    body = io.BytesIO(value)
+                    body.seek(HEADER_LEN)
+                    schemaless_reader(body, schemas[value[2:HEADER_LEN]], None)
+                    seen += 1
+        elapsed = time.perf_counter() - first
+    finally:
+        consumer.close()
+    return Rate("bare consume + fastavro decode", seen, elapsed)
+
+
+def jsonl_lines(directory: Path) -> Counter[bytes]:
+    lines: Counter[bytes] = Counter()
+    for path in directory.rglob("capture-*.jsonl"):
+        lines.update(path.read_bytes().splitlines())
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians)")
+    parser.add_argument("--cli-events", type=int, default=100_000, help="for runtrail publish")
+    parser.add_argument("--bootstrap-servers")
+    parser.add_argument("--profile", action="store_true", help="profile noop and capture")
+    parser.add_argument("--skip-services", action="store_true", help="only the peer table")
+    args = parser.parse_args()
+
+    print(f"generating {args.events:,} events …", flush=True)
+    events = list(workload(args.events))
+    work = Path(tempfile.mkdtemp(prefix="bench-compare-"))
+    samples: dict[str, list[Rate]] = {}
+    others: list[Rate] = []
+    extra: dict[str, Any] = {"events": args.events, "partitions": args.partitions}
+
+    def keep(rate: Rate) -> Rate:
+        print(f"  {rate.name}: {rate.per_second:,.0f} events/s", flush=True)
+        samples.setdefault(rate.name, []).append(rate)
+        return rate
+
+    with broker(args.bootstrap_servers) as bootstrap:
+        topic = create_topic(bootstrap, args.partitions)
+        settings = Settings(
+            bootstrap_servers=bootstrap,
+            events_topic=topic,
+            dlq_topic=f"{topic}.dlq",
+            audit_topic=f"{topic}.audit",
+            resume_cache_topic=f"{topic}.cache",
+            spool_dir=work / "spool",
+            state_dir=work / "state",
+        )
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics(
+            [NewTopic(f"{topic}.audit", args.partitions, 1)]
+        ).values():
+            future.result(60)
+        try:
+            print("Publisher.publish …", flush=True)
+            others.append(publish_tight(settings, events))
+            print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
+            for round_no in range(args.rounds):
+                print(f"round {round_no + 1} of {args.rounds} …", flush=True)
+                keep(raw_consume(bootstrap, topic, args.events))
+                keep(raw_decode(bootstrap, topic, args.events))
+                keep(
+                    run_service(
+                        NoopService,
+                        "noop",
+                        settings,
+                        args.events,
+                        label="runtrail noop",
+                        group=_group("noop"),
+                    ).rate
+                )
+                keep(quix_decode(bootstrap, topic, args.events))
+                ours, theirs = work / f"capture-{round_no}", work / f"quix-{round_no}"
+                keep(
+                    run_service(
+                        CaptureService,
+                        "capture",
+                        settings,
+                        args.events,
+                        label="runtrail capture to JSONL",
+                        options={"sink_url": ours.as_uri(), "idle_flush_s": "3600"},
+                        group=_group("capture"),
+                    ).rate
+                )
+                keep(quix_capture(bootstrap, topic, args.events, theirs))
+                a, b = jsonl_lines(ours), jsonl_lines(theirs)
+                extra["capture_lines"] = sum(a.values())
+                extra["capture_output_identical"] = a == b
+                print(f"  capture lines {sum(a.values())}, identical: {a == b}", flush=True)
+                shutil.rmtree(ours, ignore_errors=True)
+                shutil.rmtree(theirs, ignore_errors=True)
+            if not args.skip_services:
+                others.extend(run_services(settings, args.events, work))
+                print("replay projection --into sqlite …", flush=True)
+                others.append(replay_projection(settings, work))
+                print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
+                print("runtrail publish …", flush=True)
+                others.append(publish_cli(settings, events[: args.cli_events], work))
+                print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
+            if args.profile:
+                extra["profiles"] = profile(settings, args.events, work)
+        finally:
+            delete_topic(bootstrap, topic)
+            for name in (f"{topic}.audit", f"{topic}.cache"):
+                for future in admin.delete_topics([name]).values():
+                    try:
+                        future.result(60)
+                    except Exception as exc:  # best effort clean-up
+                        print(f"could not delete {name}: {exc}")
+    shutil.rmtree(work, ignore_errors=True)
+    medians = {name: _median(rates) for name, rates in samples.items()}
+    rows = peer_rows(medians) + [Row(r.name, r.per_second) for r in others]
+    write_table(rows, medians["raw consume (librdkafka poll + discard)"].per_second, extra)
+
+
+def _group(name: str) -> str:
+    """A consumer group of its own: every run reads the topic from the start."""
+    return f"bench-{name}-{uuid.uuid4().hex[:8]}"
+
+
+def _median(rates: list[Rate]) -> Rate:
+    ordered = sorted(rates, key=lambda r: r.per_second)
+    middle = ordered[len(ordered) // 2]
+    return Rate(middle.name, middle.events, statistics.median(r.seconds for r in rates))
+
+
+def peer_rows(medians: dict[str, Rate]) -> list[Row]:
+    quix_decode_rate = medians["Quix Streams app, same decode"].per_second
+    quix_capture_rate = medians["Quix app pairing the same nodes, orjson JSONL"].per_second
+    peers = {
+        "runtrail noop": ("Quix", quix_decode_rate),
+        "runtrail capture to JSONL": ("Quix", quix_capture_rate),
+    }
+    rows = []
+    for name, rate in medians.items():
+        peer = peers.get(name)
+        rows.append(
+            Row(name, rate.per_second, peer[0] if peer else None, peer[1] if peer else None)
+        )
+    return rows
+
+
+def run_services(settings: Settings, expected: int, work: Path) -> list[Rate]:
+    """The other services through the runtime, each in its own group, once."""
+    (port,) = free_ports(1)
+    tenant = "bench"
+    runs: list[tuple[Any, str, str, dict[str, str], str]] = [
+        (
+            AuditService,
+            "audit",
+            "runtrail audit (SQLite, sealed links published)",
+            {
+                "store_url": sqlite_url(work / "audit.db"),
+                "checkpoint_interval_s": "10",
+                "publish": "true",
+            },
+            "runtrail_audit_links_sealed_total",
+        ),
+        (
+            ProjectorService,
+            "projector",
+            "runtrail projector (SQLite)",
+            {"store_url": projection_url(work / "projection.db"), "snapshot_every": "100"},
+            "runtrail_processed_total",
+        ),
+        (
+            ResumeCacheService,
+            "resume-cache",
+            "runtrail resume-cache (SQLite, cache topic)",
+            {
+                "store_url": sqlite_url(work / "cache.db"),
+                "http_port": str(port),
+                "tokens": f'{{"{tenant}": "bench-token-0123456789abcdef"}}',
+            },
+            "runtrail_processed_total",
+        ),
+        (
+            SessionsService,
+            "sessions",
+            "runtrail sessions (file store)",
+            {},
+            "runtrail_processed_total",
+        ),
+    ]
+    rates = []
+    for factory, name, label, options, metric in runs:
+        print(f"{name} …", flush=True)
+        rate = run_service(
+            factory, name, settings, expected, label=label, options=options, done_metric=metric
+        ).rate
+        print(f"  {rate.per_second:,.0f} events/s", flush=True)
+        rates.append(rate)
+    return rates
+
+
+def projection_url(path: Path) -> str:
+    """The projection stores' URL of an absolute path: ``sqlite:////abs.db`` (four slashes;
+    the audit and resume stores' ``sqlite_url`` writes three for the same path)."""
+    return f"sqlite:///{path.resolve()}"
+
+
+def replay_projection(settings: Settings, work: Path) -> Rate:
+    from bench.projector import run_rebuild
+
+    rate, _runs = run_rebuild(settings, projection_url(work / "replayed.db"), 100)
+    return Rate("replay projection --into sqlite", rate.events, rate.seconds)
+
+
+def profile(settings: Settings, expected: int, work: Path) -> dict[str, list[str]]:
+    """noop and capture once more under pyinstrument; their profiles' top entries."""
+    tops = {}
+    for factory, name, options in (
+        (NoopService, "noop", None),
+        (
+            CaptureService,
+            "capture",
+            {"sink_url": (work / "profiled").as_uri(), "idle_flush_s": "3600"},
+        ),
+    ):
+        print(f"profiling {name} …", flush=True)
+        run_service(
+            factory, name, settings, expected, options=options, profile=True, group=_group(name)
+        )
+        tops[name] = top_entries(RESULTS / f"{name}-profile.json")
+    return tops
+
+
+if __name__ == "__main__":
+    main()
