@@ -35,6 +35,8 @@ from runtrail.audit.errors import ChainConflict
 from runtrail.audit.link import Link, RunHead
 from runtrail.audit.sql_reads import CheckpointReads, link_from_row
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import register
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -290,3 +292,6 @@ def _is_stored(conn: Connection, link: Link) -> bool:
         (link.tenant_id, link.run_id, link.index),
     ).fetchone()
     return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
+
+
+register(AUDIT_LINKS, ("postgresql", "postgres"), PostgresLinkStore.from_url)

@@ -25,6 +25,9 @@ from runtrail.audit.link import Link, RunHead
 from runtrail.audit.sql_reads import CheckpointReads, link_from_row
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
 from runtrail.files import open_private, private_dir
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import register
+from runtrail.persistence.urls import scheme_of
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_links (
@@ -257,3 +260,13 @@ class SqliteLinkStore(CheckpointReads):
                 ],
             )
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+
+
+def open_url(url: str) -> SqliteLinkStore:
+    """The store of ``sqlite:///abs/path.db`` (or ``sqlite:///:memory:``, ``memory://``)."""
+    if scheme_of(url) == "memory":
+        return SqliteLinkStore(":memory:")
+    return SqliteLinkStore.from_url(url)
+
+
+register(AUDIT_LINKS, ("sqlite", "memory"), open_url)

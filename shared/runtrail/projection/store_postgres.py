@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from runtrail.persistence.kinds import PROJECTIONS
+from runtrail.persistence.registry import register
 from runtrail.projection import store_sql as sql
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
@@ -172,3 +174,6 @@ class PostgresProjectionStore:
     def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
         rows = self._query(_SELECT_SNAPSHOT, (tenant_id, run_id))
         return sql.stored_snapshot(tenant_id, run_id, rows[0]) if rows else None
+
+
+register(PROJECTIONS, ("postgresql", "postgres"), PostgresProjectionStore)

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from runtrail.files import open_private, private_dir
+from runtrail.persistence.kinds import PROJECTIONS
+from runtrail.persistence.registry import register
+from runtrail.persistence.urls import scheme_of
 from runtrail.projection import store_sql as sql
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
@@ -129,3 +132,13 @@ class SqliteProjectionStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def open_url(url: str) -> SqliteProjectionStore:
+    """The store of ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or ``memory://``."""
+    if scheme_of(url) == "memory":
+        return SqliteProjectionStore(MEMORY)
+    return SqliteProjectionStore(sqlite_path(url.partition("://")[2]))
+
+
+register(PROJECTIONS, ("sqlite", "memory"), open_url)
