@@ -7,10 +7,12 @@ came back. Here every store gets a :class:`PostgresDatabase`:
 * a connection is checked before it is handed out (``ConnectionPool.check_connection``), so one
   the server dropped (a restart, ``pg_terminate_backend``, an idle timeout) is replaced
   instead of failing the next call;
-* a transient error (the server down, restarting, refusing connections, the pool exhausted)
-  raises :class:`~runtrail.runtime.unavailable.StoreUnavailable` — the errors
-  :mod:`runtrail.runtime.store_errors` names — so the service waits it out; an error in the
-  statement itself (a constraint, a trigger) passes through unchanged.
+* a transient error (the server down, restarting, refusing connections, the pool exhausted:
+  ``psycopg.OperationalError``, PostgreSQL's member of
+  :data:`runtrail.runtime.store_errors.TRANSIENT_STORE_ERRORS`) raises
+  :class:`~runtrail.runtime.unavailable.StoreUnavailable`, so the service waits it out; an
+  error in the statement itself (a constraint, a trigger) or in the caller's own code passes
+  through unchanged.
 
 Opening checks the URL with one direct connection first, so a wrong host, password or
 database fails at once with the server's own message (a pool would only time out).
@@ -28,7 +30,6 @@ from psycopg_pool import ConnectionPool
 
 from runtrail.persistence.migrations import Component, migrate
 from runtrail.persistence.urls import redact_url
-from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
 from runtrail.runtime.unavailable import StoreUnavailable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -78,7 +79,7 @@ class PostgresDatabase:
         try:
             with self._pool.connection(timeout=self._wait_s) as conn:
                 yield conn
-        except TRANSIENT_STORE_ERRORS as exc:
+        except psycopg.OperationalError as exc:  # PostgreSQL's member of TRANSIENT_STORE_ERRORS
             raise StoreUnavailable(self.what, f"{type(exc).__name__}: {exc}") from exc
 
     @contextmanager

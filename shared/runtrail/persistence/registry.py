@@ -43,7 +43,7 @@ class UnsupportedStoreUrl(ValueError):
 _lock = threading.RLock()
 _factories: dict[str, dict[str, Factory]] = {}
 _broken: dict[str, dict[str, str]] = {}  # kind -> adapter module -> why it did not import
-_loaded: set[str] = set()
+_loaded: set[tuple[str, str]] = set()  # (kind, adapter module) imported or tried
 _kinds: dict[str, StoreKind[Any]] = {}
 
 
@@ -84,16 +84,20 @@ def _kind(kind: StoreKind[Any] | str) -> StoreKind[Any]:
     return found
 
 
-def _load(kind: StoreKind[Any]) -> None:
+def _load(kind: StoreKind[Any], scheme: str | None = None) -> None:
+    """Import the kind's adapter modules in order until one registers ``scheme`` (all of them
+    when ``scheme`` is None or no module takes it)."""
     with _lock:
-        if kind.name in _loaded:
-            return
         for module in kind.adapters:
+            if scheme is not None and scheme in _factories.get(kind.name, {}):
+                return
+            if (kind.name, module) in _loaded:
+                continue
+            _loaded.add((kind.name, module))
             try:
                 importlib.import_module(module)
             except ImportError as exc:
                 _broken.setdefault(kind.name, {})[module] = str(exc)
-        _loaded.add(kind.name)
 
 
 def schemes(kind: StoreKind[Any] | str) -> tuple[str, ...]:
@@ -115,8 +119,8 @@ def open_store(kind: StoreKind[Any] | str, url: str, **options: Any) -> Any:
     (its driver, from an extra, is not installed).
     """
     found = _kind(kind)
-    _load(found)
     scheme = scheme_of(url)
+    _load(found, scheme)
     factory = _factories.get(found.name, {}).get(scheme)
     if factory is not None:
         return cast(Any, factory(url, **options))

@@ -57,7 +57,7 @@ def sqlite_path(url: str, *, three_slashes: str = "absolute") -> str:
     ``"relative"`` (``x.db`` in the working folder, the projection store, as SQLAlchemy reads
     it). A host (``sqlite://host/x.db``) is refused: SQLite files are local.
     """
-    if scheme_of(url) != "sqlite":
+    if not url.lower().startswith("sqlite://"):
         raise ValueError(f"not a sqlite:/// URL: {redact_url(url)!r}")
     parts = urlsplit(url)
     if parts.netloc:
