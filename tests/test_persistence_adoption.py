@@ -19,6 +19,7 @@ from runtrail.audit.errors import ChainConflict
 from runtrail.audit.store import TopicPartition, verify_stored
 from runtrail.persistence.kinds import AUDIT_LINKS, PROJECTIONS
 from runtrail.persistence.migrations import TABLE as MIGRATIONS
+from runtrail.persistence.migrations import StoreTooNew
 from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.projection import ProjectionBatch, StoreConflict
@@ -144,3 +145,18 @@ def test_a_wave1_audit_store_keeps_its_chains_and_positions(
         store.close()
     assert not _has_table(dialect, run, "audit_offsets")
     assert _recorded(run) == [("audit", 1), ("audit", 2), ("tracking", 1)]
+
+
+def test_a_store_written_by_newer_code_is_refused_at_open(
+    old_store: tuple[str, str, Run],
+) -> None:
+    _, url, run = old_store
+    open_store(PROJECTIONS, url).close()
+    mark = "?" if old_store[0] == "sqlite" else "%s"
+    run(
+        f"INSERT INTO {MIGRATIONS} (component, version, name, applied_at) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark})",
+        ("projection", 99, "from the future", "2030-01-01T00:00:00+00:00"),
+    )
+    with pytest.raises(StoreTooNew, match="projection schema version 99"):
+        open_store(PROJECTIONS, url)

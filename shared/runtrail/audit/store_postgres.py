@@ -150,10 +150,12 @@ class PostgresLinkStore(CheckpointReads):
         if not is_postgres_url(url):
             raise ValueError("not a postgresql:// URL")
         self._db = PostgresDatabase(
-            url, what="audit store", connect_timeout_s=max(1, int(connect_timeout))
+            url,
+            what="audit store",
+            connect_timeout_s=max(1, int(connect_timeout)),
+            components=[TRACKING, AUDIT_POSTGRES],
         )
         self._tracking = Tracking(AUDIT_TRACKING, "postgresql")
-        self._db.migrate([TRACKING, AUDIT_POSTGRES])
 
     @classmethod
     def from_url(cls, url: str) -> PostgresLinkStore:

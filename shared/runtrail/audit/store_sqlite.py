@@ -108,9 +108,10 @@ class SqliteLinkStore(CheckpointReads):
     PARAM = "?"
 
     def __init__(self, path: str | Path) -> None:
-        self._db = SqliteDatabase(path, synchronous="FULL", foreign_keys=True)
+        self._db = SqliteDatabase(
+            path, synchronous="FULL", foreign_keys=True, components=[TRACKING, AUDIT_SQLITE]
+        )
         self._tracking = Tracking(AUDIT_TRACKING, "sqlite")
-        self._db.migrate([TRACKING, AUDIT_SQLITE])
 
     @classmethod
     def from_url(cls, url: str) -> SqliteLinkStore:

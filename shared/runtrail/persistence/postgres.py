@@ -55,7 +55,10 @@ class PostgresDatabase:
         max_size: int = 4,
         connect_timeout_s: int = 10,
         wait_s: float = 30.0,
+        components: Sequence[Component] = (),
     ) -> None:
+        """Open the pool and apply ``components``' pending migrations (closed again if they
+        fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`)."""
         self.url = url
         #: Names the store in errors, e.g. ``projection store postgresql://u:***@h/db``.
         self.what = f"{what} {redact_url(url)}"
@@ -72,6 +75,12 @@ class PostgresDatabase:
             name=self.what,
         )
         self._pool.open(wait=True, timeout=wait_s)
+        if components:
+            try:
+                self.migrate(components)
+            except BaseException:
+                self.close()
+                raise
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:

@@ -43,7 +43,6 @@ class UnsupportedStoreUrl(ValueError):
 _lock = threading.RLock()
 _factories: dict[str, dict[str, Factory]] = {}
 _broken: dict[str, dict[str, str]] = {}  # kind -> adapter module -> why it did not import
-_loaded: set[tuple[str, str]] = set()  # (kind, adapter module) imported or tried
 _kinds: dict[str, StoreKind[Any]] = {}
 
 
@@ -86,17 +85,16 @@ def _kind(kind: StoreKind[Any] | str) -> StoreKind[Any]:
 
 def _load(kind: StoreKind[Any], scheme: str | None = None) -> None:
     """Import the kind's adapter modules in order until one registers ``scheme`` (all of them
-    when ``scheme`` is None or no module takes it)."""
-    with _lock:
-        for module in kind.adapters:
-            if scheme is not None and scheme in _factories.get(kind.name, {}):
-                return
-            if (kind.name, module) in _loaded:
-                continue
-            _loaded.add((kind.name, module))
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
+    when ``scheme`` is None or no module takes it). Not under ``_lock``: an import in another
+    thread registering at the same time must not wait for this one (Python's import system
+    serialises imports of one module; a second import is a dictionary lookup)."""
+    for module in kind.adapters:
+        if scheme is not None and scheme in _factories.get(kind.name, {}):
+            return
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            with _lock:
                 _broken.setdefault(kind.name, {})[module] = str(exc)
 
 

@@ -62,11 +62,24 @@ class SqliteDatabase:
     dialect: Final = "sqlite"
 
     def __init__(
-        self, path: str | Path, *, synchronous: Synchronous = "NORMAL", foreign_keys: bool = False
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        foreign_keys: bool = False,
+        components: Sequence[Component] = (),
     ) -> None:
+        """Open the database and apply ``components``' pending migrations (closed again if
+        they fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`)."""
         self.path = str(path)
         self._conn = connect(path, synchronous=synchronous, foreign_keys=foreign_keys)
         self._lock = threading.RLock()
+        if components:
+            try:
+                self.migrate(components)
+            except BaseException:
+                self.close()
+                raise
 
     @property
     def connection(self) -> sqlite3.Connection:

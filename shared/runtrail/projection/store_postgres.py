@@ -64,9 +64,11 @@ class PostgresProjectionStore:
         self.url = url
         self._writer = sql.BatchWriter("postgresql")
         self._db = PostgresDatabase(
-            url, what="projection store", connect_timeout_s=connect_timeout_s
+            url,
+            what="projection store",
+            connect_timeout_s=connect_timeout_s,
+            components=[TRACKING, sql.PROJECTION],
         )
-        self._db.migrate([TRACKING, sql.PROJECTION])
 
     def close(self) -> None:
         self._db.close()

@@ -42,9 +42,8 @@ class SqliteProjectionStore:
     """:class:`~runtrail.projection.store.ProjectionStore` on one SQLite database file."""
 
     def __init__(self, path: str | Path) -> None:
-        self._db = SqliteDatabase(path)
+        self._db = SqliteDatabase(path, components=[TRACKING, sql.PROJECTION])
         self._writer = sql.BatchWriter("sqlite")
-        self._db.migrate([TRACKING, sql.PROJECTION])
 
     @classmethod
     def from_url(cls, url: str) -> SqliteProjectionStore:
