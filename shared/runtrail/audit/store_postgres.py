@@ -142,7 +142,7 @@ def is_postgres_url(url: str) -> bool:
 
 
 class PostgresLinkStore(CheckpointReads):
-    """:class:`~runtrail.audit.store.LinkStore` on PostgreSQL (one connection, thread-safe)."""
+    """:class:`~runtrail.audit.store.LinkStore` on PostgreSQL (a connection pool, thread-safe)."""
 
     PARAM = "%s"
 
