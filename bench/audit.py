@@ -34,8 +34,9 @@ from bench.runtime import publish
 from bench.workload import workload
 from runtrail.audit.export import write_export
 from runtrail.audit.link import Link, genesis_head, seal
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
+from runtrail.persistence.urls import sqlite_url
 from runtrail_services.audit.service import AuditService
 from runtrail_services.noop.service import NoopService
 

@@ -34,11 +34,12 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.capture import NodeIoRecord
 from runtrail.capture.repair import capture_files
 from runtrail.config import Settings
 from runtrail.events.codec import EventCodec
+from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.redaction import redact_value
 from runtrail.resume import ResumeCache

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from runtrail.audit.chain import HashChainedEventLog
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import (
     CURRENT_VERSIONS,
@@ -31,6 +31,7 @@ from runtrail.events import (
 )
 from runtrail.events.ai4j import to_runtrail
 from runtrail.events.runtime_events import RUNTIME_TYPES, ModelRequest, ToolResult
+from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.keys import Kind

@@ -51,8 +51,11 @@ def cli(backend: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 
 def fill(backend: Backend, n: int = 6, tenant: str = "acme", run: str = "run-1") -> None:
+    """Seal a run's first ``n`` events as the service would: the partition's offset moves on
+    by ``n`` (offsets never move back)."""
     links = links_for([event(seq, tenant, run) for seq in range(1, n + 1)])
-    backend.store.append_batch(links, {TopicPartition("runtrail.events", 0): n})
+    at = backend.store.stored_offsets("runtrail.events", [0]).get(0, 0)
+    backend.store.append_batch(links, {TopicPartition("runtrail.events", 0): at + n})
 
 
 def verdict(valid: bool, length: int, index: int | None, reason: str | None) -> dict[str, Any]:

@@ -29,9 +29,10 @@ from runtrail.audit import (
     verify_stored,
 )
 from runtrail.audit.store import LinkStore
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
+from runtrail.persistence.urls import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.audit import service as service_module
 from runtrail_services.audit.messages import KIND_HEADER, link_line

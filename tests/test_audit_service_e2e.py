@@ -32,8 +32,9 @@ from bench.workload import run_events
 from runtrail.audit import NoteVerifier, verify_checkpoint, verify_stored
 from runtrail.audit.keys import load_public_key
 from runtrail.audit.store import LinkStore
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
+from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
 from runtrail_services.audit.messages import KIND_HEADER, link_line
 from runtrail_services.audit.positions import published_name

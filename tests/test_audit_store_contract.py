@@ -37,7 +37,8 @@ from runtrail.audit import (
     verify_stored,
 )
 from runtrail.audit.store_postgres import PostgresLinkStore, run_lock_key
-from runtrail.audit.stores import open_link_store, redact_url, sqlite_url
+from runtrail.audit.stores import open_link_store
+from runtrail.persistence.urls import redact_url, sqlite_url
 
 TOPIC = "runtrail.events"
 BACKENDS = ["sqlite", "postgresql"]

@@ -19,8 +19,8 @@ import pytest
 
 from runtrail.audit.store import verify_stored
 from runtrail.audit.stores import open_link_store
-from runtrail.audit.stores import sqlite_url as audit_sqlite_url
 from runtrail.config import Settings
+from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
 from runtrail.projection import open_projection_store
 from runtrail.publisher import Publisher
 from runtrail.resume.store import open_store as open_cache_store

@@ -31,10 +31,10 @@ from confluent_kafka import Producer
 
 from runtrail.audit.store import verify_stored
 from runtrail.audit.stores import open_link_store
-from runtrail.audit.stores import sqlite_url as audit_sqlite_url
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
 from runtrail.kafka.broker import LocalBroker
+from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
 from runtrail.projection import open_projection_store
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.store import open_store as open_cache_store

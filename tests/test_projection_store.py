@@ -36,7 +36,7 @@ from runtrail.projection import (
 )
 from runtrail.projection.store_postgres import PostgresProjectionStore
 from runtrail.projection.store_sql import BatchWriter
-from runtrail.projection.store_sqlite import sqlite_path
+from runtrail.projection.store_sqlite import path_of
 from tests.projection_support import full_run
 
 TOPIC = "runtrail.events"
@@ -93,7 +93,7 @@ def store(store_url: str) -> Iterator[ProjectionStore]:
 def execute_raw(url: str, statement: str) -> None:
     """Run one statement on the store's database behind its back."""
     if url.startswith("sqlite:"):
-        db = sqlite3.connect(sqlite_path(url.partition("://")[2]))
+        db = sqlite3.connect(path_of(url))
         db.execute(statement)
         db.commit()
         db.close()
@@ -345,7 +345,7 @@ def test_everything_survives_a_reopen(new_url: UrlFactory) -> None:
     ],
 )
 def test_sqlite_url_paths(rest: str, path: str) -> None:
-    assert sqlite_path(rest) == path
+    assert path_of("sqlite://" + rest) == path
 
 
 def test_relative_url_is_relative_to_the_working_directory(

@@ -18,8 +18,8 @@ import pytest
 
 from runtrail.audit.store import verify_stored
 from runtrail.audit.stores import open_link_store
-from runtrail.audit.stores import sqlite_url as audit_sqlite_url
 from runtrail.events import validate_json_form
+from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.store import open_store as open_cache_store
 from runtrail.sessions.store_file import FileSessionStore

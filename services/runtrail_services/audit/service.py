@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
-from runtrail.audit.stores import open_link_store, redact_url
+from runtrail.audit.stores import open_link_store
+from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store

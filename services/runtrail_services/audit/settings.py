@@ -14,8 +14,8 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from runtrail.audit.checkpoint import DEFAULT_ORIGIN
-from runtrail.audit.stores import sqlite_url
 from runtrail.config import ServiceSettings
+from runtrail.persistence.urls import sqlite_url
 
 
 class AuditSettings(ServiceSettings):

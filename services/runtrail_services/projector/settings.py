@@ -14,11 +14,12 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import ServiceSettings
+from runtrail.persistence.urls import sqlite_url
 
 
 def default_store_url(state_dir: Path) -> str:
-    """``sqlite:///<state_dir>/projection.db`` (absolute), the embedded default."""
-    return f"sqlite:///{state_dir.expanduser().resolve() / 'projection.db'}"
+    """``sqlite:////<state_dir>/projection.db`` (absolute), the embedded default."""
+    return sqlite_url(state_dir / "projection.db")
 
 
 class ProjectorSettings(ServiceSettings):

@@ -4,7 +4,8 @@ The contract that makes the audit service exactly-once into the store: links are
 keyed by (tenant, run, index) and unique per (tenant, eventId); and a batch of links is written
 in *one* transaction together with the consumer offsets that follow it, so after a crash the
 store holds either the batch and its offsets or neither. A batch that does not extend the
-current heads (wrong index, wrong prevHash, an eventId already sealed) is refused whole.
+current heads (wrong index, wrong prevHash, an eventId already sealed), or that would move
+an offset back, is refused whole. Offsets move back only by :meth:`LinkStore.rewind_offsets`.
 """
 
 from __future__ import annotations
@@ -43,10 +44,16 @@ class LinkStore(Protocol):
         """Append ``links`` (in chain order) and set ``offsets``, in one transaction.
 
         Raises :class:`~runtrail.audit.errors.ChainConflict` (and writes nothing) when a link
-        does not extend its run's head or its eventId is already sealed in the tenant; a link
+        does not extend its run's head or its eventId is already sealed in the tenant, or an
+        offset is lower than the stored one (offsets never move back); a link
         identical to one already stored at its (tenant, run, index) is skipped, so a retried
         batch is harmless.
         """
+        ...
+
+    def rewind_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set offsets back or forward, in one transaction: the one write past the "offsets
+        never move back" fence, for an operator (``runtrail offsets set``)."""
         ...
 
     def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:

@@ -16,14 +16,15 @@ adds:
   would re-order and re-format it.
 
 Links, offsets and checkpoints are written in single transactions; reads run in autocommit.
+On :mod:`runtrail.persistence.postgres` (the one pool: health-checked connections, transient
+errors as StoreUnavailable); the schema is the ``audit`` component's migrations
+(:data:`AUDIT_POSTGRES`), offsets live in the one tracking table, fenced: they never move back.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,14 +41,15 @@ from runtrail.audit.sql_reads import (
     summary_from_row,
 )
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.postgres import Cursor, PostgresDatabase
+from runtrail.persistence.registry import register
+from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 
-Connection = psycopg.Connection[tuple[Any, ...]]
-
-#: Serialises schema creation between processes starting at once (CREATE … IF NOT EXISTS
-#: is not race-free in PostgreSQL). An arbitrary constant: "rtaudit" in ASCII.
-_SCHEMA_LOCK = 0x7274617564697400
-
-_SCHEMA = """
+#: The tables and triggers as the first release created them (migration 1 adopts them as is).
+WAVE1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_links (
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -102,6 +104,19 @@ CREATE OR REPLACE TRIGGER audit_checkpoint_heads_no_truncate BEFORE TRUNCATE
     ON audit_checkpoint_heads FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
 """
 
+#: The PostgreSQL audit store's schema, in order (the tracking table's migrations come first).
+AUDIT_POSTGRES = Component(
+    "audit",
+    (
+        Migration(1, "wave-1 tables", (WAVE1_SCHEMA,)),
+        Migration(
+            2,
+            "offsets move into the tracking table",
+            adopt_statements("audit", "audit_offsets", "partition"),
+        ),
+    ),
+)
+
 #: Last link of each (tenant, run) given as two arrays: one backward index probe per run.
 _HEADS_OF_SQL = """
 SELECT k.tenant_id, k.run_id, l.idx, l.hash
@@ -118,12 +133,6 @@ _COPY_LINKS_SQL = (
     "COPY audit_links (tenant_id, run_id, idx, event_id, prev_hash, hash, event) FROM STDIN"
 )
 
-_UPSERT_OFFSETS_SQL = """
-INSERT INTO audit_offsets (topic, partition, next_offset)
-SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[])
-ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
-"""
-
 _LINK_COLUMNS = "idx, prev_hash, hash, event"
 
 
@@ -138,39 +147,33 @@ def is_postgres_url(url: str) -> bool:
 
 
 class PostgresLinkStore(CheckpointReads):
-    """:class:`~runtrail.audit.store.LinkStore` on PostgreSQL (one connection, thread-safe)."""
+    """:class:`~runtrail.audit.store.LinkStore` on PostgreSQL (a connection pool, thread-safe)."""
 
     PARAM = "%s"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         if not is_postgres_url(url):
             raise ValueError("not a postgresql:// URL")
-        self._conn: Connection = psycopg.connect(
-            url, autocommit=True, connect_timeout=max(1, int(connect_timeout))
+        self._db = PostgresDatabase(
+            url,
+            what="audit store",
+            connect_timeout_s=max(1, int(connect_timeout)),
+            components=[TRACKING, AUDIT_POSTGRES],
         )
-        self._lock = threading.Lock()
-        with self._lock, self._conn.transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            self._conn.execute(_SCHEMA)
+        self._tracking = Tracking(AUDIT_TRACKING, "postgresql")
 
     @classmethod
     def from_url(cls, url: str) -> PostgresLinkStore:
         return cls(url)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        with self._lock, self._conn.transaction():
-            yield self._conn
+        self._db.close()
 
     # --- writing -------------------------------------------------------------------------
     def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
         """Append links and set offsets in one transaction; all or nothing."""
         runs = sorted({(link.tenant_id, link.run_id) for link in links})
-        with self._transaction() as conn:
+        with self._db.transaction() as conn:
             if runs:
                 keys = sorted({run_lock_key(t, r) for t, r in runs})
                 conn.execute(
@@ -180,22 +183,22 @@ class PostgresLinkStore(CheckpointReads):
             rows = rows_to_append(links, heads, lambda link: _is_stored(conn, link))
             if rows:
                 try:
-                    with conn.cursor() as cursor, cursor.copy(_COPY_LINKS_SQL) as copy:
+                    with conn.copy(_COPY_LINKS_SQL) as copy:
                         for row in rows:
                             copy.write_row(row)
                 except psycopg.IntegrityError as exc:
                     raise ChainConflict(f"link refused by the store: {exc}") from exc
-            if offsets:
-                items = list(offsets.items())
-                conn.execute(
-                    _UPSERT_OFFSETS_SQL,
-                    ([tp[0] for tp, _ in items], [tp[1] for tp, _ in items], [o for _, o in items]),
-                )
+            record_offsets(self._tracking, conn, offsets)
+
+    def rewind_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set positions back or forward, past the fence (``runtrail offsets set``)."""
+        with self._db.transaction() as cur:
+            for (topic, partition), offset in offsets.items():
+                self._tracking.rewind(cur, topic, {partition: offset})
 
     # --- reading -------------------------------------------------------------------------
     def _query(self, sql: Any, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        return self._db.query(sql, params)
 
     def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
         rows = self._query(
@@ -232,11 +235,11 @@ class PostgresLinkStore(CheckpointReads):
         wanted = list(dict.fromkeys(runs))
         if not wanted:
             return {}
-        with self._lock:
-            return self._heads_of(self._conn, wanted)
+        with self._db.connection() as conn, conn.cursor() as cur:
+            return self._heads_of(cur, wanted)
 
     @staticmethod
-    def _heads_of(conn: Connection, runs: Sequence[RunKey]) -> dict[RunKey, RunHead]:
+    def _heads_of(conn: Cursor, runs: Sequence[RunKey]) -> dict[RunKey, RunHead]:
         if not runs:
             return {}
         rows = conn.execute(_HEADS_OF_SQL, ([t for t, _ in runs], [r for _, r in runs])).fetchall()
@@ -266,13 +269,8 @@ class PostgresLinkStore(CheckpointReads):
         return {str(row[0]): link_from_row(row[1:]) for row in rows}
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-        wanted = list(set(partitions))
-        rows = self._query(
-            "SELECT partition, next_offset FROM audit_offsets "
-            "WHERE topic = %s AND partition = ANY(%s::int[])",
-            (topic, wanted),
-        )
-        return {int(p): int(o) for p, o in rows}
+        with self._db.connection() as conn:
+            return self._tracking.read(conn, topic, partitions)
 
     # --- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(
@@ -282,7 +280,7 @@ class PostgresLinkStore(CheckpointReads):
         if len(ordered) != checkpoint.size:
             raise ValueError(f"{len(ordered)} heads for a checkpoint of size {checkpoint.size}")
         created = datetime.now(UTC).isoformat()
-        with self._transaction() as conn:
+        with self._db.transaction() as conn:
             row = conn.execute(
                 "INSERT INTO audit_checkpoints (origin, size, body, note, created_at) "
                 "VALUES (%s, %s, %s, %s, %s) RETURNING id",
@@ -308,10 +306,13 @@ class PostgresLinkStore(CheckpointReads):
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
 
 
-def _is_stored(conn: Connection, link: Link) -> bool:
+def _is_stored(conn: Cursor, link: Link) -> bool:
     row = conn.execute(
         "SELECT prev_hash, hash, event_id FROM audit_links "
         "WHERE tenant_id = %s AND run_id = %s AND idx = %s",
         (link.tenant_id, link.run_id, link.index),
     ).fetchone()
     return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
+
+
+register(AUDIT_LINKS, ("postgresql", "postgres"), PostgresLinkStore.from_url)

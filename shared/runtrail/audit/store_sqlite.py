@@ -3,20 +3,19 @@
 Links are stored with their event as the RFC 8785 text that was hashed, so
 ``sha256(prev_hash || '|' || event)`` can be checked straight off a row. Triggers refuse
 UPDATE and DELETE on links and checkpoints: changing the record means going around the store,
-which is exactly what verification is there to catch. WAL with ``synchronous=FULL`` makes a
-committed batch (and its offsets) survive a crash or power loss.
+which is exactly what verification is there to catch. On :mod:`runtrail.persistence.sqlite`
+with ``synchronous=FULL``: a committed batch (and its offsets) survives a crash or power loss.
+The schema is the ``audit`` component's migrations (:data:`AUDIT_SQLITE`); offsets live in the
+one tracking table (component ``audit``), fenced: they never move back.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
@@ -29,10 +28,17 @@ from runtrail.audit.sql_reads import (
     summary_from_row,
 )
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
-from runtrail.files import open_private, private_dir
+from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.registry import register
+from runtrail.persistence.sqlite import SqliteDatabase
+from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
+from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit_links (
+#: The tables and triggers as the first release created them (migration 1 adopts them as is).
+WAVE1_SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS audit_links (
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
     idx INTEGER NOT NULL CHECK (idx >= 0),
@@ -41,42 +47,49 @@ CREATE TABLE IF NOT EXISTS audit_links (
     hash TEXT NOT NULL,
     event TEXT NOT NULL,
     PRIMARY KEY (tenant_id, run_id, idx),
-    UNIQUE (tenant_id, event_id)
-);
-CREATE TRIGGER IF NOT EXISTS audit_links_no_update BEFORE UPDATE ON audit_links
-BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS audit_links_no_delete BEFORE DELETE ON audit_links
-BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END;
-
-CREATE TABLE IF NOT EXISTS audit_offsets (
+    UNIQUE (tenant_id, event_id))""",
+    """CREATE TRIGGER IF NOT EXISTS audit_links_no_update BEFORE UPDATE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_links_no_delete BEFORE DELETE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END""",
+    """CREATE TABLE IF NOT EXISTS audit_offsets (
     topic TEXT NOT NULL,
     partition INTEGER NOT NULL,
     next_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)
-);
-
-CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    PRIMARY KEY (topic, partition))""",
+    """CREATE TABLE IF NOT EXISTS audit_checkpoints (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     origin TEXT NOT NULL,
     size INTEGER NOT NULL,
     body TEXT NOT NULL,
     note TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit_checkpoint_heads (
+    created_at TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS audit_checkpoint_heads (
     checkpoint_id INTEGER NOT NULL REFERENCES audit_checkpoints (id),
     leaf_index INTEGER NOT NULL,
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
     length INTEGER NOT NULL,
     hash TEXT NOT NULL,
-    PRIMARY KEY (checkpoint_id, leaf_index)
-);
-CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
-BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
-BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
-"""
+    PRIMARY KEY (checkpoint_id, leaf_index))""",
+    """CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+)
+
+#: The SQLite audit store's schema, in order (the tracking table's migrations come first).
+AUDIT_SQLITE = Component(
+    "audit",
+    (
+        Migration(1, "wave-1 tables", WAVE1_SCHEMA),
+        Migration(
+            2,
+            "offsets move into the tracking table",
+            adopt_statements("audit", "audit_offsets", "partition"),
+        ),
+    ),
+)
 
 #: Most eventIds in one ``IN (…)`` list (SQLite allows 32766 variables since 3.32; stay far below).
 _IN_CHUNK = 500
@@ -87,12 +100,11 @@ _HEAD_SQL = (
 
 
 def path_from_url(url: str) -> str:
-    """``sqlite:///var/lib/audit.db`` → ``/var/lib/audit.db``; ``sqlite:///:memory:`` too."""
-    parsed = urlparse(url)
-    if parsed.scheme != "sqlite" or parsed.netloc or not parsed.path:
-        raise ValueError(f"not a sqlite:///path URL: {url!r}")
-    path = unquote(parsed.path)
-    return ":memory:" if path == "/:memory:" else path
+    """The file of an audit store URL: ``sqlite:///var/lib/audit.db`` → ``/var/lib/audit.db``
+    (three slashes are absolute here), ``sqlite:///:memory:`` and ``memory://`` in memory."""
+    if scheme_of(url) == "memory":
+        return MEMORY
+    return sqlite_path(url)
 
 
 class SqliteLinkStore(CheckpointReads):
@@ -101,40 +113,22 @@ class SqliteLinkStore(CheckpointReads):
     PARAM = "?"
 
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            private_dir(Path(path).parent)
-            open_private(path, "a").close()  # 0600 before SQLite creates it (and its WAL)
-        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.executescript(_SCHEMA)
+        self._db = SqliteDatabase(
+            path, synchronous="FULL", foreign_keys=True, components=[TRACKING, AUDIT_SQLITE]
+        )
+        self._tracking = Tracking(AUDIT_TRACKING, "sqlite")
 
     @classmethod
     def from_url(cls, url: str) -> SqliteLinkStore:
         return cls(path_from_url(url))
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        self._db.close()
 
     # --- writing -------------------------------------------------------------------------
     def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
         """Append links and set offsets in one transaction; all or nothing."""
-        with self._transaction() as conn:
+        with self._db.transaction() as conn:
             rows = self._new_rows(conn, links)
             try:
                 conn.executemany(
@@ -145,13 +139,15 @@ class SqliteLinkStore(CheckpointReads):
                 )
             except sqlite3.IntegrityError as exc:
                 raise ChainConflict(f"link refused by the store: {exc}") from exc
-            conn.executemany(
-                "INSERT INTO audit_offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
-                "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
-                [(tp[0], tp[1], offset) for tp, offset in offsets.items()],
-            )
+            record_offsets(self._tracking, conn, offsets)
 
-    def _new_rows(self, conn: sqlite3.Connection, links: Sequence[Link]) -> list[LinkRow]:
+    def rewind_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set positions back or forward, past the fence (``runtrail offsets set``)."""
+        with self._db.transaction() as cur:
+            for (topic, partition), offset in offsets.items():
+                self._tracking.rewind(cur, topic, {partition: offset})
+
+    def _new_rows(self, conn: sqlite3.Cursor, links: Sequence[Link]) -> list[LinkRow]:
         """Rows to insert, after checking each link extends its run's head."""
         heads: dict[RunKey, tuple[int, str]] = {}
         for key in {(link.tenant_id, link.run_id) for link in links}:
@@ -163,7 +159,7 @@ class SqliteLinkStore(CheckpointReads):
         )
 
     @staticmethod
-    def _is_stored(conn: sqlite3.Connection, tenant: str, run: str, link: Link) -> bool:
+    def _is_stored(conn: sqlite3.Cursor, tenant: str, run: str, link: Link) -> bool:
         row = conn.execute(
             "SELECT prev_hash, hash, event_id FROM audit_links "
             "WHERE tenant_id = ? AND run_id = ? AND idx = ?",
@@ -173,8 +169,7 @@ class SqliteLinkStore(CheckpointReads):
 
     # --- reading -------------------------------------------------------------------------
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return [tuple(row) for row in self._conn.execute(sql, tuple(params)).fetchall()]
+        return self._db.query(sql, params)
 
     def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
         rows = self._query(
@@ -243,19 +238,16 @@ class SqliteLinkStore(CheckpointReads):
 
     def heads_of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RunHead]:
         found: dict[tuple[str, str], RunHead] = {}
-        with self._lock:
+        with self._db.locked() as conn:
             for tenant, run in dict.fromkeys(runs):
-                row = self._conn.execute(_HEAD_SQL, (tenant, run)).fetchone()
+                row = conn.execute(_HEAD_SQL, (tenant, run)).fetchone()
                 if row is not None:
                     found[(tenant, run)] = RunHead(tenant, run, int(row[0]) + 1, str(row[1]))
         return found
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-        wanted = set(partitions)
-        rows = self._query(
-            "SELECT partition, next_offset FROM audit_offsets WHERE topic = ?", (topic,)
-        )
-        return {int(p): int(o) for p, o in rows if int(p) in wanted}
+        with self._db.locked() as conn:
+            return self._tracking.read(conn, topic, partitions)
 
     # --- checkpoints ---------------------------------------------------------------------
     def save_checkpoint(
@@ -265,7 +257,7 @@ class SqliteLinkStore(CheckpointReads):
         if len(ordered) != checkpoint.size:
             raise ValueError(f"{len(ordered)} heads for a checkpoint of size {checkpoint.size}")
         created = datetime.now(UTC).isoformat()
-        with self._transaction() as conn:
+        with self._db.transaction() as conn:
             cursor = conn.execute(
                 "INSERT INTO audit_checkpoints (origin, size, body, note, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -282,3 +274,6 @@ class SqliteLinkStore(CheckpointReads):
                 ],
             )
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+
+
+register(AUDIT_LINKS, ("sqlite", "memory"), SqliteLinkStore.from_url)

@@ -1,44 +1,18 @@
-"""Open the audit link store a URL names: ``sqlite:///path.db`` or ``postgresql://…``.
+"""``open_link_store(url)``: the audit link store a URL names, through the one registry.
 
-The PostgreSQL adapter is imported only when asked for, so the embedded default needs no
-database driver installed.
+Kept as a name because many callers use it; it is exactly ``open_store(AUDIT_LINKS, url)``
+(:mod:`runtrail.persistence.registry`). The adapters are :mod:`~runtrail.audit.store_sqlite`
+(``sqlite:///abs/path.db``, ``memory://``) and :mod:`~runtrail.audit.store_postgres`
+(``postgresql://``, ``postgres://``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from runtrail.audit.store import LinkStore
-
-SCHEMES = ("sqlite", "postgresql", "postgres")
-
-
-def sqlite_url(path: str | Path) -> str:
-    """The ``sqlite:///…`` URL of a file (made absolute: a relative URL path has no meaning)."""
-    return f"sqlite://{Path(path).resolve()}"
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import open_store
 
 
 def open_link_store(url: str) -> LinkStore:
-    """A :class:`LinkStore` for ``url``; :class:`ValueError` for any other scheme."""
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "sqlite":
-        from runtrail.audit.store_sqlite import SqliteLinkStore
-
-        return SqliteLinkStore.from_url(url)
-    if scheme in ("postgresql", "postgres"):
-        from runtrail.audit.store_postgres import PostgresLinkStore
-
-        return PostgresLinkStore.from_url(url)
-    raise ValueError(
-        f"unsupported audit store URL {redact_url(url)!r} (use sqlite:/// or postgresql://)"
-    )
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced, for logs and error messages."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    credentials, _, host = rest.partition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{head}://{user}:***@{host}" if ":" in credentials else url
+    """A :class:`LinkStore` for ``url``; :class:`ValueError` for a scheme no adapter takes."""
+    return open_store(AUDIT_LINKS, url)

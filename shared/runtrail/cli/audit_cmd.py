@@ -24,11 +24,12 @@ from runtrail.audit.errors import AuditError
 from runtrail.audit.export import export_lines, read_export, verify_export, write_export
 from runtrail.audit.link import Link, genesis_head
 from runtrail.audit.store import LinkStore, verify_stored
-from runtrail.audit.stores import open_link_store, redact_url
+from runtrail.audit.stores import open_link_store
 from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.config import Settings
 from runtrail.files import private_dir
+from runtrail.persistence.urls import redact_url
 
 if TYPE_CHECKING:  # the service package is imported only when a command runs
     from runtrail_services.audit.settings import AuditSettings

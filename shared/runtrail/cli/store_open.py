@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from runtrail.publisher.redaction import redact_text
+from runtrail.runtime.unavailable import StoreUnavailable
 
 T = TypeVar("T")
 
@@ -25,7 +26,7 @@ class StoreUnreachable(Exception):
 
 
 def _is_store_error(exc: BaseException) -> bool:
-    if isinstance(exc, OSError | sqlite3.Error):
+    if isinstance(exc, OSError | sqlite3.Error | StoreUnavailable):
         return True
     psycopg = sys.modules.get("psycopg")  # only loaded when a postgresql:// store was opened
     return psycopg is not None and isinstance(exc, psycopg.Error)

@@ -63,7 +63,9 @@ class _AuditPositions:
     falls_back_to_group = False
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
-        from runtrail.audit.stores import open_link_store, redact_url
+        from runtrail.persistence.kinds import AUDIT_LINKS
+        from runtrail.persistence.registry import open_store
+        from runtrail.persistence.urls import redact_url, sqlite_path
         from runtrail_services.audit.settings import AuditSettings
 
         audit = AuditSettings.load(options)
@@ -71,10 +73,8 @@ class _AuditPositions:
         self.publishing = audit.publish
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
-            from runtrail.audit.store_sqlite import path_from_url
-
-            _require_file(path_from_url(url), "audit", self.where)
-        self._store = open_link_store(url)
+            _require_file(sqlite_path(url), "audit", self.where)
+        self._store = open_store(AUDIT_LINKS, url)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         from runtrail_services.audit.positions import start_positions
@@ -93,7 +93,7 @@ class _AuditPositions:
         for partition, offset in offsets.items():
             moved[TopicPartition(topic, partition)] = offset
             moved[TopicPartition(published_name(topic), partition)] = offset
-        self._store.append_batch([], moved)  # no links: the contract's offsets-only write
+        self._store.rewind_offsets(moved)
 
     def close(self) -> None:
         self._store.close()
@@ -103,17 +103,17 @@ class _ProjectorPositions:
     falls_back_to_group = False
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
-        from runtrail.projection import open_projection_store
-        from runtrail.resume.store import redact_url
+        from runtrail.persistence.kinds import PROJECTIONS
+        from runtrail.persistence.registry import open_store
+        from runtrail.persistence.urls import redact_url
+        from runtrail.projection.store_sqlite import path_of
         from runtrail_services.projector.settings import ProjectorSettings
 
         url = ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
-            from runtrail.projection.store_sqlite import sqlite_path
-
-            _require_file(sqlite_path(url.partition("://")[2]), "projector", self.where)
-        self._store = open_projection_store(url)
+            _require_file(path_of(url), "projector", self.where)
+        self._store = open_store(PROJECTIONS, url)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         return self._store.stored_offsets(topic, partitions)
@@ -129,14 +129,16 @@ class _ResumeCachePositions:
     falls_back_to_group = True
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
-        from runtrail.resume.store import open_store, redact_url
+        from runtrail.persistence.kinds import RESUME_ENTRIES
+        from runtrail.persistence.registry import open_store
+        from runtrail.persistence.urls import redact_url, sqlite_path
         from runtrail_services.resume_cache.settings import ResumeCacheSettings
 
         url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
-            _require_file(url[len("sqlite://") :], "resume-cache", self.where)
-        self._store = open_store(url, readers=1)
+            _require_file(sqlite_path(url), "resume-cache", self.where)
+        self._store = open_store(RESUME_ENTRIES, url, readers=1)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         stored = self._store.offsets(topic)

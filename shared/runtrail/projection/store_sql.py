@@ -5,6 +5,10 @@ Statements use ``?`` placeholders (sqlite3); :func:`format_style` rewrites one t
 support; the ``WHERE`` clauses are the store's fences. A fenced upsert that does not apply
 reports ``rowcount == 0`` in both. State is stored as TEXT (the projection's JSON) in both, so
 both adapters return exactly the same rows for the same writes.
+
+The schema is the ``projection`` component's numbered migrations (:data:`PROJECTION`), applied
+at open; consumed offsets live in the one tracking table (:mod:`runtrail.persistence.tracking`),
+written in the batch's transaction and fenced there: an offset never moves back.
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.tracking import Dialect, PositionRegressed, Tracking, adopt_statements
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
 from runtrail.projection.store import EventCoordinates, Halt, StoreConflict, StoredProjection
 
-SCHEMA: tuple[str, ...] = (
+#: The tables as the first release created them (migration 1 adopts a store it made as is).
+WAVE1_SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS projections (
         tenant_id TEXT NOT NULL,
         run_id TEXT NOT NULL,
@@ -53,6 +60,19 @@ SCHEMA: tuple[str, ...] = (
     )""",
 )
 
+#: The projection store's schema, in order; the tracking table's come first (see ``migrate``).
+PROJECTION = Component(
+    "projection",
+    (
+        Migration(1, "wave-1 tables", WAVE1_SCHEMA),
+        Migration(
+            2,
+            "offsets move into the tracking table",
+            adopt_statements("projection", "consumer_offsets", "partition_id"),
+        ),
+    ),
+)
+
 #: Fenced: never over a halted run, never to a lower version (an equal one rewrites, idempotent).
 UPSERT_PROJECTION = """
 INSERT INTO projections (tenant_id, run_id, status, version, projector_version, state, halted)
@@ -86,20 +106,6 @@ ON CONFLICT (tenant_id, run_id) DO UPDATE SET
 WHERE projections.halted = FALSE
 """
 
-#: Fenced: an offset only moves forward.
-UPSERT_OFFSET = """
-INSERT INTO consumer_offsets (topic, partition_id, next_offset) VALUES (?, ?, ?)
-ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset
-WHERE consumer_offsets.next_offset <= excluded.next_offset
-"""
-
-#: Unfenced: only for an operator's explicit ``runtrail offsets set`` (skip or rewind), never
-#: from the service's own writes, which stay fenced by UPSERT_OFFSET.
-SET_OFFSET = """
-INSERT INTO consumer_offsets (topic, partition_id, next_offset) VALUES (?, ?, ?)
-ON CONFLICT (topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset
-"""
-
 UPSERT_SNAPSHOT = """
 INSERT INTO projection_snapshots (
     tenant_id, run_id, projector_version, last_applied_sequence, state
@@ -117,8 +123,6 @@ ROW_COLUMNS = """tenant_id, run_id, status, version, projector_version, state, h
 SELECT_ONE = f"SELECT {ROW_COLUMNS} FROM projections WHERE tenant_id = ? AND run_id = ?"
 SELECT_ROWS = f"SELECT {ROW_COLUMNS} FROM projections"
 SELECT_FENCE = "SELECT halted, version FROM projections WHERE tenant_id = ? AND run_id = ?"
-SELECT_OFFSET = "SELECT next_offset FROM consumer_offsets WHERE topic = ? AND partition_id = ?"
-SELECT_OFFSETS = "SELECT partition_id, next_offset FROM consumer_offsets WHERE topic = ?"
 SELECT_SNAPSHOT = """SELECT projector_version, last_applied_sequence, state
 FROM projection_snapshots WHERE tenant_id = ? AND run_id = ?"""
 
@@ -212,18 +216,19 @@ def stored_snapshot(tenant_id: str, run_id: str, row: tuple[Any, ...]) -> Projec
 class BatchWriter:
     """The fenced writes of ``apply_batch``, for any DB-API cursor (sqlite3 or psycopg).
 
-    Both adapters run exactly these statements inside their own transaction; ``convert``
-    adapts the placeholders (:func:`format_style` for psycopg). A fence that refuses a write
+    Both adapters run exactly these statements inside their own transaction, in their
+    ``dialect``'s placeholders (:func:`format_style` for psycopg). A fence that refuses a write
     raises :class:`StoreConflict`, and the adapter's transaction rolls the whole batch back.
     """
 
-    def __init__(self, convert: Callable[[str], str] = lambda statement: statement) -> None:
+    def __init__(self, dialect: Dialect = "sqlite") -> None:
+        convert: Callable[[str], str] = format_style if dialect == "postgresql" else str
+        #: The projector's consumed offsets (component ``projection``).
+        self.tracking = Tracking("projection", dialect)
         self._projection = convert(UPSERT_PROJECTION)
         self._fence = convert(SELECT_FENCE)
         self._halt = convert(UPSERT_HALT)
         self._snapshot = convert(UPSERT_SNAPSHOT)
-        self._offset = convert(UPSERT_OFFSET)
-        self._stored_offset = convert(SELECT_OFFSET)
 
     def projection(self, cur: Any, state: RunProjection) -> None:
         cur.execute(
@@ -278,10 +283,10 @@ class BatchWriter:
         )
 
     def offset(self, cur: Any, topic: str, partition: int, offset: int) -> None:
-        cur.execute(self._offset, (topic, partition, offset))
-        if cur.rowcount == 0:
-            row = cur.execute(self._stored_offset, (topic, partition)).fetchone()
-            stored = row[0] if row else "?"
+        try:
+            self.tracking.record(cur, {(topic, partition): offset})
+        except PositionRegressed as exc:
             raise StoreConflict(
-                f"offset of {topic}[{partition}] is {stored}; refusing to move it back to {offset}"
-            )
+                f"offset of {topic}[{partition}] is {exc.stored}; "
+                f"refusing to move it back to {offset}"
+            ) from exc

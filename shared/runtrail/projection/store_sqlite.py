@@ -1,21 +1,25 @@
 """The SQLite projection store: the embedded default (``sqlite:///path.db``).
 
-One connection in autocommit mode; every write is an explicit ``BEGIN IMMEDIATE`` … ``COMMIT``,
-so a batch is all or nothing. WAL lets ``runtrail projection show`` read while the service
-writes. ``synchronous=NORMAL`` is safe here: a power cut can lose only whole last transactions,
-and since offsets commit with the rows they cover, the lost events are simply consumed again.
+On :mod:`runtrail.persistence.sqlite` (the one SQLite configuration: WAL, so
+``runtrail projection show`` reads while the service writes; ``BEGIN IMMEDIATE`` … ``COMMIT``
+per batch, so a batch is all or nothing). ``synchronous=NORMAL`` is safe here: a power cut can
+lose only whole last transactions, and since offsets commit with the rows they cover, the lost
+events are simply consumed again.
+
+URLs: ``sqlite:///relative.db`` (in the working folder), ``sqlite:////absolute.db``,
+``sqlite:///:memory:`` or ``memory://``.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
-from runtrail.files import open_private, private_dir
+from runtrail.persistence.kinds import PROJECTIONS
+from runtrail.persistence.registry import register
+from runtrail.persistence.sqlite import SqliteDatabase
+from runtrail.persistence.tracking import TRACKING
+from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
 from runtrail.projection import store_sql as sql
 from runtrail.projection.snapshot import ProjectionSnapshot
 from runtrail.projection.store import (
@@ -26,56 +30,28 @@ from runtrail.projection.store import (
     StoredProjection,
 )
 
-MEMORY = ":memory:"
 
-
-def sqlite_path(rest: str) -> str:
-    """The file of ``sqlite://<rest>``: ``/rel.db`` -> ``rel.db``, ``//abs.db`` -> ``/abs.db``."""
-    if rest in ("", "/", "/" + MEMORY):
+def path_of(url: str) -> str:
+    """The database file a projection store URL names (``sqlite:///x.db`` is relative)."""
+    if scheme_of(url) == "memory":
         return MEMORY
-    if not rest.startswith("/"):
-        raise ValueError(f"sqlite URLs have no host: sqlite://{rest} (use sqlite:///path.db)")
-    return rest[1:]
+    return sqlite_path(url, three_slashes="relative")
 
 
 class SqliteProjectionStore:
     """:class:`~runtrail.projection.store.ProjectionStore` on one SQLite database file."""
 
     def __init__(self, path: str | Path) -> None:
-        target = str(path)
-        self._writer = sql.BatchWriter()
-        if target != MEMORY:
-            private_dir(Path(target).parent)
-            open_private(target, "a").close()  # 0600 before SQLite creates it (and its WAL)
-        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA busy_timeout = 10000")
-            if target != MEMORY:
-                self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-        with self._transaction() as cur:
-            for statement in sql.SCHEMA:
-                cur.execute(statement)
+        self._db = SqliteDatabase(path, components=[TRACKING, sql.PROJECTION])
+        self._writer = sql.BatchWriter("sqlite")
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteProjectionStore:
+        return cls(path_of(url))
 
     # --- writes ------------------------------------------------------------------------------
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Cursor]:
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-            finally:
-                cur.close()
-
     def apply_batch(self, batch: ProjectionBatch) -> None:
-        with self._transaction() as cur:
+        with self._db.transaction() as cur:
             for state in batch.projections:
                 self._writer.projection(cur, state)
             for halt in batch.halts:
@@ -87,8 +63,8 @@ class SqliteProjectionStore:
 
     def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
         """Set next offsets, back or forward, past the fence (``runtrail offsets set``)."""
-        with self._transaction() as cur:
-            cur.executemany(sql.SET_OFFSET, [(topic, p, o) for p, o in offsets.items()])
+        with self._db.transaction() as cur:
+            self._writer.tracking.rewind(cur, topic, offsets)
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:
         self.apply_batch(ProjectionBatch(halts=[Halt(tenant_id, run_id, reason, coordinates)]))
@@ -97,12 +73,8 @@ class SqliteProjectionStore:
         self.apply_batch(ProjectionBatch(snapshots=[snapshot]))
 
     # --- reads -------------------------------------------------------------------------------
-    def _query(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(statement, params).fetchall()
-
     def get(self, tenant_id: str, run_id: str) -> StoredProjection | None:
-        rows = self._query(sql.SELECT_ONE, (tenant_id, run_id))
+        rows = self._db.query(sql.SELECT_ONE, (tenant_id, run_id))
         return sql.stored_row(rows[0]) if rows else None
 
     def list(
@@ -118,17 +90,18 @@ class SqliteProjectionStore:
         statement, params = sql.list_statement(
             status, tenant, halted, limit, run_id=run_id, after=after
         )
-        return [sql.stored_row(r) for r in self._query(statement, params)]
+        return [sql.stored_row(r) for r in self._db.query(statement, params)]
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-        wanted = set(partitions)
-        rows = self._query(sql.SELECT_OFFSETS, (topic,))
-        return {int(p): int(o) for p, o in rows if p in wanted}
+        with self._db.locked() as conn:
+            return self._writer.tracking.read(conn, topic, partitions)
 
     def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
-        rows = self._query(sql.SELECT_SNAPSHOT, (tenant_id, run_id))
+        rows = self._db.query(sql.SELECT_SNAPSHOT, (tenant_id, run_id))
         return sql.stored_snapshot(tenant_id, run_id, rows[0]) if rows else None
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
+
+
+register(PROJECTIONS, ("sqlite", "memory"), SqliteProjectionStore.from_url)

@@ -1,0 +1,48 @@
+"""Every kind of store runtrail keeps, and the modules whose adapters open it.
+
+Why one list: a newcomer finds any store adapter from here in one hop, and
+:func:`~runtrail.persistence.registry.open_store` imports only the adapters of the kind it is
+asked for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runtrail.persistence.registry import StoreKind, define_kind
+
+if TYPE_CHECKING:
+    from runtrail.audit.store import LinkStore
+    from runtrail.capture.sink import CaptureSink
+    from runtrail.projection.store import ProjectionStore
+    from runtrail.resume.store import CacheStore
+    from runtrail.sessions.checkpoints import CheckpointBackend
+    from runtrail.sessions.store import AgentSessionStore
+
+#: The schemes obstore opens (capture records go to any object store it knows).
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl", "http", "https")
+
+PROJECTIONS: StoreKind[ProjectionStore] = define_kind(
+    "projection",
+    "projection store",
+    ("runtrail.projection.store_sqlite", "runtrail.projection.store_postgres"),
+)
+AUDIT_LINKS: StoreKind[LinkStore] = define_kind(
+    "audit",
+    "audit store",
+    ("runtrail.audit.store_sqlite", "runtrail.audit.store_postgres"),
+)
+# The kinds below are still opened by their wave-1 openers, registered in ``wave1``; each
+# moves to its own adapter modules as it is ported onto this layer.
+RESUME_ENTRIES: StoreKind[CacheStore] = define_kind(
+    "resume-cache", "resume-cache store", ("runtrail.persistence.wave1",)
+)
+SESSION_SNAPSHOTS: StoreKind[AgentSessionStore] = define_kind(
+    "sessions", "session store", ("runtrail.persistence.wave1",)
+)
+LANGGRAPH_CHECKPOINTS: StoreKind[CheckpointBackend] = define_kind(
+    "checkpoints", "checkpoint store", ("runtrail.persistence.wave1",)
+)
+CAPTURE_RECORDS: StoreKind[CaptureSink] = define_kind(
+    "capture", "capture sink", ("runtrail.persistence.wave1",)
+)

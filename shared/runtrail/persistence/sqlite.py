@@ -1,0 +1,125 @@
+"""The one SQLite configuration every SQLite adapter opens its database with.
+
+Why one: the stores had four slightly different sets of pragmas. Here: the file is created
+0600 in a 0700 folder before SQLite makes it (and its WAL), WAL journal (readers never block
+the writer), a busy timeout (a second process waits instead of failing at once),
+autocommit mode (``isolation_level=None``: every write is an explicit ``BEGIN IMMEDIATE`` …
+``COMMIT``, so a batch is all or nothing), and a connection usable from any thread (access is
+serialised by :class:`SqliteDatabase`'s lock).
+
+``synchronous``: ``NORMAL`` (the default) may lose the last transactions on a power cut —
+safe for a store that keeps its positions in the same transaction, since the lost events are
+consumed again; ``FULL`` for a store whose committed rows must survive (the audit chain).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from runtrail.files import open_private, private_dir
+from runtrail.persistence.migrations import Component, migrate
+from runtrail.persistence.urls import MEMORY
+
+Synchronous = Literal["NORMAL", "FULL"]
+
+#: How long a connection waits for another process's write lock before "database is locked".
+BUSY_TIMEOUT_MS = 10_000
+
+
+def connect(
+    path: str | Path, *, synchronous: Synchronous = "NORMAL", foreign_keys: bool = False
+) -> sqlite3.Connection:
+    """A new connection to the database at ``path`` (or :data:`MEMORY`), configured as above."""
+    target = str(path)
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValueError(f"synchronous is NORMAL or FULL, not {synchronous!r}")
+    if target != MEMORY:
+        private_dir(Path(target).parent)
+        open_private(target, "a").close()  # 0600 before SQLite creates it (and its WAL)
+    conn = sqlite3.connect(
+        target,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if target != MEMORY:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    if foreign_keys:
+        conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class SqliteDatabase:
+    """One configured connection, a lock, and all-or-nothing write transactions."""
+
+    dialect: Final = "sqlite"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        foreign_keys: bool = False,
+        components: Sequence[Component] = (),
+    ) -> None:
+        """Open the database and apply ``components``' pending migrations (closed again if
+        they fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`)."""
+        self.path = str(path)
+        self._conn = connect(path, synchronous=synchronous, foreign_keys=foreign_keys)
+        self._lock = threading.RLock()
+        if components:
+            try:
+                self.migrate(components)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection; hold :meth:`locked` while using it."""
+        return self._conn
+
+    @contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back. IMMEDIATE
+        takes the write lock at the start, so two writers serialise instead of failing."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            finally:
+                cur.close()
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read (autocommit: it sees every committed write)."""
+        with self._lock:
+            return [tuple(row) for row in self._conn.execute(statement, tuple(params))]
+
+    def migrate(self, components: Sequence[Component]) -> dict[str, int]:
+        """Apply the components' pending migrations (see :mod:`runtrail.persistence.migrations`;
+        put :data:`runtrail.persistence.tracking.TRACKING` first if the store keeps positions)."""
+        return migrate(
+            self.transaction, self.dialect, components, where=f"the SQLite store {self.path}"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,100 @@
+"""The one SQLite configuration: private file, WAL, busy timeout, synchronous, autocommit,
+any thread; transactions are all or nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from runtrail.persistence.sqlite import BUSY_TIMEOUT_MS, SqliteDatabase, connect
+from runtrail.persistence.urls import MEMORY
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_file_is_private_and_the_pragmas_are_set(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "deeper" / "store.db"
+    conn = connect(path)
+    try:
+        assert _mode(path) == 0o600
+        assert _mode(path.parent) == 0o700 and _mode(path.parent.parent) == 0o700
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (BUSY_TIMEOUT_MS,)
+        assert conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
+        assert conn.isolation_level is None
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        assert not conn.in_transaction  # autocommit: nothing left open
+    finally:
+        conn.close()
+
+
+def test_full_synchronous_and_foreign_keys_on_request(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "audit.db", synchronous="FULL", foreign_keys=True)
+    try:
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
+    finally:
+        conn.close()
+    with pytest.raises(ValueError, match="NORMAL or FULL"):
+        connect(tmp_path / "x.db", synchronous="OFF")  # type: ignore[arg-type]
+
+
+def test_a_transaction_is_all_or_nothing(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "t.db")
+    try:
+        with db.transaction() as cur:
+            cur.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+        with pytest.raises(sqlite3.IntegrityError), db.transaction() as cur:
+            cur.execute("INSERT INTO t VALUES (1)")
+            cur.execute("INSERT INTO t VALUES (1)")
+        assert db.query("SELECT COUNT(*) FROM t") == [(0,)]
+        with db.transaction() as cur:
+            cur.execute("INSERT INTO t VALUES (?)", (2,))
+        assert db.query("SELECT x FROM t") == [(2,)]
+    finally:
+        db.close()
+
+
+def test_the_database_is_usable_from_another_thread_and_by_a_second_process(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    db = SqliteDatabase(path)
+    other = SqliteDatabase(path)  # as another process would open it
+    try:
+        with db.transaction() as cur:
+            cur.execute("CREATE TABLE t (x INTEGER)")
+        seen: list[object] = []
+
+        def write() -> None:
+            try:
+                with db.transaction() as cur:
+                    cur.execute("INSERT INTO t VALUES (1)")
+            except BaseException as exc:
+                seen.append(exc)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+        assert seen == []
+        assert other.query("SELECT x FROM t") == [(1,)]
+    finally:
+        db.close()
+        other.close()
+
+
+def test_an_in_memory_database_needs_no_file() -> None:
+    db = SqliteDatabase(MEMORY)
+    try:
+        with db.transaction() as cur:
+            cur.execute("CREATE TABLE t (x INTEGER)")
+        assert db.query("SELECT COUNT(*) FROM t") == [(0,)]
+    finally:
+        db.close()
