@@ -103,8 +103,8 @@ class _ProjectorPositions:
     falls_back_to_group = False
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+        from runtrail.persistence import redact_url
         from runtrail.projection import open_projection_store
-        from runtrail.resume.store import redact_url
         from runtrail_services.projector.settings import ProjectorSettings
 
         url = ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
@@ -129,14 +129,16 @@ class _ResumeCachePositions:
     falls_back_to_group = True
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
-        from runtrail.resume.store import open_store, redact_url
+        from runtrail.persistence import open_store, redact_url
+        from runtrail.persistence.kinds import RESUME_ENTRIES
+        from runtrail.persistence.urls import sqlite_path
         from runtrail_services.resume_cache.settings import ResumeCacheSettings
 
         url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
-            _require_file(url[len("sqlite://") :], "resume-cache", self.where)
-        self._store = open_store(url, readers=1)
+            _require_file(sqlite_path(url), "resume-cache", self.where)
+        self._store = open_store(RESUME_ENTRIES, url, readers=1)
 
     def read(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         stored = self._store.offsets(topic)

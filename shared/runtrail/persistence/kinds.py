@@ -35,7 +35,9 @@ AUDIT_LINKS: StoreKind[LinkStore] = define_kind(
 # The kinds below are still opened by their wave-1 openers, registered in ``wave1``; each
 # moves to its own adapter modules as it is ported onto this layer.
 RESUME_ENTRIES: StoreKind[CacheStore] = define_kind(
-    "resume-cache", "resume-cache store", ("runtrail.persistence.wave1",)
+    "resume-cache",
+    "resume-cache store",
+    ("runtrail.resume.store_sqlite", "runtrail.resume.store_postgres"),
 )
 SESSION_SNAPSHOTS: StoreKind[AgentSessionStore] = define_kind(
     "sessions", "session store", ("runtrail.persistence.wave1",)
