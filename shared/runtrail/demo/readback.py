@@ -176,11 +176,12 @@ class Readers:
         if not self.targets.has("sessions"):
             return None
         if self._sessions is None:
-            from runtrail.sessions import open_session_store
+            from runtrail.persistence import open_store
+            from runtrail.persistence.kinds import SESSION_SNAPSHOTS
             from runtrail_services.sessions.settings import SessionsSettings
 
             url = SessionsSettings.load().resolved_store_url(self.state_dir)
-            self._sessions = self._closing(open_session_store(url))
+            self._sessions = self._closing(open_store(SESSION_SNAPSHOTS, url))
         snapshot = self._sessions.load(tenant, session_id)
         return SessionView(session_id, 0 if snapshot is None else len(snapshot.event_log))
 
