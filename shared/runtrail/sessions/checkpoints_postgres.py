@@ -19,7 +19,7 @@ from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Connection
 from runtrail.persistence.registry import register
 from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row
-from runtrail.sessions.pg import SessionDatabase
+from runtrail.sessions.pg import PostgresBacked
 
 TABLE = "runtrail_thread_records"
 _KEY = "tenant_id, thread_id, kind, ns, k1, k2, k3"
@@ -71,28 +71,18 @@ WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
 _THREADS = f"SELECT DISTINCT thread_id FROM {TABLE} WHERE tenant_id = %s AND kind = 'checkpoint'"
 
 
-class PostgresCheckpointBackend(CheckpointBackend):
+class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
     """Sealed checkpoint records in PostgreSQL. Thread-safe (pooled connections)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
-        self.url = url
-        self._db = SessionDatabase(
-            url, what="checkpoint store", component=MIGRATIONS, connect_timeout_s=connect_timeout_s
-        )
-        self._where = self._db.where
-
-    def describe(self) -> str:
-        return self._where
-
-    def close(self) -> None:
-        self._db.close()
+    what = "checkpoint store"
+    component = MIGRATIONS
 
     def locate(self, key: Key) -> str:
         return self.row_name(key)
 
     def row_name(self, key: Key) -> str:
         """How errors name a row: table, key and database."""
-        return f"{TABLE} row {key!r} in {self._where}"
+        return f"{TABLE} row {key!r} in {self._db.where}"
 
     # --- writing ------------------------------------------------------------------------------
     def put(self, rows: Sequence[Row]) -> None:

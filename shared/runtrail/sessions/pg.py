@@ -64,3 +64,23 @@ class SessionDatabase:
 
     def close(self) -> None:
         self._db.close()
+
+
+class PostgresBacked:
+    """The constructor, :meth:`describe` and :meth:`close` of a PostgreSQL session-side store:
+    a subclass names itself (``what``) and its migrations (``component``)."""
+
+    what: str
+    component: Component
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
+        self.url = url
+        self._db = SessionDatabase(
+            url, what=self.what, component=self.component, connect_timeout_s=connect_timeout_s
+        )
+
+    def describe(self) -> str:
+        return self._db.where
+
+    def close(self) -> None:
+        self._db.close()

@@ -23,7 +23,7 @@ from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Connection
 from runtrail.persistence.registry import register
 from runtrail.sessions.errors import CorruptSnapshot
-from runtrail.sessions.pg import SessionDatabase
+from runtrail.sessions.pg import PostgresBacked
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
 from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
 
@@ -78,21 +78,11 @@ FROM {TABLE} {{where}} ORDER BY tenant_id, session_id
 _DELETE = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
 
 
-class PostgresSessionStore(AgentSessionStore):
+class PostgresSessionStore(PostgresBacked, AgentSessionStore):
     """Session snapshots as rows of ``runtrail_sessions``. Thread-safe (pooled connections)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
-        self.url = url
-        self._db = SessionDatabase(
-            url, what="session store", component=MIGRATIONS, connect_timeout_s=connect_timeout_s
-        )
-        self._where = self._db.where
-
-    def describe(self) -> str:
-        return self._where
-
-    def close(self) -> None:
-        self._db.close()
+    what = "session store"
+    component = MIGRATIONS
 
     # --- writing ------------------------------------------------------------------------------
     def save(self, snapshot: AgentSessionSnapshot) -> bool:
@@ -150,7 +140,9 @@ class PostgresSessionStore(AgentSessionStore):
     # --- reading ------------------------------------------------------------------------------
     def row_name(self, tenant_id: str, session_id: str) -> str:
         """How errors name a row: table, key and database."""
-        return f"{TABLE} row (tenant_id={tenant_id!r}, session_id={session_id!r}) in {self._where}"
+        return (
+            f"{TABLE} row (tenant_id={tenant_id!r}, session_id={session_id!r}) in {self._db.where}"
+        )
 
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
         found = self._db.row(_SELECT, (tenant_id, session_id))
