@@ -129,9 +129,9 @@ class _ResumeCachePositions:
     falls_back_to_group = True
 
     def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
-        from runtrail.persistence import open_store, redact_url
         from runtrail.persistence.kinds import RESUME_ENTRIES
-        from runtrail.persistence.urls import sqlite_path
+        from runtrail.persistence.registry import open_store
+        from runtrail.persistence.urls import redact_url, sqlite_path
         from runtrail_services.resume_cache.settings import ResumeCacheSettings
 
         url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
