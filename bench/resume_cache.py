@@ -28,9 +28,9 @@ from bench.runtime import publish
 from bench.workload import workload
 from runtrail.config import Settings
 from runtrail.kafka.ports import free_ports
+from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.keys import Kind, Scope, model_key, tool_key
-from runtrail.resume.store import sqlite_url
 from runtrail_services.resume_cache.service import ResumeCacheService
 
 TOKEN = "bench-token"

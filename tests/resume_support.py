@@ -12,7 +12,7 @@ from typing import Any
 
 from runtrail.config import Settings
 from runtrail.kafka.ports import free_ports
-from runtrail.resume.store import sqlite_url
+from runtrail.persistence.urls import sqlite_url
 from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}

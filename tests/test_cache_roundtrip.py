@@ -10,9 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.partitioning import partition_for
-from runtrail.resume.store import open_store, sqlite_url
+from runtrail.resume.store import open_store
 from tests.support import create_topic, unique_topic
 from tests.test_resume_builder import PROMPT, events
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import Event
-from runtrail.resume.store import sqlite_url
+from runtrail.persistence.urls import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.resume_cache.service import ResumeCacheService
 from tests.capture_support import RunEvents, prompt

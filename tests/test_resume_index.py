@@ -11,11 +11,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from runtrail.http_server import TokenAuth
+from runtrail.persistence.urls import sqlite_url
 from runtrail.resume import CacheEntry, Kind, NotCaughtUp, Scope
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.remote import Lookup
-from runtrail.resume.store import CacheStore, open_store, sqlite_url
+from runtrail.resume.store import CacheStore, open_store
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics

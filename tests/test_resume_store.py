@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.entry import CacheEntry
 from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.store import CacheStore, open_store, sqlite_url
+from runtrail.resume.store import CacheStore, open_store
 from tests.test_resume_builder import PROMPT, events
 
 TOPIC = "runtrail.events"

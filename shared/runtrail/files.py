@@ -6,8 +6,12 @@ Why: they hold whole agent runs (prompts, tool outputs) and signing keys. Folder
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -73,3 +77,49 @@ __all__ = [
     "private_dir",
     "readable_by_others",
 ]
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make the entries of folder ``path`` durable (a file created, renamed or removed in it
+    survives a power cut only once its folder is fsynced)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old content or the new, never a mix,
+    whenever the writer dies: a hidden temporary file (0600) beside it, fsynced, renamed over
+    it; then the folder fsynced (``sync_dir=False``: the caller does it, once for many files).
+    A killed writer's temporary file is hidden (``.…tmp``) and nothing reads it."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (created 0600): writers in other processes
+    wait, so a check and the write it allows are one step between them."""
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -19,8 +19,10 @@ import logging
 from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from runtrail.capture import CaptureSink, Hold, NodeIoRecord, NodePairer, open_sink
+from runtrail.capture import CaptureSink, Hold, NodeIoRecord, NodePairer
 from runtrail.capture.pairer import wall_ms
+from runtrail.persistence import open_store
+from runtrail.persistence.kinds import CAPTURE_RECORDS
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail_services.capture.metrics import CaptureMetrics
 from runtrail_services.capture.settings import CaptureSettings
@@ -47,7 +49,7 @@ class CaptureService(Service):
         super().__init__(context)
         self.settings = CaptureSettings.load(context.options)
         url = self.settings.resolved_sink_url(context.settings.state_dir)
-        self.sink: CaptureSink = open_sink(url, **self.settings.sink_options(url))
+        self.sink: CaptureSink = open_store(CAPTURE_RECORDS, url, **self.settings.sink_options(url))
         self.metrics = CaptureMetrics(self.name, context.registry)
         self._pairers: dict[str, NodePairer] = {}
         self._idle_ms = int(self.settings.idle_flush_s * 1000)

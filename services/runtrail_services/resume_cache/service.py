@@ -25,10 +25,12 @@ from typing import Any
 import orjson
 
 from runtrail.http_server import TokenAuth
+from runtrail.persistence import open_store, redact_url
+from runtrail.persistence.kinds import RESUME_ENTRIES
 from runtrail.resume.builder import EntryBuilder, ModelNode, WriteBatch
 from runtrail.resume.entry import Intent
 from runtrail.resume.keys import Kind
-from runtrail.resume.store import CacheStore, open_store, redact_url
+from runtrail.resume.store import CacheStore
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.resume_cache.http_api import LookupServer
@@ -58,7 +60,7 @@ class ResumeCacheService(Service):
         self.settings = ResumeCacheSettings.load(context.options)
         self.events_topic = context.settings.events_topic
         url = self.settings.resolved_store_url(context.settings.state_dir)
-        self.store: CacheStore = open_store(url, readers=self.settings.readers)
+        self.store: CacheStore = open_store(RESUME_ENTRIES, url, readers=self.settings.readers)
         self._store_name = redact_url(url)
         self.metrics = ResumeCacheMetrics(self.name, context.registry)
         self.builder = EntryBuilder(

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import ServiceSettings
-from runtrail.resume.store import sqlite_url
+from runtrail.persistence.urls import sqlite_url
 
 
 def default_store_url(state_dir: Path) -> str:

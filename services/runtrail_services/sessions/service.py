@@ -40,6 +40,8 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 
+from runtrail.persistence import open_store
+from runtrail.persistence.kinds import SESSION_SNAPSHOTS
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -49,7 +51,6 @@ from runtrail.sessions import (
     CorruptSnapshot,
     SessionStoreError,
     UntrustedSnapshot,
-    open_session_store,
 )
 from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail_services.sessions.http_api import SessionsApi
@@ -83,7 +84,7 @@ class SessionsService(Service):
         self.settings = SessionsSettings.load(context.options)
         state_dir = context.settings.state_dir
         self.metrics = SessionsMetrics(self.name, context.registry)
-        self.store = open_session_store(self.settings.resolved_store_url(state_dir))
+        self.store = open_store(SESSION_SNAPSHOTS, self.settings.resolved_store_url(state_dir))
         self.policy = CheckpointPolicy(
             every_n_events=self.settings.every_n_events,
             at_step_end=self.settings.at_step_end,

@@ -27,15 +27,11 @@ from typing import Any
 from runtrail.capture.layout import partition_dir
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.repair import FILE_RE, repair_tree
-from runtrail.capture.urls import (
-    as_bool,
-    file_path,
-    pop_float,
-    pop_int,
-    reject_unknown,
-    split_options,
-)
-from runtrail.files import PRIVATE_FILE_MODE, private_dir
+from runtrail.capture.urls import as_bool, pop_float, pop_int, reject_unknown, split_options
+from runtrail.files import PRIVATE_FILE_MODE, fsync_dir, private_dir
+from runtrail.persistence.kinds import CAPTURE_RECORDS
+from runtrail.persistence.registry import register
+from runtrail.persistence.urls import file_path
 from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -89,14 +85,6 @@ class _OpenFile:
         if self.unsynced:
             os.fsync(self.fd)
             self.unsynced = False
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class JsonlFileSink:
@@ -190,7 +178,7 @@ class JsonlFileSink:
             for open_file in self._files.values():
                 open_file.sync()
             for directory in sorted(self._dirs_to_sync):
-                _fsync_dir(directory)
+                fsync_dir(directory)
             self._dirs_to_sync.clear()
             now = self._clock()
             for key, open_file in list(self._files.items()):
@@ -258,3 +246,6 @@ class JsonlFileSink:
         open_file.sync()
         os.close(open_file.fd)
         del self._files[key]
+
+
+register(CAPTURE_RECORDS, ("file",), JsonlFileSink.from_url)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runtrail.capture.record import NodeIoRecord, NodeType
+from runtrail.persistence.kinds import CAPTURE_RECORDS
+from runtrail.persistence.registry import register
 
 
 class InMemoryIoCaptureSink:
@@ -35,3 +37,12 @@ class InMemoryIoCaptureSink:
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+def _open(url: str) -> InMemoryIoCaptureSink:
+    """``memory://``: a new, empty sink (the URL carries nothing else)."""
+    del url
+    return InMemoryIoCaptureSink()
+
+
+register(CAPTURE_RECORDS, ("memory",), _open)

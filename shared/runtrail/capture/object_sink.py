@@ -21,6 +21,8 @@ from runtrail.capture.layout import partition_dir
 from runtrail.capture.object_store import open_store
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.urls import pop_int, split_options
+from runtrail.persistence.kinds import CAPTURE_RECORDS, OBJECT_STORE_SCHEMES
+from runtrail.persistence.registry import register
 from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
@@ -119,3 +121,6 @@ class ObjectStoreSink:
         path = object_key(key[0], key[1], list(batch.lines), self.compressed)
         obstore.put(self.store, path, body)
         self.uploaded.append(path)
+
+
+register(CAPTURE_RECORDS, OBJECT_STORE_SCHEMES, ObjectStoreSink.from_url)

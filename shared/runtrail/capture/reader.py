@@ -22,7 +22,8 @@ from runtrail.capture.layout import tenant_segment
 from runtrail.capture.object_store import open_store
 from runtrail.capture.record import NODE_TYPES, NodeIoRecord, NodeType
 from runtrail.capture.repair import capture_files, files_of_day
-from runtrail.capture.urls import file_path, split_options
+from runtrail.capture.urls import split_options
+from runtrail.persistence.urls import file_path
 
 OBJECT_RE = re.compile(r"(^|/)capture-[0-9a-f]+\.jsonl(\.zst)?$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_.:@+=-]+$")

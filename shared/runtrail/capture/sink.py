@@ -1,5 +1,9 @@
 """The one interface every capture sink implements, and the URL that picks one.
 
+The sinks register themselves in :mod:`runtrail.persistence.registry`: ``memory://``
+(:mod:`.memory_sink`), ``file:///dir`` (:mod:`.file_sink`) and every object store scheme obstore
+knows (:mod:`.object_sink`).
+
 The consumer runtime writes records as they close, calls ``flush`` before committing offsets
 (after ``flush`` returns, everything written is durable), and ``close`` on shutdown.
 """
@@ -8,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from runtrail.capture.record import NodeIoRecord
 
@@ -33,15 +36,7 @@ def open_sink(url: str, **options: Any) -> CaptureSink:
     ``az://``…); their options come from the URL's query and the environment. Keyword options
     override query parameters.
     """
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "memory":
-        from runtrail.capture.memory_sink import InMemoryIoCaptureSink
+    from runtrail.persistence.kinds import CAPTURE_RECORDS
+    from runtrail.persistence.registry import open_store
 
-        return InMemoryIoCaptureSink()
-    if scheme == "file":
-        from runtrail.capture.file_sink import JsonlFileSink
-
-        return JsonlFileSink.from_url(url, **options)
-    from runtrail.capture.object_sink import ObjectStoreSink
-
-    return ObjectStoreSink.from_url(url, **options)
+    return open_store(CAPTURE_RECORDS, url, **options)

@@ -1,10 +1,10 @@
-"""Sink URLs: the location part and the options carried in the query string."""
+"""Sink URLs: the location part and the options carried in the query string (a ``file://``
+URL's folder is :func:`runtrail.persistence.urls.file_path`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -16,13 +16,6 @@ def split_options(url: str, overrides: dict[str, Any] | None = None) -> tuple[st
     options: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     options.update(overrides or {})
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), options
-
-
-def file_path(url: str) -> Path:
-    """The directory of a ``file://`` URL (``file:///abs`` or ``file://relative/dir``)."""
-    parts = urlsplit(url)
-    netloc = "" if parts.netloc in ("", "localhost") else parts.netloc
-    return Path(unquote(netloc + parts.path))
 
 
 def as_bool(value: Any) -> bool:

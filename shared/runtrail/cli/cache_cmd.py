@@ -96,10 +96,13 @@ def _store_url(args: argparse.Namespace, settings: Settings) -> str:
 
 def _open_store(args: argparse.Namespace, settings: Settings) -> CacheStore:
     """The cache store, or a one-line answer naming it when it cannot be opened."""
-    from runtrail.resume.store import open_store
+    from runtrail.persistence import open_store
+    from runtrail.persistence.kinds import RESUME_ENTRIES
 
     url = _store_url(args, settings)
-    return open_store_or_explain("resume-cache", url, lambda: open_store(url, readers=1))
+    return open_store_or_explain(
+        "resume-cache", url, lambda: open_store(RESUME_ENTRIES, url, readers=1)
+    )
 
 
 def _print(value: Any) -> None:

@@ -78,12 +78,13 @@ def _fail(status: int, message: str) -> int:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from runtrail.sessions import open_session_store
+    from runtrail.persistence import open_store
+    from runtrail.persistence.kinds import SESSION_SNAPSHOTS
     from runtrail_services.sessions.settings import SessionsSettings
 
     settings = settings_from_args(args)
     url = args.store or SessionsSettings().resolved_store_url(settings.state_dir)
-    return open_session_store(url)
+    return open_store(SESSION_SNAPSHOTS, url)
 
 
 def run_list(args: argparse.Namespace) -> int:

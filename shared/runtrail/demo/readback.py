@@ -109,11 +109,12 @@ class Readers:
         if not self.targets.has("resume-cache"):
             return None
         if self._cache is None:
-            from runtrail.resume.store import open_store
+            from runtrail.persistence import open_store
+            from runtrail.persistence.kinds import RESUME_ENTRIES
             from runtrail_services.resume_cache.settings import ResumeCacheSettings
 
             url = ResumeCacheSettings.load().resolved_store_url(self.state_dir)
-            self._cache = self._closing(open_store(url, readers=1))
+            self._cache = self._closing(open_store(RESUME_ENTRIES, url, readers=1))
         entries = [e for e in self._cache.entries(tenant) if e.run_id == run_id]
         return CacheView(
             model_entries=sum(1 for e in entries if e.kind.value == "model"),
@@ -175,11 +176,12 @@ class Readers:
         if not self.targets.has("sessions"):
             return None
         if self._sessions is None:
-            from runtrail.sessions import open_session_store
+            from runtrail.persistence import open_store
+            from runtrail.persistence.kinds import SESSION_SNAPSHOTS
             from runtrail_services.sessions.settings import SessionsSettings
 
             url = SessionsSettings.load().resolved_store_url(self.state_dir)
-            self._sessions = self._closing(open_session_store(url))
+            self._sessions = self._closing(open_store(SESSION_SNAPSHOTS, url))
         snapshot = self._sessions.load(tenant, session_id)
         return SessionView(session_id, 0 if snapshot is None else len(snapshot.event_log))
 

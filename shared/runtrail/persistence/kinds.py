@@ -32,17 +32,27 @@ AUDIT_LINKS: StoreKind[LinkStore] = define_kind(
     "audit store",
     ("runtrail.audit.store_sqlite", "runtrail.audit.store_postgres"),
 )
-# The kinds below are still opened by their wave-1 openers, registered in ``wave1``; each
-# moves to its own adapter modules as it is ported onto this layer.
 RESUME_ENTRIES: StoreKind[CacheStore] = define_kind(
-    "resume-cache", "resume-cache store", ("runtrail.persistence.wave1",)
+    "resume-cache",
+    "resume-cache store",
+    ("runtrail.resume.store_sqlite", "runtrail.resume.store_postgres"),
 )
 SESSION_SNAPSHOTS: StoreKind[AgentSessionStore] = define_kind(
-    "sessions", "session store", ("runtrail.persistence.wave1",)
+    "sessions",
+    "session store",
+    ("runtrail.sessions.store_file", "runtrail.sessions.store_postgres"),
 )
 LANGGRAPH_CHECKPOINTS: StoreKind[CheckpointBackend] = define_kind(
-    "checkpoints", "checkpoint store", ("runtrail.persistence.wave1",)
+    "checkpoints",
+    "checkpoint store",
+    ("runtrail.sessions.checkpoints_file", "runtrail.sessions.checkpoints_postgres"),
 )
 CAPTURE_RECORDS: StoreKind[CaptureSink] = define_kind(
-    "capture", "capture sink", ("runtrail.persistence.wave1",)
+    "capture",
+    "capture sink",
+    (
+        "runtrail.capture.memory_sink",
+        "runtrail.capture.file_sink",
+        "runtrail.capture.object_sink",
+    ),
 )

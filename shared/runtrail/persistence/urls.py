@@ -72,3 +72,12 @@ def sqlite_path(url: str, *, three_slashes: str = "absolute") -> str:
     if three_slashes != "absolute":
         raise ValueError(f"three_slashes is 'absolute' or 'relative', not {three_slashes!r}")
     return path
+
+
+def file_path(url: str) -> Path:
+    """The folder of a ``file:///abs/dir`` (or ``file://relative/dir``) URL."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file":
+        raise ValueError(f"not a file:// URL: {redact_url(url)!r}")
+    netloc = "" if parts.netloc in ("", "localhost") else parts.netloc
+    return Path(unquote(netloc + parts.path))

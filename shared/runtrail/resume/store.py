@@ -1,512 +1,91 @@
-"""The resume-cache store: entries, open state and consumed offsets, in SQL.
+"""The resume-cache store's interface: entries, open state and consumed positions.
 
-One implementation, two dialects: SQLite (``sqlite:///path.db``, the embedded default) and
-PostgreSQL (``postgresql://…``, production; several service instances share it). What a flush
-changed — entries, intents opened or closed, open model nodes, run sequences — is written in
-**one transaction together with the consumed offsets**, and the service starts each partition
-from the offsets stored here: exactly-once into the store, whatever the crash.
-
-Entries are first-wins (``ON CONFLICT DO NOTHING``): a replayed run always gets what its first
-attempt got. Lookups run on pooled reader connections, so the HTTP threads never contend with
-the consume loop's writer.
+Adapters, one module each, register themselves in :mod:`runtrail.persistence.registry`:
+:mod:`.store_sqlite` (``sqlite:///path.db``, the embedded default) and :mod:`.store_postgres`
+(``postgresql://…``, production; several service instances share it), both built on the
+statements of :mod:`.store_sql`. Open one with :func:`open_store`.
 """
 
 from __future__ import annotations
 
-import queue
-import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
-from runtrail.files import open_private, private_dir
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
 
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS rc_entries (
-        tenant_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        key TEXT NOT NULL,
-        body TEXT NOT NULL,
-        written_ms BIGINT NOT NULL,
-        PRIMARY KEY (tenant_id, run_id, kind, key))""",
-    "CREATE INDEX IF NOT EXISTS rc_entries_by_tenant ON rc_entries (tenant_id, kind, key, written_ms)",
-    """CREATE TABLE IF NOT EXISTS rc_intents (
-        tenant_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        intent_id TEXT NOT NULL,
-        key TEXT NOT NULL,
-        topic TEXT NOT NULL,
-        partition INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (tenant_id, run_id, intent_id))""",
-    "CREATE INDEX IF NOT EXISTS rc_intents_by_key ON rc_intents (tenant_id, run_id, key)",
-    "CREATE INDEX IF NOT EXISTS rc_intents_by_partition ON rc_intents (topic, partition)",
-    """CREATE TABLE IF NOT EXISTS rc_models (
-        tenant_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        node_id TEXT NOT NULL,
-        topic TEXT NOT NULL,
-        partition INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (tenant_id, run_id, node_id))""",
-    "CREATE INDEX IF NOT EXISTS rc_models_by_partition ON rc_models (topic, partition)",
-    """CREATE TABLE IF NOT EXISTS rc_runs (
-        tenant_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        last_sequence BIGINT NOT NULL,
-        PRIMARY KEY (tenant_id, run_id))""",
-    """CREATE TABLE IF NOT EXISTS rc_offsets (
-        topic TEXT NOT NULL,
-        partition INTEGER NOT NULL,
-        next_offset BIGINT NOT NULL,
-        PRIMARY KEY (topic, partition))""",
-)
 
-#: Serialises schema creation between PostgreSQL clients starting at once ("rtresume").
-_PG_SCHEMA_LOCK = 0x7274726573756D65
+class CacheStore(ABC):
+    """What the resume-cache service, its lookups and the CLI need of a store."""
 
-Connect = Callable[[], Any]
+    dialect: str
 
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode("utf-8")
-
-
-def _node_id(node: ModelNode) -> str:
-    return f"{node.turn_id or ''}|{'' if node.step is None else node.step}"
-
-
-class CacheStore:
-    """See the module docstring. Use :func:`open_store` to make one from a URL."""
-
-    def __init__(self, connect: Connect, dialect: str, *, readers: int = 8) -> None:
-        if dialect not in ("sqlite", "postgresql"):
-            raise ValueError(f"unknown dialect {dialect!r}")
-        self.dialect = dialect
-        self._connect = connect
-        self._writer = connect()
-        self._write_lock = threading.Lock()
-        self._pool: queue.LifoQueue[Any] = queue.LifoQueue()
-        self._max_readers = readers
-        self._readers = 0
-        self._pool_lock = threading.Lock()
-        self._closed = False
-        self._create_schema()
-
-    # --- plumbing -------------------------------------------------------------------------
-    def _sql(self, statement: str) -> str:
-        return statement.replace("?", "%s") if self.dialect == "postgresql" else statement
-
-    def _create_schema(self) -> None:
-        with self._write_lock, self._transaction(self._writer) as cur:
-            if self.dialect == "postgresql":
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
-                cur.execute(statement)
-
-    @contextmanager
-    def _transaction(self, conn: Any) -> Iterator[Any]:
-        if self.dialect == "sqlite":
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
-        else:
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
-
-    @contextmanager
-    def _reader(self) -> Iterator[Any]:
-        """A pooled autocommit connection for one lookup."""
-        try:
-            conn = self._pool.get_nowait()
-        except queue.Empty:
-            with self._pool_lock:
-                make = self._readers < self._max_readers
-                if make:
-                    self._readers += 1
-            conn = self._connect() if make else self._pool.get(timeout=30)
-        try:
-            yield conn
-        finally:
-            if self._closed:
-                conn.close()
-            else:
-                self._pool.put(conn)
-
-    def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self._reader() as conn:
-            cur = conn.cursor()
-            try:
-                cur.execute(self._sql(statement), tuple(params))
-                return list(cur.fetchall())
-            finally:
-                cur.close()
-
-    # --- the write path -------------------------------------------------------------------
+    @abstractmethod
     def apply(self, batch: WriteBatch, topic: str) -> None:
-        """Make one flush's changes and offsets durable, atomically."""
-        if not batch:
-            return
-        now = time.time_ns() // 1_000_000
-        greatest = "MAX" if self.dialect == "sqlite" else "GREATEST"
-        with self._write_lock, self._transaction(self._writer) as cur:
-            if batch.entries:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO rc_entries (tenant_id, run_id, kind, key, body, written_ms) "
-                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                    ),
-                    [
-                        (e.tenant_id, e.run_id, e.kind.value, e.key, _dumps(e.to_json()), now)
-                        for e in batch.entries.values()
-                    ],
-                )
-            opened = [v for v in batch.intents.values() if v is not None]
-            closed = [k for k, v in batch.intents.items() if v is None]
-            if closed:
-                cur.executemany(
-                    self._sql(
-                        "DELETE FROM rc_intents WHERE tenant_id = ? AND run_id = ? AND intent_id = ?"
-                    ),
-                    closed,
-                )
-            if opened:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO rc_intents (tenant_id, run_id, intent_id, key, topic, "
-                        "partition, body) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, "
-                        "run_id, intent_id) DO UPDATE SET key = excluded.key, topic = "
-                        "excluded.topic, partition = excluded.partition, body = excluded.body"
-                    ),
-                    [
-                        (i.tenant_id, i.run_id, i.intent_id, i.key, topic, p, _dumps(i.to_json()))
-                        for i, p in opened
-                    ],
-                )
-            gone = [
-                (k[0], k[1], f"{k[2]}|{'' if k[3] is None else k[3]}")
-                for k, n in batch.models.items()
-                if n is None
-            ]
-            live = [n for n in batch.models.values() if n is not None]
-            if gone:
-                cur.executemany(
-                    self._sql(
-                        "DELETE FROM rc_models WHERE tenant_id = ? AND run_id = ? AND node_id = ?"
-                    ),
-                    gone,
-                )
-            if live:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO rc_models (tenant_id, run_id, node_id, topic, partition, "
-                        "body) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, run_id, node_id) "
-                        "DO UPDATE SET topic = excluded.topic, partition = excluded.partition, "
-                        "body = excluded.body"
-                    ),
-                    [
-                        (
-                            n.tenant_id,
-                            n.run_id,
-                            _node_id(n),
-                            topic,
-                            n.partition,
-                            _dumps(n.to_json()),
-                        )
-                        for n in live
-                    ],
-                )
-            if batch.runs:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO rc_runs (tenant_id, run_id, last_sequence) VALUES (?, ?, ?) "
-                        "ON CONFLICT (tenant_id, run_id) DO UPDATE SET last_sequence = "
-                        f"{greatest}(rc_runs.last_sequence, excluded.last_sequence)"
-                    ),
-                    [(t, r, seq) for (t, r), (seq, _) in batch.runs.items()],
-                )
-            if batch.offsets:
-                cur.executemany(
-                    self._sql(
-                        "INSERT INTO rc_offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
-                        "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = "
-                        "excluded.next_offset"
-                    ),
-                    [(t, p, o) for (t, p), o in batch.offsets.items()],
-                )
+        """Make one flush's changes and positions durable, atomically."""
 
+    @abstractmethod
     def import_entries(self, entries: Iterable[CacheEntry]) -> int:
         """Insert entries (first wins); returns how many were new."""
-        rows = [
-            (
-                e.tenant_id,
-                e.run_id,
-                e.kind.value,
-                e.key,
-                _dumps(e.to_json()),
-                time.time_ns() // 1_000_000,
-            )
-            for e in entries
-        ]
-        with self._write_lock, self._transaction(self._writer) as cur:
-            before = self._count(cur)
-            cur.executemany(
-                self._sql(
-                    "INSERT INTO rc_entries (tenant_id, run_id, kind, key, body, written_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                ),
-                rows,
-            )
-            return self._count(cur) - before
 
+    @abstractmethod
     def import_intents(
         self, intents: Iterable[Intent], topic: str, partition_of: Callable[[str], int]
     ) -> int:
-        """Insert open intents (first wins); returns how many were new.
+        """Insert open intents (first wins) under their run's partition; how many were new."""
 
-        Each is filed under the events-topic partition of its run (``partition_of(run_id)``),
-        because that is where the service looks for open state on assignment: a TOOL_RESULT
-        consumed later closes the imported intent like one it had seen itself.
-        """
-        rows = [
-            (
-                i.tenant_id,
-                i.run_id,
-                i.intent_id,
-                i.key,
-                topic,
-                partition_of(i.run_id),
-                _dumps(i.to_json()),
-            )
-            for i in intents
-        ]
-        with self._write_lock, self._transaction(self._writer) as cur:
-            before = self._count(cur, "rc_intents")
-            cur.executemany(
-                self._sql(
-                    "INSERT INTO rc_intents (tenant_id, run_id, intent_id, key, topic, partition, "
-                    "body) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                ),
-                rows,
-            )
-            return self._count(cur, "rc_intents") - before
-
-    def _count(self, cur: Any, table: str = "rc_entries") -> int:
-        cur.execute(f"SELECT COUNT(*) FROM {table}")
-        row = cur.fetchone()
-        return int(row[0]) if row else 0
-
-    # --- restart --------------------------------------------------------------------------
+    @abstractmethod
     def offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the next offset to consume (what was made durable)."""
-        rows = self._query("SELECT partition, next_offset FROM rc_offsets WHERE topic = ?", [topic])
-        return {int(p): int(o) for p, o in rows}
 
+    @abstractmethod
     def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
-        """Set next offsets per partition, back or forward (``runtrail offsets set``): the
-        service starts there on its next assignment. Open state stays as it is."""
-        with self._write_lock, self._transaction(self._writer) as cur:
-            cur.executemany(
-                self._sql(
-                    "INSERT INTO rc_offsets (topic, partition, next_offset) VALUES (?, ?, ?) "
-                    "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = "
-                    "excluded.next_offset"
-                ),
-                [(topic, p, o) for p, o in offsets.items()],
-            )
+        """Set next offsets per partition, back or forward (the operator's explicit rewind)."""
 
+    @abstractmethod
     def open_state(
         self, topic: str, partitions: Sequence[int]
     ) -> tuple[list[ModelNode], list[tuple[Intent, int]]]:
         """The open model nodes and intents of these partitions, to resume building."""
-        if not partitions:
-            return [], []
-        marks = ", ".join("?" for _ in partitions)
-        models = self._query(
-            f"SELECT body FROM rc_models WHERE topic = ? AND partition IN ({marks})",
-            [topic, *partitions],
-        )
-        intents = self._query(
-            f"SELECT body, partition FROM rc_intents WHERE topic = ? AND partition IN ({marks})",
-            [topic, *partitions],
-        )
-        return (
-            [ModelNode.from_json(orjson.loads(b)) for (b,) in models],
-            [(Intent.from_json(orjson.loads(b)), int(p)) for b, p in intents],
-        )
 
-    # --- lookups --------------------------------------------------------------------------
+    @abstractmethod
     def get_entry(
         self, tenant: str, run_id: str, kind: Kind, key: str, scope: Scope = Scope.RUN
     ) -> CacheEntry | None:
-        if scope is Scope.RUN:
-            rows = self._query(
-                "SELECT body FROM rc_entries WHERE tenant_id = ? AND run_id = ? AND kind = ? "
-                "AND key = ?",
-                [tenant, run_id, kind.value, key],
-            )
-        else:
-            rows = self._query(
-                "SELECT body FROM rc_entries WHERE tenant_id = ? AND kind = ? AND key = ? "
-                "ORDER BY written_ms DESC LIMIT 1",
-                [tenant, kind.value, key],
-            )
-        return CacheEntry.from_json(orjson.loads(rows[0][0])) if rows else None
+        """The entry under a key, in the run (or the tenant's newest, ``Scope.TENANT``)."""
 
+    @abstractmethod
     def get_intent(self, tenant: str, run_id: str, key: str) -> Intent | None:
-        rows = self._query(
-            "SELECT body FROM rc_intents WHERE tenant_id = ? AND run_id = ? AND key = ? LIMIT 1",
-            [tenant, run_id, key],
-        )
-        return Intent.from_json(orjson.loads(rows[0][0])) if rows else None
+        """An open intent of the run under a key."""
 
+    @abstractmethod
     def run_state(self, tenant: str, run_id: str) -> RunState:
-        seq = self._query(
-            "SELECT last_sequence FROM rc_runs WHERE tenant_id = ? AND run_id = ?", [tenant, run_id]
-        )
-        intents = self._query(
-            "SELECT body FROM rc_intents WHERE tenant_id = ? AND run_id = ? ORDER BY intent_id",
-            [tenant, run_id],
-        )
-        return RunState(
-            tenant,
-            run_id,
-            int(seq[0][0]) if seq else 0,
-            tuple(Intent.from_json(orjson.loads(b)) for (b,) in intents),
-        )
+        """The run's last applied sequence and its open intents."""
 
+    @abstractmethod
     def entries(self, tenant: str | None = None, run_id: str | None = None) -> list[CacheEntry]:
-        """Entries of a tenant (all tenants if None), or of one of its runs (a primary-key
-        range: what the run explorer shows for a run)."""
-        if run_id is not None:
-            if tenant is None:
-                raise ValueError("a run's entries need its tenant")
-            rows = self._query(
-                "SELECT body FROM rc_entries WHERE tenant_id = ? AND run_id = ? ORDER BY kind, key",
-                [tenant, run_id],
-            )
-            return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
-        if tenant is None:
-            rows = self._query(
-                "SELECT body FROM rc_entries ORDER BY tenant_id, run_id, kind, key", []
-            )
-        else:
-            rows = self._query(
-                "SELECT body FROM rc_entries WHERE tenant_id = ? ORDER BY run_id, kind, key",
-                [tenant],
-            )
-        return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
+        """Entries of a tenant (all tenants if None) in key order, or of one of its runs (a
+        primary-key range: what the run explorer shows for a run)."""
 
+    @abstractmethod
     def intents(self, tenant: str | None = None) -> list[Intent]:
-        if tenant is None:
-            rows = self._query(
-                "SELECT body FROM rc_intents ORDER BY tenant_id, run_id, intent_id", []
-            )
-        else:
-            rows = self._query(
-                "SELECT body FROM rc_intents WHERE tenant_id = ? ORDER BY run_id, intent_id",
-                [tenant],
-            )
-        return [Intent.from_json(orjson.loads(b)) for (b,) in rows]
+        """Every open intent (of one tenant), in key order."""
 
+    @abstractmethod
     def stats(self) -> dict[str, Any]:
         """Counts per tenant and kind, open intents and model nodes, runs, offsets."""
-        per: dict[str, dict[str, int]] = {}
-        for tenant, kind, count in self._query(
-            "SELECT tenant_id, kind, COUNT(*) FROM rc_entries GROUP BY tenant_id, kind", []
-        ):
-            per.setdefault(str(tenant), {})[str(kind)] = int(count)
-        for tenant, count in self._query(
-            "SELECT tenant_id, COUNT(*) FROM rc_intents GROUP BY tenant_id", []
-        ):
-            per.setdefault(str(tenant), {})["openIntents"] = int(count)
-        for tenant, count in self._query(
-            "SELECT tenant_id, COUNT(*) FROM rc_runs GROUP BY tenant_id", []
-        ):
-            per.setdefault(str(tenant), {})["runs"] = int(count)
-        open_models = self._query("SELECT COUNT(*) FROM rc_models", [])
-        offsets: dict[str, dict[str, int]] = {}
-        for topic, partition, offset in self._query(
-            "SELECT topic, partition, next_offset FROM rc_offsets ORDER BY topic, partition", []
-        ):
-            offsets.setdefault(str(topic), {})[str(partition)] = int(offset)
-        return {
-            "tenants": per,
-            "openModelNodes": int(open_models[0][0]) if open_models else 0,
-            "offsets": offsets,
-        }
 
+    @abstractmethod
     def close(self) -> None:
-        self._closed = True
-        while True:
-            try:
-                self._pool.get_nowait().close()
-            except queue.Empty:
-                break
-        with self._write_lock:
-            self._writer.close()
-
-
-# --- opening a store by URL -----------------------------------------------------------------
-def sqlite_url(path: str | Path) -> str:
-    """The ``sqlite:///…`` URL of a file (made absolute)."""
-    return f"sqlite://{Path(path).expanduser().resolve()}"
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced, for logs and error messages."""
-    head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    credentials, _, host = rest.partition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{head}://{user}:***@{host}" if ":" in credentials else url
-
-
-def _sqlite_connect(path: Path) -> Connect:
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode: a power cut may lose the last transactions, offsets included, so
-        # the service consumes them again — never an entry without its offsets or vice versa.
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
-
-    return connect
+        """Release the store's connections."""
 
 
 def open_store(url: str, *, readers: int = 8) -> CacheStore:
-    """A store for ``sqlite:///path.db`` or ``postgresql://…``; ValueError otherwise."""
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "sqlite":
-        raw = url[len("sqlite://") :]
-        if not raw.startswith("/"):
-            raise ValueError(f"a sqlite URL needs an absolute path: sqlite:///path.db, got {url!r}")
-        path = Path(raw)
-        private_dir(path.parent)
-        open_private(path, "a").close()  # 0600 before SQLite creates it (and its WAL)
-        return CacheStore(_sqlite_connect(path), "sqlite", readers=readers)
-    if scheme in ("postgresql", "postgres"):
-        import psycopg
+    """The store at ``url`` (``sqlite:///path.db`` or ``postgresql://…``), through the registry;
+    ``readers``: how many lookups may run at once (PostgreSQL)."""
+    from runtrail.persistence.kinds import RESUME_ENTRIES
+    from runtrail.persistence.registry import open_store as open_kind
 
-        def connect() -> Any:
-            return psycopg.connect(url, autocommit=True)
-
-        return CacheStore(connect, "postgresql", readers=readers)
-    raise ValueError(
-        f"unsupported resume-cache store URL {redact_url(url)!r} (use sqlite:/// or postgresql://)"
-    )
+    return open_kind(RESUME_ENTRIES, url, readers=readers)

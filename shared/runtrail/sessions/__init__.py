@@ -22,7 +22,6 @@ from runtrail.sessions.store import (
     AgentSessionStore,
     SessionSummary,
     open_session_store,
-    redact_url,
 )
 
 __all__ = [
@@ -38,6 +37,5 @@ __all__ = [
     "UntrustedSnapshot",
     "open_session_store",
     "parse_snapshot",
-    "redact_url",
     "seal",
 ]

@@ -18,10 +18,10 @@ import obstore
 from runtrail.capture.object_store import open_store
 from runtrail.capture.urls import split_options
 from runtrail.files import private_dir
+from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import segment
 from runtrail.sessions.snapshot import DIGEST_PREFIX, AgentSessionSnapshot, parse_snapshot
-from runtrail.sessions.store_file import file_root
 
 
 class SnapshotBlobStore:
@@ -30,7 +30,7 @@ class SnapshotBlobStore:
     def __init__(self, url: str) -> None:
         base, options = split_options(url)
         if urlsplit(base).scheme.lower() == "file":
-            private_dir(file_root(base))  # 0700: blob files get obstore's default mode
+            private_dir(file_path(base))  # 0700: blob files get obstore's default mode
         self.base = base.rstrip("/")  # no query: references carry no credentials
         self._store: Any = open_store(base, options)
 

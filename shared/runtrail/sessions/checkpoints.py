@@ -17,19 +17,17 @@ about LangGraph; it keeps the rules every record obeys, the same rules as sessio
 from __future__ import annotations
 
 import base64
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 
 from runtrail.events import EventError, canonical_bytes
+from runtrail.sessions.base import ClosableStore
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.snapshot import digest_of
-from runtrail.sessions.store import redact_url
 
 #: Layout of a stored record; a reader refuses layouts it does not know.
 RECORD_FORMAT = 1
@@ -127,7 +125,7 @@ def open_record(data: bytes | str, where: str) -> tuple[Key, dict[str, Any]]:
     return (key[0], key[1], key[2], key[3], key[4], key[5], key[6]), fields
 
 
-class CheckpointBackend(ABC):
+class CheckpointBackend(ClosableStore):
     """Stores sealed records by key; the record layer (above) verifies what it reads."""
 
     @abstractmethod
@@ -220,36 +218,11 @@ class CheckpointBackend(ABC):
         records.sort(key=lambda r: r[0])
         return records
 
-    @abstractmethod
-    def describe(self) -> str:
-        """Where the records are, fit for logs (no credentials)."""
-
-    def close(self) -> None:  # noqa: B027  (optional hook)
-        """Release connections."""
-
-    def __enter__(self) -> CheckpointBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def open_checkpoint_backend(url: str) -> CheckpointBackend:
-    """The backend a session-store URL names: ``file:///dir`` or ``postgresql://…``."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "file":
-        from runtrail.sessions.checkpoints_file import FileCheckpointBackend
+    """The backend a session-store URL names (``file:///dir`` or ``postgresql://…``), through
+    the registry."""
+    from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
+    from runtrail.persistence.registry import open_store
 
-        return FileCheckpointBackend.from_url(url)
-    if scheme in ("postgresql", "postgres"):
-        from runtrail.sessions.checkpoints_postgres import PostgresCheckpointBackend
-
-        return PostgresCheckpointBackend(url)
-    raise ValueError(
-        f"unsupported checkpoint store {redact_url(url)!r}: use file:///dir or postgresql://…"
-    )
+    return open_store(LANGGRAPH_CHECKPOINTS, url)

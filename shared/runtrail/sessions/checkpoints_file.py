@@ -12,18 +12,19 @@ processes.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from runtrail.files import private_dir
+from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
+from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
+from runtrail.persistence.registry import register
+from runtrail.persistence.urls import file_path
 from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row, open_record
 from runtrail.sessions.errors import SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
-from runtrail.sessions.store_file import file_root
 
 FOLDER = ".threads"
 SUFFIX = ".json"
@@ -35,14 +36,6 @@ def _seg(part: str) -> str:
     return segment("=" + part)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _make_dirs(path: Path, stop: Path) -> None:
     """Create ``path`` and its missing parents up to ``stop`` (0700), each entry made durable."""
     missing: list[Path] = []
@@ -52,7 +45,7 @@ def _make_dirs(path: Path, stop: Path) -> None:
         current = current.parent
     for folder in reversed(missing):
         private_dir(folder)
-        _fsync_dir(folder.parent)
+        fsync_dir(folder.parent)
 
 
 class FileCheckpointBackend(CheckpointBackend):
@@ -66,7 +59,7 @@ class FileCheckpointBackend(CheckpointBackend):
 
     @classmethod
     def from_url(cls, url: str) -> FileCheckpointBackend:
-        return cls(file_root(url))
+        return cls(file_path(url))
 
     def describe(self) -> str:
         return self.base.as_uri()
@@ -87,12 +80,8 @@ class FileCheckpointBackend(CheckpointBackend):
     def _locked(self, tenant: str, thread: str) -> Iterator[Path]:
         folder = self.thread_dir(tenant, thread)
         _make_dirs(folder, self.base)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with exclusive_lock(folder / LOCK):
             yield folder
-        finally:
-            os.close(fd)
 
     # --- writing ------------------------------------------------------------------------------
     def put(self, rows: Sequence[Row]) -> None:
@@ -109,30 +98,12 @@ class FileCheckpointBackend(CheckpointBackend):
                     _make_dirs(path.parent, folder)
                     if index == len(share) - 1:  # the row that makes the others reachable:
                         for parent in pending:  # only after they are durable
-                            _fsync_dir(parent)
+                            fsync_dir(parent)
                         pending.clear()
-                    self._write(path, row.data)
+                    write_atomic(path, row.data, sync_dir=False)
                     pending.add(path.parent)
                 for parent in pending:
-                    _fsync_dir(parent)
-
-    def _write(self, path: Path, data: bytes) -> None:
-        """Write ``data`` to ``path`` atomically (the caller fsyncs the folder)."""
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+                    fsync_dir(parent)
 
     def delete(self, keys: Sequence[Key]) -> None:
         by_thread: dict[tuple[str, str], list[Key]] = {}
@@ -149,7 +120,7 @@ class FileCheckpointBackend(CheckpointBackend):
                         path.unlink()
                         touched.add(path.parent)
                 for folder in touched:
-                    _fsync_dir(folder)
+                    fsync_dir(folder)
 
     def delete_thread(self, tenant: str, thread: str) -> None:
         folder = self.thread_dir(tenant, thread)
@@ -159,7 +130,7 @@ class FileCheckpointBackend(CheckpointBackend):
             # Rename first (atomic), so a reader never sees half a thread; then remove.
             doomed = folder.parent / f".{folder.name}.{secrets.token_hex(4)}.deleted"
             os.replace(folder, doomed)
-            _fsync_dir(folder.parent)
+            fsync_dir(folder.parent)
         shutil.rmtree(doomed, ignore_errors=True)
 
     # --- reading ------------------------------------------------------------------------------
@@ -243,3 +214,10 @@ def _visible(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _open(url: str) -> FileCheckpointBackend:
+    return FileCheckpointBackend.from_url(url)
+
+
+register(LANGGRAPH_CHECKPOINTS, ("file",), _open)

@@ -9,25 +9,23 @@ columns are ``COLLATE "C"``, so "the newest checkpoint" is an index lookup in co
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-import psycopg
+import orjson
 
+from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.postgres import Connection
+from runtrail.persistence.registry import register
 from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row
-from runtrail.sessions.errors import SessionStoreError
-from runtrail.sessions.store import redact_url
-
-Connection = psycopg.Connection[tuple[Any, ...]]
-T = TypeVar("T")
+from runtrail.sessions.pg import PostgresBacked
 
 TABLE = "runtrail_thread_records"
-#: Serialises schema creation between processes starting at once ("rtthrds" in ASCII).
-_SCHEMA_LOCK = 0x7274746872647300
 _KEY = "tenant_id, thread_id, kind, ns, k1, k2, k3"
 
-_SCHEMA = f"""
+#: Migration 1 is the wave-1 table, as the previous release created it (adopted as it is).
+_WAVE1 = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     tenant_id TEXT COLLATE "C" NOT NULL,
     thread_id TEXT COLLATE "C" NOT NULL,
@@ -42,6 +40,10 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY ({_KEY})
 )
 """
+MIGRATIONS = Component(
+    "checkpoints", (Migration(1, "the wave-1 checkpoint records table", (_WAVE1,)),)
+)
+
 _INSERT = f"""
 INSERT INTO {TABLE} ({_KEY}, digest, record) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT ({_KEY}) DO {{action}}
@@ -69,54 +71,18 @@ WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
 _THREADS = f"SELECT DISTINCT thread_id FROM {TABLE} WHERE tenant_id = %s AND kind = 'checkpoint'"
 
 
-class PostgresCheckpointBackend(CheckpointBackend):
-    """Sealed checkpoint records in PostgreSQL. Thread-safe (one connection, locked)."""
+class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
+    """Sealed checkpoint records in PostgreSQL. Thread-safe (pooled connections)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
-        self.url = url
-        self._where = redact_url(url)
-        self._timeout = connect_timeout_s
-        self._lock = threading.Lock()
-        self._conn: Connection | None = None
-        self._run(self._create_schema)
-
-    def describe(self) -> str:
-        return self._where
-
-    def _connection(self) -> Connection:
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            conn = self._conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=self._timeout
-            )
-        return conn
-
-    def _run(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` on the connection (reconnecting if it broke); errors name the store."""
-        with self._lock:
-            try:
-                return work(self._connection())
-            except psycopg.Error as exc:
-                raise SessionStoreError(f"checkpoint store {self._where}: {exc}") from exc
-
-    @staticmethod
-    def _create_schema(conn: Connection) -> None:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+    what = "checkpoint store"
+    component = MIGRATIONS
 
     def locate(self, key: Key) -> str:
         return self.row_name(key)
 
     def row_name(self, key: Key) -> str:
         """How errors name a row: table, key and database."""
-        return f"{TABLE} row {key!r} in {self._where}"
+        return f"{TABLE} row {key!r} in {self._db.where}"
 
     # --- writing ------------------------------------------------------------------------------
     def put(self, rows: Sequence[Row]) -> None:
@@ -132,7 +98,7 @@ class PostgresCheckpointBackend(CheckpointBackend):
                 if replace:
                     cursor.executemany(_REPLACE, replace)
 
-        self._run(work)
+        self._db.run(work)
 
     def delete(self, keys: Sequence[Key]) -> None:
         if not keys:
@@ -142,24 +108,24 @@ class PostgresCheckpointBackend(CheckpointBackend):
             with conn.transaction(), conn.cursor() as cursor:
                 cursor.executemany(_DELETE, [tuple(k) for k in keys])
 
-        self._run(work)
+        self._db.run(work)
 
     def delete_thread(self, tenant: str, thread: str) -> None:
         def work(conn: Connection) -> None:
             with conn.transaction():
                 conn.execute(_DELETE_THREAD, (tenant, thread))
 
-        self._run(work)
+        self._db.run(work)
 
     # --- reading ------------------------------------------------------------------------------
     def get(self, key: Key) -> tuple[str, bytes] | None:
-        found = self._run(lambda conn: conn.execute(_SELECT, key).fetchone())
+        found = self._db.row(_SELECT, key)
         return None if found is None else (self.row_name(key), str(found[0]).encode())
 
     def newest(self, tenant: str, kind: str, thread: str, ns: str) -> str | None:
         # The key columns are COLLATE "C": code-point order, as Python compares the IDs, and
         # the primary key's index serves this ORDER BY … LIMIT 1.
-        found = self._run(lambda conn: conn.execute(_NEWEST, (tenant, thread, kind, ns)).fetchone())
+        found = self._db.row(_NEWEST, (tenant, thread, kind, ns))
         return None if found is None else str(found[0])
 
     def get_many(self, keys: Sequence[Key]) -> dict[Key, tuple[str, bytes]]:
@@ -175,7 +141,7 @@ class PostgresCheckpointBackend(CheckpointBackend):
             return rows
 
         found: dict[Key, tuple[str, bytes]] = {}
-        for r in self._run(work) if groups else []:
+        for r in self._db.run(work) if groups else []:
             key: Key = (r[0], r[1], r[2], r[3], r[4], r[5], r[6])
             found[key] = (self.row_name(key), str(r[7]).encode())
         return found
@@ -195,19 +161,20 @@ class PostgresCheckpointBackend(CheckpointBackend):
                 conditions.append(f"{column} = %s")
                 params.append(value)
         query = f"SELECT {_KEY}, record FROM {TABLE} WHERE {' AND '.join(conditions)}"
-        rows = self._run(lambda conn: conn.execute(query, params).fetchall())
+        rows = self._db.rows(query, params)
         return [
             (self.row_name((r[0], r[1], r[2], r[3], r[4], r[5], r[6])), str(r[7]).encode())
             for r in rows
         ]
 
     def threads(self, tenant: str) -> list[str]:
-        rows = self._run(lambda conn: conn.execute(_THREADS, (tenant,)).fetchall())
+        rows = self._db.rows(_THREADS, (tenant,))
         return sorted(str(r[0]) for r in rows)
 
 
 def _digest(data: bytes) -> str:
     """The digest a sealed record names (for the column; verification reads the record)."""
-    import orjson
-
     return str(orjson.loads(data)["digest"])
+
+
+register(LANGGRAPH_CHECKPOINTS, ("postgresql", "postgres"), PostgresCheckpointBackend)

@@ -1,6 +1,7 @@
 """``AgentSessionStore``: where session snapshots survive restarts, chosen by URL.
 
-One adapter module per back end, the same contract behind each:
+One adapter module per back end, the same contract behind each, registered in
+:mod:`runtrail.persistence.registry` (open one with :func:`open_session_store`):
 
 * ``file:///dir`` — one JSON file per session (:mod:`.store_file`), the lightweight default;
 * ``postgresql://…`` — one row per session (:mod:`.store_postgres`), for shared production use.
@@ -21,11 +22,10 @@ Contract:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass
-from types import TracebackType
-from urllib.parse import urlsplit, urlunsplit
 
+from runtrail.sessions.base import ClosableStore
 from runtrail.sessions.snapshot import AgentSessionSnapshot
 
 
@@ -48,7 +48,7 @@ class SessionSummary:
 Summaries = list[SessionSummary]
 
 
-class AgentSessionStore(ABC):
+class AgentSessionStore(ClosableStore):
     """Saves, loads, lists and deletes session snapshots; see the module docstring."""
 
     @abstractmethod
@@ -74,47 +74,11 @@ class AgentSessionStore(ABC):
     def delete(self, tenant_id: str, session_id: str) -> bool:
         """Remove a session's snapshot; False if there was none."""
 
-    @abstractmethod
-    def describe(self) -> str:
-        """Where the store is, fit for logs (no credentials)."""
-
-    def close(self) -> None:  # noqa: B027  (optional hook)
-        """Release connections."""
-
-    def __enter__(self) -> AgentSessionStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-def redact_url(url: str) -> str:
-    """``url`` without password and query (either may carry credentials)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    if parts.username:
-        host = f"{parts.username}@{host}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
 
 def open_session_store(url: str) -> AgentSessionStore:
-    """The store a URL names: ``file:///dir`` or ``postgresql://user@host:port/db``."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "file":
-        from runtrail.sessions.store_file import FileSessionStore
+    """The store a URL names (``file:///dir`` or ``postgresql://user@host:port/db``), through
+    the registry."""
+    from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+    from runtrail.persistence.registry import open_store
 
-        return FileSessionStore.from_url(url)
-    if scheme in ("postgresql", "postgres"):
-        from runtrail.sessions.store_postgres import PostgresSessionStore
-
-        return PostgresSessionStore(url)
-    raise ValueError(
-        f"unsupported session store {redact_url(url)!r}: use file:///dir or postgresql://…"
-    )
+    return open_store(SESSION_SNAPSHOTS, url)

@@ -12,18 +12,17 @@ hidden (``.…tmp``) and ignored; nothing reads them.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
-import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from runtrail.files import private_dir
+from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
+from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+from runtrail.persistence.registry import register
+from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
@@ -36,23 +35,6 @@ SUFFIX = ".json"
 UNREADABLE = "unreadable"
 
 
-def file_root(url: str) -> Path:
-    """The folder of a ``file:///abs/dir`` (or ``file://relative/dir``) URL."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "file":
-        raise ValueError(f"not a file:// URL: {url!r}")
-    netloc = "" if parts.netloc in ("", "localhost") else parts.netloc
-    return Path(unquote(netloc + parts.path))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class FileSessionStore(AgentSessionStore):
     """Session snapshots as JSON files under ``root``."""
 
@@ -62,7 +44,7 @@ class FileSessionStore(AgentSessionStore):
 
     @classmethod
     def from_url(cls, url: str) -> FileSessionStore:
-        return cls(file_root(url))
+        return cls(file_path(url))
 
     def describe(self) -> str:
         return self.root.as_uri()
@@ -80,7 +62,7 @@ class FileSessionStore(AgentSessionStore):
                 return False
             if stored is not None and stored[1] == UNREADABLE:
                 log.warning("sessions: replacing the unreadable snapshot %s", path)
-            self._write(path, snapshot.to_bytes())
+            write_atomic(path, snapshot.to_bytes())
         return True
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
@@ -95,7 +77,7 @@ class FileSessionStore(AgentSessionStore):
             stored = verified_digest(data, str(path)) if data is not None else None
             if stored != expected_digest:
                 return False
-            self._write(path, snapshot.to_bytes())
+            write_atomic(path, snapshot.to_bytes())
         return True
 
     def delete(self, tenant_id: str, session_id: str) -> bool:
@@ -107,7 +89,7 @@ class FileSessionStore(AgentSessionStore):
                 path.unlink()
             except FileNotFoundError:
                 return False
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         return True
 
     @contextlib.contextmanager
@@ -115,13 +97,9 @@ class FileSessionStore(AgentSessionStore):
         folder = path.parent
         if not folder.exists():
             private_dir(folder)
-            _fsync_dir(folder.parent)  # the new tenant folder's entry must survive too
-        fd = os.open(folder / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fsync_dir(folder.parent)  # the new tenant folder's entry must survive too
+        with exclusive_lock(folder / f".{path.name}.lock"):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     def _peek(self, path: Path) -> tuple[int, str] | None:
         """(revision, digest) of the stored file, without verifying it; None if absent."""
@@ -134,24 +112,6 @@ class FileSessionStore(AgentSessionStore):
             return len(document["eventLog"]), str(document["digest"])
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return (0, UNREADABLE)
-
-    def _write(self, path: Path, data: bytes) -> None:
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        _fsync_dir(path.parent)
 
     # --- reading ------------------------------------------------------------------------------
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
@@ -206,3 +166,10 @@ class FileSessionStore(AgentSessionStore):
             tenant_id, session_id = from_segment(tenant_seg), from_segment(session_seg)
         updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
         return SessionSummary(tenant_id, session_id, updated.replace("+00:00", "Z"))
+
+
+def _open(url: str) -> FileSessionStore:
+    return FileSessionStore.from_url(url)
+
+
+register(SESSION_SNAPSHOTS, ("file",), _open)

@@ -16,24 +16,21 @@ the conditions need not parse it, and are checked against it on load.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-import psycopg
-
-from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
+from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.postgres import Connection
+from runtrail.persistence.registry import register
+from runtrail.sessions.errors import CorruptSnapshot
+from runtrail.sessions.pg import PostgresBacked
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
-from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries, redact_url
-
-Connection = psycopg.Connection[tuple[Any, ...]]
-T = TypeVar("T")
+from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
 
 TABLE = "runtrail_sessions"
-#: Serialises schema creation between processes starting at once ("rtsessn" in ASCII).
-_SCHEMA_LOCK = 0x727473657373006E
 
-_SCHEMA = f"""
+#: Migration 1 is the wave-1 table, as the previous release created it (adopted as it is).
+_WAVE1 = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     tenant_id TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -45,6 +42,8 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (tenant_id, session_id)
 )
 """
+
+MIGRATIONS = Component("sessions", (Migration(1, "the wave-1 sessions table", (_WAVE1,)),))
 
 _COLUMNS = "tenant_id, session_id, revision, code_version, digest, snapshot, updated_at"
 _VALUES = "%s, %s, %s, %s, %s, %s, clock_timestamp()"
@@ -79,48 +78,11 @@ FROM {TABLE} {{where}} ORDER BY tenant_id, session_id
 _DELETE = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
 
 
-class PostgresSessionStore(AgentSessionStore):
-    """Session snapshots as rows of ``runtrail_sessions``. Thread-safe (one connection, locked)."""
+class PostgresSessionStore(PostgresBacked, AgentSessionStore):
+    """Session snapshots as rows of ``runtrail_sessions``. Thread-safe (pooled connections)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
-        self.url = url
-        self._where = redact_url(url)
-        self._timeout = connect_timeout_s
-        self._lock = threading.Lock()
-        self._conn: Connection | None = None
-        self._run(self._create_schema)
-
-    def describe(self) -> str:
-        return self._where
-
-    # --- connection ---------------------------------------------------------------------------
-    def _connection(self) -> Connection:
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            conn = self._conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=self._timeout
-            )
-        return conn
-
-    def _run(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work`` on the connection (reconnecting if it broke); errors name the store."""
-        with self._lock:
-            try:
-                return work(self._connection())
-            except psycopg.Error as exc:
-                raise SessionStoreError(f"session store {self._where}: {exc}") from exc
-
-    @staticmethod
-    def _create_schema(conn: Connection) -> None:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            conn.execute(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+    what = "session store"
+    component = MIGRATIONS
 
     # --- writing ------------------------------------------------------------------------------
     def save(self, snapshot: AgentSessionSnapshot) -> bool:
@@ -130,7 +92,7 @@ class PostgresSessionStore(AgentSessionStore):
             with conn.transaction():
                 return conn.execute(_UPSERT_NEWEST, row).rowcount == 1
 
-        return self._run(work)
+        return self._db.run(work)
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
         where = self.row_name(snapshot.tenant_id, snapshot.session_id)
@@ -166,22 +128,24 @@ class PostgresSessionStore(AgentSessionStore):
                 )
                 return True
 
-        return self._run(work)
+        return self._db.run(work)
 
     def delete(self, tenant_id: str, session_id: str) -> bool:
         def work(conn: Connection) -> bool:
             with conn.transaction():
                 return conn.execute(_DELETE, (tenant_id, session_id)).rowcount == 1
 
-        return self._run(work)
+        return self._db.run(work)
 
     # --- reading ------------------------------------------------------------------------------
     def row_name(self, tenant_id: str, session_id: str) -> str:
         """How errors name a row: table, key and database."""
-        return f"{TABLE} row (tenant_id={tenant_id!r}, session_id={session_id!r}) in {self._where}"
+        return (
+            f"{TABLE} row (tenant_id={tenant_id!r}, session_id={session_id!r}) in {self._db.where}"
+        )
 
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
-        found = self._run(lambda conn: conn.execute(_SELECT, (tenant_id, session_id)).fetchone())
+        found = self._db.row(_SELECT, (tenant_id, session_id))
         if found is None:
             return None
         revision, digest, text = found
@@ -205,7 +169,7 @@ class PostgresSessionStore(AgentSessionStore):
             query = _LIST.format(where="")
         else:
             query, params = _LIST.format(where="WHERE tenant_id = %s"), (tenant_id,)
-        rows = self._run(lambda conn: conn.execute(query, params).fetchall())
+        rows = self._db.rows(query, params)
         return [SessionSummary(str(t), str(s), str(u)) for t, s, u in rows]
 
 
@@ -218,3 +182,6 @@ def _row(snapshot: AgentSessionSnapshot) -> tuple[Any, ...]:
         snapshot.digest,
         snapshot.to_bytes().decode(),
     )
+
+
+register(SESSION_SNAPSHOTS, ("postgresql", "postgres"), PostgresSessionStore)
