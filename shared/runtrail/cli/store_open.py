@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from runtrail.publisher.redaction import redact_text
-from runtrail.runtime.unavailable import StoreUnavailable
 
 T = TypeVar("T")
 
@@ -26,7 +25,12 @@ class StoreUnreachable(Exception):
 
 
 def _is_store_error(exc: BaseException) -> bool:
-    if isinstance(exc, OSError | sqlite3.Error | StoreUnavailable):
+    if isinstance(exc, OSError | sqlite3.Error):
+        return True
+    # only loaded with the runtime (the services extra): importing it here would make every
+    # command, even one that needs no store, need that extra
+    unavailable = sys.modules.get("runtrail.runtime.unavailable")
+    if unavailable is not None and isinstance(exc, unavailable.StoreUnavailable):
         return True
     psycopg = sys.modules.get("psycopg")  # only loaded when a postgresql:// store was opened
     return psycopg is not None and isinstance(exc, psycopg.Error)
