@@ -1,0 +1,26 @@
+"""The write side of seed 002: commands decided under optimistic concurrency, appended to an
+event store (SQLite or PostgreSQL), relayed to the events topic through an outbox.
+
+* :mod:`.model` — a command and its outcome;
+* :mod:`.catalog` — the seed's commands and the events each appends;
+* :mod:`.store` — the event store (one transaction per command);
+* :mod:`.relay` — the outbox relay to Kafka;
+* :mod:`.resume` — the resume protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtrail.commands.model import Command, CommandOutcome
+from runtrail.commands.store import EventStore
+from runtrail.persistence.kinds import COMMAND_EVENTS
+from runtrail.persistence.registry import open_store
+
+
+def open_event_store(url: str, **options: Any) -> EventStore:
+    """The command event store at ``url`` (``sqlite:///…``, ``postgresql://…``)."""
+    return open_store(COMMAND_EVENTS, url, **options)
+
+
+__all__ = ["Command", "CommandOutcome", "EventStore", "open_event_store"]
