@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.dev_cmd",
     "runtrail.cli.demo_cmd",
     "runtrail.cli.settings_cmd",
+    "runtrail.cli.command_cmd",
 )
 
 

@@ -20,6 +20,7 @@ SERVICES: dict[str, str] = {
 RECEIVERS: dict[str, str] = {
     "otlp-ingest": "runtrail_services.otlp_ingest.service:OtlpIngestReceiver",
     "outbox-relay": "runtrail_services.outbox_relay.service:OutboxRelayReceiver",
+    "command-api": "runtrail_services.command_api.service:CommandApiReceiver",
 }
 
 
