@@ -17,7 +17,8 @@
 6. hand back only the commands allowed from the reconstructed state (while invocations are
    unresolved, only those that resolve or wind the run down).
 
-Cancelled and terminal runs cannot resume (:class:`ResumeRefused`).
+Cancelled and terminal runs cannot resume (:class:`ResumeRefused`), nor a run whose stored
+events the projector cannot interpret (an unknown event version stops it, never guessed).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from typing import Any, Literal
 from runtrail.commands.catalog import allowed_commands
 from runtrail.commands.model import Command
 from runtrail.commands.store import EventStore
-from runtrail.events import Actor
-from runtrail.projection.errors import SnapshotMismatch
+from runtrail.events import Actor, EventError
+from runtrail.projection.errors import ProjectionError, SnapshotMismatch
 from runtrail.projection.model import RunProjection
 from runtrail.projection.replay import replay
 
@@ -149,7 +150,12 @@ def resume_run(
     version, online = store.load(tenant, run)
     if online is None:
         raise ResumeRefused("not-found", f"no run {run} for tenant {tenant}")
-    rebuilt = rebuild(store, tenant, run)
+    try:
+        rebuilt = rebuild(store, tenant, run)
+    except (EventError, ProjectionError) as exc:  # an unknown version, an invalid stored event
+        raise ResumeRefused(
+            "projection-halted", f"the projection of {run} stops: {exc}; nothing is guessed"
+        ) from exc
     state = rebuilt.state
     if state != online:
         raise ResumeRefused(
