@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +15,6 @@ from runtrail.events import Actor
 from runtrail.persistence.urls import sqlite_url
 
 OPERATOR = Actor(kind="operator", id="op-1")
-_keys = itertools.count()
 
 
 def command(
@@ -32,7 +31,7 @@ def command(
         tenant_id=tenant,
         run_id=run,
         expected_version=version,
-        idempotency_key=key or f"k-{next(_keys)}",
+        idempotency_key=key or f"k-{uuid.uuid4().hex}",  # unique across processes too
         actor=OPERATOR,
         data=data or {},
     )
