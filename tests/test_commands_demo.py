@@ -61,6 +61,7 @@ def test_the_deploy_run_is_approved_from_a_second_process_and_a_stale_approval_r
         assert second["exit"] == 1 and "refused (stale)" in second["stderr"]
         assert json.loads(second["stdout"])["version"] == json.loads(first["stdout"])["version"]
         assert report.final_status == "succeeded"
+        relay.metrics_port()  # started, its signal handlers installed
         wait_for(lambda: store.outbox_size() == 0, 60, 0.1, what="the relay")
         assert api.terminate() == 0 and relay.terminate() == 0
     finally:

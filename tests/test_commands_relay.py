@@ -109,7 +109,7 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
     rng = random.Random(16)
     writers_store = open_event_store(postgres_url)
     writers = [
-        threading.Thread(target=_write, args=(writers_store, f"run-{i}", per_run, 0.01))
+        threading.Thread(target=_write, args=(writers_store, f"run-{i}", per_run, 0.15))
         for i in range(RUNS)
     ]
     for thread in writers:
@@ -130,8 +130,11 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
                 log_path=log,
             )
             try:
-                wait_for(
-                    lambda b=before: sum(probe.relay_offsets(topic).values()) > b[1],
+                wait_for(  # it published since it started (or there is nothing left to)
+                    lambda b=before: (
+                        sum(probe.relay_offsets(topic).values()) > b[1]
+                        or (probe.outbox_size() == 0 and not any(w.is_alive() for w in writers))
+                    ),
                     60,
                     0.02,
                     what="the relay to publish",
@@ -147,6 +150,7 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
             "outbox-relay", kafka_bootstrap, topic, group="unused", options=options, log_path=log
         )
         try:
+            final.metrics_port()  # started, its signal handlers installed
             wait_for(lambda: probe.outbox_size() == 0, 120, 0.1, what="the outbox to drain")
             assert final.terminate() == 0
         finally:

@@ -29,7 +29,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from runtrail.commands.store import EventStore, JsonDict
+from runtrail.commands.store import EventStore, JsonDict, OutboxKey
 from runtrail.events import EventCodec
 from runtrail.publisher.headers import event_headers
 
@@ -49,7 +49,7 @@ class RelayStats:
 
 @dataclass
 class _Batch:
-    keys: list[tuple[str, str, int]] = field(default_factory=list)
+    keys: list[OutboxKey] = field(default_factory=list)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
@@ -116,7 +116,7 @@ class OutboxRelay:
                 "auto.offset.reset": "earliest",
             }
         )
-        found: list[tuple[str, str, int]] = []
+        found: list[OutboxKey] = []
         ends: dict[tuple[str, int], int] = {}
         try:
             assign = []
@@ -182,7 +182,12 @@ class OutboxRelay:
         return len(batch.keys)
 
     def _produce(self, form: JsonDict, batch: _Batch) -> None:
-        key = (str(form["tenantId"]), str(form["runId"]), int(form["sequence"]))
+        key = (
+            str(form["tenantId"]),
+            str(form["runId"]),
+            int(form["sequence"]),
+            str(form["eventId"]),
+        )
 
         def delivered(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
@@ -232,11 +237,12 @@ class OutboxRelay:
         self._producer.flush(self.timeout_s)
 
 
-def _outbox_key(msg: Any) -> tuple[str, str, int] | None:
+def _outbox_key(msg: Any) -> OutboxKey | None:
     headers = dict(msg.headers() or [])
     sequence = headers.get(OUTBOX_HEADER)
     tenant = headers.get("rt.tenant")
+    event_id = headers.get("rt.event_id")
     key = msg.key()
-    if sequence is None or tenant is None or key is None:
+    if sequence is None or tenant is None or event_id is None or key is None:
         return None
-    return tenant.decode(), key.decode(), int(sequence.decode())
+    return tenant.decode(), key.decode(), int(sequence.decode()), event_id.decode()

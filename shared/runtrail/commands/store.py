@@ -49,6 +49,8 @@ from runtrail.runtime.unavailable import StoreUnavailable
 Database = SqliteDatabase | PostgresDatabase
 JsonDict = dict[str, Any]
 RunKey = tuple[str, str]
+#: An outbox entry: (tenant ID, run ID, sequence, event ID).
+OutboxKey = tuple[str, str, int, str]
 
 #: The tracking-table component under which the relay keeps its topic positions.
 RELAY_COMPONENT = "outbox-relay"
@@ -439,12 +441,16 @@ class EventStore:
         return int(self.db.query("SELECT COUNT(*) FROM agent_outbox")[0][0])
 
     def mark_published(
-        self, published: Iterable[tuple[str, str, int]], offsets: Mapping[tuple[str, int], int]
+        self, published: Iterable[OutboxKey], offsets: Mapping[tuple[str, int], int]
     ) -> None:
         """Drop published events from the outbox and record the relay's topic positions, in one
-        transaction (positions never move back: see :mod:`runtrail.persistence.tracking`)."""
+        transaction (positions never move back: see :mod:`runtrail.persistence.tracking`). An
+        event leaves the outbox only if its eventId is the stored one at that sequence."""
         delete = self._sql(
-            "DELETE FROM agent_outbox WHERE tenant_id = ? AND run_id = ? AND sequence = ?"
+            "DELETE FROM agent_outbox WHERE tenant_id = ? AND run_id = ? AND sequence = ? "
+            "AND EXISTS (SELECT 1 FROM agent_event e WHERE e.tenant_id = agent_outbox.tenant_id "
+            "AND e.run_id = agent_outbox.run_id AND e.sequence = agent_outbox.sequence "
+            "AND e.event_id = ?)"
         )
         with self.db.transaction() as cur:
             for key in published:
