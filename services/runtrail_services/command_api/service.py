@@ -80,7 +80,7 @@ class CommandApiReceiver:
         self.registry = registry or CollectorRegistry()
         self.health = HealthState()
         self._stop = threading.Event()
-        self.store = open_event_store(self.own.store)
+        self.store = open_event_store(self.own.resolved_store(settings.state_dir))
         app = build_app(self.store, TokenAuth(tokens), max_body_bytes=self.own.max_body_bytes)
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
         port = metrics_port if metrics_port is not None else settings.metrics_port
@@ -117,7 +117,7 @@ class CommandApiReceiver:
             os.getpid(),
             self.own.http_host,
             self.server.port,
-            redact_url(self.own.store),
+            redact_url(self.own.resolved_store(self.settings.state_dir)),
             self.settings.metrics_host,
             self.endpoint.port,
         )

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from runtrail.commands import default_store_url
 from runtrail.config import ServiceSettings
 from runtrail.http_server import load_tenant_tokens
 
@@ -24,9 +25,10 @@ class CommandApiSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_COMMAND_API_", extra="ignore")
     service_name = "command-api"
 
-    store: str = Field(
-        default="sqlite:///.runtrail/commands.db",
-        description="Command event store (sqlite:/// or postgresql://); the outbox relay reads it.",
+    store: str | None = Field(
+        default=None,
+        description="Command event store (sqlite:/// or postgresql://); the outbox relay reads it "
+        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/commands.db).",
     )
     http_host: str = Field(default="127.0.0.1", description="Bind address of the command API.")
     http_port: int = Field(default=8470, ge=0, description="Port of the command API (0 = any).")
@@ -49,3 +51,7 @@ class CommandApiSettings(ServiceSettings):
 
     def tenant_tokens(self) -> dict[str, str]:
         return load_tenant_tokens(self.tokens, self.tokens_file)
+
+    def resolved_store(self, state_dir: Path) -> str:
+        """The store URL, defaulting to the SQLite file under the state folder."""
+        return self.store or default_store_url(state_dir)

@@ -50,7 +50,7 @@ class OutboxRelayReceiver:
         self.registry = registry or CollectorRegistry()
         self.health = HealthState()
         self._stop = threading.Event()
-        self.store = open_event_store(self.own.store)
+        self.store = open_event_store(self.own.resolved_store(settings.state_dir))
         self.published = Counter(
             "runtrail_outbox_relay_published", "Events relayed to the topic", registry=self.registry
         )
@@ -101,7 +101,7 @@ class OutboxRelayReceiver:
         log.info(
             "outbox-relay (pid %d): %s -> %s; metrics on %s:%d",
             os.getpid(),
-            redact_url(self.own.store),
+            redact_url(self.own.resolved_store(self.settings.state_dir)),
             self.settings.events_topic,
             self.settings.metrics_host,
             self.endpoint.port,
@@ -122,8 +122,8 @@ class OutboxRelayReceiver:
                     self._stop.wait(self.own.retry_s)
                     continue
                 self.published.inc(sent)
+                self.pending.set(self.store.outbox_size() if sent else 0)
                 if not sent:
-                    self.pending.set(0)
                     self._stop.wait(self.own.idle_poll_s)
         finally:
             self.health.stopping = True

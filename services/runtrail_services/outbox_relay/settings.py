@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from runtrail.commands import default_store_url
 from runtrail.config import ServiceSettings
 
 
@@ -14,9 +17,10 @@ class OutboxRelaySettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OUTBOX_RELAY_", extra="ignore")
     service_name = "outbox-relay"
 
-    store: str = Field(
-        default="sqlite:///.runtrail/commands.db",
-        description="Command event store whose outbox is relayed (sqlite:/// or postgresql://).",
+    store: str | None = Field(
+        default=None,
+        description="Command event store whose outbox is relayed (sqlite:/// or postgresql://) "
+        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/commands.db).",
     )
     transactional_id: str = Field(
         default="runtrail-outbox-relay",
@@ -29,3 +33,7 @@ class OutboxRelaySettings(ServiceSettings):
     retry_s: float = Field(
         default=1.0, gt=0, description="Pause before the relay is rebuilt after a Kafka error."
     )
+
+    def resolved_store(self, state_dir: Path) -> str:
+        """The store URL, defaulting to the SQLite file under the state folder."""
+        return self.store or default_store_url(state_dir)

@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
     resume.add_argument(
         "--store",
         default=os.environ.get("RUNTRAIL_COMMAND_API_STORE"),
-        help="command store URL (sqlite:/// or postgresql://); or use --url",
+        help="command store URL (default: the command API's, else "
+        "sqlite:///<RUNTRAIL_STATE_DIR>/commands.db); or use --url",
     )
     resume.add_argument("--url", default=os.environ.get("RUNTRAIL_COMMAND_URL"))
     resume.add_argument("--token", default=os.environ.get("RUNTRAIL_COMMAND_TOKEN"))
@@ -178,7 +179,12 @@ def _show(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     try:
-        if args.store:
+        if args.store or not args.url:
+            if not args.store:
+                from runtrail.commands import default_store_url
+                from runtrail.config import Settings
+
+                args.store = default_store_url(Settings().state_dir)
             if not args.tenant:
                 raise CommandApiError(None, "--tenant (or RUNTRAIL_TENANT) is needed with --store")
             from runtrail.commands import open_event_store
