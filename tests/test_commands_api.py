@@ -90,6 +90,22 @@ def test_tenants_never_mix_and_a_token_is_required(api: Api) -> None:
     other = api.client("globex")
     assert other.run("run-t") is None
     assert other.events("run-t") == []
+    # a body naming another tenant is still the token's tenant's command
+    status, _ = other._call(
+        "POST",
+        "/v1/runs/run-t/commands",
+        {
+            "name": "accept_run",
+            "tenantId": "acme",
+            "expectedVersion": 0,
+            "idempotencyKey": "x",
+            "data": {"goalRef": "g", "policyVersion": "p"},
+        },
+    )
+    assert status == 200
+    assert other.run("run-t") is not None  # globex's own run-t, opened now
+    shown = api.client("acme").run("run-t")
+    assert shown is not None and shown["version"] == 2  # acme's run is untouched
     request = urllib.request.Request(f"{api.url}/v1/runs/run-t")
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)

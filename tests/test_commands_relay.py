@@ -163,3 +163,33 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
     assert kills == 8
     found = _sequences_on_topic(kafka_bootstrap, topic, RUNS * per_run)
     assert found == {f"run-{i}": list(range(1, per_run + 1)) for i in range(RUNS)}
+
+
+def test_recovery_drops_only_the_stores_own_events(
+    postgres_url: str, kafka_bootstrap: str, kafka_topic_factory: TopicFactory
+) -> None:
+    """An outbox-marked message of the same run and sequence but another eventId (another
+    store, a forged header) does not take the event out of the outbox."""
+    from confluent_kafka import Producer
+
+    topic = kafka_topic_factory(1)
+    store = open_event_store(postgres_url)
+    first = _relay(store, kafka_bootstrap, topic)
+    first.start()  # records the topic's end as its position
+    _write(store, "run-1", 2)
+    foreign = Producer({"bootstrap.servers": kafka_bootstrap})
+    for sequence in (1, 2):
+        foreign.produce(
+            topic,
+            key=b"run-1",
+            value=b"not ours",
+            headers=[("rt.outbox", str(sequence).encode()), ("rt.tenant", b"acme"),
+                     ("rt.event_id", b"someone-else")],
+        )  # fmt: skip
+    assert foreign.flush(30) == 0
+    successor = _relay(store, kafka_bootstrap, topic)
+    successor.start()
+    assert store.outbox_size() == 2
+    assert successor.drain() == 2
+    successor.close()
+    store.close()
