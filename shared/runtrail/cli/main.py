@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail.cli.demo_cmd",
     "runtrail.cli.settings_cmd",
     "runtrail.cli.ui_cmd",
+    "runtrail.cli.command_cmd",
 )
 
 

@@ -81,7 +81,7 @@ def run_receiver(
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except ImportError as exc:
-        log.error("%s needs the otel extra (pip install 'runtrail[otel]'): %s", name, exc)
+        log.error("%s needs an extra that is not installed (otel, commands): %s", name, exc)
         return 2
     try:
         receiver = cls(settings, options=options, metrics_port=metrics_port)

@@ -14,6 +14,7 @@ from runtrail.persistence.registry import StoreKind, define_kind
 if TYPE_CHECKING:
     from runtrail.audit.store import LinkStore
     from runtrail.capture.sink import CaptureSink
+    from runtrail.commands.store import EventStore
     from runtrail.projection.store import ProjectionStore
     from runtrail.resume.store import CacheStore
     from runtrail.sessions.checkpoints import CheckpointBackend
@@ -31,6 +32,11 @@ AUDIT_LINKS: StoreKind[LinkStore] = define_kind(
     "audit",
     "audit store",
     ("runtrail.audit.store_sqlite", "runtrail.audit.store_postgres"),
+)
+COMMAND_EVENTS: StoreKind[EventStore] = define_kind(
+    "commands",
+    "command event store",
+    ("runtrail.commands.store_sqlite", "runtrail.commands.store_postgres"),
 )
 RESUME_ENTRIES: StoreKind[CacheStore] = define_kind(
     "resume-cache",

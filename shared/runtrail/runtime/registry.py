@@ -19,6 +19,8 @@ SERVICES: dict[str, str] = {
 #: receivers: not topic consumers (an HTTP server feeding the publisher), run by their own path
 RECEIVERS: dict[str, str] = {
     "otlp-ingest": "runtrail_services.otlp_ingest.service:OtlpIngestReceiver",
+    "outbox-relay": "runtrail_services.outbox_relay.service:OutboxRelayReceiver",
+    "command-api": "runtrail_services.command_api.service:CommandApiReceiver",
 }
 
 

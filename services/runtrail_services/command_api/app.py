@@ -1,0 +1,124 @@
+"""The command API's routes (Starlette), every one scoped to the tenant of the bearer token.
+
+* ``GET /v1/runs/{run}`` — version, status, projection and the commands allowed from it;
+* ``GET /v1/runs/{run}/events?after=N`` — the run's events after sequence N, as written;
+* ``POST /v1/runs/{run}/commands`` — ``{name, expectedVersion, idempotencyKey, actor?, data,
+  correlationId?, causationEventId?}``: 200 accepted (or the first outcome of a duplicate),
+  409 stale or idempotency conflict (the body carries the current version), 422 refused
+  (invalid transition, terminal or cancelled run, malformed data), 400 a body that is not a
+  command, 401 without a valid token, 413 a body over the limit;
+* ``POST /v1/runs/{run}/resume`` — the resume protocol (:mod:`runtrail.commands.resume`):
+  422 for a run that cannot resume.
+
+The store is synchronous (one transaction per command): calls run in Starlette's threadpool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from runtrail.commands import Command, EventStore
+from runtrail.commands.catalog import allowed_commands
+from runtrail.commands.resume import ResumeRefused, resume_run
+from runtrail.events import loads_strict
+from runtrail.http_server import TokenAuth
+
+#: Refusal codes answered 409 (the caller reloads and decides); every other refusal is 422.
+CONFLICT_CODES = frozenset({"stale", "idempotency-conflict"})
+DEFAULT_ACTOR = {"kind": "service", "id": "command-api"}
+
+
+def _error(status: int, code: str, reason: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="runtrail-commands"'} if status == 401 else None
+    return JSONResponse({"code": code, "reason": reason}, status_code=status, headers=headers)
+
+
+def build_app(
+    store: EventStore, auth: TokenAuth, *, max_body_bytes: int = 1024 * 1024
+) -> Starlette:
+    """The API on ``store``; ``auth`` maps bearer tokens to tenants."""
+
+    def tenant_of(request: Request) -> str | None:
+        return auth.tenant_of(request.headers.get("authorization"))
+
+    async def show(request: Request) -> Response:
+        tenant = tenant_of(request)
+        if tenant is None:
+            return _error(401, "unauthorized", "a valid bearer token is required")
+        run = request.path_params["run"]
+        version, state = await run_in_threadpool(store.load, tenant, run)
+        if state is None:
+            return _error(404, "not-found", f"no run {run} for this tenant")
+        return JSONResponse(
+            {
+                "tenantId": tenant,
+                "runId": run,
+                "version": version,
+                "status": state.status,
+                "state": state.json_form(),
+                "allowedCommands": allowed_commands(state),
+            }
+        )
+
+    async def events(request: Request) -> Response:
+        tenant = tenant_of(request)
+        if tenant is None:
+            return _error(401, "unauthorized", "a valid bearer token is required")
+        after = request.query_params.get("after", "0")
+        if not after.isdigit():
+            return _error(400, "bad-request", "after must be a sequence number")
+        forms = await run_in_threadpool(
+            store.stored_events, tenant, request.path_params["run"], int(after)
+        )
+        return JSONResponse({"events": forms})
+
+    async def execute(request: Request) -> Response:
+        tenant = tenant_of(request)
+        if tenant is None:
+            return _error(401, "unauthorized", "a valid bearer token is required")
+        body = await request.body()
+        if len(body) > max_body_bytes:
+            return _error(413, "too-large", f"body of {len(body)} bytes is over {max_body_bytes}")
+        try:
+            given: Any = loads_strict(body)
+            if not isinstance(given, dict):
+                raise ValueError("a command is a JSON object")
+            command = Command.model_validate(
+                {
+                    "actor": DEFAULT_ACTOR,
+                    **given,
+                    "tenantId": tenant,
+                    "runId": request.path_params["run"],
+                }
+            )
+        except (ValueError, ValidationError) as exc:
+            return _error(400, "bad-request", f"not a command: {exc}")
+        outcome = await run_in_threadpool(store.execute, command)
+        status = 200 if outcome.accepted else 409 if outcome.code in CONFLICT_CODES else 422
+        return JSONResponse(outcome.model_dump(mode="json", by_alias=True), status_code=status)
+
+    async def resume(request: Request) -> Response:
+        tenant = tenant_of(request)
+        if tenant is None:
+            return _error(401, "unauthorized", "a valid bearer token is required")
+        try:
+            report = await run_in_threadpool(resume_run, store, tenant, request.path_params["run"])
+        except ResumeRefused as exc:
+            return _error(422, exc.code, exc.reason)
+        return JSONResponse(report.json_form())
+
+    return Starlette(
+        routes=[
+            Route("/v1/runs/{run}", show, methods=["GET"]),
+            Route("/v1/runs/{run}/events", events, methods=["GET"]),
+            Route("/v1/runs/{run}/commands", execute, methods=["POST"]),
+            Route("/v1/runs/{run}/resume", resume, methods=["POST"]),
+        ]
+    )

@@ -1,0 +1,132 @@
+"""The command API's process: the Starlette app under uvicorn, plus ``/metrics`` and health.
+
+Not a topic consumer: ``runtrail run command-api`` starts it through
+:data:`runtrail.runtime.registry.RECEIVERS`. Accepted commands are in the store's outbox; the
+``outbox-relay`` puts them on the events topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Mapping
+from types import FrameType
+
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from runtrail.commands import open_event_store
+from runtrail.config import Settings
+from runtrail.http_server import TokenAuth
+from runtrail.persistence.urls import redact_url
+from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
+from runtrail_services.command_api.app import build_app
+from runtrail_services.command_api.settings import CommandApiSettings
+
+log = logging.getLogger(__name__)
+
+
+class CommandApiServer:
+    """The app on ``host:port`` (0 picks a free port), served by uvicorn on a daemon thread."""
+
+    def __init__(self, app: object, host: str, port: int) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self._socket.listen(2048)  # connections queue until uvicorn serves: none is refused
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")  # type: ignore[arg-type]
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="command-api", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    def _serve(self) -> None:
+        asyncio.run(self._server.serve(sockets=[self._socket]))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+        self._socket.close()
+
+
+class CommandApiReceiver:
+    """One command API process; :meth:`run` serves until :meth:`request_stop`."""
+
+    name = "command-api"
+    default_port = 9480
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        options: Mapping[str, str] | None = None,
+        metrics_port: int | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.own = CommandApiSettings.load(options)
+        tokens = self.own.tenant_tokens()
+        if not tokens:
+            log.warning("command-api: no tenant tokens configured; every request gets 401")
+        self.registry = registry or CollectorRegistry()
+        self.health = HealthState()
+        self._stop = threading.Event()
+        self.store = open_event_store(self.own.resolved_store(settings.state_dir))
+        app = build_app(self.store, TokenAuth(tokens), max_body_bytes=self.own.max_body_bytes)
+        self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
+        port = metrics_port if metrics_port is not None else settings.metrics_port
+        self.endpoint = HttpEndpoint(
+            settings.metrics_host,
+            self.default_port if port is None else port,
+            self.registry,
+            self.health,
+            EndpointAuth.from_settings(settings),
+        )
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, frame: FrameType | None) -> None:
+            log.info("command-api: signal %d, stopping", signum)
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        """Serve until stopped; the process exit status."""
+        self.endpoint.start()
+        self.server.start()
+        self.health.ready = True
+        log.info(
+            "command-api (pid %d) on %s:%d/v1/runs -> %s; metrics on %s:%d",
+            os.getpid(),
+            self.own.http_host,
+            self.server.port,
+            redact_url(self.own.resolved_store(self.settings.state_dir)),
+            self.settings.metrics_host,
+            self.endpoint.port,
+        )
+        try:
+            while not self._stop.wait(1.0):
+                self.health.beat()
+        finally:
+            self.health.stopping = True
+            self.server.stop()
+            self.store.close()
+            self.endpoint.stop()
+        return 0

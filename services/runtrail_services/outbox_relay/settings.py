@@ -1,0 +1,39 @@
+"""Settings of the outbox relay: ``RUNTRAIL_OUTBOX_RELAY_*``, overridden by ``-o``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from runtrail.commands import default_store_url
+from runtrail.config import ServiceSettings
+
+
+class OutboxRelaySettings(ServiceSettings):
+    """What ``runtrail run outbox-relay`` reads."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OUTBOX_RELAY_", extra="ignore")
+    service_name = "outbox-relay"
+
+    store: str | None = Field(
+        default=None,
+        description="Command event store whose outbox is relayed (sqlite:/// or postgresql://) "
+        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/commands.db).",
+    )
+    transactional_id: str = Field(
+        default="runtrail-outbox-relay",
+        description="Kafka transactional.id: one active relay per store; a new one fences the old.",
+    )
+    batch_size: int = Field(default=500, ge=1, description="Events published per transaction.")
+    idle_poll_s: float = Field(
+        default=0.2, gt=0, description="Pause between outbox reads when it is empty."
+    )
+    retry_s: float = Field(
+        default=1.0, gt=0, description="Pause before the relay is rebuilt after a Kafka error."
+    )
+
+    def resolved_store(self, state_dir: Path) -> str:
+        """The store URL, defaulting to the SQLite file under the state folder."""
+        return self.store or default_store_url(state_dir)

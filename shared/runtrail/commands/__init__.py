@@ -1,0 +1,32 @@
+"""The write side of seed 002: commands decided under optimistic concurrency, appended to an
+event store (SQLite or PostgreSQL), relayed to the events topic through an outbox.
+
+* :mod:`.model` — a command and its outcome;
+* :mod:`.catalog` — the seed's commands and the events each appends;
+* :mod:`.store` — the event store (one transaction per command);
+* :mod:`.relay` — the outbox relay to Kafka;
+* :mod:`.resume` — the resume protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runtrail.commands.model import Command, CommandOutcome
+from runtrail.commands.store import EventStore
+from runtrail.persistence.kinds import COMMAND_EVENTS
+from runtrail.persistence.registry import open_store
+
+
+def default_store_url(state_dir: Path) -> str:
+    """``sqlite:///<state_dir>/commands.db`` (absolute), the embedded default."""
+    return f"sqlite:///{state_dir.expanduser().resolve() / 'commands.db'}"
+
+
+def open_event_store(url: str, **options: Any) -> EventStore:
+    """The command event store at ``url`` (``sqlite:///…``, ``postgresql://…``)."""
+    return open_store(COMMAND_EVENTS, url, **options)
+
+
+__all__ = ["Command", "CommandOutcome", "EventStore", "default_store_url", "open_event_store"]

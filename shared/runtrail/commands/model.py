@@ -1,0 +1,58 @@
+"""A command and its outcome: what a caller asks the event store, and what it answers.
+
+A command carries the projection version its sender observed (``expectedVersion``; 0 for a run
+that does not exist yet) and an idempotency key. The store answers with a
+:class:`CommandOutcome`: accepted (the appended events, the new version) or refused (a stable
+``code``, a reason, and the current version, so the caller can reload and decide).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from runtrail.events.envelope import Actor, CamelModel, NonBlank
+
+#: Why a command was refused (stable, machine-readable); ``accepted`` when it was not.
+OutcomeCode = Literal[
+    "accepted",
+    "stale",
+    "unknown-command",
+    "invalid-command",
+    "invalid-transition",
+    "invalid-event-data",
+    "unknown-event-version",
+    "run-terminal",
+    "cancellation-requested",
+    "idempotency-conflict",
+]
+
+
+class Command(CamelModel):
+    """One request to change a run, decided against the version its sender observed."""
+
+    name: NonBlank
+    tenant_id: NonBlank
+    run_id: NonBlank
+    expected_version: int = Field(ge=0)
+    idempotency_key: NonBlank
+    actor: Actor
+    data: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    causation_event_id: str | None = None
+
+
+class CommandOutcome(CamelModel):
+    """The store's answer. ``duplicate``: the first outcome of this idempotency key, replayed."""
+
+    accepted: bool
+    code: OutcomeCode
+    version: int
+    reason: str | None = None
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    duplicate: bool = False
+
+    @property
+    def stale(self) -> bool:
+        return self.code == "stale"
