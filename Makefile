@@ -3,7 +3,8 @@
 #   make install      venv + editable install with the dev extras
 #   make test         ruff check, mypy, then the test suite (PYTEST_WORKERS=3 processes)
 #   make lint         ruff check + ruff format --check + mypy
-#   make bench        runtrail against Quix Streams and the bare client (bench extra; BENCH_ARGS)
+#   make bench        runtrail against Quix Streams and the bare client (BENCH_ARGS), in its own
+#                     venv: the bench extra's quixstreams pins an older confluent-kafka
 #   make kafka-up     local single-node Kafka (RUNTRAIL_KAFKA_PORT, RUNTRAIL_STATE_DIR apply)
 
 PYTHON ?= python3
@@ -52,6 +53,9 @@ kafka-status:
 topics:
 	$(BIN)/runtrail topics ensure
 
+BENCH_VENV ?= .venv-bench
+
 bench:
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
-	$(BIN)/python -m bench.compare $(BENCH_ARGS)
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
+	$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_ARGS)

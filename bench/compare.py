@@ -249,7 +249,8 @@ def main() -> None:
                 extra["profiles"] = profile(settings, args.events, work)
         finally:
             delete_topic(bootstrap, topic)
-            for name in (f"{topic}.audit", f"{topic}.cache"):
+            made = [f"{topic}.audit"] + ([] if args.skip_services else [f"{topic}.cache"])
+            for name in made:
                 for future in admin.delete_topics([name]).values():
                     try:
                         future.result(60)

@@ -1,7 +1,8 @@
 """The top entries of a saved pyinstrument session: where a service's time goes, by function.
 
 Cumulative time counts a function once per stack (recursion is not double-counted); self
-time is the time spent in the function's own code. Both as a share of the whole run.
+time is the time spent in the function's own code (pyinstrument's synthetic ``[self]`` frames
+folded into their parent). Both as a share of the whole run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def top_entries(session_path: Path, limit: int = 25) -> list[str]:
     stack: list[tuple[Any, frozenset[str]]] = [(root, frozenset())]
     while stack:
         frame, above = stack.pop()
+        if frame.is_synthetic:  # "[self]" and the like: counted in the parent's self time
+            continue
         name = _name(frame)
         if name not in above:
             cumulative[name] += frame.time
