@@ -62,10 +62,11 @@ class EventLimits:
                 "(RUNTRAIL_MAX_EVENT_BYTES)"
             )
 
-    def check_value(self, value: Any, where: str = "event") -> None:
-        """Raise :class:`TooDeep` or :class:`NonFinite` (naming the path) for a JSON value."""
+    def check_value(self, value: Any, where: str = "event", depth: int = 0) -> None:
+        """Raise :class:`TooDeep` or :class:`NonFinite` (naming the path) for a JSON value
+        found ``depth`` levels down (a field of an object checked one field at a time)."""
         limit = self.max_json_depth
-        stack: list[tuple[Any, int, str]] = [(value, 0, where)]
+        stack: list[tuple[Any, int, str]] = [(value, depth, where)]
         pop, push = stack.pop, stack.append
         while stack:
             item, depth, path = pop()
