@@ -29,7 +29,6 @@ from runtrail.events.errors import (
     UnknownEventType,
     UnknownSchema,
 )
-from runtrail.events.trusted import NotTrusted, model_builder
 from runtrail.events.upcasting import check_chains, upcast
 
 MAGIC = b"\xc3\x01"
@@ -167,21 +166,7 @@ class EventCodec:
         current = upcast(written)
         if recorded_at is not None and current.get("recordedAt") is None:
             current = {**current, "recordedAt": recorded_at}
-        return Decoded(event=validate_decoded(current), written=written)
-
-
-def validate_decoded(form: JsonDict) -> Event:
-    """A decoded (typed by its writer schema) JSON form as a validated :class:`Event`: built
-    directly when the cheap check of :mod:`.trusted` vouches for it, else by pydantic."""
-    cls = EVENT_CLASSES.get((form.get("type"), form.get("schemaVersion")))  # type: ignore[arg-type]
-    if cls is not None:
-        build = model_builder(cls)
-        if build is not None:
-            try:
-                return cast(Event, build(form))
-            except NotTrusted:
-                pass
-    return validate_json_form(form)
+        return Decoded(event=validate_json_form(current), written=written)
 
 
 def validate_json_form(form: JsonDict) -> Event:
