@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from runtrail.capture import NodeIoRecord, NodePairer, derive_record_id
@@ -80,3 +82,53 @@ def test_records_are_immutable() -> None:
     model, _ = sample_records()
     with pytest.raises(ValidationError, match="frozen"):
         model.output_text = "changed"
+
+
+def test_record_id_is_the_uuid5_of_tenant_node_and_events() -> None:
+    """The hand-written UUIDv5 gives exactly the standard library's IDs (ever written ones)."""
+    import uuid
+
+    from runtrail.capture.record import RECORD_NAMESPACE
+
+    for tenant, node, ids in [
+        ("acme", "model@r|t|1", ["e1", "e2"]),
+        ("ü-tenant", "tool@r||3|call-é", []),
+        ("", "", ["x" * 500]),
+    ]:
+        expected = str(uuid.uuid5(RECORD_NAMESPACE, "\n".join((tenant, node, *ids))))
+        assert derive_record_id(tenant, node, ids) == expected
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=JSON_VALUES, outputs=JSON_VALUES, text=st.text(), big=st.integers())
+def test_json_line_is_the_bytes_pydantic_writes(
+    inputs: object, outputs: object, text: str, big: int
+) -> None:
+    """orjson writes the line; it must be byte for byte pydantic's ``model_dump_json``."""
+    model, _tool = sample_records()
+    for record in (
+        model.model_copy(update={"inputs": inputs, "outputs": outputs, "output_text": text}),
+        model.model_copy(update={"inputs": {"big": big}}),  # beyond 64 bits: the fallback
+    ):
+        assert record.to_json_line() == record.model_dump_json(by_alias=True).encode() + b"\n"
+
+
+def test_pairer_records_equal_validated_records() -> None:
+    """The pairer builds records without validation: they are what validation would give."""
+    for record in sample_records():
+        validated = NodeIoRecord.model_validate(record.model_dump())
+        assert validated == record
+        assert validated.to_json_line() == record.to_json_line()
+    with pytest.raises(TypeError, match="every field"):
+        NodeIoRecord.trusted(record_id="x")

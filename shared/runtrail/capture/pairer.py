@@ -53,7 +53,8 @@ def wall_ms() -> int:
 
 
 def to_record(node: Node) -> NodeIoRecord:
-    """The capture record of a closed node (seed 000 §1.5)."""
+    """The capture record of a closed node (seed 000 §1.5), built without re-validation:
+    every value comes from validated events or from the assembly's own arithmetic."""
     started = epoch_ms(node.started_at)
     captured = epoch_ms(node.last_at)
     if node.node_type == "MODEL":
@@ -62,7 +63,7 @@ def to_record(node: Node) -> NodeIoRecord:
     else:
         node_id = tool_node_id(node.run_id, node.turn_id, node.step, node.call_key)
         input_tokens = output_tokens = None
-    return NodeIoRecord(
+    return NodeIoRecord.trusted(
         record_id=derive_record_id(node.tenant_id, node_id, node.event_ids),
         tenant_id=node.tenant_id,
         run_id=node.run_id,

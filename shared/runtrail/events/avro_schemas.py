@@ -152,6 +152,26 @@ class WriterSchema:
     parsed: Any  # fastavro's parsed schema
     json_fields: tuple[str, ...]  # data fields that carry JSON text
     source: dict[str, Any]
+    #: data fields whose value may be nested or a float: the only ones the depth and
+    #: non-finite walk of consumed events has to visit (the rest are Avro-typed scalars)
+    walked_fields: tuple[str, ...] = ()
+
+
+#: Avro types whose values are scalars that can be neither nested nor non-finite
+_FLAT_SCALARS = frozenset({"null", "boolean", "int", "long", "string", "bytes", "enum", "fixed"})
+
+
+def _flat_scalar(avro_type: Any) -> bool:
+    """Whether every value of ``avro_type`` is a scalar that no depth or number limit can
+    refuse (a union of such; not a record, array, map, float or double, nor a named
+    reference, which could be any of those)."""
+    if isinstance(avro_type, list):
+        return all(_flat_scalar(t) for t in avro_type)
+    if isinstance(avro_type, dict):
+        return avro_type.get("type") in ("enum", "fixed") or (
+            avro_type.get("type") in _FLAT_SCALARS and "logicalType" not in avro_type
+        )
+    return avro_type in _FLAT_SCALARS and avro_type not in ("enum", "fixed")
 
 
 def _writer_schema(schema: dict[str, Any]) -> WriterSchema:
@@ -164,6 +184,9 @@ def _writer_schema(schema: dict[str, Any]) -> WriterSchema:
         parsed=parse_schema(schema),
         json_fields=tuple(f["name"] for f in data_fields if f.get(JSON_MARK)),
         source=schema,
+        walked_fields=tuple(
+            f["name"] for f in data_fields if f.get(JSON_MARK) or not _flat_scalar(f["type"])
+        ),
     )
 
 

@@ -120,6 +120,11 @@ class EventCodec:
             raise InvalidEvent(f"does not fit {key[0]} v{key[1]}: {exc}") from exc
 
     # --- decoding ------------------------------------------------------------------------
+    def walked_fields(self, value: bytes) -> tuple[str, ...]:
+        """The ``data`` fields of a decoded value's writer schema that may be nested or hold
+        a float: what the consumer's depth and non-finite check must visit."""
+        return self._by_fp[value[2:HEADER_LEN]].walked_fields
+
     def decode_written(self, value: bytes | None) -> JsonDict:
         """The JSON form exactly as written (writer version), without upcasting or validation."""
         if value is None or len(value) < HEADER_LEN or value[:2] != MAGIC:

@@ -62,35 +62,51 @@ class EventLimits:
                 "(RUNTRAIL_MAX_EVENT_BYTES)"
             )
 
-    def check_value(self, value: Any, where: str = "event") -> None:
-        """Raise :class:`TooDeep` or :class:`NonFinite` (naming the path) for a JSON value."""
+    def check_value(self, value: Any, where: str = "event", depth: int = 0) -> None:
+        """Raise :class:`TooDeep` or :class:`NonFinite` (naming the path) for a JSON value
+        found ``depth`` levels down (a field of an object checked one field at a time).
+
+        A child's path is kept as (parent's path, key, is-index) and only spelled out for a
+        reason: formatting one per nested value was most of the walk's cost."""
         limit = self.max_json_depth
-        stack: list[tuple[Any, int, str]] = [(value, 0, where)]
+        stack: list[tuple[Any, int, Any]] = [(value, depth, where)]
         pop, push = stack.pop, stack.append
         while stack:
             item, depth, path = pop()
             kind = type(item)
             if kind is float or (kind is not bool and isinstance(item, float)):
                 if not math.isfinite(item):
-                    raise NonFinite(f"{path} is {item!r}: NaN and Infinity are not JSON")
+                    raise NonFinite(f"{_spell(path)} is {item!r}: NaN and Infinity are not JSON")
             elif kind is dict or isinstance(item, dict):
                 if depth >= limit:
                     raise TooDeep(
-                        f"{path} is nested deeper than {limit} levels (RUNTRAIL_MAX_JSON_DEPTH)"
+                        f"{_spell(path)} is nested deeper than {limit} levels "
+                        "(RUNTRAIL_MAX_JSON_DEPTH)"
                     )
                 for key, child in item.items():
                     if type(child) in _SCALARS:
                         continue
-                    push((child, depth + 1, f"{path}.{key}"))
+                    push((child, depth + 1, (path, key, False)))
             elif kind is list or isinstance(item, (list, tuple)):
                 if depth >= limit:
                     raise TooDeep(
-                        f"{path} is nested deeper than {limit} levels (RUNTRAIL_MAX_JSON_DEPTH)"
+                        f"{_spell(path)} is nested deeper than {limit} levels "
+                        "(RUNTRAIL_MAX_JSON_DEPTH)"
                     )
                 for index, child in enumerate(item):
                     if type(child) in _SCALARS:
                         continue
-                    push((child, depth + 1, f"{path}[{index}]"))
+                    push((child, depth + 1, (path, index, True)))
+
+
+def _spell(path: Any) -> str:
+    """``data.a[2].b`` from the chain of (parent, key, is-index) a walk keeps."""
+    parts: list[str] = []
+    while not isinstance(path, str):
+        path, key, is_index = path
+        parts.append(f"[{key}]" if is_index else f".{key}")
+    parts.append(path)
+    return "".join(reversed(parts))
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})

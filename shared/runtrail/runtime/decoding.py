@@ -84,6 +84,9 @@ class BatchDecoder:
         check = self._sequences.check
         max_bytes = self._limits.max_event_bytes
         check_value = self._limits.check_value
+        walked_fields = self._codec.walked_fields
+        # ``data`` itself is one level: with a limit that low, walk it whole as ever
+        flat_ok = self._limits.max_json_depth > 1
         # LogAppendTime is stamped per produce request, so consecutive messages share it
         last_ts, last_iso = -1, None
         for msg in messages:
@@ -103,7 +106,12 @@ class BatchDecoder:
                 continue
             try:
                 decoded = decode(value, last_iso)
-                check_value(decoded.written["data"], "data")
+                data = decoded.written["data"]
+                if flat_ok:  # only fields that can be nested or non-finite (the rest are
+                    for name in walked_fields(cast(bytes, value)):  # Avro scalars by the schema)
+                        check_value(data.get(name), f"data.{name}", 1)
+                else:
+                    check_value(data, "data")
             except EventError as exc:
                 self._dead(result, msg, exc.reason, str(exc))
                 continue

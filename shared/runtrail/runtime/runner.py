@@ -54,6 +54,7 @@ from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.gc_tuning import service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Backoff, Problem, classify
@@ -629,9 +630,10 @@ class ServiceRunner:
         )
         status = 0
         try:
-            while not self._stop.is_set():
-                self._turn()
-                self.health.beat()
+            with service_gc():
+                while not self._stop.is_set():
+                    self._turn()
+                    self.health.beat()
         except KafkaException as exc:
             log.error("%s: fatal Kafka error, stopping without commit: %s", self.name, exc)
             status = 1
