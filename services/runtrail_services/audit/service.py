@@ -38,7 +38,7 @@ from runtrail.audit.store import StoredCheckpoint
 from runtrail.audit.stores import open_link_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS, unavailable_on_store_errors
+from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
 from runtrail_services.audit.metrics import AuditMetrics
@@ -150,7 +150,7 @@ class AuditService(Service):
         if confirmed:
             try:
                 self.store.append_batch([], published_positions(confirmed))
-            except TRANSIENT_STORE_ERRORS as exc:  # in a revoke: must not raise
+            except transient_store_errors() as exc:  # in a revoke: must not raise
                 log.error("audit: published positions not recorded, sent again later: %s", exc)
 
     # --- partitions ----------------------------------------------------------------------

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from runtrail.publisher.redaction import redact_text
-from runtrail.runtime.unavailable import StoreUnavailable
 
 T = TypeVar("T")
 
@@ -26,6 +25,10 @@ class StoreUnreachable(Exception):
 
 
 def _is_store_error(exc: BaseException) -> bool:
+    # imported here: ``cli.main`` imports this module for every command, also in a core-only
+    # install, and the runtime package needs the services extra
+    from runtrail.runtime.unavailable import StoreUnavailable
+
     if isinstance(exc, OSError | sqlite3.Error | StoreUnavailable):
         return True
     psycopg = sys.modules.get("psycopg")  # only loaded when a postgresql:// store was opened
