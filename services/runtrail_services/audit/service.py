@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
-from runtrail.audit.stores import open_link_store
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
@@ -64,7 +65,7 @@ class AuditService(Service):
         settings = context.settings
         self.audit = AuditSettings.load(context.options)
         url = self.audit.resolved_store_url(settings.state_dir)
-        self.store = open_link_store(url)
+        self.store = open_store(AUDIT_LINKS, url)
         self._what = f"audit store {redact_url(url)}"
         #: published positions confirmed by the topic but not yet written (a failed flush)
         self._unrecorded: dict[Partition, int] = {}
