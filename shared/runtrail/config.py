@@ -7,6 +7,7 @@ pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -218,3 +219,38 @@ class ServiceSettings(BaseSettings):
                 f"unknown {cls.service_name} option(s) {', '.join(unknown)} (known: {known})"
             )
         return cls.model_validate(given)
+
+
+class TenantTokenSettings(ServiceSettings):
+    """Base of the settings of a service that answers tenants by bearer token (resume-cache's
+    lookups, the OTLP receiver): ``tokens``, a JSON object tenant → token, and ``tokens_file``,
+    a JSON file of the same shape (the file wins per tenant)."""
+
+    tokens: dict[str, str] = Field(
+        default_factory=dict, description="Bearer token per tenant, as a JSON object."
+    )
+    tokens_file: Path | None = Field(
+        default=None, description="JSON file {tenant: token}; merged over `tokens`."
+    )
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_from_json(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    def tenant_tokens(self) -> dict[str, str]:
+        """Tenant → token, from ``tokens`` and ``tokens_file``."""
+        tokens = dict(self.tokens)
+        if self.tokens_file is not None:
+            loaded = json.loads(self.tokens_file.read_text())
+            if not isinstance(loaded, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
+            ):
+                raise ValueError(f"{self.tokens_file}: expected a JSON object tenant -> token")
+            tokens.update(loaded)
+        empty = [t for t, tok in tokens.items() if not tok]
+        if empty:
+            raise ValueError(f"empty token for tenant(s) {', '.join(sorted(empty))}")
+        return tokens
