@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from runtrail.events import EventCodec
 from runtrail.extras import EXTRAS
 from tests.readme_blocks import readme_block
-from tests.support import consume_all
+from tests.support import consume_all, form, produce_forms, read_lines, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what an agent installs: the publisher, the events and the adapters' own code need only these
@@ -153,6 +153,11 @@ def core_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     return make_venv(tmp_path_factory.mktemp("core") / "venv", wheel)
 
 
+@pytest.fixture(scope="module")
+def services_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    return make_venv(tmp_path_factory.mktemp("services") / "venv", wheel, "services")
+
+
 def test_the_wheel_requires_exactly_the_core(wheel: Path) -> None:
     core, extras = core_requirements(wheel)
     assert {canonicalize_name(r.name) for r in core} == CORE
@@ -160,6 +165,7 @@ def test_the_wheel_requires_exactly_the_core(wheel: Path) -> None:
     assert {"prometheus-client", "cryptography", "zstandard"} <= services
     assert {canonicalize_name(r.name) for r in extras["postgres"]} >= {"psycopg"}
     assert {canonicalize_name(r.name) for r in extras["s3"]} == {"obstore"}
+    assert not services & {"psycopg", "psycopg-pool", "obstore", "runtrail"}  # store drivers
     dev = {canonicalize_name(r.name) for r in extras["dev"]}
     assert services | {"psycopg", "obstore"} <= dev  # (hatchling spells self-references out)
 
@@ -276,3 +282,97 @@ def test_the_readme_otel_example_publishes_with_only_the_core_and_otel(
     events = [codec.decode(m.value()).event for m in consume_all(kafka_bootstrap, topic, expect=6)]
     assert [e.type for e in events][::5] == ["run.accepted", "run.succeeded"]
     assert len(events) == 6
+
+
+#: every service and the CLI, imported where the services extra is installed without a store extra
+SERVICES_IMPORT = """
+import importlib, json, sys
+from runtrail.cli.main import build_parser
+from runtrail.extras import EXTRAS
+from runtrail.runtime.registry import SERVICES
+build_parser()
+for target in SERVICES.values():  # (the otlp-ingest receiver needs the otel extra)
+    importlib.import_module(target.split(":")[0])
+print(json.dumps(sorted({n.split(".")[0] for n in sys.modules} & set(EXTRAS))))
+"""
+
+
+def test_the_services_need_no_store_extra_to_start(services_venv: Path, tmp_path: Path) -> None:
+    """Every service module and the CLI import with ``services`` alone: no store driver is
+    loaded until a URL of its scheme is opened, and none is installed."""
+    python = services_venv / "bin" / "python"
+    listed = run(python, "-I", "-c", "import importlib.util as u; print(u.find_spec('psycopg'))")
+    assert listed.stdout.strip() == "None"
+    imported = json.loads(run(python, "-I", "-c", SERVICES_IMPORT, cwd=tmp_path).stdout)
+    assert "psycopg" not in imported and "obstore" not in imported
+    assert {"prometheus_client", "cryptography"} <= set(imported)
+
+
+def test_sqlite_stores_open_and_a_postgres_url_names_its_extra(
+    services_venv: Path, tmp_path: Path
+) -> None:
+    cli = services_venv / "bin" / "runtrail"
+    store = f"sqlite:///{tmp_path / 'projection.db'}"
+    listed = run(cli, "projection", "list", "--store", store, "--json", cwd=tmp_path)
+    assert (listed.stdout, listed.stderr) == ("", "")
+    assert (tmp_path / "projection.db").exists()
+    refused = run(
+        cli,
+        "projection",
+        "list",
+        "--store",
+        "postgresql://runtrail:secret@127.0.0.1:1/runtrail",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "runtrail: projection store at postgresql:// needs psycopg: "
+        "pip install 'runtrail[postgres]'\n"
+    )
+    opened = run(
+        services_venv / "bin" / "python",
+        "-I",
+        "-c",
+        "from runtrail.persistence.registry import open_store\n"
+        "open_store('capture', 's3://bucket/prefix')",
+        cwd=tmp_path,
+        check=False,
+    )
+    assert opened.stderr.strip().splitlines()[-1] == (
+        "runtrail.extras.MissingExtra: capture sink at s3:// needs obstore: "
+        "pip install 'runtrail[s3]'"
+    )
+
+
+@pytest.mark.kafka
+def test_runtrail_run_noop_with_only_the_services_extra(
+    services_venv: Path, tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: object
+) -> None:
+    topic = kafka_topic_factory(2)  # type: ignore[operator]
+    dlq = kafka_topic_factory(2)  # type: ignore[operator]
+    events = [form(run_id=f"run-{i % 4}", sequence=i // 4 + 1) for i in range(40)]
+    produce_forms(kafka_bootstrap, topic, events)
+    out = tmp_path / "noop.out"
+    command = [
+        str(services_venv / "bin" / "runtrail"),
+        *("run", "noop", "--group", f"g-{topic}", "--metrics-port", "0"),
+        *("--bootstrap-servers", kafka_bootstrap, "--events-topic", topic),
+        *("-o", f"output={out}"),
+    ]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "RUNTRAIL_DLQ_TOPIC": dlq,
+        "RUNTRAIL_COMMIT_INTERVAL_MS": "200",
+        "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),
+    }
+    with (tmp_path / "noop.log").open("wb") as log:
+        proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=log)
+        try:
+            wait_for(lambda: len(read_lines(out)) >= len(events), 60, what="noop output")
+        finally:
+            proc.terminate()
+            code = proc.wait(timeout=60)
+    assert code == 0, (tmp_path / "noop.log").read_text()
+    assert {line.split(" ", 1)[0] for line in read_lines(out)} == {e["eventId"] for e in events}

@@ -144,4 +144,5 @@ def test_mounted_files_exist_and_the_dockerfile_copies_what_exists(
         for item in source.split():
             assert (REPO / item).exists(), item
     assert 'ENTRYPOINT ["runtrail"]' in dockerfile
-    assert "'.[services]'" in dockerfile  # the services and the stores compose points them at
+    # the services and the stores compose points them at
+    assert "'.[services,postgres,s3]'" in dockerfile

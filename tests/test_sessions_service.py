@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
+from runtrail.files import readable_by_others
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail.sessions import AgentSession
 from runtrail.sessions.blobs import SnapshotBlobStore
@@ -169,11 +170,15 @@ def test_a_corrupted_stored_snapshot_halts_its_session_and_holds_its_offsets(
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("blobs", ["s3", "file"])
 def test_pointers_inline_and_large_snapshots_by_reference(
-    kafka_bootstrap: str,
-    tmp_path: Path,
-    s3_url: str,  # noqa: F811
+    kafka_bootstrap: str, tmp_path: Path, request: pytest.FixtureRequest, blobs: str
 ) -> None:
+    """Large snapshots go by reference to an object store, or to a file:// folder (written
+    without obstore: the default, with the services extra alone)."""
+    blob_dir = tmp_path / "blobs"
+    blob_url = request.getfixturevalue("s3_url") if blobs == "s3" else blob_dir.as_uri()
+    base = "s3://runtrail-test/" if blobs == "s3" else blob_dir.as_uri() + "/"
     topic = create_topic(
         kafka_bootstrap, unique_topic("sessions"), partitions=1, **{"cleanup.policy": "compact"}
     )
@@ -184,7 +189,7 @@ def test_pointers_inline_and_large_snapshots_by_reference(
         publish_pointers="true",
         every_n_events=0,
         inline_limit_bytes=20_000,
-        blob_url=s3_url,
+        blob_url=blob_url,
     )
     small = session_forms(5, session="small")
     large = session_forms(10, session="large", payload=8000)
@@ -201,9 +206,12 @@ def test_pointers_inline_and_large_snapshots_by_reference(
         ref = SessionPointer.from_bytes(values[session_key("t1", "large").encode()] or b"")
         stored = store.load("t1", "large")
         assert stored is not None and ref.snapshot is None and ref.size > 20_000
-        assert ref.snapshot_ref is not None and ref.snapshot_ref.startswith("s3://runtrail-test/")
+        assert ref.snapshot_ref is not None and ref.snapshot_ref.startswith(base)
         assert "secret" not in ref.snapshot_ref and "?" not in ref.snapshot_ref
         assert ref.digest == stored.digest
-        assert ref.resolve(SnapshotBlobStore(s3_url)).digest == stored.digest
+        assert ref.resolve(SnapshotBlobStore(blob_url)).digest == stored.digest
+        if blobs == "file":
+            blob = blob_dir / ref.snapshot_ref.removeprefix(base)
+            assert not readable_by_others(blob) and not readable_by_others(blob.parent)
     finally:
         svc.close()

@@ -7,6 +7,7 @@ pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -218,3 +219,49 @@ class ServiceSettings(BaseSettings):
                 f"unknown {cls.service_name} option(s) {', '.join(unknown)} (known: {known})"
             )
         return cls.model_validate(given)
+
+
+def tokens_from_json(value: Any) -> Any:
+    """A ``tokens`` setting given as text (the environment, ``-o``): its JSON object."""
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else {}
+    return value
+
+
+def merged_tokens(tokens: Mapping[str, str], tokens_file: Path | None) -> dict[str, str]:
+    """``tokens`` with the JSON object tenant → token of ``tokens_file`` over them."""
+    merged = dict(tokens)
+    if tokens_file is not None:
+        loaded = json.loads(tokens_file.read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
+        ):
+            raise ValueError(f"{tokens_file}: expected a JSON object tenant -> token")
+        merged.update(loaded)
+    return merged
+
+
+class TenantTokenSettings(ServiceSettings):
+    """Base of the settings of a service that answers tenants by bearer token (resume-cache's
+    lookups, the OTLP receiver): ``tokens``, a JSON object tenant → token, and ``tokens_file``,
+    a JSON file of the same shape (the file wins per tenant)."""
+
+    tokens: dict[str, str] = Field(
+        default_factory=dict, description="Bearer token per tenant, as a JSON object."
+    )
+    tokens_file: Path | None = Field(
+        default=None, description="JSON file {tenant: token}; merged over `tokens`."
+    )
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_from_json(cls, value: Any) -> Any:
+        return tokens_from_json(value)
+
+    def tenant_tokens(self) -> dict[str, str]:
+        """Tenant → token, from ``tokens`` and ``tokens_file``; an empty token is an error."""
+        tokens = merged_tokens(self.tokens, self.tokens_file)
+        empty = [t for t, tok in tokens.items() if not tok]
+        if empty:
+            raise ValueError(f"empty token for tenant(s) {', '.join(sorted(empty))}")
+        return tokens

@@ -35,10 +35,11 @@ from collections.abc import Sequence
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
-from runtrail.audit.stores import open_link_store
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS, unavailable_on_store_errors
+from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
 from runtrail_services.audit.metrics import AuditMetrics
@@ -64,10 +65,12 @@ class AuditService(Service):
         settings = context.settings
         self.audit = AuditSettings.load(context.options)
         url = self.audit.resolved_store_url(settings.state_dir)
-        self.store = open_link_store(url)
+        self.store = open_store(AUDIT_LINKS, url)
         self._what = f"audit store {redact_url(url)}"
         #: published positions confirmed by the topic but not yet written (a failed flush)
         self._unrecorded: dict[Partition, int] = {}
+        #: per partition, the position the last flush stored (this assignment)
+        self._stored: dict[Partition, int] = {}
         self.metrics = AuditMetrics(self.name, context.registry)
         self.heads = HeadCache(self.store, self.audit.max_cached_runs)
         self.sealer = Sealer(self.store, self.heads, context.dead_letter)
@@ -105,13 +108,14 @@ class AuditService(Service):
         """Confirm the links sent last time; commit new links + offsets (+ those published
         positions) in one transaction; then send the new links, to confirm next time."""
         pending = self.sealer.pending
-        if pending.empty() and not self.outbox and not self._unrecorded:
+        reached = self._reached()
+        if not pending.outgoing and not reached and not self.outbox and not self._unrecorded:
             return
         published = self._unrecorded = {**self._unrecorded, **self._confirm()}
         new = pending.new_links()
         # a replay that stopped inside its window must not pull the sealed position back
         replay = self.sealer.replay_until
-        sealed = {tp: max(o, replay.get(tp, o)) for tp, o in pending.offsets.items()}
+        sealed = {tp: max(o, replay.get(tp, o)) for tp, o in reached.items()}
         positions = {**sealed_positions(sealed), **published_positions(published)}
         try:
             unavailable_on_store_errors(self._what, lambda: self.store.append_batch(new, positions))
@@ -123,14 +127,26 @@ class AuditService(Service):
             self.heads.clear()
             raise
         self._unrecorded = {}
+        self._stored.update(reached)
         self.metrics.sealed.inc(len(new))
         self.metrics.chains_started.inc(self.heads.started - self._started_seen)
         self._started_seen = self.heads.started
-        if self.outbox is not None and pending.offsets:
-            self.outbox.send(pending.all_links(), dict(pending.offsets))
+        if self.outbox is not None and reached:
+            self.outbox.send(pending.all_links(), reached)
         self.sealer.flushed()
         self.heads.trim()
         self.metrics.cached_heads.set(len(self.heads))
+
+    def _reached(self) -> dict[Partition, int]:
+        """Per partition, the next offset to store where it moved since the last flush: the
+        position the checkpoint reached, which counts the messages the runtime dead-lettered
+        or dropped (no service sees them; stopping at the last sealed event would read them
+        again after a restart), else the offset after the last event processed."""
+        reached = dict(self.sealer.pending.offsets)
+        for tp, position in self.context.checkpoint.positions().items():
+            if position > reached.get(tp, -1):
+                reached[tp] = position
+        return {tp: o for tp, o in reached.items() if o != self._stored.get(tp)}
 
     def _confirm(self) -> dict[Partition, int]:
         """Positions whose links the audit topic has now acknowledged (raises if it did not)."""
@@ -150,12 +166,14 @@ class AuditService(Service):
         if confirmed:
             try:
                 self.store.append_batch([], published_positions(confirmed))
-            except TRANSIENT_STORE_ERRORS as exc:  # in a revoke: must not raise
+            except transient_store_errors() as exc:  # in a revoke: must not raise
                 log.error("audit: published positions not recorded, sent again later: %s", exc)
 
     # --- partitions ----------------------------------------------------------------------
     def on_assigned(self, partitions: Sequence[Partition]) -> None:
         positions = start_positions(self.store, partitions, publishing=self.topic is not None)
+        for partition in partitions:
+            self._stored.pop(partition, None)
         for partition, offset in positions.start.items():
             self.context.checkpoint.start_at(partition, offset)
         for partition, sealed in positions.sealed.items():
@@ -170,6 +188,8 @@ class AuditService(Service):
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         self._record_published()  # so the next owner does not send these links again
         self.sealer.drop_partitions(partitions)
+        for partition in partitions:
+            self._stored.pop(partition, None)
         self.metrics.cached_heads.set(len(self.heads))
 
     # --- checkpoints ---------------------------------------------------------------------

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from pydantic import ValidationError
 
@@ -102,6 +103,16 @@ class Pending:
     projections: dict[RunKey, RunProjection] = field(default_factory=dict)
     halts: list[Halt] = field(default_factory=list)
     snapshots: dict[RunKey, ProjectionSnapshot] = field(default_factory=dict)
+
+
+class FolderOptions(TypedDict, total=False):
+    """The keyword options of :class:`RunFolder`, passed on as they are by the rebuild's
+    :class:`~runtrail_services.projector.rebuild.ReplayFold`."""
+
+    snapshot_every: int
+    cached_runs: int
+    snapshots: ProjectionStore | None
+    halt_on_gap: bool
 
 
 class RunFolder:

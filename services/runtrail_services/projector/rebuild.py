@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Unpack
 
 from confluent_kafka import Message
 
@@ -36,7 +37,7 @@ from runtrail.projection import (
     ProjectionStore,
     compare_projections,
 )
-from runtrail_services.projector.folder import Outcome, RunFolder
+from runtrail_services.projector.folder import FolderOptions, Outcome, RunFolder
 from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
 
 
@@ -100,21 +101,11 @@ class ReplayFold:
     """The pure half of a rebuild: events in, store batches out (no clock, no Kafka)."""
 
     def __init__(
-        self,
-        store: ProjectionStore,
-        topic: str,
-        *,
-        snapshot_every: int = 0,
-        cached_runs: int = 50_000,
-        snapshots: ProjectionStore | None = None,
-        halt_on_gap: bool = True,
+        self, store: ProjectionStore, topic: str, **options: Unpack[FolderOptions]
     ) -> None:
         self.store = store
         self.topic = topic
-        self._snapshot_every = snapshot_every
-        self._cached_runs = cached_runs
-        self._halt_on_gap = halt_on_gap
-        self._snapshots = snapshots
+        self._options = options  # each partition's RunFolder gets them
         self.folders: dict[int, RunFolder] = {}
         self.runs: set[tuple[str, str]] = set()
         self.halted: list[Halt] = []
@@ -124,13 +115,7 @@ class ReplayFold:
         folder = self.folders.get(partition)
         if folder is None:
             folder = self.folders[partition] = RunFolder(
-                self.store,
-                self.topic,
-                partition,
-                snapshots=self._snapshots,
-                snapshot_every=self._snapshot_every,
-                cached_runs=self._cached_runs,
-                halt_on_gap=self._halt_on_gap,
+                self.store, self.topic, partition, **self._options
             )
         self.runs.add((event.tenant_id, event.run_id))
         outcome = folder.apply(event, offset).outcome

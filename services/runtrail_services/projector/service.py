@@ -47,6 +47,8 @@ from collections.abc import Sequence
 
 from confluent_kafka import OFFSET_BEGINNING
 
+from runtrail.persistence.kinds import PROJECTIONS
+from runtrail.persistence.registry import open_store
 from runtrail.projection import (
     PROJECTOR_VERSION,
     Halt,
@@ -54,7 +56,6 @@ from runtrail.projection import (
     ProjectionSnapshot,
     RunProjection,
     StoreConflict,
-    open_projection_store,
 )
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import unavailable_on_store_errors
@@ -83,7 +84,7 @@ class ProjectorService(Service):
         super().__init__(context)
         self.settings = ProjectorSettings.load(context.options)
         url = self.settings.resolved_store_url(context.settings.state_dir)
-        self.store = open_projection_store(url)
+        self.store = open_store(PROJECTIONS, url)
         self._what = f"projection store {redacted(url)}"
         self.metrics = ProjectorMetrics(self.name, context.registry)
         self.metrics.halted_runs.set(len(self.store.list(halted=True)))

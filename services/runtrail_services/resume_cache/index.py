@@ -22,12 +22,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from typing import Unpack
 
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.errors import NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.remote import Lookup
+from runtrail.resume.remote import Ask, Lookup
 from runtrail.resume.store import CacheStore
 
 #: How often a waiting lookup re-reads the stored offsets (partitions owned by other instances).
@@ -138,18 +139,10 @@ class LookupIndex:
             stored = self.store.offsets(self.topic)
             next_poll = time.monotonic() + STORE_POLL_S
 
-    def lookup(
-        self,
-        *,
-        tenant: str,
-        run_id: str,
-        kind: Kind,
-        key: str,
-        scope: Scope,
-        min_offsets: Mapping[int, int],
-        timeout_s: float,
-    ) -> Lookup:
+    def lookup(self, *, timeout_s: float, **ask: Unpack[Ask]) -> Lookup:
         """A hit at once; a miss only once caught up (else :class:`NotCaughtUp`)."""
+        tenant, run_id, kind, key = ask["tenant"], ask["run_id"], ask["kind"], ask["key"]
+        scope, min_offsets = ask["scope"], ask["min_offsets"]
         entry = self._find(tenant, run_id, kind, key, scope)
         if entry is not None:
             return Lookup(entry)

@@ -11,14 +11,12 @@ per tenant). A tenant without a token cannot look anything up.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from runtrail.config import ServiceSettings
+from runtrail.config import TenantTokenSettings
 from runtrail.persistence.urls import sqlite_url
 
 
@@ -27,7 +25,7 @@ def default_store_url(state_dir: Path) -> str:
     return sqlite_url(state_dir / "resume-cache.db")
 
 
-class ResumeCacheSettings(ServiceSettings):
+class ResumeCacheSettings(TenantTokenSettings):
     """What ``runtrail run resume-cache`` and ``runtrail cache`` read."""
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_RESUME_CACHE_", extra="ignore")
@@ -40,12 +38,6 @@ class ResumeCacheSettings(ServiceSettings):
     )
     http_host: str = Field(default="127.0.0.1", description="Bind address of the lookup API.")
     http_port: int = Field(default=9421, ge=0, description="Port of the lookup API (0 = any).")
-    tokens: dict[str, str] = Field(
-        default_factory=dict, description="Bearer token per tenant, as a JSON object."
-    )
-    tokens_file: Path | None = Field(
-        default=None, description="JSON file {tenant: token}; merged over `tokens`."
-    )
     wait_timeout_ms: int = Field(
         default=10_000,
         ge=0,
@@ -56,27 +48,5 @@ class ResumeCacheSettings(ServiceSettings):
     )
     readers: int = Field(default=8, ge=1, description="Store connections for lookups.")
 
-    @field_validator("tokens", mode="before")
-    @classmethod
-    def _tokens_from_json(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return json.loads(value) if value.strip() else {}
-        return value
-
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or default_store_url(state_dir)
-
-    def tenant_tokens(self) -> dict[str, str]:
-        """Tenant → token, from ``tokens`` and ``tokens_file``."""
-        tokens = dict(self.tokens)
-        if self.tokens_file is not None:
-            loaded = json.loads(self.tokens_file.read_text())
-            if not isinstance(loaded, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
-            ):
-                raise ValueError(f"{self.tokens_file}: expected a JSON object tenant -> token")
-            tokens.update(loaded)
-        empty = [t for t, tok in tokens.items() if not tok]
-        if empty:
-            raise ValueError(f"empty token for tenant(s) {', '.join(sorted(empty))}")
-        return tokens

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
-from runtrail.runtime.store_errors import TRANSIENT_STORE_ERRORS
+from runtrail.runtime.store_errors import transient_store_errors
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import (
     AgentSession,
@@ -62,9 +62,14 @@ from runtrail_services.sessions.tracking import CheckpointPolicy, Tracked
 log = logging.getLogger(__name__)
 
 SessionKey = tuple[str, str]
+
+
 #: What an unreachable, full or read-only store raises (corrupt or untrusted snapshots are
 #: subclasses of SessionStoreError but are caught first: they halt their session).
-STORE_DOWN: tuple[type[Exception], ...] = (*TRANSIENT_STORE_ERRORS, SessionStoreError)
+def store_down() -> tuple[type[Exception], ...]:
+    return (*transient_store_errors(), SessionStoreError)
+
+
 #: Longest gap between two scans for idle sessions.
 SCAN_INTERVAL_MS = 1000
 
@@ -140,7 +145,7 @@ class SessionsService(Service):
                 tracked.unpublished = stored  # a crash may have come between save and pointer
         except (CorruptSnapshot, UntrustedSnapshot) as exc:
             self._halt(tracked, exc)
-        except STORE_DOWN as exc:
+        except store_down() as exc:
             # Unreachable or unreadable now: go on with an empty session; its first save is
             # then a conflict with what is stored, which is merged in (see _save), and until
             # the store answers, flush raises StoreUnavailable and nothing is committed.
@@ -206,7 +211,7 @@ class SessionsService(Service):
             reason = trigger or tracked.due or "flush"
             try:
                 self._save(tracked, reason)
-            except STORE_DOWN as exc:
+            except store_down() as exc:
                 tracked.due = tracked.due or reason
                 self._store_down(exc)
                 return

@@ -38,12 +38,13 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
+from runtrail.persistence.registry import open_store
 from runtrail.sessions.checkpoints import (
     CheckpointBackend,
     Key,
     Row,
     make_key,
-    open_checkpoint_backend,
     seal_record,
     typed_json,
     typed_value,
@@ -81,7 +82,7 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
         cls, url: str, *, tenant_id: str = "default", serde: SerializerProtocol | None = None
     ) -> RuntrailCheckpointSaver:
         """A saver on the store a session-store URL names (``file:///dir``, ``postgresql://…``)."""
-        return cls(open_checkpoint_backend(url), tenant_id=tenant_id, serde=serde)
+        return cls(open_store(LANGGRAPH_CHECKPOINTS, url), tenant_id=tenant_id, serde=serde)
 
     def close(self) -> None:
         self.backend.close()

@@ -1,6 +1,7 @@
 """``open_link_store(url)``: the audit link store a URL names, through the one registry.
 
-Kept as a name because many callers use it; it is exactly ``open_store(AUDIT_LINKS, url)``
+Kept as a name for the tests and benchmarks that use it (runtrail's own code calls the
+registry); it is exactly ``open_store(AUDIT_LINKS, url)``
 (:mod:`runtrail.persistence.registry`). The adapters are :mod:`~runtrail.audit.store_sqlite`
 (``sqlite:///abs/path.db``, ``memory://``) and :mod:`~runtrail.audit.store_postgres`
 (``postgresql://``, ``postgres://``).

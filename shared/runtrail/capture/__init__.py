@@ -2,13 +2,15 @@
 
 :class:`NodePairer` turns the event stream into :class:`NodeIoRecord` s; sinks chosen by URL
 (:func:`open_sink`) store them; :func:`read_records` reads them back once each; the replay
-functions rebuild or re-invoke one node.
+functions rebuild or re-invoke one node. :class:`ObjectStoreSink` is imported on first use: it
+needs obstore (the ``s3`` extra), which a process writing files never loads.
 """
+
+from typing import Any
 
 from runtrail.capture.file_sink import JsonlFileSink
 from runtrail.capture.holds import Hold
 from runtrail.capture.memory_sink import InMemoryIoCaptureSink
-from runtrail.capture.object_sink import ObjectStoreSink
 from runtrail.capture.pairer import NodePairer
 from runtrail.capture.reader import CaptureReadError, find_record, iter_records, read_records
 from runtrail.capture.record import (
@@ -61,3 +63,11 @@ __all__ = [
     "replay_tool_live",
     "tool_node_id",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ObjectStoreSink":
+        from runtrail.capture.object_sink import ObjectStoreSink
+
+        return ObjectStoreSink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

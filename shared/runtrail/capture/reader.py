@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import obstore
 import orjson
 import zstandard
 from pydantic import ValidationError
 
 from runtrail.capture.layout import tenant_segment
-from runtrail.capture.object_store import open_store
 from runtrail.capture.record import NODE_TYPES, NodeIoRecord, NodeType
 from runtrail.capture.repair import capture_files, files_of_day
 from runtrail.capture.urls import split_options
+from runtrail.extras import require
 from runtrail.persistence.urls import file_path
 
 OBJECT_RE = re.compile(r"(^|/)capture-[0-9a-f]+\.jsonl(\.zst)?$")
@@ -50,6 +49,11 @@ def _file_lines(root: Path, tenant: str | None) -> Iterator[tuple[str, bytes]]:
 def _object_lines(
     url: str, tenant: str | None, options: dict[str, Any]
 ) -> Iterator[tuple[str, bytes]]:
+    require("obstore", f"reading capture records at {urlsplit(url).scheme}://")
+    import obstore
+
+    from runtrail.capture.object_store import open_store
+
     store = open_store(url, options)
     prefix = tenant_segment(tenant) + "/" if tenant is not None else None
     paths: list[str] = []

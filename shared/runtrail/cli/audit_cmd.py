@@ -24,11 +24,12 @@ from runtrail.audit.errors import AuditError
 from runtrail.audit.export import export_lines, read_export, verify_export, write_export
 from runtrail.audit.link import Link, genesis_head
 from runtrail.audit.store import LinkStore, verify_stored
-from runtrail.audit.stores import open_link_store
 from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.config import Settings
 from runtrail.files import private_dir
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
 
 if TYPE_CHECKING:  # the service package is imported only when a command runs
@@ -193,7 +194,7 @@ def _store_url(args: argparse.Namespace, settings: Settings) -> str:
 def _store(args: argparse.Namespace, settings: Settings) -> Iterator[LinkStore]:
     url = _store_url(args, settings)
     try:
-        store = open_link_store(url)
+        store = open_store(AUDIT_LINKS, url)
     except Exception as exc:
         raise Unusable(f"cannot open the audit store {redact_url(url)}: {exc}") from exc
     try:

@@ -22,7 +22,9 @@ from typing import Any
 from runtrail.cli.common import add_common_flags, settings_from_args
 from runtrail.cli.replay_projection_cmd import add_replay_parser
 from runtrail.cli.store_open import open_store_or_explain
-from runtrail.projection import ProjectionStore, open_projection_store
+from runtrail.persistence.kinds import PROJECTIONS
+from runtrail.persistence.registry import open_store
+from runtrail.projection import ProjectionStore
 from runtrail.projection.display import row_json
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -113,7 +115,7 @@ def store_url(args: argparse.Namespace) -> str:
 
 def _open(args: argparse.Namespace) -> ProjectionStore:
     url = store_url(args)
-    return open_store_or_explain("projection", url, lambda: open_projection_store(url))
+    return open_store_or_explain("projection", url, lambda: open_store(PROJECTIONS, url))
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -90,7 +90,9 @@ def parse_timestamp(text: str) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
-    from runtrail.projection import ProjectionStore, open_projection_store
+    from runtrail.persistence.kinds import PROJECTIONS
+    from runtrail.persistence.registry import open_store
+    from runtrail.projection import ProjectionStore
     from runtrail_services.projector.rebuild import (
         StoreNotEmpty,
         compare_with_live,
@@ -104,12 +106,12 @@ def run_replay(args: argparse.Namespace) -> int:
     every = projector.snapshot_every if args.snapshot_every is None else args.snapshot_every
     stores: list[ProjectionStore] = []
     try:
-        into = open_projection_store(args.into)
+        into = open_store(PROJECTIONS, args.into)
         stores.append(into)
-        snapshots = open_projection_store(args.snapshots) if args.snapshots else None
+        snapshots = open_store(PROJECTIONS, args.snapshots) if args.snapshots else None
         if snapshots is not None:
             stores.append(snapshots)
-        live = open_projection_store(args.compare_with) if args.compare_with else None
+        live = open_store(PROJECTIONS, args.compare_with) if args.compare_with else None
         if live is not None:
             stores.append(live)
     except ValueError as exc:

@@ -134,11 +134,12 @@ class Readers:
         if not self.targets.has("projector"):
             return None
         if self._projection is None:
-            from runtrail.projection.open_store import open_projection_store
+            from runtrail.persistence.kinds import PROJECTIONS
+            from runtrail.persistence.registry import open_store
             from runtrail_services.projector.settings import ProjectorSettings
 
             url = ProjectorSettings.load().resolved_store_url(self.state_dir)
-            self._projection = self._closing(open_projection_store(url))
+            self._projection = self._closing(open_store(PROJECTIONS, url))
         row = self._projection.get(tenant, run_id)
         if row is None:
             return ProjectionView(None, 0, False, None, 0, 0, 0)
@@ -156,11 +157,12 @@ class Readers:
     # --- audit: the link store ------------------------------------------------------------------
     def audit_store(self) -> Any:
         if self._audit is None:
-            from runtrail.audit.stores import open_link_store
+            from runtrail.persistence.kinds import AUDIT_LINKS
+            from runtrail.persistence.registry import open_store
             from runtrail_services.audit.settings import AuditSettings
 
             url = AuditSettings.load().resolved_store_url(self.state_dir)
-            self._audit = self._closing(open_link_store(url))
+            self._audit = self._closing(open_store(AUDIT_LINKS, url))
         return self._audit
 
     def audit(self, tenant: str, run_id: str) -> AuditView | None:

@@ -9,7 +9,7 @@ came back. Here every store gets a :class:`PostgresDatabase`:
   instead of failing the next call;
 * a transient error (the server down, restarting, refusing connections, the pool exhausted:
   ``psycopg.OperationalError``, PostgreSQL's member of
-  :data:`runtrail.runtime.store_errors.TRANSIENT_STORE_ERRORS`) raises
+  :func:`runtrail.runtime.store_errors.transient_store_errors`) raises
   :class:`~runtrail.runtime.unavailable.StoreUnavailable`, so the service waits it out; an
   error in the statement itself (a constraint, a trigger) or in the caller's own code passes
   through unchanged.
@@ -88,7 +88,7 @@ class PostgresDatabase:
         try:
             with self._pool.connection(timeout=self._wait_s) as conn:
                 yield conn
-        except psycopg.OperationalError as exc:  # PostgreSQL's member of TRANSIENT_STORE_ERRORS
+        except psycopg.OperationalError as exc:  # PostgreSQL's transient store error
             raise StoreUnavailable(self.what, f"{type(exc).__name__}: {exc}") from exc
 
     @contextmanager

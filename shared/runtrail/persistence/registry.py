@@ -8,7 +8,9 @@ caller opens a store with ``open_store(kind, url, **options)``.
 A kind names the modules that register its adapters; they are imported on the kind's first
 open, so a process that never opens a PostgreSQL store never imports psycopg, and an adapter
 whose driver is not installed is reported by name (with the import error) instead of being
-an unknown scheme.
+an unknown scheme; when that driver comes with an extra (psycopg: ``postgres``, obstore:
+``s3``; see ``kinds.SCHEME_EXTRAS``) the error is a :class:`~runtrail.extras.MissingExtra`
+naming the ``pip install`` to run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
+from runtrail.extras import MissingExtra, explain
 from runtrail.persistence.urls import redact_url, scheme_of
 
 T = TypeVar("T")
@@ -43,6 +46,7 @@ class UnsupportedStoreUrl(ValueError):
 _lock = threading.RLock()
 _factories: dict[str, dict[str, Factory]] = {}
 _broken: dict[str, dict[str, str]] = {}  # kind -> adapter module -> why it did not import
+_missing: dict[str, dict[str, MissingExtra]] = {}  # kind -> extra -> the driver it lacks
 _kinds: dict[str, StoreKind[Any]] = {}
 
 
@@ -94,8 +98,11 @@ def _load(kind: StoreKind[Any], scheme: str | None = None) -> None:
         try:
             importlib.import_module(module)
         except ImportError as exc:
+            missing = explain(exc) if isinstance(exc, ModuleNotFoundError) else None
             with _lock:
                 _broken.setdefault(kind.name, {})[module] = str(exc)
+                if missing is not None:
+                    _missing.setdefault(kind.name, {})[missing.extra] = missing
 
 
 def schemes(kind: StoreKind[Any] | str) -> tuple[str, ...]:
@@ -112,9 +119,10 @@ def open_store(kind: str, url: str, **options: Any) -> Any: ...
 def open_store(kind: StoreKind[Any] | str, url: str, **options: Any) -> Any:
     """The ``kind`` store at ``url``, opened by the adapter registered for its scheme.
 
-    Raises :class:`UnsupportedStoreUrl` (a ValueError) naming the kind, the URL (redacted)
-    and the schemes known, and any adapter module of the kind that could not be imported
-    (its driver, from an extra, is not installed).
+    Raises :class:`~runtrail.extras.MissingExtra` when the scheme's adapter needs a driver
+    whose extra is not installed, else :class:`UnsupportedStoreUrl` (a ValueError) naming the
+    kind, the URL (redacted), the schemes known, and any adapter module of the kind that could
+    not be imported.
     """
     found = _kind(kind)
     scheme = scheme_of(url)
@@ -122,6 +130,11 @@ def open_store(kind: StoreKind[Any] | str, url: str, **options: Any) -> Any:
     factory = _factories.get(found.name, {}).get(scheme)
     if factory is not None:
         return cast(Any, factory(url, **options))
+    from runtrail.persistence.kinds import SCHEME_EXTRAS
+
+    lacking = _missing.get(found.name, {}).get(SCHEME_EXTRAS.get(scheme, ""))
+    if lacking is not None:
+        raise MissingExtra(str(lacking.name), lacking.extra, f"{found.label} at {scheme}://")
     known = ", ".join(f"{s}://" for s in schemes(found)) or "none"
     broken = _broken.get(found.name, {})
     missing = ""

@@ -1,6 +1,7 @@
 """``open_projection_store(url)``: the projection store a URL names, through the one registry.
 
-Kept as a name because many callers use it; it is exactly
+Kept as a name for the tests and benchmarks that use it (runtrail's own code calls the
+registry); it is exactly
 ``open_store(PROJECTIONS, url)`` (:mod:`runtrail.persistence.registry`). The adapters are
 :mod:`~runtrail.projection.store_sqlite` (``sqlite://``, ``memory://``) and
 :mod:`~runtrail.projection.store_postgres` (``postgresql://``, ``postgres://``; psycopg is

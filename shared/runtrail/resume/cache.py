@@ -66,6 +66,16 @@ class Counters:
     lookup_failures: int = 0
 
 
+class _Counter:
+    """A read-only attribute of the cache: the :class:`Counters` field of the same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, cache: ResumeCache, owner: type | None = None) -> int:
+        return int(getattr(cache.counters, self.name))
+
+
 class ResumeCache:
     """Content-addressed results of one run's nodes; see the module docstring."""
 
@@ -100,27 +110,13 @@ class ResumeCache:
         self._intents: dict[tuple[str, str, str], Intent] = {}
         self.counters = Counters()
 
-    # --- counters (seed 000 §3.6) ---------------------------------------------------------
-    @property
-    def model_hits(self) -> int:
-        return self.counters.model_hits
-
-    @property
-    def model_misses(self) -> int:
-        return self.counters.model_misses
-
-    @property
-    def tool_hits(self) -> int:
-        return self.counters.tool_hits
-
-    @property
-    def tool_misses(self) -> int:
-        return self.counters.tool_misses
-
-    @property
-    def lookup_failures(self) -> int:
-        """Remote lookups that could not be answered (each degraded to a real call or refused)."""
-        return self.counters.lookup_failures
+    # --- counters (seed 000 §3.6), read from :attr:`counters` ---------------------------------
+    model_hits = _Counter()
+    model_misses = _Counter()
+    tool_hits = _Counter()
+    tool_misses = _Counter()
+    #: remote lookups that could not be answered (each degraded to a real call or refused)
+    lookup_failures = _Counter()
 
     def __len__(self) -> int:
         with self._lock:

@@ -11,15 +11,14 @@ from __future__ import annotations
 import http.client
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.errors import CacheUnavailable, NotCaughtUp
-from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.remote import Lookup, format_offsets
+from runtrail.resume.remote import Ask, Lookup, format_offsets
 
 
 class ServiceCacheClient:
@@ -93,22 +92,13 @@ class ServiceCacheClient:
             raise CacheUnavailable(f"resume-cache service answered {status}: {payload}")
         return status, payload
 
-    def lookup(
-        self,
-        *,
-        tenant: str,
-        run_id: str,
-        kind: Kind,
-        key: str,
-        scope: Scope,
-        min_offsets: Mapping[int, int],
-    ) -> Lookup:
+    def lookup(self, **ask: Unpack[Ask]) -> Lookup:
         status, payload = self._get(
-            f"/v1/tenants/{quote(tenant, safe='')}/entries/{kind.value}/{key}",
+            f"/v1/tenants/{quote(ask['tenant'], safe='')}/entries/{ask['kind'].value}/{ask['key']}",
             {
-                "run": run_id,
-                "scope": scope.value,
-                "offsets": format_offsets(min_offsets),
+                "run": ask["run_id"],
+                "scope": ask["scope"].value,
+                "offsets": format_offsets(ask["min_offsets"]),
                 "wait_ms": str(self.wait_ms),
             },
         )

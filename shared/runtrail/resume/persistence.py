@@ -1,22 +1,20 @@
 """The cache file: entries and open intents as one JSON document, written atomically.
 
-``save_json`` writes a temporary file beside the target, fsyncs it, renames it over the target
-and fsyncs the folder, so a crash leaves either the old file or the new one, never a torn one.
-Reading a missing file gives an empty cache (seed 000 §3.5), not an error; a file that exists
+The file is written with :func:`runtrail.files.write_atomic` (a temporary file beside the
+target, fsynced, renamed over it, the folder fsynced), so a crash leaves either the old file
+or the new one, never a torn one. Reading a missing file gives an empty cache (seed 000 §3.5), not an error; a file that exists
 but is not a cache file is an error, never silently an empty cache.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from runtrail.files import private_dir
+from runtrail.files import private_dir, write_atomic
 from runtrail.resume.entry import CacheEntry, Intent
 
 FORMAT = "runtrail.resume-cache"
@@ -40,18 +38,7 @@ def write_cache_file(
         "intents": [i.to_json() for i in intents],
     }
     data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
-    private_dir(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)
+    write_atomic(private_dir(target.parent) / target.name, data)
     return len(rows)
 
 
@@ -73,16 +60,3 @@ def read_cache_file(path: Path | str) -> tuple[list[CacheEntry], list[Intent]]:
     except (orjson.JSONDecodeError, ValueError) as exc:
         raise CacheFileError(f"{source}: {exc}") from exc
     return entries, intents
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

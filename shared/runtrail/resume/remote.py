@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
@@ -26,19 +26,22 @@ class Lookup:
     intent: Intent | None = None
 
 
+class Ask(TypedDict):
+    """What a lookup names (keyword arguments of every ``lookup``): the entry's tenant, run,
+    kind, key and scope, and the read-your-writes ``min_offsets``."""
+
+    tenant: str
+    run_id: str
+    kind: Kind
+    key: str
+    scope: Scope
+    min_offsets: Mapping[int, int]
+
+
 class CacheSource(Protocol):
     """Where the entries recorded by other processes (or an earlier life of this one) are."""
 
-    def lookup(
-        self,
-        *,
-        tenant: str,
-        run_id: str,
-        kind: Kind,
-        key: str,
-        scope: Scope,
-        min_offsets: Mapping[int, int],
-    ) -> Lookup: ...
+    def lookup(self, **ask: Unpack[Ask]) -> Lookup: ...
 
     def run_state(
         self, *, tenant: str, run_id: str, min_offsets: Mapping[int, int]

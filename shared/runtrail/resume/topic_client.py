@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import cast
+from typing import Unpack, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
@@ -24,7 +24,7 @@ from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.errors import CacheUnavailable, NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.records import parse_record
-from runtrail.resume.remote import Lookup
+from runtrail.resume.remote import Ask, Lookup
 
 
 class TopicCacheClient:
@@ -163,23 +163,15 @@ class TopicCacheClient:
             return self._latest.get((kind, key))
 
     # --- CacheSource ----------------------------------------------------------------------
-    def lookup(
-        self,
-        *,
-        tenant: str,
-        run_id: str,
-        kind: Kind,
-        key: str,
-        scope: Scope,
-        min_offsets: Mapping[int, int],
-    ) -> Lookup:
-        if tenant != self.tenant:
+    def lookup(self, **ask: Unpack[Ask]) -> Lookup:
+        if ask["tenant"] != self.tenant:
             return Lookup(None)
+        run_id, kind, key, scope = ask["run_id"], ask["kind"], ask["key"], ask["scope"]
         with self._consumer_lock:
             entry = self._find(run_id, kind, key, scope)
             if entry is not None:
                 return Lookup(entry)
-            self._wait(min_offsets)
+            self._wait(ask["min_offsets"])
             entry = self._find(run_id, kind, key, scope)
             if entry is not None:
                 return Lookup(entry)

@@ -43,83 +43,74 @@ class RuntimeMetrics:
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
         self.service = service
         self.registry = registry
-        labels = ["service"]
-        self.consumed = Counter(
-            "runtrail_consumed", "Messages taken from Kafka.", labels, registry=registry
-        ).labels(service)
-        self.processed = Counter(
-            "runtrail_processed", "Events handed to the service.", labels, registry=registry
-        ).labels(service)
-        self._dead = Counter(
+
+        def own(kind: Any, name: str, doc: str, **extra: Any) -> Any:
+            """A series of this service alone (the ``service`` label set)."""
+            return kind(name, doc, ["service"], registry=registry, **extra).labels(service)
+
+        def by(kind: Any, name: str, doc: str, *labels: str) -> Any:
+            """A family labelled by service and ``labels``; children made on use."""
+            return kind(name, doc, ["service", *labels], registry=registry)
+
+        self.consumed = own(Counter, "runtrail_consumed", "Messages taken from Kafka.")
+        self.processed = own(Counter, "runtrail_processed", "Events handed to the service.")
+        self._dead = by(
+            Counter,
             "runtrail_dead_lettered",
             "Messages sent to the dead-letter topic, by reason.",
-            ["service", "reason"],
-            registry=registry,
+            "reason",
         )
-        self._sequence = Counter(
+        self._sequence = by(
+            Counter,
             "runtrail_sequence_anomalies",
             "Per-run sequence anomalies (gap, duplicate, reordered, conflict).",
-            ["service", "kind"],
-            registry=registry,
+            "kind",
         )
         # Start every known reason at 0, so rate() sees the first dead letter as an increase.
         for reason in DEAD_LETTER_REASONS:
             self._dead.labels(service, reason)
         for kind in ("gap", "duplicate", "reordered", "conflict"):
             self._sequence.labels(service, kind)
-        self.handler_errors = Counter(
-            "runtrail_handler_errors", "Batches whose handler raised.", labels, registry=registry
-        ).labels(service)
-        self.commits = Counter(
-            "runtrail_commits", "Offset commits.", labels, registry=registry
-        ).labels(service)
-        self.rebalances = Counter(
-            "runtrail_rebalances",
-            "Rebalance callbacks, by kind.",
-            ["service", "kind"],
-            registry=registry,
+        self.handler_errors = own(
+            Counter, "runtrail_handler_errors", "Batches whose handler raised."
         )
-        self.batch_seconds = Histogram(
+        self.commits = own(Counter, "runtrail_commits", "Offset commits.")
+        self.rebalances = by(
+            Counter, "runtrail_rebalances", "Rebalance callbacks, by kind.", "kind"
+        )
+        self.batch_seconds = own(
+            Histogram,
             "runtrail_batch_seconds",
             "Time to decode and process one batch.",
-            labels,
             buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(service)
-        self.commit_seconds = Histogram(
+        )
+        self.commit_seconds = own(
+            Histogram,
             "runtrail_commit_seconds",
             "Time to flush outputs and commit offsets.",
-            labels,
             buckets=_LATENCY_BUCKETS,
-            registry=registry,
-        ).labels(service)
-        self.lag = Gauge(
+        )
+        self.lag = by(
+            Gauge,
             "runtrail_consumer_lag",
             "Messages between the committed offset and the high watermark, per partition.",
-            ["service", "topic", "partition"],
-            registry=registry,
+            "topic",
+            "partition",
         )
-        self.assigned = Gauge(
-            "runtrail_assigned_partitions",
-            "Partitions currently assigned.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self._unavailable = Gauge(
+        self.assigned = own(Gauge, "runtrail_assigned_partitions", "Partitions currently assigned.")
+        self._unavailable = by(
+            Gauge,
             "runtrail_store_unavailable",
             "1 while an output or the Kafka link cannot take writes and the runtime retries.",
-            ["service", "what"],
-            registry=registry,
+            "what",
         )
-        self._retries = Counter(
+        self._retries = by(
+            Counter,
             "runtrail_retries",
             "Flush/commit attempts that failed with a retryable error, by what failed.",
-            ["service", "what"],
-            registry=registry,
+            "what",
         )
-        self.up = Gauge(
-            "runtrail_service_up", "1 while the consume loop runs.", labels, registry=registry
-        ).labels(service)
+        self.up = own(Gauge, "runtrail_service_up", "1 while the consume loop runs.")
 
     def dead_lettered(self, reason: str) -> Any:
         return self._dead.labels(self.service, reason)

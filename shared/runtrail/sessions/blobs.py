@@ -5,19 +5,20 @@ small) is put in object storage at ``<tenant>/<session>/<sha256>.json`` under th
 prefix, and the topic carries its reference and digest instead. The key is the content
 digest, so uploading the same snapshot again (after a crash) rewrites the same object, and a
 reader checks the digest of what it fetched. Any obstore URL works: ``s3://bucket/prefix?…``
-(options in the query, as for the capture sink), or ``file:///dir``.
+(options in the query, as for the capture sink), or ``file:///dir``. A ``file://`` folder (the
+default) is written directly (atomic 0600 files), so the sessions service needs obstore (the
+``s3`` extra) only for an object store.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import obstore
-
-from runtrail.capture.object_store import open_store
 from runtrail.capture.urls import split_options
-from runtrail.files import private_dir
+from runtrail.extras import require
+from runtrail.files import private_dir, write_atomic
 from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import segment
@@ -29,10 +30,33 @@ class SnapshotBlobStore:
 
     def __init__(self, url: str) -> None:
         base, options = split_options(url)
-        if urlsplit(base).scheme.lower() == "file":
-            private_dir(file_path(base))  # 0700: blob files get obstore's default mode
         self.base = base.rstrip("/")  # no query: references carry no credentials
-        self._store: Any = open_store(base, options)
+        self._root: Path | None = None
+        self._store: Any = None
+        if urlsplit(base).scheme.lower() == "file":
+            self._root = private_dir(file_path(base))
+        else:
+            require("obstore", f"session snapshot blobs at {urlsplit(base).scheme}://")
+            from runtrail.capture.object_store import open_store
+
+            self._store = open_store(base, options)
+
+    def _put(self, key: str, data: bytes) -> None:
+        if self._root is None:
+            import obstore
+
+            obstore.put(self._store, key, data)
+            return
+        path = self._root / key
+        private_dir(path.parent)
+        write_atomic(path, data)
+
+    def _get(self, key: str) -> bytes:
+        if self._root is None:
+            import obstore
+
+            return bytes(obstore.get(self._store, key).bytes())
+        return (self._root / key).read_bytes()
 
     def key_of(self, snapshot: AgentSessionSnapshot) -> str:
         digest = snapshot.digest.removeprefix(DIGEST_PREFIX)
@@ -42,7 +66,7 @@ class SnapshotBlobStore:
         """Upload the snapshot (its stored bytes); returns its reference (a URL)."""
         key = self.key_of(snapshot)
         try:
-            obstore.put(self._store, key, data if data is not None else snapshot.to_bytes())
+            self._put(key, data if data is not None else snapshot.to_bytes())
         except Exception as exc:  # obstore raises its own hierarchy
             raise SessionStoreError(f"cannot upload snapshot to {self.base}/{key}: {exc}") from exc
         return f"{self.base}/{key}"
@@ -53,7 +77,7 @@ class SnapshotBlobStore:
         if not reference.startswith(prefix):
             raise SessionStoreError(f"reference {reference} is not under {self.base}")
         try:
-            data = bytes(obstore.get(self._store, reference[len(prefix) :]).bytes())
+            data = self._get(reference[len(prefix) :])
         except Exception as exc:
             raise SessionStoreError(f"cannot fetch snapshot {reference}: {exc}") from exc
         snapshot = parse_snapshot(data, reference)

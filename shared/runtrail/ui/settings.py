@@ -7,12 +7,13 @@ the services write; a flag points one of them elsewhere (a copy, an auditor's da
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from runtrail.config import merged_tokens, tokens_from_json
 
 
 class UiSettings(BaseSettings):
@@ -57,18 +58,10 @@ class UiSettings(BaseSettings):
     @field_validator("tokens", mode="before")
     @classmethod
     def _tokens_from_json(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return json.loads(value) if value.strip() else {}
-        return value
+        return tokens_from_json(value)
 
     def tenant_tokens(self) -> dict[str, str]:
-        """Tenant → token, from ``tokens`` and ``tokens_file`` (the file wins per tenant)."""
-        tokens = dict(self.tokens)
-        if self.tokens_file is not None:
-            loaded = json.loads(self.tokens_file.read_text(encoding="utf-8"))
-            if not isinstance(loaded, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
-            ):
-                raise ValueError(f"{self.tokens_file}: expected a JSON object tenant -> token")
-            tokens.update(loaded)
+        """Tenant → token, from ``tokens`` and ``tokens_file`` (the file wins per tenant);
+        a tenant with an empty token is left out."""
+        tokens = merged_tokens(self.tokens, self.tokens_file)
         return {tenant: token for tenant, token in tokens.items() if token}

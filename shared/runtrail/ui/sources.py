@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 from runtrail.audit.store import LinkStore
 from runtrail.cli.store_open import open_store_or_explain
 from runtrail.config import Settings
+from runtrail.persistence.kinds import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, SESSION_SNAPSHOTS
+from runtrail.persistence.registry import open_store
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore
 from runtrail.sessions import AgentSessionStore
@@ -74,28 +76,20 @@ class Sources:
             return self._opened[kind]  # type: ignore[no-any-return]
 
     def projections(self) -> ProjectionStore:
-        from runtrail.projection.open_store import open_projection_store
-
         url = self.projection_url()
-        return self._once("projection", url, lambda: open_projection_store(url))
+        return self._once("projection", url, lambda: open_store(PROJECTIONS, url))
 
     def audit(self) -> LinkStore:
-        from runtrail.audit.stores import open_link_store
-
         url = self.audit_url()
-        return self._once("audit", url, lambda: open_link_store(url))
+        return self._once("audit", url, lambda: open_store(AUDIT_LINKS, url))
 
     def cache(self) -> CacheStore:
-        from runtrail.resume.store import open_store
-
         url = self.cache_url()
-        return self._once("resume-cache", url, lambda: open_store(url, readers=2))
+        return self._once("resume-cache", url, lambda: open_store(RESUME_ENTRIES, url, readers=2))
 
     def sessions(self) -> AgentSessionStore:
-        from runtrail.sessions import open_session_store
-
         url = self.sessions_url()
-        return self._once("sessions", url, lambda: open_session_store(url))
+        return self._once("sessions", url, lambda: open_store(SESSION_SNAPSHOTS, url))
 
     def close(self) -> None:
         with self._lock:
