@@ -54,6 +54,7 @@ from runtrail.events import (
     UnknownEventType,
     validate_json_form,
 )
+from runtrail.events.codec import validate_exact
 from runtrail.events.limits import EventLimits
 from runtrail.publisher.envelope_defaults import (
     DEFAULT_ACTOR,
@@ -306,8 +307,10 @@ class Publisher:
             assign = form.get("sequence") is None
             if assign:
                 form["sequence"] = "1"  # placeholder: the real number is taken at enqueue
-            validated = validate_json_form(form)
-            return self._enqueue(validated, assign, trace_context)
+            exact = validate_exact(form)
+            if exact is None:  # coerced, or invalid: the lax validation says which, and why
+                return self._enqueue(validate_json_form(form), None, assign, trace_context)
+            return self._enqueue(exact[0], exact[1], assign, trace_context)
         except EventError as exc:
             return self._reject(exc.reason, str(exc))
         except _Rejected as exc:
@@ -482,16 +485,29 @@ class Publisher:
         return redacted
 
     def _enqueue(
-        self, event: Event, assign: bool, trace_context: Mapping[str, str] | None
+        self,
+        event: Event,
+        exact: JsonDict | None,
+        assign: bool,
+        trace_context: Mapping[str, str] | None,
     ) -> Submitted:
-        wire = event.json_form()
+        """Number, encode and route ``event``. ``exact``: the record of
+        :func:`~runtrail.events.codec.validate_exact`, encoded as it is (no ``json_form()``)."""
+        wire = exact if exact is not None else event.json_form()
         tenant, run = event.tenant_id, event.run_id
         with self._lock:
             if self._closed:
                 raise _Rejected("closed", "the publisher is closed")
             sequence = self._sequences.peek(tenant, run) if assign else event.sequence
-            wire["sequence"] = str(sequence)
-            value = self._codec.encode_json_form(wire)
+            value = None
+            if exact is not None:
+                exact["sequence"] = sequence
+                value = self._codec.encode_exact(exact)
+                if value is None:  # a JSON value orjson would convert its own way
+                    wire = event.json_form()
+            if value is None:
+                wire["sequence"] = str(sequence)
+                value = self._codec.encode_json_form(wire)
             self._limits.check_size(len(value))
             record = SpoolRecord(
                 key=run.encode("utf-8"),
