@@ -38,8 +38,19 @@ class _Queued:
 
 
 class _Msg:
-    def __init__(self, partition: int | None, offset: int | None) -> None:
+    """What a delivery report carries, as ``confluent_kafka.Message`` does."""
+
+    def __init__(
+        self, partition: int | None, offset: int | None, key: bytes | None, value: bytes | None
+    ) -> None:
         self._partition, self._offset = partition, offset
+        self._key, self._value = key, value
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
 
     def partition(self) -> int | None:
         return self._partition
@@ -132,9 +143,9 @@ class FakeProducer:
                 offset = self._next_offset
                 self._next_offset += 1
                 self.log.append(Sent(q.topic, q.key, q.value, q.headers, 0, offset))
-            msg = _Msg(0, offset)
+            msg = _Msg(0, offset, q.key, q.value)
             err = None
         else:
-            msg, err = _Msg(None, None), KafkaError(error)
+            msg, err = _Msg(None, None, q.key, q.value), KafkaError(error)
         if q.callback is not None:
             q.callback(err, msg)

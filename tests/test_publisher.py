@@ -334,6 +334,7 @@ def test_unexpected_errors_are_contained(tmp_path: Path, fake: FakeProducer) -> 
 
     with Publisher(settings(tmp_path), producer_factory=lambda c: fake) as pub:
         pub._codec.encode_json_form = explode  # type: ignore[method-assign]
+        pub._codec.encode_exact = explode  # type: ignore[method-assign]  (the fast path's)
         result = pub.submit({"runId": "r", "type": "STEP_END", "schemaVersion": 1, "data": {}})
         assert result.reason == "internal-error"
 

@@ -119,6 +119,28 @@ class EventCodec:
         except (ValueError, TypeError) as exc:
             raise InvalidEvent(f"does not fit {key[0]} v{key[1]}: {exc}") from exc
 
+    def encode_exact(self, record: JsonDict) -> bytes | None:
+        """Encode the record :func:`validate_exact` returned (``sequence`` an int); None
+        when a JSON-valued field holds anything but plain JSON types (then encode the
+        validated event's :meth:`~Event.json_form`, which converts such values)."""
+        schema = self._by_tv.get((record["type"], record["schemaVersion"]))
+        if schema is None:
+            return None
+        if schema.json_fields:
+            data = dict(record["data"])
+            try:
+                for name in schema.json_fields:
+                    value = data[name]
+                    if value is not None:
+                        data[name] = orjson.dumps(value, option=_PLAIN_JSON).decode()
+            except TypeError:  # a datetime, a str subclass, a non-str key…: json_form decides
+                return None
+            record = {**record, "data": data}
+        try:
+            return self._fast[schema.fingerprint].encode(record, MAGIC + schema.fingerprint)
+        except (ValueError, TypeError, KeyError):
+            return None
+
     # --- decoding ------------------------------------------------------------------------
     def walked_fields(self, value: bytes) -> tuple[str, ...]:
         """The ``data`` fields of a decoded value's writer schema that may be nested or hold
@@ -180,6 +202,72 @@ def validate_json_form(form: JsonDict) -> Event:
         raise InvalidEvent(_short(exc)) from exc
     except EventError:
         raise
+
+
+#: orjson refuses these instead of converting them its own way: pydantic's JSON mode converts
+#: datetimes, dataclasses and subclasses of str/int/dict/list differently, so they go that way.
+_PLAIN_JSON = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+#: Envelope fields a JSON form may leave out, all defaulting to None.
+_ENVELOPE_NONES: JsonDict = {
+    f.alias: None for f in Event.model_fields.values() if not f.is_required() and f.alias
+}
+_ENVELOPE_KEYS = frozenset(f.alias for f in Event.model_fields.values())
+_ACTOR_KEYS = frozenset({"kind", "id"})
+#: Per event class: its data fields' defaults (all None) and the set of its data keys.
+_DATA_SHAPES: dict[type[Event], tuple[JsonDict, frozenset[str]]] = {}
+
+
+def _data_shape(cls: type[Event]) -> tuple[JsonDict, frozenset[str]]:
+    shape = _DATA_SHAPES.get(cls)
+    if shape is None:
+        model = cls.model_fields["data"].annotation
+        fields = model.model_fields.values()  # type: ignore[union-attr]
+        defaults = {f.alias: None for f in fields if not f.is_required() and f.default is None}
+        shape = _DATA_SHAPES[cls] = (defaults, frozenset(f.alias for f in fields))
+    return shape
+
+
+def validate_exact(form: JsonDict) -> tuple[Event, JsonDict] | None:
+    """The validated event and the record to encode, when ``form`` already is its event's
+    JSON form: camelCase keys, plain types that strict validation takes as they are, the
+    sequence a decimal string. Then the form itself is encoded, with no ``json_form()``
+    round trip. None otherwise: :func:`validate_json_form` then coerces, or says why not.
+
+    Sound because a strict validation changes no value (an int for a float field encodes to
+    the same Avro double), and absent optional fields are exactly their None defaults.
+    """
+    cls = EVENT_CLASSES.get((form.get("type"), form.get("schemaVersion")))  # type: ignore[arg-type]
+    sequence = form.get("sequence")
+    data = form.get("data")
+    actor = form.get("actor")
+    if (
+        cls is None
+        or type(form["schemaVersion"]) is not int
+        or type(sequence) is not str
+        or not (sequence.isascii() and sequence.isdigit())
+        or type(data) is not dict
+        or type(actor) is not dict
+        or actor.keys() != _ACTOR_KEYS
+    ):
+        return None
+    defaults, data_keys = _data_shape(cls)
+    record = {**_ENVELOPE_NONES, **form, "sequence": int(sequence)}
+    if record.keys() != _ENVELOPE_KEYS:
+        return None
+    if data.keys() != data_keys:
+        data = {**defaults, **data}
+        if data.keys() != data_keys:
+            return None
+        record["data"] = data
+    try:
+        event = cls.__pydantic_validator__.validate_python(record, strict=True)
+    except ValidationError:
+        return None
+    return cast(Event, event), record
 
 
 def _short(exc: ValidationError) -> str:

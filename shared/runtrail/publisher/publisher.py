@@ -54,6 +54,7 @@ from runtrail.events import (
     UnknownEventType,
     validate_json_form,
 )
+from runtrail.events.codec import validate_exact
 from runtrail.events.limits import EventLimits
 from runtrail.publisher.envelope_defaults import (
     DEFAULT_ACTOR,
@@ -62,6 +63,7 @@ from runtrail.publisher.envelope_defaults import (
     utc_now_iso,
 )
 from runtrail.publisher.headers import event_headers
+from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.recovery import already_on_topic
@@ -191,7 +193,7 @@ class Publisher:
         self._next_index = self._wal.end.index  # the index the next accepted event gets
         self._first_unsettled = self._wal.cursor.index  # all before it: acknowledged or done
         self._settled: set[int] = set()  # settled indices after _first_unsettled
-        self._inflight: set[int] = set()  # handed to librdkafka, no report yet
+        self._inflight = InFlight()  # handed to librdkafka, no report yet
         self._buffer: list[SpoolRecord] = []  # accepted, not yet written to the WAL
         # Events below _uncertain_until may be on the topic already: look before resending.
         self._uncertain_until = self._wal.end.index
@@ -305,8 +307,10 @@ class Publisher:
             assign = form.get("sequence") is None
             if assign:
                 form["sequence"] = "1"  # placeholder: the real number is taken at enqueue
-            validated = validate_json_form(form)
-            return self._enqueue(validated, assign, trace_context)
+            exact = validate_exact(form)
+            if exact is None:  # coerced, or invalid: the lax validation says which, and why
+                return self._enqueue(validate_json_form(form), None, assign, trace_context)
+            return self._enqueue(exact[0], exact[1], assign, trace_context)
         except EventError as exc:
             return self._reject(exc.reason, str(exc))
         except _Rejected as exc:
@@ -481,16 +485,29 @@ class Publisher:
         return redacted
 
     def _enqueue(
-        self, event: Event, assign: bool, trace_context: Mapping[str, str] | None
+        self,
+        event: Event,
+        exact: JsonDict | None,
+        assign: bool,
+        trace_context: Mapping[str, str] | None,
     ) -> Submitted:
-        wire = event.json_form()
+        """Number, encode and route ``event``. ``exact``: the record of
+        :func:`~runtrail.events.codec.validate_exact`, encoded as it is (no ``json_form()``)."""
+        wire = exact if exact is not None else event.json_form()
         tenant, run = event.tenant_id, event.run_id
         with self._lock:
             if self._closed:
                 raise _Rejected("closed", "the publisher is closed")
             sequence = self._sequences.peek(tenant, run) if assign else event.sequence
-            wire["sequence"] = str(sequence)
-            value = self._codec.encode_json_form(wire)
+            value = None
+            if exact is not None:
+                exact["sequence"] = sequence
+                value = self._codec.encode_exact(exact)
+                if value is None:  # a JSON value orjson would convert its own way
+                    wire = event.json_form()
+            if value is None:
+                wire["sequence"] = str(sequence)
+                value = self._codec.encode_json_form(wire)
             self._limits.check_size(len(value))
             record = SpoolRecord(
                 key=run.encode("utf-8"),
@@ -520,10 +537,8 @@ class Publisher:
         index = self._next_index
         if not self._draining:
             try:
-                if self._produce_with_backpressure(
-                    record, functools.partial(self._on_report, index)
-                ):
-                    self._inflight.add(index)
+                if self._produce_with_backpressure(record):
+                    self._inflight.add(index, record.key, record.value)
                 else:
                     self._enter_draining("the local producer queue stays full")
             except KafkaException as exc:
@@ -538,16 +553,14 @@ class Publisher:
         self._next_index = index + 1
         self._buffer.append(record)
 
-    def _produce_with_backpressure(
-        self, record: SpoolRecord, callback: Callable[[Any, Any], None]
-    ) -> bool:
+    def _produce_with_backpressure(self, record: SpoolRecord) -> bool:
         """A full local queue means the broker is slower than the agent, not gone: wait up to
         ``publish_max_block_ms`` for room (serving delivery reports meanwhile). False: give
         up, the event waits in the spool rather than the agent stalling for long."""
         deadline = 0.0
         while True:
             try:
-                self._produce(record, callback)
+                self._produce(record)
                 return True
             except BufferError:
                 now = time.monotonic()
@@ -559,14 +572,15 @@ class Publisher:
                 if self._draining:  # a report served meanwhile failed: this one must wait too
                     return False
 
-    def _produce(self, record: SpoolRecord, callback: Callable[[Any, Any], None]) -> None:
+    def _produce(self, record: SpoolRecord) -> None:
+        """Hand ``record`` to librdkafka; its report comes to the one shared callback."""
         self._producer.produce(
             self._topic,
             value=record.value,
             key=record.key,
             headers=list(record.headers),
             timestamp=record.timestamp_ms or 0,
-            on_delivery=callback,
+            on_delivery=self._on_report,
         )
 
     def _enter_draining(self, why: str, purge: bool = False) -> None:
@@ -605,11 +619,11 @@ class Publisher:
         self._metrics.count("sent")
 
     # --- delivery reports (called from poll, in whichever thread polled) ---------------------
-    def _on_report(self, index: int, err: KafkaError | None, msg: Any) -> None:
+    def _on_report(self, err: KafkaError | None, msg: Any) -> None:
         with self._lock:
-            if index not in self._inflight:
+            index = self._inflight.take(msg)
+            if index is None:
                 return  # abandoned after a purge that did not report it
-            self._inflight.discard(index)
             if err is None:
                 self._settle(index)
                 self._note_ack(msg)
@@ -795,7 +809,7 @@ class Publisher:
                     self._metrics.count("recovered")
                     continue
                 try:
-                    self._produce(record, functools.partial(self._on_report, index))
+                    self._produce(record)
                 except BufferError:
                     break
                 except KafkaException as exc:
@@ -806,7 +820,7 @@ class Publisher:
                         log.error("dropping a spooled event the producer refuses: %s", exc)
                         continue
                     break
-                self._inflight.add(index)
+                self._inflight.add(index, record.key, record.value)
                 produced.append(index)
         return produced
 

@@ -1,0 +1,165 @@
+"""The publisher's own rate, on one core: ``Publisher.publish`` in a tight loop and ``runtrail
+publish`` of a JSONL file, for this checkout and (optionally) another one, interleaved.
+
+    python -m bench.publisher_loop --events 100000 --baseline /work/main
+
+Each measurement runs in a child process pinned to one CPU (``--cpu``), so librdkafka's
+threads share that core with Python: the rate is what one core gives. Reported per contender:
+events/s (wall, median of ``--rounds`` interleaved rounds) and CPU µs per event (all threads;
+1e6 / that is the one-core rate on an idle core, less sensitive to a busy machine than wall
+time). ``--baseline ROOT`` measures the code under ROOT/shared in the same run (before/after
+ratios from one run). Every event is acknowledged before the clock stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.harness import RESULTS, broker, create_topic, delete_topic
+from bench.workload import workload
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None:
+    """One measurement in this process (imports whichever runtrail is on sys.path)."""
+    from runtrail.config import Settings
+    from runtrail.publisher import Publisher
+
+    events = [orjson.loads(line) for line in Path(path).read_bytes().splitlines()]
+    settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, spool_dir=Path(spool))
+    publisher = Publisher(settings, log_rejections=False)
+    calls = [(e["type"], e["runId"], e["data"], e["step"], e["sessionId"]) for e in events]
+    started, cpu = time.perf_counter(), time.process_time()
+    if mode == "publish":
+        for event_type, run, data, step, session in calls:
+            publisher.publish(event_type, run, data, step=step, session_id=session)
+    else:
+        for event in events:
+            publisher.submit(event)
+    left = publisher.flush(300)
+    elapsed, used = time.perf_counter() - started, time.process_time() - cpu
+    stats = publisher.stats()
+    publisher.close()
+    if left or stats.rejected or stats.sent != len(events):
+        raise SystemExit(f"not everything was delivered: {left} left, {stats}")
+    print(json.dumps({"seconds": elapsed, "cpu": used, "events": len(events)}))
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root / "shared"), str(root / "services"), str(root / "schemas"), str(HERE)]
+    )
+    return env
+
+
+def _measure(
+    root: Path, mode: str, bootstrap: str, partitions: int, path: Path, cpu: int
+) -> dict[str, float]:
+    topic = create_topic(bootstrap, partitions, prefix="benchpub")
+    try:
+        with tempfile.TemporaryDirectory() as spool:
+            pin = ["taskset", "-c", str(cpu)]
+            if mode == "cli":
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.perf_counter()
+                cmd = [sys.executable, "-m", "runtrail.cli.main", "publish", str(path)]
+                cmd += ["--topic", topic]
+                env = _env(root) | {
+                    "RUNTRAIL_BOOTSTRAP_SERVERS": bootstrap,
+                    "RUNTRAIL_SPOOL_DIR": spool,
+                }
+                done = subprocess.run(
+                    pin + cmd, env=env, capture_output=True, text=True, check=False
+                )
+                elapsed = time.perf_counter() - started
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if done.returncode != 0:
+                    raise SystemExit(f"runtrail publish failed: {done.stderr[-2000:]}")
+                events = sum(1 for _ in path.open("rb"))
+                used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                return {"seconds": elapsed, "cpu": used, "events": events}
+            cmd = [sys.executable, "-m", "bench.publisher_loop", "--child", mode]
+            cmd += [bootstrap, topic, str(path), spool]
+            done = subprocess.run(pin + cmd, env=_env(root), capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"child failed: {done.stderr[-2000:]}")
+            result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+            return result
+    finally:
+        delete_topic(bootstrap, topic)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(*sys.argv[2:7])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpu", type=int, default=0, help="the CPU every child is pinned to")
+    parser.add_argument("--baseline", type=Path, help="another checkout, measured alongside")
+    parser.add_argument("--modes", default="publish,submit,cli")
+    parser.add_argument("--bootstrap-servers")
+    args = parser.parse_args()
+
+    roots = {"this checkout": HERE}
+    if args.baseline is not None:
+        roots = {"baseline": args.baseline.resolve(), **roots}
+    modes = args.modes.split(",")
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as scratch, broker(args.bootstrap_servers) as bootstrap:
+        path = Path(scratch) / "events.jsonl"
+        with path.open("wb") as out:
+            for event in workload(args.events):
+                out.write(orjson.dumps(event) + b"\n")
+        for round_no in range(args.rounds):
+            for mode in modes:
+                for label, root in roots.items():
+                    m = _measure(root, mode, bootstrap, args.partitions, path, args.cpu)
+                    results.setdefault(f"{mode} | {label}", []).append(m)
+                    print(
+                        f"round {round_no + 1} {mode:8s} {label:14s} "
+                        f"{m['events'] / m['seconds']:>10,.0f} events/s  "
+                        f"{m['cpu'] / m['events'] * 1e6:6.1f} µs CPU an event",
+                        flush=True,
+                    )
+    summary: dict[str, Any] = {}
+    print(f"\n{'contender':<30} {'events/s (median)':>18} {'µs CPU/event (median)':>22}")
+    for name, runs in results.items():
+        rate = statistics.median(r["events"] / r["seconds"] for r in runs)
+        cpu_us = statistics.median(r["cpu"] / r["events"] * 1e6 for r in runs)
+        summary[name] = {"per_second": rate, "cpu_us_per_event": cpu_us, "runs": runs}
+        print(f"{name:<30} {rate:>18,.0f} {cpu_us:>22.1f}")
+    if args.baseline is not None:
+        print()
+        for mode in modes:
+            old, new = summary[f"{mode} | baseline"], summary[f"{mode} | this checkout"]
+            print(
+                f"{mode}: {new['per_second'] / old['per_second']:.2f}x the rate, "
+                f"{old['cpu_us_per_event'] / new['cpu_us_per_event']:.2f}x less CPU an event"
+            )
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"publisher_loop-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps({"events": args.events, "cpu": args.cpu, **summary}, indent=2))
+    print(f"\nresults written to {out}")
+
+
+if __name__ == "__main__":
+    main()

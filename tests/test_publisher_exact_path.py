@@ -1,0 +1,149 @@
+"""The publisher's fast path encodes a form that already is its JSON form as it is: the bytes
+must be those of the validated event's ``json_form()``, and anything a lax validation would
+convert (or refuse) must leave the fast path.
+
+Also the envelope stamps ``publish`` makes (event IDs, timestamps), formatted by hand for speed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.workload import workload
+from runtrail.events import CURRENT_VERSIONS, EventCodec, avro_schemas, validate_json_form
+from runtrail.events.codec import validate_exact
+from runtrail.events.envelope import ISO_8601
+from runtrail.publisher.envelope_defaults import new_event_id, utc_now_iso
+
+CODEC = EventCodec()
+SAMPLE = list(workload(2000))
+FIXTURES = avro_schemas.schemas_dir() / "fixtures"
+
+
+def _reference(form: dict[str, Any]) -> bytes:
+    """The bytes of the path every form took before: lax validation, json_form(), encode."""
+    return CODEC.encode_json_form(validate_json_form(form).json_form())
+
+
+def _fast(form: dict[str, Any]) -> bytes | None:
+    exact = validate_exact(form)
+    if exact is None:
+        return None
+    return CODEC.encode_exact(dict(exact[1]))
+
+
+def _current_fixtures() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(Path(FIXTURES).glob("*.json")):
+        loaded = json.loads(path.read_text())
+        for form in loaded if isinstance(loaded, list) else [loaded]:
+            if CURRENT_VERSIONS.get(form["type"]) == form["schemaVersion"]:
+                out.append(form)
+    return out
+
+
+@pytest.mark.parametrize("form", _current_fixtures(), ids=lambda f: f["type"])
+def test_every_current_fixture_takes_the_fast_path_with_the_same_bytes(
+    form: dict[str, Any],
+) -> None:
+    assert _fast(form) == _reference(form)
+
+
+def test_workload_events_with_or_without_their_null_fields_give_the_same_bytes() -> None:
+    for form in SAMPLE[:600]:
+        assert _fast(form) == _reference(form)
+        sparse = {k: v for k, v in form.items() if v is not None}
+        sparse["data"] = {k: v for k, v in form["data"].items() if v is not None}
+        assert _fast(sparse) == _reference(sparse)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(arguments=JSON, output=JSON)
+def test_any_json_in_json_valued_fields_gives_the_same_bytes(arguments: Any, output: Any) -> None:
+    base = _of_type("TOOL_CALL")
+    call = {**base, "data": {**base["data"], "arguments": arguments}}
+    result = _of_type("TOOL_RESULT")
+    result = {**result, "data": {**result["data"], "output": output}}
+    for form in (call, result):
+        assert _fast(form) == _reference(form)
+
+
+def _of_type(event_type: str) -> dict[str, Any]:
+    return next(f for f in SAMPLE if f["type"] == event_type)
+
+
+def _tool_call() -> dict[str, Any]:
+    return _of_type("TOOL_CALL")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"step": "3"},  # lax turns it into 3
+        {"schemaVersion": True},  # equal to 1, but not its JSON form
+        {"sequence": 7},  # an int, where the JSON form has a decimal string
+        {"sequence": " 7"},
+        {"runId": None},
+    ],
+    ids=["step-as-text", "version-as-bool", "sequence-as-int", "sequence-spaced", "no-run"],
+)
+def test_what_a_lax_validation_converts_or_refuses_leaves_the_fast_path(
+    change: dict[str, Any],
+) -> None:
+    form = {**_tool_call(), **change}
+    assert validate_exact(form) is None
+
+
+def test_snake_case_names_and_odd_json_values_leave_the_fast_path() -> None:
+    form = _tool_call()
+    snake = {**form, "data": {**form["data"], "call_id": form["data"]["callId"]}}
+    del snake["data"]["callId"]
+    assert validate_exact(snake) is None
+    run_id = {**form, "run_id": form["runId"]}
+    del run_id["runId"]
+    assert validate_exact(run_id) is None
+    # pydantic's JSON mode writes a datetime its own way: the fast encoder must not guess
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    dated = {**form, "data": {**form["data"], "arguments": {"at": when}}}
+    exact = validate_exact(dated)
+    assert exact is not None
+    assert CODEC.encode_exact(dict(exact[1])) is None
+
+
+def test_event_ids_are_canonical_random_uuids() -> None:
+    seen = set()
+    for _ in range(2000):
+        text = new_event_id()
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+        seen.add(text)
+    assert len(seen) == 2000
+
+
+def test_timestamps_are_utc_milliseconds_between_the_clock_readings_around_them() -> None:
+    for _ in range(50):
+        before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        stamp = utc_now_iso()
+        after = dt.datetime.now(dt.UTC)
+        assert re.match(ISO_8601, stamp)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+        parsed = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert before <= parsed <= after
