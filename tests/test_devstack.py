@@ -107,6 +107,14 @@ def test_service_env_only_sets_fields_the_service_has(tmp_path: Path) -> None:
     command_api = stack.service_env("command-api", plan, state)
     assert command_api["RUNTRAIL_COMMAND_API_TOKENS_FILE"] == str(tokens)
     assert command_api["RUNTRAIL_COMMAND_API_HTTP_PORT"] == str(plan.api["command-api"])
+    # the relay's transactional.id is the stack's own: a second stack's relay fences it not
+    relay = stack.service_env("outbox-relay", plan, state)
+    assert relay["RUNTRAIL_OUTBOX_RELAY_TRANSACTIONAL_ID"] == "runtrail.outbox-relay"
+    other = DevStack(Settings(state_dir=tmp_path), StackOptions(group_prefix="t1"))
+    assert (
+        other.service_env("outbox-relay", plan, state)["RUNTRAIL_OUTBOX_RELAY_TRANSACTIONAL_ID"]
+        == "t1.outbox-relay"
+    )
 
 
 def test_the_receivers_get_ports_of_their_own_and_no_consumer_group(tmp_path: Path) -> None:

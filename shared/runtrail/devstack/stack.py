@@ -298,6 +298,9 @@ class DevStack:
                 own["tokens_file"] = tokens_path
             if info.has("http_tokens"):
                 own["http_tokens"] = tokens_path.read_text(encoding="utf-8").strip()
+        if info.has("transactional_id") and info.env_name("transactional_id") not in os.environ:
+            # one relay per store: another stack's relay on the same broker must not fence it
+            own["transactional_id"] = f"{self.options.group_prefix}.{name}"
         env = info.env(own)
         for key, value in DEV_TUNING.get(name, {}).items():
             var = info.env_name(key)
