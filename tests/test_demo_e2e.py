@@ -1,10 +1,13 @@
 """``runtrail demo`` end to end against the real broker and every registered service.
 
 The stack runs each service as its own process (``DevStack``, on the session's broker, on
-fresh topics); the demo runs as a user runs it, as a child process, and its printed summary
-is then held, line by line, against what the services wrote: the capture files, the
-resume-cache store and its own /metrics, the projection store, the audit store, the session
-store, the side-effect ledger and the exported chains (checked with the standalone verifier).
+fresh topics), the command API and its outbox relay included; the demo runs as a user runs it,
+as a child process, and its printed summary is then held, line by line, against what the
+services wrote: the capture files, the resume-cache store and its own /metrics, the projection
+store, the audit store, the session store, the command store (the deploy run is driven by
+commands, approved by one ``runtrail command approve`` process and refused as stale to a
+second), the side-effect ledger and the exported chains (checked with the standalone
+verifier).
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from runtrail.commands import EventStore, open_event_store
 from runtrail.config import Settings
 from runtrail.demo.script import SCRIPTS
 from runtrail.devstack.ports import find_free_base
 from runtrail.devstack.scrape import fetch
-from runtrail.devstack.stack import DevStack, StackOptions
+from runtrail.devstack.stack import DevStack, StackOptions, stack_names
 from runtrail.devstack.state import StackState
 from runtrail.kafka.ports import port_bindable
-from runtrail.runtime.registry import SERVICES
 
 pytestmark = [pytest.mark.kafka]
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +51,7 @@ def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, Stac
         partitions=3,
     )
     options = StackOptions(
-        port_base=find_free_base(SERVICES), manage_broker=False, group_prefix=prefix
+        port_base=find_free_base(stack_names()), manage_broker=False, group_prefix=prefix
     )
     dev = DevStack(settings, options, say=lambda line: None)
     try:
@@ -69,6 +72,7 @@ class Printed:
     tenant: str
     run_id: str
     lines: dict[str, str] = field(default_factory=dict)
+    operators: list[str] = field(default_factory=list)
 
     def match(self, section: str, pattern: str) -> tuple[str, ...]:
         found = re.fullmatch(pattern, self.lines[section])
@@ -85,13 +89,41 @@ def parse_runs(stdout: str) -> dict[str, Printed]:
             current = Printed(*head.groups())
             runs[current.key] = current
             continue
-        body = re.fullmatch(r"  (capture|resume-cache|projection|audit|sessions|side effects)"
-                            r"\s+(.*)", line)  # fmt: skip
-        if body and current is not None:
+        body = re.fullmatch(r"  (capture|resume-cache|projection|audit|sessions|commands|"
+                            r"operator|side effects)\s+(.*)", line)  # fmt: skip
+        if body and current is not None and body.group(1) == "operator":
+            current.operators.append(body.group(2))
+        elif body and current is not None:
             current.lines[body.group(1)] = body.group(2)
         elif not line.startswith("  "):
             current = None
     return runs
+
+
+def check_commanded(
+    run: Printed, projected: int, commands: EventStore, tenant: str, run_id: str
+) -> None:
+    """The deploy run came through the command API: the command store numbered all of its
+    events (the projector and the audit chain saw exactly those, through the outbox relay);
+    the first operator's approval was granted, the second refused as stale with the version
+    the grant made current."""
+    events = commands.events(tenant, run_id)
+    version, _ = commands.load(tenant, run_id)
+    assert [e.sequence for e in events] == list(range(1, version + 1))
+    assert version == projected
+    assert commands.outbox_size() == 0  # every event relayed
+    grants = [e for e in events if e.type == "run.approval_granted"]
+    assert len(grants) == 1 and grants[0].actor.kind == "operator"
+    granted_at = grants[0].sequence
+    by = grants[0].data.approved_by  # type: ignore[attr-defined]
+    assert run.match(
+        "commands", r"(\d+) events at version (\d+) in the command store; approval granted by (\S+)"
+    ) == (str(len(events)), str(version), by)  # fmt: skip
+    assert run.operators == [
+        f"{by}: accepted at version {granted_at}",
+        f"backup@acme: refused (stale), current version {granted_at}",
+    ]
+    assert "sessions" not in run.lines  # no publisher session: the run has no session
 
 
 def test_the_demo_prints_what_the_services_recorded(
@@ -124,6 +156,7 @@ def test_the_demo_prints_what_the_services_recorded(
     projections = open_projection_store(f"sqlite:///{state_dir / 'projection.db'}")
     cache = open_store(f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
     sessions = open_session_store((state_dir / "sessions").as_uri())
+    commands = open_event_store(f"sqlite:///{state_dir / 'commands.db'}")
     ledger_files = list((state_dir / "demo").glob("*/side-effects.tsv"))
     assert len(ledger_files) == 1
     ledger = [line.split("\t") for line in ledger_files[0].read_text().splitlines()]
@@ -142,9 +175,14 @@ def test_the_demo_prints_what_the_services_recorded(
                 "capture",
                 r"(\d+) model \+ (\d+) tool nodes, (\d+) retries, 0 incomplete, 0 duplicates",
             ) == (str(model), str(tool), str(retries))
-            assert (model, tool) == (script.expected_steps, script.expected_steps - (
-                0 if script.cancel_after_step else 1))  # fmt: skip
-            assert retries == len(script.retry_steps)
+            # the commanded run records tool intents and outcomes, which are no call nodes
+            commanded = script.approval_step is not None
+            if commanded:
+                assert (model, tool, retries) == (0, 0, 0)
+            else:
+                assert (model, tool) == (script.expected_steps, script.expected_steps - (
+                    0 if script.cancel_after_step else 1))  # fmt: skip
+                assert retries == len(script.retry_steps)
 
             # resume-cache: its store, and (for the resumed run) its own lookup counter
             entries = [e for e in cache.entries(tenant) if e.run_id == run_id]
@@ -175,13 +213,17 @@ def test_the_demo_prints_what_the_services_recorded(
             assert verdict.valid and verdict.length == row.version
             assert run.match("audit", r"(\d+) links, chain valid") == (str(verdict.length),)
 
-            # sessions: the session store holds the whole run
-            snapshot = sessions.load(tenant, f"sess-{run_id}")
-            assert snapshot is not None
-            assert run.match("sessions", r"\S+: (\d+) events checkpointed") == (
-                str(len(snapshot.event_log)),
-            )
-            assert len(snapshot.event_log) == row.version
+            if commanded:
+                check_commanded(run, row.version, commands, tenant, run_id)
+            else:
+                # sessions: the session store holds the whole run
+                snapshot = sessions.load(tenant, f"sess-{run_id}")
+                assert snapshot is not None
+                assert run.match("sessions", r"\S+: (\d+) events checkpointed") == (
+                    str(len(snapshot.event_log)),
+                )
+                assert len(snapshot.event_log) == row.version
+                assert "commands" not in run.lines and not run.operators
 
             # side effects: the ledger, each exactly once, as many as the script has
             calls = [parts[1] for parts in ledger if parts[0] == run_id]
@@ -191,7 +233,7 @@ def test_the_demo_prints_what_the_services_recorded(
                 str(len(script.side_effect_steps)),
             )  # fmt: skip
     finally:
-        for store in (audit, projections, cache, sessions):
+        for store in (audit, projections, cache, sessions, commands):
             store.close()
 
     # the tamper section: re-check both files with the standalone verifier

@@ -15,8 +15,13 @@ from runtrail.devstack.ports import (
     plan_ports,
 )
 from runtrail.devstack.scrape import parse
-from runtrail.devstack.service_settings import DEV_TUNING, importable, settings_info
-from runtrail.devstack.stack import DevStack, StackError, StackOptions
+from runtrail.devstack.service_settings import (
+    DEV_TUNING,
+    STACK_RECEIVERS,
+    importable,
+    settings_info,
+)
+from runtrail.devstack.stack import DevStack, StackError, StackOptions, stack_names
 from runtrail.devstack.state import ProcessRecord, StackState
 from runtrail.runtime.registry import SERVICES, service_class
 
@@ -88,7 +93,8 @@ def test_service_env_only_sets_fields_the_service_has(tmp_path: Path) -> None:
         agent_port=31090,
         tokens_file=str(tokens),
     )
-    names = [n for n in SERVICES if importable(n)]
+    names = [n for n in stack_names() if importable(n)]
+    assert set(STACK_RECEIVERS) <= set(names)
     plan = stack.plan(names)
     for name in names:
         env = stack.service_env(name, plan, state)
@@ -97,6 +103,35 @@ def test_service_env_only_sets_fields_the_service_has(tmp_path: Path) -> None:
             assert var.startswith(info.env_prefix) and info.has(var[len(info.env_prefix) :].lower())
         if name in plan.api:
             assert env[info.env_name("http_port")] == str(plan.api[name])
+    # the command API answers the stack's tenant tokens on its own API port
+    command_api = stack.service_env("command-api", plan, state)
+    assert command_api["RUNTRAIL_COMMAND_API_TOKENS_FILE"] == str(tokens)
+    assert command_api["RUNTRAIL_COMMAND_API_HTTP_PORT"] == str(plan.api["command-api"])
+    # the relay's transactional.id is the stack's own: a second stack's relay fences it not
+    relay = stack.service_env("outbox-relay", plan, state)
+    assert relay["RUNTRAIL_OUTBOX_RELAY_TRANSACTIONAL_ID"] == "runtrail.outbox-relay"
+    other = DevStack(Settings(state_dir=tmp_path), StackOptions(group_prefix="t1"))
+    assert (
+        other.service_env("outbox-relay", plan, state)["RUNTRAIL_OUTBOX_RELAY_TRANSACTIONAL_ID"]
+        == "t1.outbox-relay"
+    )
+
+
+def test_the_receivers_get_ports_of_their_own_and_no_consumer_group(tmp_path: Path) -> None:
+    """Beside the services, the ui and the demo agent; a free base leaves their ports free."""
+    stack = DevStack(Settings(state_dir=tmp_path), StackOptions(port_base=DEFAULT_BASE))
+    selection = stack.select()
+    assert selection.run == [n for n in stack_names() if n not in selection.skipped]
+    assert set(STACK_RECEIVERS) <= set(selection.run)
+    plan = stack.plan(selection.run)
+    taken = [*plan.metrics.values(), *plan.api.values(), plan.agent, plan.ui]
+    assert len(taken) == len(set(taken))
+    assert plan.metrics["outbox-relay"] == 9470 and "outbox-relay" not in plan.api
+    assert (plan.metrics["command-api"], plan.api["command-api"]) == (9500, 9501)
+    from runtrail.kafka.ports import port_bindable
+
+    base = find_free_base(SERVICES)  # callers name the services only: receivers still fit
+    assert all(port_bindable(p - DEFAULT_BASE + base) for p in taken)
 
 
 def test_state_round_trips_and_unknown_services_are_refused(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """``runtrail dev up`` then ``runtrail dev down``, as a user runs them: nothing is left behind.
 
-The stack gets its own broker (on free ports, in a temporary state folder) and every
-registered service; after ``down`` no recorded process runs, no process of the state folder
-exists at all, and no port of the stack accepts connections.
+The stack gets its own broker (on free ports, in a temporary state folder), every registered
+service and the receivers (the command API, answering the stack's tenant tokens, and its outbox
+relay); after ``down`` no recorded process runs, no process of the state folder exists at all,
+and no port of the stack accepts connections.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pytest
 from runtrail.config import Settings
 from runtrail.devstack.ports import find_free_base
 from runtrail.devstack.procs import cmdline, pid_alive
+from runtrail.devstack.service_settings import STACK_RECEIVERS
+from runtrail.devstack.stack import stack_names
 from runtrail.kafka.broker import BrokerError, LocalBroker
 from runtrail.kafka.ports import free_ports, port_accepts, port_bindable
-from runtrail.runtime.registry import SERVICES
 from tests.kafka_fixture import unavailable
 
 pytestmark = [pytest.mark.kafka]
@@ -54,7 +56,7 @@ def test_dev_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
     except BrokerError as exc:
         unavailable(f"no broker jars: {exc}")
     kafka_port, controller_port = free_ports(2)
-    base = find_free_base(SERVICES)
+    base = find_free_base(stack_names())
     common = ["--state-dir", str(state_dir)]
     up = runtrail(
         "dev", "up", *common, "--port-base", str(base),
@@ -64,7 +66,8 @@ def test_dev_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
         assert up.returncode == 0, up.stdout + up.stderr
         stack = json.loads((state_dir / "dev" / "stack.json").read_text())
         services = stack["services"]
-        assert set(services) == set(SERVICES)  # every registered service, each its own process
+        # every registered service and the receivers, each its own process
+        assert set(services) == set(stack_names())
         pids = [r["pid"] for r in services.values()]
         assert len(set(pids)) == len(pids) and all(pid_alive(p) for p in pids)
         ports = [p for r in services.values() for p in (r["metrics_port"], r["api_port"]) if p]
@@ -79,8 +82,18 @@ def test_dev_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stdout + status.stderr
         for name, record in services.items():
             row = next(line for line in status.stdout.splitlines() if line.startswith(f"{name} "))
-            assert str(record["pid"]) in row and "ready" in row and f"runtrail.{name}" in row
+            group = "-" if name in STACK_RECEIVERS else f"runtrail.{name}"
+            assert str(record["pid"]) in row and "ready" in row and f" {group} " in row
             assert f"http://127.0.0.1:{record['metrics_port']}/metrics" in row
+            assert (record["group"] is None) == (name in STACK_RECEIVERS)
+
+        # the command API answers the stack's tokens (a run it does not have: 404), no other
+        tokens = json.loads(Path(stack["tokens_file"]).read_text())
+        url = f"http://127.0.0.1:{services['command-api']['api_port']}"
+        assert f"RUNTRAIL_COMMAND_URL={url} " in up.stdout  # `dev up` says where it is
+        for token, exit_code, said in ((tokens["acme"], 1, "no run"), ("wrong", 2, "401")):
+            shown = runtrail("command", "show", "no-such-run", "--url", url, "--token", token)
+            assert shown.returncode == exit_code and said in shown.stderr, shown.stderr
     finally:
         down = runtrail("dev", "down", *common)
     assert down.returncode == 0, down.stdout + down.stderr

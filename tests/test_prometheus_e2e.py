@@ -58,6 +58,9 @@ def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, Stac
     )
     options = StackOptions(
         port_base=find_free_base(SERVICES),
+        # the consumer services only: the series checked below are their consumers' (the
+        # receivers, which dev up also runs by default, consume nothing)
+        services=list(SERVICES),
         manage_broker=False,
         group_prefix=prefix,
         prometheus=True,

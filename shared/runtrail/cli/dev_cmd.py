@@ -58,6 +58,12 @@ def _up(args: argparse.Namespace) -> int:
     print(f"\n  export RUNTRAIL_BOOTSTRAP_SERVERS={state.bootstrap_servers}")
     if state.ui_url:
         print(f"  run explorer: {state.ui_url} (sign in with a token of {state.tokens_file})")
+    commands = state.services.get("command-api")
+    if commands is not None and commands.api_url is not None:
+        print(
+            f"  command API: export RUNTRAIL_COMMAND_URL={commands.api_url} "
+            f"RUNTRAIL_COMMAND_TOKEN=<a token of {state.tokens_file}>"
+        )
     print(f"  logs: {stack.dev_dir / 'logs'}   stop: runtrail dev down")
     return 0
 

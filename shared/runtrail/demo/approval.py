@@ -42,6 +42,23 @@ class ApprovalDemo:
     final_status: str | None = None
     version: int = 0
 
+    def verdicts(self) -> list[str]:
+        """Per operator, what the command API answered (``by: accepted at version N`` or
+        ``by: refused (code), current version N``)."""
+        return [verdict(op) for op in self.operators]
+
+
+def verdict(op: dict[str, Any]) -> str:
+    """One operator's outcome, from the JSON ``runtrail command approve`` printed."""
+    try:
+        answer = json.loads(op["stdout"])
+    except ValueError:
+        lines = op["stderr"].strip().splitlines()
+        return f"{op['by']}: no answer (exit {op['exit']}: {lines[-1] if lines else ''})"
+    if answer.get("accepted"):
+        return f"{op['by']}: accepted at version {answer['version']}"
+    return f"{op['by']}: refused ({answer['code']}), current version {answer['version']}"
+
 
 def action_digest() -> str:
     text = json.dumps(DEPLOY, sort_keys=True).encode()
@@ -68,8 +85,11 @@ def run_deploy(
     *,
     say: Callable[[str], None] = print,
     wait_s: float = 30.0,
+    execute: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> ApprovalDemo:
-    """Drive the deploy run; ``approvers(version)`` runs the operators (second processes)."""
+    """Drive the deploy run; ``approvers(version)`` runs the operators (second processes).
+    ``execute(invocation_id, DEPLOY)``, if given, performs the deploy itself, between its
+    intent and its outcome, and only once the approval is in."""
     digest = action_digest()
     report = ApprovalDemo(run_id, digest)
     version = 0
@@ -90,9 +110,8 @@ def run_deploy(
     send("require_approval", {"actionDigest": digest, "reason": "deploy changes production"})
     say(f"  acme/deploy: waiting for approval of {digest[:19]}… at version {version}")
     report.operators = approvers(version)
-    for op in report.operators:
-        verdict = "approved" if op["exit"] == 0 else op["stderr"].strip().splitlines()[-1]
-        say(f"  acme/deploy: operator {op['by']}: {verdict}")
+    for line in report.verdicts():
+        say(f"  acme/deploy: operator {line}")
     deadline = time.monotonic() + wait_s
     while True:
         found = client.run(run_id)
@@ -103,6 +122,8 @@ def run_deploy(
             raise RuntimeError(f"{run_id}: no approval within {wait_s}s")
         time.sleep(0.1)
     send("record_tool_intent", {"invocationId": f"{run_id}-deploy", "toolName": "deploy"})
+    if execute is not None:
+        execute(f"{run_id}-deploy", DEPLOY)
     send("record_tool_outcome", {"invocationId": f"{run_id}-deploy", "outcome": "succeeded"})
     send("complete_run", {"resultRef": f"result:{run_id}"})
     final = client.run(run_id)

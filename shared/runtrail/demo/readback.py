@@ -53,6 +53,16 @@ class AuditView:
 
 
 @dataclass(frozen=True)
+class CommandsView:
+    """A command-driven run in the command store: its version (= its events) and who
+    granted its approvals."""
+
+    version: int
+    events: int
+    granted_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SessionView:
     session_id: str
     events: int
@@ -69,6 +79,7 @@ class Readers:
         self._projection: Any = None
         self._audit: Any = None
         self._sessions: Any = None
+        self._commands: Any = None
         self._capture_url: str | None = None
 
     def _closing(self, store: Any) -> Any:
@@ -186,6 +197,31 @@ class Readers:
             self._sessions = self._closing(open_store(SESSION_SNAPSHOTS, url))
         snapshot = self._sessions.load(tenant, session_id)
         return SessionView(session_id, 0 if snapshot is None else len(snapshot.event_log))
+
+    # --- command-api (and its outbox relay): the command store ---------------------------------
+    def command_store(self) -> Any:
+        if self._commands is None:
+            from runtrail.commands import open_event_store
+            from runtrail_services.command_api.settings import CommandApiSettings
+
+            url = CommandApiSettings.load().resolved_store(self.state_dir)
+            self._commands = self._closing(open_event_store(url))
+        return self._commands
+
+    def commands(self, tenant: str, run_id: str) -> CommandsView | None:
+        if not self.targets.has("command-api"):
+            return None
+        store = self.command_store()
+        version, _ = store.load(tenant, run_id)
+        events = store.events(tenant, run_id)
+        grants = tuple(str(e.data.approved_by) for e in events if e.type == "run.approval_granted")
+        return CommandsView(int(version), len(events), grants)
+
+    def outbox_pending(self) -> int:
+        """Events of the command store not yet on the events topic (0 without a command API)."""
+        if not self.targets.has("command-api"):
+            return 0
+        return int(self.command_store().outbox_size())
 
 
 @contextlib.contextmanager

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtrail.demo.readback import AuditView, CacheView, CaptureView, ProjectionView, SessionView
+from runtrail.demo.readback import (
+    AuditView,
+    CacheView,
+    CaptureView,
+    CommandsView,
+    ProjectionView,
+    SessionView,
+)
 from runtrail.demo.tamper import TamperReport, Verdict
 
 
@@ -32,6 +39,11 @@ class RunReport:
     projection: ProjectionView | None = None
     audit: AuditView | None = None
     session: SessionView | None = None
+    #: Driven by the command API (accepted through the command store) instead of a publisher.
+    commanded: bool = False
+    commands: CommandsView | None = None
+    #: Per operator process, what the command API answered to its approval.
+    operators: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +78,8 @@ class DemoReport:
                 found.append(f"{name}: capture has duplicates or incomplete nodes")
             if r.crashed_and_resumed and not r.resume_hits:
                 found.append(f"{name}: the resume had no cache hits")
+            if r.commanded:
+                found += _approval_problems(name, r)
         found += [f"{k} did not catch up ({v} behind)" for k, v in self.lag_left.items() if v]
         if self.tamper is not None:
             if not self.tamper.original.valid:
@@ -83,6 +97,18 @@ class DemoReport:
         raw = dataclasses.asdict(self)
         converted: dict[str, Any] = json.loads(json.dumps(raw, default=convert))
         return converted
+
+
+def _approval_problems(name: str, r: RunReport) -> list[str]:
+    """A commanded run: exactly one approval granted, every other one refused as stale."""
+    found: list[str] = []
+    accepted = [v for v in r.operators if ": accepted at version" in v]
+    stale = [v for v in r.operators if ": refused (stale)" in v]
+    if len(accepted) != 1 or len(stale) != len(r.operators) - 1:
+        found.append(f"{name}: expected one approval accepted, the others stale: {r.operators}")
+    if r.commands is not None and len(r.commands.granted_by) != 1:
+        found.append(f"{name}: the command store holds {len(r.commands.granted_by)} grants")
+    return found
 
 
 def _verdict(v: Verdict) -> str:
@@ -121,6 +147,14 @@ def _run_lines(r: RunReport) -> list[str]:
         lines.append(
             f"  sessions      {r.session.session_id}: {r.session.events} events checkpointed"
         )
+    if r.commands is not None:
+        cv = r.commands
+        lines.append(
+            f"  commands      {cv.events} events at version {cv.version} in the command store; "
+            f"approval granted by {', '.join(cv.granted_by) or 'nobody'}"
+        )
+    for verdict in r.operators:
+        lines.append(f"  operator      {verdict}")
     once = len(r.side_effects) == len(set(r.side_effects))
     lines.append(
         f"  side effects  {len(r.side_effects)} in the ledger "

@@ -4,8 +4,14 @@
    :class:`~runtrail.publisher.Publisher` (its metrics, spool depth included, are served on the
    stack's agent port for Prometheus). The run that crashes runs in a child process that kills
    itself after a step; a second child resumes it against the resume-cache service.
-2. The demo waits until every service's consumer group has committed up to the end of the
-   events topic: a service commits only once its output is durable, so everything is written.
+   With a command API in the stack, the run that needs an approval is command-driven from
+   its first event (a run has one source of sequence numbers): :mod:`.approval` sends its
+   commands, two ``runtrail command approve`` processes approve it at the same observed
+   version, one is accepted and the other refused as stale; the outbox relay puts its events
+   on the events topic.
+2. The demo waits until the outbox is relayed and every service's consumer group has committed
+   up to the end of the events topic: a service commits only once its output is durable, so
+   everything is written.
 3. Each run is read back from the services' outputs (:mod:`.readback`), and one run's audit
    chain is exported, tampered with and verified (:mod:`.tamper`).
 """
@@ -26,7 +32,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from runtrail.demo.agent import AgentRun, TenantPublisher
-from runtrail.demo.fakes import ledger_effects
+from runtrail.demo.approval import ApprovalDemo, run_deploy, two_operators
+from runtrail.demo.fakes import LedgerTools, ledger_effects
 from runtrail.demo.readback import Readers, ledger_path, open_readers
 from runtrail.demo.report import DemoReport, RunReport
 from runtrail.demo.script import RunScript, scripts_for
@@ -76,6 +83,7 @@ class Demo:
         root = base if base is not None else targets.settings.state_dir / "demo"
         self.workdir = root.expanduser().resolve() / self.stamp
         self.ledger = ledger_path(self.workdir)
+        self.approvals: dict[str, ApprovalDemo] = {}
 
     def run_id(self, script: RunScript) -> str:
         return f"demo-{self.stamp}-{script.key}"
@@ -148,6 +156,51 @@ class Demo:
         self.say(f"  {script.tenant}/{script.key}: {steps} steps, done")
         return run.run_id
 
+    def commanded(self, script: RunScript) -> bool:
+        """Whether ``script`` runs through the command API (the run with an approval, when
+        the stack has one): from its first event, so the command store numbers it alone."""
+        endpoint = self.targets.services.get("command-api")
+        return (
+            script.approval_step is not None
+            and self.framework == "scripted"
+            and endpoint is not None
+            and endpoint.api_url is not None
+        )
+
+    def _commanded_in_thread(self, script: RunScript) -> str:
+        """The approval run, driven by commands; its operators are second processes."""
+        endpoint = self.targets.services["command-api"]
+        url, token = str(endpoint.api_url), self.targets.tokens.get(script.tenant, "")
+        run_id = self.run_id(script)
+        from runtrail.commands.client import CommandClient
+        from runtrail.resume import ToolInvocation
+
+        tools = LedgerTools(self.ledger, run_id, frozenset({"deploy"}))
+
+        def deploy(invocation_id: str, action: dict[str, Any]) -> None:
+            call = ToolInvocation(
+                action["tool"], action["arguments"], call_id=invocation_id,
+                idempotency_key=invocation_id,
+            )  # fmt: skip
+            tools.execute(call)
+
+        self.approvals[run_id] = run_deploy(
+            CommandClient(url, token),
+            run_id,
+            two_operators(url, token, run_id),
+            say=self.say,
+            execute=deploy,
+        )
+        return run_id
+
+    def _wait_relayed(self, readers: Readers) -> None:
+        """Every commanded event is on the events topic before the catch-up is measured."""
+        deadline = time.monotonic() + self.targets.timeout_s
+        while (left := readers.outbox_pending()) > 0:
+            if time.monotonic() > deadline:
+                raise DemoError(f"the outbox relay left {left} events unrelayed")
+            time.sleep(0.1)
+
     def _langgraph_in_thread(self, script: RunScript, publisher: Any) -> str:
         """A run that does not crash: the LangGraph agent in this process, on the shared
         publisher, resumable through the resume-cache service like any other."""
@@ -204,7 +257,9 @@ class Demo:
         try:
             with ThreadPoolExecutor(max_workers=len(self.scripts)) as pool:
                 futures = [
-                    pool.submit(self._in_thread, x, publisher)
+                    pool.submit(self._commanded_in_thread, x)
+                    if self.commanded(x)
+                    else pool.submit(self._in_thread, x, publisher)
                     for x in self.scripts
                     if x not in crashing
                 ]
@@ -239,6 +294,7 @@ class Demo:
             report.notes.append("no resume-cache service: the crashing run ran without a crash")
         with open_readers(t) as opened:
             hits = self.drive(opened)
+            self._wait_relayed(opened)
             self.say(f"  waiting for {', '.join(sorted(t.groups())) or 'no service'} to catch up")
             report.lag_left = wait_caught_up(
                 t.settings, t.groups(), t.settings.events_topic, timeout=t.timeout_s
@@ -256,6 +312,7 @@ class Demo:
         self, x: RunScript, readers: Readers, hits: dict[str, float | None]
     ) -> RunReport:
         run_id = self.run_id(x)
+        approval = self.approvals.get(run_id)
         return RunReport(
             key=x.key,
             tenant=x.tenant,
@@ -269,5 +326,8 @@ class Demo:
             cache=readers.cache(x.tenant, run_id),
             projection=readers.projection(x.tenant, run_id),
             audit=readers.audit(x.tenant, run_id),
-            session=readers.session(x.tenant, f"sess-{run_id}"),
+            session=None if approval else readers.session(x.tenant, f"sess-{run_id}"),
+            commanded=approval is not None,
+            commands=readers.commands(x.tenant, run_id) if approval else None,
+            operators=approval.verdicts() if approval else [],
         )

@@ -1,7 +1,8 @@
 """The demo's runs: what each scripted agent does, fixed in code so every demo is the same.
 
 Two tenants, several runs at once: one that streams, reasons and retries; one that waits for
-an approval before a side effect; one cancelled mid-way; one that crashes after a few steps and
+an approval before a side effect (through the command API when the stack has one); one
+cancelled mid-way; one that crashes after a few steps and
 is resumed by a new process, which must repeat no side effect.
 """
 
@@ -71,6 +72,8 @@ SCRIPTS: tuple[RunScript, ...] = (
         ),
         retry_steps=frozenset({2}),
     ),
+    # With a command API in the stack this run is driven by commands instead, from its first
+    # event (runtrail.demo.approval): its approval comes from `runtrail command approve`.
     RunScript(
         key="deploy",
         tenant="acme",

@@ -5,7 +5,8 @@ Elsewhere (docker-compose, a cluster) it comes from the environment:
 
 * ``RUNTRAIL_DEMO_SERVICES`` — JSON ``{"capture": "http://capture:9410", …}``: each running
   service and the base URL of its /metrics;
-* ``RUNTRAIL_DEMO_APIS`` — JSON ``{"resume-cache": "http://resume-cache:9421"}``;
+* ``RUNTRAIL_DEMO_APIS`` — JSON ``{"resume-cache": "http://resume-cache:9421",
+  "command-api": "http://command-api:9471"}``;
 * ``RUNTRAIL_DEMO_TOKENS_FILE`` — JSON ``{tenant: token}`` for those APIs (else the
   resume-cache's own ``RUNTRAIL_RESUME_CACHE_TOKENS``).
 
@@ -22,6 +23,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runtrail.config import Settings
+from runtrail.devstack.service_settings import is_receiver
 from runtrail.devstack.state import StackState
 
 
@@ -34,7 +36,8 @@ class DemoSettings(BaseSettings):
         default_factory=dict, description="Running services: name -> base URL of /metrics."
     )
     apis: dict[str, str] = Field(
-        default_factory=dict, description="Service APIs: name -> base URL (resume-cache)."
+        default_factory=dict,
+        description="Service APIs: name -> base URL (resume-cache, command-api).",
     )
     tokens_file: Path | None = Field(
         default=None, description="JSON {tenant: token} for the service APIs."
@@ -52,7 +55,8 @@ class DemoSettings(BaseSettings):
 @dataclass(frozen=True)
 class Endpoint:
     metrics_url: str
-    group: str
+    #: None for a receiver (the command API, the outbox relay): it consumes no topic.
+    group: str | None
     api_url: str | None = None
 
 
@@ -71,7 +75,8 @@ class Targets:
         return service in self.services
 
     def groups(self) -> dict[str, str]:
-        return {name: e.group for name, e in self.services.items()}
+        """The consumer groups the demo waits for (receivers have none)."""
+        return {name: e.group for name, e in self.services.items() if e.group is not None}
 
 
 def _tokens(path: Path | None) -> dict[str, str]:
@@ -92,7 +97,11 @@ def from_stack(state: StackState, settings: Settings, demo: DemoSettings) -> Tar
         }
     )
     services = {
-        name: Endpoint(r.metrics_url, r.group or f"{demo.group_prefix}.{name}", r.api_url)
+        name: Endpoint(
+            r.metrics_url,
+            None if is_receiver(name) else r.group or f"{demo.group_prefix}.{name}",
+            r.api_url,
+        )
         for name, r in state.services.items()
     }
     return Targets(
@@ -110,7 +119,7 @@ def from_env(settings: Settings, demo: DemoSettings) -> Targets:
     services = {
         name: Endpoint(
             url.rstrip("/") + "/metrics",
-            f"{demo.group_prefix}.{name}",
+            None if is_receiver(name) else f"{demo.group_prefix}.{name}",
             demo.apis.get(name),
         )
         for name, url in demo.services.items()

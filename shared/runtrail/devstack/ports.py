@@ -24,13 +24,18 @@ METRICS_OFFSETS: dict[str, int] = {
     "sessions": 30,
     "audit": 40,
     "projector": 50,
+    # receivers: no consumer group, but a /metrics port all the same. 60 stays otlp-ingest's
+    # (its own default, 9460; the stack does not run it), 80 and 90 are the ui's and the demo
+    # agent's, so the command API (its HTTP API on metrics + 1) comes after them.
+    "outbox-relay": 70,
+    "command-api": 100,
 }
 #: Offset of the demo agent's own /metrics (its publishers' series, spool depth included).
 AGENT_OFFSET = 90
 #: Offset of the run explorer (``runtrail ui``), which ``dev up`` starts with the services.
 UI_OFFSET = 80
 #: First offset handed to services this table does not know yet.
-_UNKNOWN_FROM = 60
+_UNKNOWN_FROM = 110
 _STRIDE = 10
 
 DEFAULT_PROMETHEUS_PORT = 9090
@@ -92,7 +97,8 @@ def find_free_base(
     from runtrail.kafka.ports import port_bindable
 
     names = list(services)
-    offsets = {metrics_offset(n, names) for n in names}
+    # every known slot too: a stack may start the receivers a caller did not name
+    offsets = {metrics_offset(n, names) for n in names} | set(METRICS_OFFSETS.values())
     wanted = sorted(offsets | {o + 1 for o in offsets} | set(extra_offsets))
     rng = random.Random()
     for _ in range(attempts):

@@ -15,7 +15,11 @@ from typing import Any
 
 from pydantic_settings import BaseSettings
 
-from runtrail.runtime.registry import SERVICES
+from runtrail.runtime.registry import RECEIVERS, SERVICES
+
+#: Receivers (not topic consumers) the local stack runs beside the consumer services: the
+#: command API and the relay that puts its store's outbox on the events topic.
+STACK_RECEIVERS: tuple[str, ...] = ("outbox-relay", "command-api")
 
 #: Settings the local stack tunes for quick feedback, where a service has them (a test checks
 #: that every key is still a field of its service's settings class).
@@ -61,17 +65,27 @@ class ServiceSettingsInfo:
 
 def service_package(service: str) -> str:
     """``runtrail_services.<package>`` of a registered service."""
-    module = SERVICES[service].partition(":")[0]
+    module = {**SERVICES, **RECEIVERS}[service].partition(":")[0]
     return module.rsplit(".", 1)[0]
 
 
+def is_receiver(service: str) -> bool:
+    """A receiver is started by ``runtrail run`` too, but joins no consumer group."""
+    return service in RECEIVERS
+
+
 def importable(service: str) -> bool:
-    """Whether the service's class imports (a helper may still be building it)."""
+    """Whether the service's (or receiver's) class imports (a helper may still be building
+    it, or its extra is not installed)."""
     from runtrail.runtime.registry import service_class
 
     try:
-        service_class(service)
-    except (ModuleNotFoundError, AttributeError):
+        if is_receiver(service):
+            module_name, _, attr = RECEIVERS[service].partition(":")
+            getattr(importlib.import_module(module_name), attr)
+        else:
+            service_class(service)
+    except (ImportError, AttributeError):
         return False
     return True
 

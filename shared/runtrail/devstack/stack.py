@@ -1,4 +1,8 @@
-"""``DevStack``: start, inspect and stop the local stack (broker, topics, services, Prometheus).
+"""``DevStack``: start, inspect and stop the local stack (broker, topics, services, receivers,
+the ui, Prometheus).
+
+The receivers it runs (:data:`STACK_RECEIVERS`: the command API and its outbox relay) start
+like the services, through ``runtrail run``, but join no consumer group.
 
 ``up`` is idempotent: what already runs is kept, what is missing is started. Every process is
 recorded in ``stack.json`` as soon as it is spawned, so a failed ``up`` is still cleaned by
@@ -26,7 +30,13 @@ from runtrail.devstack import procs
 from runtrail.devstack import prometheus as prom
 from runtrail.devstack.ports import DEFAULT_BASE, DEFAULT_PROMETHEUS_PORT, PortPlan, plan_ports
 from runtrail.devstack.scrape import ready
-from runtrail.devstack.service_settings import DEV_TUNING, importable, settings_info
+from runtrail.devstack.service_settings import (
+    DEV_TUNING,
+    STACK_RECEIVERS,
+    importable,
+    is_receiver,
+    settings_info,
+)
 from runtrail.devstack.state import ProcessRecord, StackState
 from runtrail.files import open_private, private_dir
 from runtrail.kafka.broker import BrokerError, LocalBroker
@@ -42,6 +52,11 @@ DEV_RUNTIME_ENV: dict[str, str] = {
 DEMO_TENANTS: tuple[str, ...] = ("acme", "globex")
 
 
+def stack_names() -> list[str]:
+    """What ``up`` runs by default, in port-table order: the services, then the receivers."""
+    return [*SERVICES, *STACK_RECEIVERS]
+
+
 class StackError(RuntimeError):
     """The stack could not be brought up (or down) as asked."""
 
@@ -51,7 +66,8 @@ class StackOptions:
     """How ``up`` runs the stack; ``down``/``status`` read what ``up`` recorded instead."""
 
     port_base: int = DEFAULT_BASE
-    #: Services to run (None: every registered service whose code imports).
+    #: Services to run (None: every registered service whose code imports, and the
+    #: receivers of :data:`STACK_RECEIVERS`).
     services: Sequence[str] | None = None
     group_prefix: str = "runtrail"
     #: Start (and later stop) the local broker; False uses ``settings.bootstrap_servers``.
@@ -139,13 +155,14 @@ class DevStack:
 
     # --- selection ------------------------------------------------------------------------
     def select(self) -> Selection:
-        """Registered services to run; a registered one whose code does not import yet (a
-        service still being built) is skipped, not fatal."""
-        wanted = list(self.options.services) if self.options.services else list(SERVICES)
+        """Registered services (and receivers) to run; a registered one whose code does not
+        import (still being built, or its extra is missing) is skipped, not fatal."""
+        known_names = stack_names()
+        wanted = list(self.options.services) if self.options.services else known_names
         selection = Selection()
         for name in wanted:
-            if name not in SERVICES:
-                known = ", ".join(SERVICES)
+            if name not in known_names:
+                known = ", ".join(known_names)
                 raise StackError(f"unknown service {name!r} (registered: {known})")
             if importable(name):
                 selection.run.append(name)
@@ -155,7 +172,7 @@ class DevStack:
 
     def plan(self, services: Sequence[str]) -> PortPlan:
         with_api = [name for name in services if settings_info(name).has("http_port")]
-        ordered = [name for name in SERVICES if name in services]
+        ordered = [name for name in stack_names() if name in services]
         return plan_ports(ordered, self.options.port_base, with_api)
 
     # --- up -------------------------------------------------------------------------------
@@ -281,6 +298,9 @@ class DevStack:
                 own["tokens_file"] = tokens_path
             if info.has("http_tokens"):
                 own["http_tokens"] = tokens_path.read_text(encoding="utf-8").strip()
+        if info.has("transactional_id") and info.env_name("transactional_id") not in os.environ:
+            # one relay per store: another stack's relay on the same broker must not fence it
+            own["transactional_id"] = f"{self.options.group_prefix}.{name}"
         env = info.env(own)
         for key, value in DEV_TUNING.get(name, {}).items():
             var = info.env_name(key)
@@ -313,19 +333,14 @@ class DevStack:
             )
 
     def _spawn_service(self, name: str, plan: PortPlan, state: StackState) -> ProcessRecord:
-        group = f"{self.options.group_prefix}.{name}"
+        group = None if is_receiver(name) else f"{self.options.group_prefix}.{name}"
         argv = [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
-            "run",
-            name,
-            "--state-dir",
-            str(self.state_dir),
+            *self.service_marker(name),
             "--metrics-port",
             str(plan.metrics[name]),
-            "--group",
-            group,
+            *(["--group", group] if group else []),
             "-v",
         ]
         env = {**os.environ, **state.env, **self.service_env(name, plan, state)}
