@@ -62,7 +62,7 @@ class CommandApiReceiver:
     """One command API process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "command-api"
-    default_port = 9480
+    default_port = 9500
 
     def __init__(
         self,
