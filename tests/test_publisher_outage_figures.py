@@ -72,9 +72,12 @@ def test_a_30s_kafka_down_under_steady_publishing_keeps_order_and_halts_no_proje
     try:
         with SteadyAgent(publisher, runs) as agent:
             time.sleep(2.0)
-            down = time.monotonic()
             kafka_down(restartable_broker)
-            time.sleep(max(0.0, 30.0 - (time.monotonic() - down)))
+            # the 30 s count from when the broker is gone, not from when its graceful stop
+            # began: a stop that takes seconds under load used to leave the broker away for
+            # less than the publisher's 30 s delivery timeout, so nothing needed the spool
+            down = time.monotonic()
+            time.sleep(30.0)
             restartable_broker.start()
             outage = time.monotonic() - down
             time.sleep(3.0)  # publishing goes on while the spool drains
@@ -128,7 +131,9 @@ def test_agents_killed_15s_and_40s_into_an_outage_lose_nothing_and_double_nothin
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("wal-figure"), partitions=PARTITIONS)
     timeout = {"delivery_timeout_ms": DEFAULT_DELIVERY_TIMEOUT_MS}
-    commit_window_ns = (Settings().spool_commit_ms + 40) * 1_000_000  # + scheduling slack
+    # the group commit's interval plus scheduling slack: on a loaded 2-core machine the
+    # committer thread can wait well over 40 ms for a core (a CI run lost 1 event that way)
+    commit_window_ns = (Settings().spool_commit_ms + 250) * 1_000_000
     folders = {name: tmp_path / name for name in ("fifteen", "forty")}
     for folder in folders.values():
         folder.mkdir()
