@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -98,3 +100,47 @@ def test_an_in_memory_database_needs_no_file() -> None:
         assert db.query("SELECT COUNT(*) FROM t") == [(0,)]
     finally:
         db.close()
+
+
+def _other_process(path: Path, statement: str) -> str:
+    """Run one statement in a new process's own connection, closed again (as a reader that
+    polls the file does); its first row's first value."""
+    script = (
+        "import sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "print(conn.execute(sys.argv[2]).fetchone()[0])\n"
+        "conn.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), statement],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_a_second_connection_keeps_the_first_ones_writes_visible_to_other_processes(
+    tmp_path: Path,
+) -> None:
+    """Opening a second connection of the same process (a store's reader beside its writer)
+    must not drop the first one's locks: else another process closing its connection takes
+    itself for the last one and deletes the WAL the writer keeps committing into, and no
+    other process sees those commits until the writer closes."""
+    path = tmp_path / "store.db"
+    first = SqliteDatabase(path)  # the file exists already, as on every restart
+    with first.transaction() as cur:
+        cur.execute("CREATE TABLE t (x INTEGER)")
+    first.close()
+    writer = SqliteDatabase(path)
+    reader = SqliteDatabase(path)
+    try:
+        assert _other_process(path, "SELECT COUNT(*) FROM t") == "0"
+        with writer.transaction() as cur:
+            cur.execute("INSERT INTO t VALUES (1)")
+        assert _other_process(path, "SELECT COUNT(*) FROM t") == "1"
+        assert reader.query("SELECT COUNT(*) FROM t") == [(1,)]
+        assert Path(f"{path}-wal").exists()  # the writer's WAL is still the file's
+    finally:
+        reader.close()
+        writer.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -40,7 +40,7 @@ def connect(
         raise ValueError(f"synchronous is NORMAL or FULL, not {synchronous!r}")
     if target != MEMORY:
         private_dir(Path(target).parent)
-        open_private(target, "a").close()  # 0600 before SQLite creates it (and its WAL)
+        _create_private(target)
     conn = sqlite3.connect(
         target,
         isolation_level=None,
@@ -54,6 +54,17 @@ def connect(
     if foreign_keys:
         conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def _create_private(target: str) -> None:
+    """Create the file 0600 before SQLite does (its WAL and shared memory take its mode), and
+    never open one that exists: closing any descriptor of a database file drops every POSIX
+    lock this process holds on it, so a second connection of a process (a store's reader
+    beside its writer) would leave the first unlocked; another process then takes itself for
+    the last connection, checkpoints and deletes the WAL the first keeps writing into, unseen
+    until it closes."""
+    with suppress(FileExistsError):
+        open_private(target, "x").close()
 
 
 class SqliteDatabase:
