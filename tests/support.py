@@ -212,6 +212,11 @@ class ServiceProcess:
         self.proc.wait(10)
 
     def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM once the child listens for it (not while the interpreter itself starts,
+        where any Python program dies of it), then its exit status."""
+        wait_for(
+            lambda: not self.alive() or catches_sigterm(self.proc.pid), 30, 0.01, what="handler"
+        )
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
@@ -223,6 +228,18 @@ class ServiceProcess:
             self.kill()
         if hasattr(self._log, "close"):
             self._log.close()
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGTERM (its ``SigCgt`` mask in /proc)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except OSError:
+        return False
+    return False
 
 
 def wait_for(

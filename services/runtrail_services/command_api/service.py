@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import Mapping
-from types import FrameType
 
 import uvicorn
 from prometheus_client import CollectorRegistry
@@ -23,6 +21,7 @@ from runtrail.commands import open_event_store
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.persistence.urls import redact_url
+from runtrail.runtime import stop_signals
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail_services.command_api.app import build_app
 from runtrail_services.command_api.settings import CommandApiSettings
@@ -97,12 +96,7 @@ class CommandApiReceiver:
         return self.server.port
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("command-api: signal %d, stopping", signum)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        stop_signals.install("command-api", self.request_stop)
 
     def request_stop(self) -> None:
         self._stop.set()

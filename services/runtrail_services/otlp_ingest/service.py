@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from collections.abc import Mapping
-from types import FrameType
 
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.publisher import Publisher
+from runtrail.runtime import stop_signals
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
@@ -81,12 +80,7 @@ class OtlpIngestReceiver:
         return self.server.port
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("otlp-ingest: signal %d, stopping", signum)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        stop_signals.install("otlp-ingest", self.request_stop)
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 from collections.abc import Mapping
-from types import FrameType
 
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -24,6 +22,7 @@ from runtrail.commands.relay import OutboxRelay
 from runtrail.config import Settings
 from runtrail.persistence.urls import redact_url
 from runtrail.publisher.producer_config import producer_config
+from runtrail.runtime import stop_signals
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.outbox_relay.settings import OutboxRelaySettings
@@ -72,12 +71,7 @@ class OutboxRelayReceiver:
         )
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("outbox-relay: signal %d, stopping", signum)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        stop_signals.install("outbox-relay", self.request_stop)
 
     def request_stop(self) -> None:
         self._stop.set()

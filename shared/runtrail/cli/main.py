@@ -102,6 +102,12 @@ def _report(missing: ImportError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["run"]:
+        # a long-running service: a stop asked for while it imports must still end in a clean
+        # stop, not Python's default death by SIGTERM (runtrail.runtime.stop_signals)
+        from runtrail.runtime import stop_signals
+
+        stop_signals.hold()
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

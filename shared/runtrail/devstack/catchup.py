@@ -8,18 +8,20 @@ same on the local stack, in docker-compose or on a cluster.
 A topic the outbox relay writes to holds transaction markers: a commit marker takes an offset
 after a transaction's last event, and no consumer ever receives (or commits past) it. So the
 ends waited for are :func:`data_ends`, the offset after each partition's last event, not the
-high watermarks.
+high watermarks (:mod:`runtrail.kafka.ends`).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from runtrail.config import Settings
+from runtrail.kafka.ends import data_ends, end_offsets
+
+__all__ = ["committed_offsets", "data_ends", "end_offsets", "group_lag", "wait_caught_up"]
 
 
 def _consumer(settings: Settings, group: str) -> Consumer:
@@ -28,84 +30,6 @@ def _consumer(settings: Settings, group: str) -> Consumer:
             **{"group.id": group, "enable.auto.commit": False, "socket.timeout.ms": 10000}
         )
     )
-
-
-def end_offsets(settings: Settings, topic: str, timeout: float = 10.0) -> dict[int, int]:
-    """Per partition, the high watermark (the offset the next message will get)."""
-    consumer = _consumer(settings, f"runtrail-watermarks-{uuid.uuid4().hex[:8]}")
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            raise KafkaException(f"topic {topic!r} is not available")
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in sorted(metadata.partitions)
-        }
-    finally:
-        consumer.close()
-
-
-def data_ends(
-    settings: Settings, topic: str, ends: Mapping[int, int] | None = None, timeout: float = 30.0
-) -> dict[int, int]:
-    """Per partition, the offset after its last event a (read-committed) consumer receives:
-    the high watermark less any trailing transaction markers and aborted events. Read from
-    the partition's tail, widened until an event is found or the partition's start."""
-    ends = dict(ends) if ends is not None else end_offsets(settings, topic)
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"runtrail-data-ends-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            }
-        )
-    )
-    found: dict[int, int] = {}
-    try:
-        for partition, end in ends.items():
-            low = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
-            window = 16
-            while True:
-                start = max(low, end - window)
-                last = _last_event(consumer, topic, partition, start, end, timeout)
-                if last is not None or start <= low:
-                    found[partition] = 0 if last is None else last  # None: nothing to consume
-                    break
-                window *= 8
-    finally:
-        consumer.close()
-    return found
-
-
-def _last_event(
-    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout: float
-) -> int | None:
-    """The offset after the last event in ``[start, end)``, None if there is none."""
-    if start >= end:
-        return None
-    consumer.assign([TopicPartition(topic, partition, start)])
-    last: int | None = None
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    return last
-                raise KafkaException(error)
-            offset = msg.offset()
-            if offset is not None and offset < end:
-                last = offset + 1
-            if offset is not None and offset + 1 >= end:
-                return last
-        raise KafkaException(f"{topic}[{partition}]: no end of partition within {timeout:.0f}s")
-    finally:
-        consumer.unassign()
 
 
 def committed_offsets(

@@ -8,35 +8,29 @@ consumed that far before any miss counts.
 
 from __future__ import annotations
 
-import uuid
-
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
 from runtrail.config import Settings
+from runtrail.kafka.ends import data_ends, end_offsets
 from runtrail.resume.errors import CacheUnavailable
 from runtrail.resume.partitioning import partition_for
 
 
 def resume_barrier(settings: Settings, run_id: str, timeout: float = 10.0) -> dict[int, int]:
-    """``{partition: highest offset}`` of the run's partition now (empty if it is empty)."""
+    """``{partition: offset of its last event}`` for the run's partition now (empty if it has
+    none). The last *event*, not the high watermark less one: when the outbox relay's commit
+    marker ends the partition, no consumer ever processes that offset, and a barrier on it
+    would never be reached (:func:`runtrail.kafka.ends.data_ends`)."""
     topic = settings.events_topic
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"runtrail-resume-barrier-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-            }
-        )
-    )
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout)
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None or not described.partitions:
-            raise CacheUnavailable(f"topic {topic!r} is not available for the resume barrier")
-        partition = partition_for(run_id, len(described.partitions))
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        ends = end_offsets(settings, topic, timeout=timeout)
+        partition = partition_for(run_id, len(ends))
+        high = ends[partition]
+        end = (
+            data_ends(settings, topic, {partition: high}, timeout=timeout)[partition] if high else 0
+        )
     except KafkaException as exc:
-        raise CacheUnavailable(f"cannot read the end of the run's partition: {exc}") from exc
-    finally:
-        consumer.close()
-    return {partition: high - 1} if high > 0 else {}
+        raise CacheUnavailable(
+            f"cannot read the end of the run's partition of {topic!r}: {exc}"
+        ) from exc
+    return {partition: end - 1} if end > 0 else {}

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import Any, cast
 
 from confluent_kafka import (
@@ -49,6 +47,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
 from runtrail.kafka.topics import max_message_bytes
+from runtrail.runtime import stop_signals
 from runtrail.runtime.checkpoint import Checkpoint, Committed
 from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
@@ -602,12 +601,7 @@ class ServiceRunner:
         self.health.stopping = True
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, frame: FrameType | None) -> None:
-            log.info("%s: signal %d, stopping", self.name, signum)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        stop_signals.install(self.name, self.request_stop)
 
     def run(self) -> int:
         """Consume until stopped; returns the process exit status."""
