@@ -155,6 +155,8 @@ class WriterSchema:
     #: data fields whose value may be nested or a float: the only ones the depth and
     #: non-finite walk of consumed events has to visit (the rest are Avro-typed scalars)
     walked_fields: tuple[str, ...] = ()
+    #: the walked fields that are not JSON text (doubles, arrays, maps of the schema)
+    walked_typed_fields: tuple[str, ...] = ()
 
 
 #: Avro types whose values are scalars that can be neither nested nor non-finite
@@ -186,6 +188,9 @@ def _writer_schema(schema: dict[str, Any]) -> WriterSchema:
         source=schema,
         walked_fields=tuple(
             f["name"] for f in data_fields if f.get(JSON_MARK) or not _flat_scalar(f["type"])
+        ),
+        walked_typed_fields=tuple(
+            f["name"] for f in data_fields if not f.get(JSON_MARK) and not _flat_scalar(f["type"])
         ),
     )
 

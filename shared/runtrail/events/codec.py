@@ -57,10 +57,14 @@ def header_problem(value: bytes | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """A decoded event: the validated current form and the JSON form as it was written."""
+    """A decoded event: the validated current form and the JSON form as it was written.
+
+    ``to_walk`` names the ``data`` fields the consumer's depth and non-finite walk must still
+    visit (:meth:`EventCodec.decode` with a ``depth_limit``)."""
 
     event: Event
     written: JsonDict
+    to_walk: tuple[str, ...] = ()
 
 
 _FAST: dict[bytes, avro_fast.FastCodec] = {}
@@ -142,13 +146,18 @@ class EventCodec:
             return None
 
     # --- decoding ------------------------------------------------------------------------
-    def walked_fields(self, value: bytes) -> tuple[str, ...]:
-        """The ``data`` fields of a decoded value's writer schema that may be nested or hold
-        a float: what the consumer's depth and non-finite check must visit."""
-        return self._by_fp[value[2:HEADER_LEN]].walked_fields
-
     def decode_written(self, value: bytes | None) -> JsonDict:
         """The JSON form exactly as written (writer version), without upcasting or validation."""
+        return self._decode_written(value, None)[0]
+
+    def _decode_written(
+        self, value: bytes | None, depth_limit: int | None
+    ) -> tuple[JsonDict, tuple[str, ...]]:
+        """The written JSON form, and the ``data`` fields a depth walk at ``depth_limit`` must
+        visit: every field that may nest or hold a float, less the JSON-text fields whose text
+        has fewer ``{``/``[`` than the limit (no chain of containers in them can be that
+        deep, and orjson refuses NaN and Infinity in text). A plain count in C, where the
+        walk is a Python step per container."""
         if value is None or len(value) < HEADER_LEN or value[:2] != MAGIC:
             raise UndecodableEvent(header_problem(value))
         schema = self._by_fp.get(value[2:HEADER_LEN])
@@ -166,29 +175,37 @@ class EventCodec:
                 f"record says {record['type']} v{record['schemaVersion']} but its schema is "
                 f"{schema.event_type} v{schema.version}"
             )
+        to_walk = schema.walked_fields if depth_limit is None else schema.walked_typed_fields
         if schema.json_fields:
             data: JsonDict = record["data"]
             for name in schema.json_fields:
                 text = data.get(name)
                 if text is not None:
+                    if depth_limit is not None and (
+                        text.count("{") + text.count("[") >= depth_limit
+                    ):
+                        to_walk = (*to_walk, name)
                     try:
                         data[name] = orjson.loads(text)
                     except orjson.JSONDecodeError as exc:
                         raise InvalidEvent(f"data.{name} is not JSON: {exc}") from exc
         record["sequence"] = str(record["sequence"])
-        return record
+        return record, to_walk
 
-    def decode(self, value: bytes | None, recorded_at: str | None = None) -> Decoded:
+    def decode(
+        self, value: bytes | None, recorded_at: str | None = None, *, depth_limit: int | None = None
+    ) -> Decoded:
         """Decode, upcast to the current version and validate.
 
         ``recorded_at`` (the broker's log-append time) fills ``recordedAt`` of the current form
         when the writer left it empty; the written form is left exactly as written.
+        ``depth_limit`` narrows :attr:`Decoded.to_walk` (see :meth:`_decode_written`).
         """
-        written = self.decode_written(value)
+        written, to_walk = self._decode_written(value, depth_limit)
         current = upcast(written)
         if recorded_at is not None and current.get("recordedAt") is None:
             current = {**current, "recordedAt": recorded_at}
-        return Decoded(event=validate_json_form(current), written=written)
+        return Decoded(validate_json_form(current), written, to_walk)
 
 
 def validate_json_form(form: JsonDict) -> Event:

@@ -84,9 +84,9 @@ class BatchDecoder:
         check = self._sequences.check
         max_bytes = self._limits.max_event_bytes
         check_value = self._limits.check_value
-        walked_fields = self._codec.walked_fields
         # ``data`` itself is one level: with a limit that low, walk it whole as ever
         flat_ok = self._limits.max_json_depth > 1
+        depth_limit = self._limits.max_json_depth if flat_ok else None
         # LogAppendTime is stamped per produce request, so consecutive messages share it
         last_ts, last_iso = -1, None
         for msg in messages:
@@ -105,10 +105,10 @@ class BatchDecoder:
                 self._dead(result, msg, TooLarge.reason, _too_large(len(value), max_bytes))
                 continue
             try:
-                decoded = decode(value, last_iso)
+                decoded = decode(value, last_iso, depth_limit=depth_limit)
                 data = decoded.written["data"]
-                if flat_ok:  # only fields that can be nested or non-finite (the rest are
-                    for name in walked_fields(cast(bytes, value)):  # Avro scalars by the schema)
+                if flat_ok:  # only fields that can be too deep or non-finite (the codec
+                    for name in decoded.to_walk:  # knows by the schema and the JSON texts)
                         check_value(data.get(name), f"data.{name}", 1)
                 else:
                     check_value(data, "data")
