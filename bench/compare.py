@@ -51,8 +51,8 @@ from bench.workload import workload
 from runtrail.config import Settings
 from runtrail.events import avro_schemas
 from runtrail.kafka.ports import free_ports
+from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
-from runtrail.resume.store import sqlite_url
 from runtrail_services.audit.service import AuditService
 from runtrail_services.capture.service import CaptureService
 from runtrail_services.noop.service import NoopService
@@ -309,7 +309,7 @@ def run_services(settings: Settings, expected: int, work: Path) -> list[Rate]:
             ProjectorService,
             "projector",
             "runtrail projector (SQLite)",
-            {"store_url": projection_url(work / "projection.db"), "snapshot_every": "100"},
+            {"store_url": sqlite_url(work / "projection.db"), "snapshot_every": "100"},
             "runtrail_processed_total",
         ),
         (
@@ -342,16 +342,10 @@ def run_services(settings: Settings, expected: int, work: Path) -> list[Rate]:
     return rates
 
 
-def projection_url(path: Path) -> str:
-    """The projection stores' URL of an absolute path: ``sqlite:////abs.db`` (four slashes;
-    the audit and resume stores' ``sqlite_url`` writes three for the same path)."""
-    return f"sqlite:///{path.resolve()}"
-
-
 def replay_projection(settings: Settings, work: Path) -> Rate:
     from bench.projector import run_rebuild
 
-    rate, _runs = run_rebuild(settings, projection_url(work / "replayed.db"), 100)
+    rate, _runs = run_rebuild(settings, sqlite_url(work / "replayed.db"), 100)
     return Rate("replay projection --into sqlite", rate.events, rate.seconds)
 
 

@@ -30,10 +30,11 @@ from bench.harness import broker, create_topic, delete_topic
 from bench.workload import run_events
 from runtrail.audit.link import genesis_head, seal
 from runtrail.audit.store import TopicPartition
-from runtrail.audit.stores import open_link_store, sqlite_url
+from runtrail.audit.stores import open_link_store
 from runtrail.capture.file_sink import JsonlFileSink
 from runtrail.capture.pairer import NodePairer
 from runtrail.events.codec import validate_json_form
+from runtrail.persistence.urls import sqlite_url
 from runtrail.projection.open_store import open_projection_store
 from runtrail.projection.replay import replay
 from runtrail.projection.store import ProjectionBatch

@@ -201,11 +201,18 @@ class EventCodec:
         when the writer left it empty; the written form is left exactly as written.
         ``depth_limit`` narrows :attr:`Decoded.to_walk` (see :meth:`_decode_written`).
         """
+        return Decoded(*self.decode_parts(value, recorded_at, depth_limit))
+
+    def decode_parts(
+        self, value: bytes | None, recorded_at: str | None, depth_limit: int | None
+    ) -> tuple[Event, JsonDict, tuple[str, ...]]:
+        """:meth:`decode` as a plain tuple (event, written, to_walk): the consumer's hot path
+        takes it apart at once, so it is spared building a :class:`Decoded` per event."""
         written, to_walk = self._decode_written(value, depth_limit)
         current = upcast(written)
         if recorded_at is not None and current.get("recordedAt") is None:
             current = {**current, "recordedAt": recorded_at}
-        return Decoded(validate_json_form(current), written, to_walk)
+        return validate_json_form(current), written, to_walk
 
 
 def validate_json_form(form: JsonDict) -> Event:
