@@ -35,3 +35,28 @@ def test_keys_beyond_the_bmp_sort_by_utf16_code_units() -> None:
     assert canonical_json(value).index("\uff61".encode()) > canonical_json(value).index(
         "\U0001f600".encode()
     )
+
+
+def _outcome(value: Any, canonical: Any) -> Any:
+    try:
+        return canonical(value)
+    except Exception as exc:  # the reference refuses what JCS cannot express; so must we
+        return type(exc).__name__
+
+
+wide = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60) | numbers | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(wide)
+def test_integers_beyond_2_53_anywhere_are_decided_by_the_reference(value: Any) -> None:
+    assert _outcome(value, canonical_json) == _outcome(value, canonical_bytes)
+
+
+def test_an_unsafe_integer_inside_a_list_or_an_object_is_not_taken_by_the_fast_path() -> None:
+    for value in ([1, [2, 2**53]], {"a": {"b": -(2**53)}}, [{"x": [1.0]}], {"k": [1e-5]}):
+        assert _outcome(value, canonical_json) == _outcome(value, canonical_bytes)

@@ -21,7 +21,8 @@ LINE_KEYS = ("tenantId", "runId", "index", "prevHash", "hash", "event")
 
 def _text_field(event: Mapping[str, Any], name: str) -> str:
     value = event.get(name)
-    if not isinstance(value, str) or not value.strip():
+    # ``not value or value.isspace()`` is ``not value.strip()`` without copying the string
+    if not isinstance(value, str) or not value or value.isspace():
         raise MalformedLink(f"event has no {name}")
     return value
 
