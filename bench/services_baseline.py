@@ -1,0 +1,196 @@
+"""Each service through the runtime, this checkout against another one, interleaved in one run.
+
+    python -m bench.services_baseline --baseline /path/to/older/checkout --events 100000
+
+A before/after ratio means something only when both sides ran on the same machine at the same
+time: this fills one topic once, then runs each service (``--services``) in a child process
+whose imports come from ROOT/shared, ROOT/services and ROOT/schemas, alternating baseline and
+this checkout for ``--rounds`` rounds, and prints the medians and their ratio. ``--profile``
+adds a cProfile of this checkout's last round per service (``bench/results/*.pstats``).
+A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.harness import RESULTS, broker, create_topic, delete_topic
+
+HERE = Path(__file__).resolve().parent.parent
+
+#: service -> (module:class, options builder(work dir), metric that counts its done events)
+SERVICES: dict[str, tuple[str, Any, str]] = {
+    "noop": ("runtrail_services.noop.service:NoopService", lambda w: {}, "processed"),
+    "capture": (
+        "runtrail_services.capture.service:CaptureService",
+        lambda w: {"sink_url": (w / "capture").as_uri(), "idle_flush_s": "3600"},
+        "processed",
+    ),
+    "audit": (
+        "runtrail_services.audit.service:AuditService",
+        lambda w: {
+            "store_url": f"sqlite:///{w / 'audit.db'}",
+            "checkpoint_interval_s": "10",
+            "publish": "true",
+        },
+        "runtrail_audit_links_sealed_total",
+    ),
+    "projector": (
+        "runtrail_services.projector.service:ProjectorService",
+        lambda w: {"store_url": f"sqlite:///{w / 'projection.db'}", "snapshot_every": "100"},
+        "processed",
+    ),
+    "sessions": ("runtrail_services.sessions.service:SessionsService", lambda w: {}, "processed"),
+}
+
+
+def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str) -> None:
+    """One measurement in this process, with whichever runtrail is first on sys.path."""
+    import importlib
+
+    from bench.harness import run_service
+    from runtrail.config import Settings
+
+    target, options, metric = SERVICES[service]
+    module, _, name = target.partition(":")
+    factory = getattr(importlib.import_module(module), name)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, state_dir=work)
+        done = "runtrail_processed_total" if metric == "processed" else metric
+        profiler = None
+        if profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        run = run_service(
+            factory,
+            service,
+            settings,
+            int(expected),
+            options=options(work),
+            done_metric=done,
+            group=f"bench-{service}-{uuid.uuid4().hex[:8]}",
+        )
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+    print(json.dumps({"events": run.rate.events, "seconds": run.rate.seconds}))
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(root / "shared"), str(root / "services"), str(root / "schemas"), str(HERE)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _fill(bootstrap: str, topic: str, events: int) -> None:
+    """The benchmark workload on ``topic``, encoded by this checkout's codec, with headers."""
+    from confluent_kafka import Producer
+
+    from bench.workload import workload
+    from runtrail.events import EventCodec
+    from runtrail.publisher.headers import event_headers
+
+    codec = EventCodec()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for form in workload(events):
+        value = codec.encode_json_form(form)
+        while True:
+            try:
+                producer.produce(
+                    topic, value, key=form["runId"].encode(), headers=list(event_headers(form))
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    if producer.flush(120):
+        raise SystemExit("could not deliver the workload")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(*sys.argv[2:7])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--services", default="noop,capture,audit,projector,sessions")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--bootstrap-servers")
+    args = parser.parse_args()
+    services = args.services.split(",")
+    unknown = [s for s in services if s not in SERVICES]
+    if unknown:
+        parser.error(f"unknown service(s) {unknown}; known: {', '.join(SERVICES)}")
+    roots = {"baseline": args.baseline.resolve(), "this checkout": HERE}
+    results: dict[str, dict[str, list[float]]] = {s: {} for s in services}
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    with broker(args.bootstrap_servers) as bootstrap:
+        topic = create_topic(bootstrap, args.partitions, prefix="benchsvc")
+        try:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            audit = NewTopic(f"{topic}.audit", args.partitions, 1)
+            for future in admin.create_topics([audit]).values():
+                future.result(60)
+            print(f"filling {topic} with {args.events:,} events …", flush=True)
+            _fill(bootstrap, topic, args.events)
+            for round_no in range(args.rounds):
+                for service in services:
+                    for label, root in roots.items():
+                        last = round_no == args.rounds - 1 and label == "this checkout"
+                        profile = (
+                            str(RESULTS / f"services-{service}-{stamp}.pstats")
+                            if args.profile and last
+                            else ""
+                        )
+                        RESULTS.mkdir(exist_ok=True)
+                        cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
+                        cmd += [service, bootstrap, topic, str(args.events), profile]
+                        done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
+                        if done.returncode != 0:
+                            raise SystemExit(f"{service} ({label}) failed: {done.stderr[-3000:]}")
+                        m = json.loads(done.stdout.strip().splitlines()[-1])
+                        rate = m["events"] / m["seconds"]
+                        results[service].setdefault(label, []).append(rate)
+                        print(
+                            f"round {round_no + 1} {service:10s} {label:14s} {rate:>10,.0f} "
+                            f"events/s",
+                            flush=True,
+                        )
+        finally:
+            delete_topic(bootstrap, topic)
+    print(f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}")
+    summary: dict[str, Any] = {}
+    for service, by_root in results.items():
+        old = statistics.median(by_root["baseline"])
+        new = statistics.median(by_root["this checkout"])
+        summary[service] = {"baseline": old, "this": new, "ratio": new / old, "runs": by_root}
+        print(f"{service:<12} {old:>12,.0f} {new:>14,.0f} {new / old:>6.2f}x")
+    out = RESULTS / f"services_baseline-{stamp}.json"
+    payload = {"events": args.events, "baseline": str(args.baseline), **summary}
+    out.write_text(json.dumps(payload, indent=2))
+    print(f"\nresults written to {out} (medians of {args.rounds} interleaved rounds)")
+
+
+if __name__ == "__main__":
+    main()
