@@ -29,7 +29,15 @@ from tests.support import consume_all, form, produce_forms, read_lines, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what an agent installs: the publisher, the events and the adapters' own code need only these
-CORE = {"confluent-kafka", "fastavro", "pydantic", "pydantic-settings", "orjson", "rfc8785"}
+CORE = {
+    "confluent-kafka",
+    "fastavro",
+    "pydantic",
+    "pydantic-settings",
+    "orjson",
+    "rfc8785",
+    "ahocorasick-rs",
+}
 
 AGENT = """
 import json, sys

@@ -176,3 +176,13 @@ _json = st.recursive(
 def test_prefilter_agrees_with_the_full_walk(data: object) -> None:
     form = {"eventId": "e", "data": data}
     assert default_redactor(form)["data"] == redact_value(data)
+
+
+def test_a_github_fine_grained_token_is_masked_in_a_text_without_gh_elsewhere() -> None:
+    """The prefilter once looked for GitHub markers only behind a "gh" test, which
+    ``github_pat_`` fails: such a token in an event with no other "gh" went out unmasked."""
+    token = "github_pat_11ABCDEF00123456789_abcdefjklmnopqrstuvwxyz0123456789ABCDEFJKLMNOPQRSTUVW"
+    assert "gh" not in token.lower()
+    form = {"type": "MODEL_RESPONSE", "runId": "r", "data": {"message": f"use {token} here"}}
+    assert token not in str(default_redactor(form))
+    assert token not in redact_text(f"use {token} here")
