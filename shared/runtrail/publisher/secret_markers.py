@@ -40,11 +40,20 @@ _DSN_MARKER = re.compile(r"://[^\s/@\"]*:[^\s/@\"]*@")
 
 #: Every lower-case marker in one automaton: a match's pattern index says what it is.
 _WORD_SUFFIXES = tuple(dict.fromkeys(x for stem in _STEMS for x in _SUFFIXES_BY_STEM[stem]))
-_PATTERNS = (*_PLAIN_MARKERS, *_GITHUB_MARKERS, "://", "key", *_WORD_SUFFIXES)
+#: The cased markers come first, lower-cased: a match is one only where the text itself has
+#: the marker's case at the same place (same places: the text is ASCII, see :func:`has_marker`).
+_PATTERNS = (
+    *(m.lower() for m in _CASED_MARKERS),
+    *_PLAIN_MARKERS,
+    *_GITHUB_MARKERS,
+    "://",
+    "key",
+    *_WORD_SUFFIXES,
+)
+_CASED_COUNT = len(_CASED_MARKERS)
 _FIRST_SUFFIX = len(_PATTERNS) - len(_WORD_SUFFIXES)
 _DSN_AT, _KEY_AT = _FIRST_SUFFIX - 2, _FIRST_SUFFIX - 1
 _LOWER = ahocorasick_rs.AhoCorasick(list(_PATTERNS))
-_CASED = ahocorasick_rs.AhoCorasick(list(_CASED_MARKERS))
 
 
 def _ends_word(low: str, end: int) -> bool:
@@ -64,17 +73,22 @@ def _qualified_key_at(low: str, at: int) -> bool:
 def has_marker(text: str) -> bool:
     """Whether ``text`` could hold anything :func:`redact_text` or a key check would mask.
 
-    Two Aho-Corasick scans (one over the text for the cased markers, one over its lower-case
-    form for all the others, every occurrence), then a word or qualifier check per match of
-    a suffix or ``key``: a clean event's text costs two passes in Rust instead of some thirty
-    ``in`` scans (the publisher's largest cost after validation). The same answer as one scan
-    per marker: ``tests/test_secret_markers.py`` holds it to that algorithm."""
-    if _CASED.find_matches_as_indexes(text):
+    One Aho-Corasick scan of the lower-cased text for every marker, every occurrence, then a
+    case, word or qualifier check per match where the marker needs one: a clean event's text
+    costs one pass in Rust instead of some thirty ``in`` scans (the publisher's largest cost
+    after validation). A non-ASCII text may change length when lower-cased, so its cased
+    markers are looked for in the text itself. The same answer as one scan per marker:
+    ``tests/test_secret_markers.py`` holds it to that algorithm."""
+    ascii_text = text.isascii()
+    if not ascii_text and any(marker in text for marker in _CASED_MARKERS):
         return True
     low = text.lower()
     dsn_checked = False
     for index, start, end in _LOWER.find_matches_as_indexes(low, overlapping=True):
-        if index >= _FIRST_SUFFIX:
+        if index < _CASED_COUNT:
+            if ascii_text and text.startswith(_CASED_MARKERS[index], start):
+                return True
+        elif index >= _FIRST_SUFFIX:
             if _ends_word(low, end):
                 return True
         elif index == _KEY_AT:
