@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtrail.files import private_dir
+from runtrail.files import fsync_dir, private_dir
 from runtrail.publisher.spool import Spool, SpoolError, SpoolRecord, path_component
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ class Wal:
         if first not in self._segments:
             self._segments.append(first)
         self._end = WalPos(first, first, os.fstat(self._fd).st_size)
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
 
     def _recover_end(self) -> WalPos:
         """Open the last segment for appending, cutting a torn tail; the end of the log."""
@@ -412,11 +412,3 @@ class Wal:
         path.with_name(path.name + ".cursor").unlink(missing_ok=True)
         if moved:
             log.info("moved %d events from the old spool %s into %s", moved, path, self.folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
