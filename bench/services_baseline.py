@@ -6,7 +6,8 @@ A before/after ratio means something only when both sides ran on the same machin
 time: this fills one topic once, then runs each service (``--services``) in a child process
 whose imports come from ROOT/shared, ROOT/services and ROOT/schemas, alternating baseline and
 this checkout for ``--rounds`` rounds, and prints the medians and their ratio. ``--profile``
-adds a cProfile of this checkout's last round per service (``bench/results/*.pstats``).
+adds a cProfiled run of this checkout per service, after the rounds and not counted in them
+(``bench/results/services-*.pstats``).
 A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
 """
 
@@ -154,29 +155,32 @@ def main() -> None:
                 future.result(60)
             print(f"filling {topic} with {args.events:,} events …", flush=True)
             _fill(bootstrap, topic, args.events)
+            RESULTS.mkdir(exist_ok=True)
+
+            def measure(service: str, root: Path, profile: str = "") -> float:
+                cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
+                cmd += [service, bootstrap, topic, str(args.events), profile]
+                done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"{service} ({root}) failed: {done.stderr[-3000:]}")
+                m = json.loads(done.stdout.strip().splitlines()[-1])
+                return float(m["events"] / m["seconds"])
+
             for round_no in range(args.rounds):
                 for service in services:
                     for label, root in roots.items():
-                        last = round_no == args.rounds - 1 and label == "this checkout"
-                        profile = (
-                            str(RESULTS / f"services-{service}-{stamp}.pstats")
-                            if args.profile and last
-                            else ""
-                        )
-                        RESULTS.mkdir(exist_ok=True)
-                        cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
-                        cmd += [service, bootstrap, topic, str(args.events), profile]
-                        done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
-                        if done.returncode != 0:
-                            raise SystemExit(f"{service} ({label}) failed: {done.stderr[-3000:]}")
-                        m = json.loads(done.stdout.strip().splitlines()[-1])
-                        rate = m["events"] / m["seconds"]
+                        rate = measure(service, root)
                         results[service].setdefault(label, []).append(rate)
                         print(
                             f"round {round_no + 1} {service:10s} {label:14s} {rate:>10,.0f} "
                             f"events/s",
                             flush=True,
                         )
+            if args.profile:  # an extra run each, not counted: the profiler slows it down
+                for service in services:
+                    path = RESULTS / f"services-{service}-{stamp}.pstats"
+                    measure(service, HERE, str(path))
+                    print(f"profile of {service}: {path}", flush=True)
         finally:
             delete_topic(bootstrap, topic)
     print(f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}")
