@@ -21,8 +21,7 @@ from runtrail.commands import open_event_store
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.persistence.urls import redact_url
-from runtrail.runtime import stop_signals
-from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
+from runtrail.runtime.receiver import Receiver
 from runtrail_services.command_api.app import build_app
 from runtrail_services.command_api.settings import CommandApiSettings
 
@@ -57,7 +56,7 @@ class CommandApiServer:
         self._socket.close()
 
 
-class CommandApiReceiver:
+class CommandApiReceiver(Receiver):
     """One command API process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "command-api"
@@ -71,35 +70,19 @@ class CommandApiReceiver:
         metrics_port: int | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, registry)
         self.own = CommandApiSettings.load(options)
         tokens = self.own.tenant_tokens()
         if not tokens:
             log.warning("command-api: no tenant tokens configured; every request gets 401")
-        self.registry = registry or CollectorRegistry()
-        self.health = HealthState()
-        self._stop = threading.Event()
         self.store = open_event_store(self.own.resolved_store(settings.state_dir))
         app = build_app(self.store, TokenAuth(tokens), max_body_bytes=self.own.max_body_bytes)
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
-        port = metrics_port if metrics_port is not None else settings.metrics_port
-        self.endpoint = HttpEndpoint(
-            settings.metrics_host,
-            self.default_port if port is None else port,
-            self.registry,
-            self.health,
-            EndpointAuth.from_settings(settings),
-        )
+        self.endpoint = self.metrics_endpoint(metrics_port)
 
     @property
     def port(self) -> int:
         return self.server.port
-
-    def install_signal_handlers(self) -> None:
-        stop_signals.install("command-api", self.request_stop)
-
-    def request_stop(self) -> None:
-        self._stop.set()
 
     def run(self) -> int:
         """Serve until stopped; the process exit status."""
@@ -116,8 +99,7 @@ class CommandApiReceiver:
             self.endpoint.port,
         )
         try:
-            while not self._stop.wait(1.0):
-                self.health.beat()
+            self.beat_until_stopped()
         finally:
             self.health.stopping = True
             self.server.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
@@ -20,8 +19,7 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.publisher import Publisher
-from runtrail.runtime import stop_signals
-from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
+from runtrail.runtime.receiver import Receiver
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
@@ -29,7 +27,7 @@ from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
 log = logging.getLogger(__name__)
 
 
-class OtlpIngestReceiver:
+class OtlpIngestReceiver(Receiver):
     """One receiver process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "otlp-ingest"
@@ -43,14 +41,11 @@ class OtlpIngestReceiver:
         metrics_port: int | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, registry)
         self.own = OtlpIngestSettings.load(options)
         tokens = self.own.tenant_tokens()
         if not tokens:
             log.warning("otlp-ingest: no tenant tokens configured; every request gets 401")
-        self.registry = registry or CollectorRegistry()
-        self.health = HealthState()
-        self._stop = threading.Event()
         self.publisher = Publisher(settings, registry=self.registry)
         try:
             self.metrics = IngestMetrics(self.registry)
@@ -63,14 +58,7 @@ class OtlpIngestReceiver:
                 max_body_bytes=self.own.max_body_bytes,
                 max_decoded_bytes=self.own.max_decoded_bytes,
             )
-            port = metrics_port if metrics_port is not None else settings.metrics_port
-            self.endpoint = HttpEndpoint(
-                settings.metrics_host,
-                self.default_port if port is None else port,
-                self.registry,
-                self.health,
-                EndpointAuth.from_settings(settings),
-            )
+            self.endpoint = self.metrics_endpoint(metrics_port)
         except BaseException:
             self.publisher.close(timeout=1)  # nothing was published; no thread left behind
             raise
@@ -78,12 +66,6 @@ class OtlpIngestReceiver:
     @property
     def port(self) -> int:
         return self.server.port
-
-    def install_signal_handlers(self) -> None:
-        stop_signals.install("otlp-ingest", self.request_stop)
-
-    def request_stop(self) -> None:
-        self._stop.set()
 
     def run(self) -> int:
         """Serve until stopped; the process exit status."""
@@ -100,8 +82,7 @@ class OtlpIngestReceiver:
             self.endpoint.port,
         )
         try:
-            while not self._stop.wait(1.0):
-                self.health.beat()
+            self.beat_until_stopped()
         finally:
             self.health.stopping = True
             self.ingest.accepting = False

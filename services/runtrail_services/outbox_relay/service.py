@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
@@ -22,15 +21,14 @@ from runtrail.commands.relay import OutboxRelay
 from runtrail.config import Settings
 from runtrail.persistence.urls import redact_url
 from runtrail.publisher.producer_config import producer_config
-from runtrail.runtime import stop_signals
-from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
+from runtrail.runtime.receiver import Receiver
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.outbox_relay.settings import OutboxRelaySettings
 
 log = logging.getLogger(__name__)
 
 
-class OutboxRelayReceiver:
+class OutboxRelayReceiver(Receiver):
     """One relay process; :meth:`run` relays until :meth:`request_stop`."""
 
     name = "outbox-relay"
@@ -44,11 +42,8 @@ class OutboxRelayReceiver:
         metrics_port: int | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, registry)
         self.own = OutboxRelaySettings.load(options)
-        self.registry = registry or CollectorRegistry()
-        self.health = HealthState()
-        self._stop = threading.Event()
         self.store = open_event_store(self.own.resolved_store(settings.state_dir))
         self.published = Counter(
             "runtrail_outbox_relay_published", "Events relayed to the topic", registry=self.registry
@@ -61,20 +56,7 @@ class OutboxRelayReceiver:
         self.pending = Gauge(
             "runtrail_outbox_relay_pending", "Events waiting in the outbox", registry=self.registry
         )
-        port = metrics_port if metrics_port is not None else settings.metrics_port
-        self.endpoint = HttpEndpoint(
-            settings.metrics_host,
-            self.default_port if port is None else port,
-            self.registry,
-            self.health,
-            EndpointAuth.from_settings(settings),
-        )
-
-    def install_signal_handlers(self) -> None:
-        stop_signals.install("outbox-relay", self.request_stop)
-
-    def request_stop(self) -> None:
-        self._stop.set()
+        self.endpoint = self.metrics_endpoint(metrics_port)
 
     def _relay(self) -> OutboxRelay:
         relay = OutboxRelay(
