@@ -1,6 +1,6 @@
 # Developer entry points. CI (.ci/run) prepares the machine, then runs `make test`.
 #
-#   make install      venv + editable install with the dev extras
+#   make install      venv + editable install with the dev extras, and runtrail_native (Rust)
 #   make test         ruff check, mypy, then the test suite (PYTEST_WORKERS=3 processes)
 #   make lint         ruff check + ruff format --check + mypy
 #   make bench        runtrail against Quix Streams and the bare client (BENCH_ARGS), in its own
@@ -16,7 +16,7 @@ PYTEST_WORKERS ?= 3
 
 BENCH_ARGS ?= --events 300000 --profile
 
-.PHONY: bench venv install test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
+.PHONY: bench venv install native test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
 
 venv: $(BIN)/python
 
@@ -25,6 +25,12 @@ $(BIN)/python:
 
 install: venv
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(MAKE) --no-print-directory native
+
+# the compiled consume path (shared/runtrail_native, Rust through maturin): optional for users,
+# installed for development so the suite runs the path the services run
+native: venv
+	$(BIN)/python -m pip install -q ./shared/runtrail_native
 
 typecheck:
 	$(BIN)/mypy
@@ -58,4 +64,5 @@ BENCH_VENV ?= .venv-bench
 bench:
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install -q ./shared/runtrail_native
 	$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_ARGS)

@@ -24,6 +24,8 @@ from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 
+from runtrail.events import native
+
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 _PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
@@ -513,7 +515,8 @@ def _generate(parsed: Any) -> tuple[Decoder, Encoder, str]:
 
 
 class FastCodec:
-    """The generated decoder and encoder of one schema, with fastavro behind them."""
+    """The generated decoder and encoder of one schema, with fastavro behind them, and the
+    compiled reader (:mod:`~runtrail.events.native`) in front of the decoder when there is one."""
 
     def __init__(self, parsed: Any, *, generate: bool = True) -> None:
         """``generate=False``: fastavro alone (a schema the generator does not support)."""
@@ -522,9 +525,18 @@ class FastCodec:
             self.decode_fast, self.encode_fast, self.source = _generate(parsed)
         else:
             self.decode_fast, self.encode_fast, self.source = _refuse_decode, _refuse_encode, ""
+        reader = native.avro_reader(parsed) if generate else None
+        self.read_native: Callable[[bytes, int], tuple[Any, int] | None] | None = (
+            reader.read if reader is not None else None
+        )
 
     def decode(self, value: bytes, pos: int = 0) -> tuple[Any, int]:
-        """The record at ``value[pos:]`` and the position after it; fastavro on anything odd."""
+        """The record at ``value[pos:]`` and the position after it; the generated decoder
+        when the compiled one is unsure, fastavro on anything odd."""
+        if self.read_native is not None:
+            read = self.read_native(value, pos)
+            if read is not None:
+                return read
         try:
             return self.decode_fast(value, pos)
         except Exception:

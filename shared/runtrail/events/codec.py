@@ -20,7 +20,7 @@ from typing import Any, cast
 import orjson
 from pydantic import ValidationError
 
-from runtrail.events import avro_fast, avro_schemas
+from runtrail.events import avro_fast, avro_schemas, native
 from runtrail.events.envelope import EVENT_CLASSES, Event
 from runtrail.events.errors import (
     EventError,
@@ -215,10 +215,26 @@ class EventCodec:
         return validate_json_form(current), written, to_walk
 
 
+#: (type, version) -> the compiled builder of its event class (:func:`native.model_builder`)
+_BUILDERS: dict[tuple[str, int], Any] = {}
+for _key, _cls in EVENT_CLASSES.items():
+    _builder = native.model_builder(_cls)
+    if _builder is not None:
+        _BUILDERS[_key] = _builder.build
+
+
 def validate_json_form(form: JsonDict) -> Event:
-    """A JSON-form event as a validated :class:`Event` (its concrete per-type subclass)."""
+    """A JSON-form event as a validated :class:`Event` (its concrete per-type subclass): built
+    by the compiled builder when it is sure, else validated by pydantic (which then also gives
+    the reason a form is refused)."""
+    key = (form.get("type"), form.get("schemaVersion"))
+    build = _BUILDERS.get(key)  # type: ignore[arg-type]
+    if build is not None:
+        event = build(form)
+        if event is not None:
+            return cast(Event, event)
     try:
-        cls = EVENT_CLASSES.get((form.get("type"), form.get("schemaVersion")))  # type: ignore[arg-type]
+        cls = EVENT_CLASSES.get(key)  # type: ignore[arg-type]
         if cls is None:
             return Event.model_validate(form)  # reports what is missing or unknown
         return cast(Event, cls.__pydantic_validator__.validate_python(form))

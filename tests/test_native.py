@@ -1,0 +1,444 @@
+"""The compiled consume path (``runtrail_native``) against the Python path it stands in front of.
+
+Both native interpreters only accept: for any input, the native answer is None (the Python
+path decides) or exactly the Python path's value. These tests hold them to that on every
+fixture, on random records and bytes of every schema, and on forms with one field replaced by
+an odd value (blank and Unicode-space strings, non-canonical decimals, bools for ints, a
+timestamp with a trailing newline, extra and doubled keys…). They also check that the common
+case really takes the native path, so a plan that silently defers everything fails here.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro import schemaless_writer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from runtrail.events import EventCodec, avro_schemas, native
+from runtrail.events.avro_fast import codec_for, compile_schema
+from runtrail.events.codec import HEADER_LEN, validate_json_form
+from runtrail.events.envelope import EVENT_CLASSES, Actor
+from runtrail.events.upcasting import upcast
+from tests.test_avro_fast import records
+
+if native.NATIVE is None:  # never a skip: the suite is run with the extension (make install)
+    pytest.fail(
+        "runtrail_native is not installed (or RUNTRAIL_NATIVE=off): "
+        "`pip install ./shared/runtrail_native` builds it",
+        pytrace=False,
+    )
+
+SCHEMAS = avro_schemas.retained_schemas()
+FIXTURES = avro_schemas.schemas_dir() / "fixtures"
+_MISSING = object()
+
+
+def _fixture_forms() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(Path(FIXTURES).glob("*.json")):
+        loaded = json.loads(path.read_text())
+        out.extend(loaded if isinstance(loaded, list) else [loaded])
+    return out
+
+
+FORMS = _fixture_forms()
+
+
+def test_the_extension_is_there_when_required() -> None:
+    if os.environ.get(native.ENV) == "required":
+        assert native.NATIVE is not None
+
+
+def test_required_without_the_extension_names_the_way_to_build_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "runtrail_native", None)
+    with pytest.raises(native.NativeUnavailable, match=r"pip install \./shared/runtrail_native"):
+        native.load("required")
+    assert native.load("auto") is None
+    assert native.load("off") is None
+
+
+def test_an_unknown_mode_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="RUNTRAIL_NATIVE='fast'"):
+        native.load("fast")
+
+
+# --- the Avro reader -------------------------------------------------------------------------
+def _reader(schema: Any) -> Any:
+    reader = native.avro_reader(schema.parsed)
+    assert reader is not None, f"no native reader for {schema.event_type} v{schema.version}"
+    return reader
+
+
+def _python_read(schema: Any, body: bytes) -> Any:
+    try:
+        return compile_schema(schema.parsed).decode_fast(body, 0)
+    except Exception as exc:
+        return ("refused", type(exc).__name__)
+
+
+def _encode(schema: Any, record: Any) -> bytes:
+    buf = io.BytesIO()
+    schemaless_writer(buf, schema.parsed, record, strict=True)
+    return buf.getvalue()
+
+
+def test_every_retained_schema_has_a_native_reader() -> None:
+    for schema in SCHEMAS:
+        _reader(schema)
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
+def test_every_fixture_reads_as_the_generated_decoder_reads_it(form: dict[str, Any]) -> None:
+    value = EventCodec().encode_json_form(form)
+    schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
+    body = value[HEADER_LEN:]
+    assert _reader(schema).read(body, 0) == _python_read(schema, body)
+    assert _reader(schema).read(value, HEADER_LEN) == compile_schema(schema.parsed).decode_fast(
+        value, HEADER_LEN
+    )
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{s.event_type}.v{s.version}")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_records_and_their_corruptions_read_exactly(schema: Any, data: Any) -> None:
+    body = _encode(schema, data.draw(records(schema.source)))
+    reader = _reader(schema)
+    assert reader.read(body, 0) == _python_read(schema, body)
+    # a cut, a flipped byte, a byte set to a long-varint or non-canonical value: the native
+    # reader may refuse what the Python decoder reads, never read what it refuses, or differently
+    cut = data.draw(st.integers(0, max(len(body) - 1, 0)))
+    at = data.draw(st.integers(0, max(len(body) - 1, 0)))
+    byte = data.draw(st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, 0xC3, 0xED]))
+    for odd in (body[:cut], body[:at] + bytes([byte]) + body[at + 1 :], body + b"\x00"):
+        ours = reader.read(odd, 0)
+        if ours is not None:
+            assert ours == _python_read(schema, odd)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xff" * 10 + b"\x01",  # a varint longer than 10 bytes
+        b"\xff" * 9 + b"\x02",  # 10 bytes holding more than 64 bits
+        b"\x80\x00",  # a two-byte zero: read as 0 by both
+        b"\x04\xed\xa0\x80",  # a UTF-8-encoded surrogate
+        b"\x04\xc3",  # a string cut inside its bytes
+        b"\x01",  # a negative length
+    ],
+    ids=lambda b: b.hex(),
+)
+def test_odd_string_bytes_read_as_the_generated_decoder_reads_them(body: bytes) -> None:
+    schema = next(s for s in SCHEMAS if s.event_type == "run.accepted")
+    ours = _reader(schema).read(body, 0)
+    theirs = _python_read(schema, body)
+    assert ours is None or ours == theirs
+    if body == b"\x80\x00":  # accepted by the generated code: the reader stays in step there
+        string_reader = native.NATIVE.AvroReader(("record", (("s", ("string",)),)))
+        assert string_reader.read(b"\x80\x00", 0) == ({"s": ""}, 2)
+
+
+def test_unions_and_integers_read_as_the_generated_decoder_reads_them() -> None:
+    parsed = {
+        "type": "record",
+        "name": "t.Small",
+        "fields": [
+            {"name": "i", "type": "int"},
+            {"name": "b", "type": "boolean"},
+            {"name": "u", "type": ["null", "long", "double"]},
+        ],
+    }
+    from fastavro import parse_schema
+
+    schema = parse_schema(parsed)
+    reader = native.NATIVE.AvroReader(native.avro_program(schema))
+    python = compile_schema(schema).decode_fast
+    for body in (
+        b"\x02\x01\x00",
+        b"\x02\x01\x02\x80\x01",
+        b"\x02\x00\x04" + b"\x00" * 7 + b"\xf0\x3f",
+        b"\x02\x02\x00",  # boolean byte 2
+        b"\x02\x01\x06",  # union index 3 of 3
+        b"\x02\x01\x01",  # union index -1
+        b"\xfe\xff\xff\xff\x1f\x01\x00",  # an int beyond 32 bits
+        b"\x02\x01\x04\x00",  # a double cut short
+    ):
+        ours = reader.read(body, 0)
+        try:
+            theirs = python(body, 0)
+        except Exception:
+            theirs = None
+        assert ours == theirs, body.hex()
+
+
+def test_schemas_the_reader_does_not_read_are_left_to_python() -> None:
+    from fastavro import parse_schema
+
+    for odd in (
+        {"type": "array", "items": "long"},
+        {"type": "enum", "name": "t.E", "symbols": ["A"]},
+        {"type": "long", "logicalType": "timestamp-millis"},
+        "bytes",
+        "float",
+    ):
+        schema = parse_schema(
+            {"type": "record", "name": "t.R", "fields": [{"name": "x", "type": odd}]}
+        )
+        with pytest.raises(native.Unplanned):
+            native.avro_program(schema)
+        assert native.avro_reader(schema) is None
+        assert codec_for(schema).read_native is None
+
+
+# --- the model builder -----------------------------------------------------------------------
+def _builder(cls: type[BaseModel]) -> Any:
+    builder = native.model_builder(cls)
+    assert builder is not None, f"no native builder for {cls.__name__}"
+    return builder
+
+
+def _pydantic(cls: type[BaseModel], form: Any) -> BaseModel | None:
+    try:
+        return cls.__pydantic_validator__.validate_python(form)  # type: ignore[no-any-return]
+    except ValidationError:
+        return None
+
+
+def _assert_same(ours: Any, theirs: Any) -> None:
+    """The same class, the same fields (recursively), the same fields set, extra and private."""
+    assert type(ours) is type(theirs)
+    if isinstance(theirs, BaseModel):
+        assert ours.__dict__.keys() == theirs.__dict__.keys()
+        for name, value in theirs.__dict__.items():
+            _assert_same(ours.__dict__[name], value)
+        assert ours.__pydantic_fields_set__ == theirs.__pydantic_fields_set__
+        assert ours.__pydantic_extra__ == theirs.__pydantic_extra__
+        assert ours.__pydantic_private__ == theirs.__pydantic_private__
+        assert ours == theirs
+    else:
+        assert ours == theirs
+
+
+def _assert_sound(cls: type[BaseModel], form: Any) -> Any:
+    """The native answer is None or pydantic's own; returns it."""
+    ours = _builder(cls).build(copy.deepcopy(form))
+    theirs = _pydantic(cls, copy.deepcopy(form))
+    if ours is not None:
+        assert theirs is not None, f"native accepted what pydantic refuses: {form!r:.300}"
+        _assert_same(ours, theirs)
+    return ours
+
+
+def test_every_event_class_has_a_native_builder() -> None:
+    for cls in EVENT_CLASSES.values():
+        _builder(cls)
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
+def test_every_fixture_is_built_natively_as_pydantic_builds_it(form: dict[str, Any]) -> None:
+    _assert_sound(EVENT_CLASSES[(form["type"], form["schemaVersion"])], form)
+    # as consumed: decoded from Avro (a float field holds a float), upcast; never deferred
+    decoded = EventCodec().decode(EventCodec().encode_json_form(form))
+    current = upcast(decoded.written)
+    cls = EVENT_CLASSES[(current["type"], current["schemaVersion"])]
+    assert _assert_sound(cls, current) is not None, "the fast path deferred a plain valid event"
+    _assert_same(decoded.event, cls.__pydantic_validator__.validate_python(current))
+
+
+#: values that sit on an edge of some check, for any field
+ODD = [
+    "",
+    " ",
+    "\t\n",
+    " x",
+    "x ",
+    "\u00a0",
+    "\u2003x",
+    "\x1c",
+    "\x85",
+    "é",
+    "2026-01-01T00:00:00Z",
+    "2026-01-01T00:00:00.123456789+01:00",
+    "2026-01-01T00:00:00Z\n",
+    "2026-01-01T00:00:00.1234567890Z",
+    "\u0662026-01-01T00:00:00Z",
+    "1",
+    "01",
+    "+1",
+    " 1",
+    "1_0",
+    "0",
+    "-1",
+    "9" * 18,
+    "9" * 19,
+    1,
+    0,
+    -1,
+    2**63,
+    True,
+    False,
+    1.0,
+    0.5,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    None,
+    {},
+    [],
+    b"x",
+    {"kind": "agent", "id": "x"},
+    {"kind": "robot", "id": "x"},
+    {"kind": "agent", "id": "x", "extra": 1},
+    "agent",
+    "TOOL_CALL",
+    {"prompt": {"model": "m"}},
+    {"model": "m", "items": []},
+    {"nope": 1},
+]
+
+
+def _paths(form: dict[str, Any]) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = [(k,) for k in form]
+    for inner in ("data", "actor"):
+        if isinstance(form.get(inner), dict):
+            out += [(inner, k) for k in form[inner]]
+    return out
+
+
+def _replace(form: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(form)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    if value is _MISSING:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_forms_with_odd_fields_are_built_only_as_pydantic_builds_them(data: Any) -> None:
+    form = data.draw(st.sampled_from(FORMS))
+    cls = EVENT_CLASSES[(form["type"], form["schemaVersion"])]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(form)))
+        value = data.draw(st.sampled_from([*ODD, _MISSING]) | st.text(max_size=6))
+        form = _replace(form, path, value)
+    if data.draw(st.booleans()):  # an extra key, or a field's other spelling
+        where = data.draw(st.sampled_from(["", "data", "actor"]))
+        key = data.draw(
+            st.sampled_from(["extra", "event_id", "tool_name", "name", "schema_version"])
+        )
+        target = form if not where else form.get(where)
+        if isinstance(target, dict):
+            target[key] = data.draw(st.sampled_from(ODD))
+    _assert_sound(cls, form)
+
+
+def test_a_tool_result_that_contradicts_itself_is_left_to_pydantic() -> None:
+    form = next(f for f in FORMS if f["type"] == "TOOL_RESULT" and f["schemaVersion"] == 2)
+    cls = EVENT_CLASSES[("TOOL_RESULT", 2)]
+    bad = _replace(_replace(form, ("data", "failed"), False), ("data", "ok"), False)
+    assert _builder(cls).build(bad) is None
+    with pytest.raises(Exception, match="failed is false"):
+        validate_json_form(bad)
+
+
+def test_an_ai4j_prompt_goes_through_the_before_validator_as_in_pydantic() -> None:
+    form = next(f for f in FORMS if f["type"] == "MODEL_REQUEST")
+    cls = EVENT_CLASSES[("MODEL_REQUEST", 1)]
+    agent_prompt = _replace(form, ("data",), {"model": "gpt", "items": [{"role": "user"}]})
+    ours = _assert_sound(cls, agent_prompt)
+    assert ours is not None and ours.data.prompt == {"model": "gpt", "items": [{"role": "user"}]}
+    assert _builder(cls).build(_replace(form, ("data",), {"nope": 1})) is None
+
+
+def test_sequence_strings_are_read_natively_only_when_canonical() -> None:
+    form = FORMS[0]
+    cls = EVENT_CLASSES[(form["type"], form["schemaVersion"])]
+    assert _builder(cls).build(_replace(form, ("sequence",), "42")).sequence == 42
+    for odd in ("042", "+42", " 42", "4_2", "0", "99999999999999999999"):
+        assert _builder(cls).build(_replace(form, ("sequence",), odd)) is None
+        _assert_sound(cls, _replace(form, ("sequence",), odd))
+
+
+def test_actor_is_built_natively() -> None:
+    built = _builder(Actor).build({"kind": "agent", "id": "a"})
+    _assert_same(built, Actor(kind="agent", id="a"))
+    assert _builder(Actor).build({"kind": "agent", "id": "a", "kind2": 1}) is None
+
+
+class _Stripped(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True)
+    name: str
+
+
+class _Upper(BaseModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+
+class _Wrapped(BaseModel):
+    name: str
+
+    @field_validator("name", mode="wrap")
+    @classmethod
+    def _wrapped(cls, value: Any, handler: Any) -> Any:
+        return handler(value)
+
+
+class _WithInfo(BaseModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _info(cls, value: str, info: ValidationInfo) -> str:
+        return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+    count: int = Field(ge=0)
+
+
+class _Listed(BaseModel):
+    names: list[str]
+
+
+@pytest.mark.parametrize(
+    "cls", [_Stripped, _Wrapped, _WithInfo, _Strict, _Listed], ids=lambda c: c.__name__
+)
+def test_models_the_builder_does_not_reproduce_get_no_builder(cls: type[BaseModel]) -> None:
+    with pytest.raises(native.Unplanned):
+        native.model_plan(cls)
+    assert native.model_builder(cls) is None
+
+
+def test_an_after_validator_runs_as_in_pydantic() -> None:
+    built = _builder(_Upper).build({"name": "mr"})
+    _assert_same(built, _Upper(name="mr"))
+    assert built.name == "MR"
