@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fastavro import schemaless_writer
 from hypothesis import HealthCheck, given, settings
@@ -33,7 +34,7 @@ from pydantic import (
 from runtrail.events import EventCodec, avro_schemas, native
 from runtrail.events.avro_fast import codec_for, compile_schema
 from runtrail.events.codec import HEADER_LEN, validate_json_form
-from runtrail.events.envelope import EVENT_CLASSES, Actor
+from runtrail.events.envelope import CURRENT_VERSIONS, EVENT_CLASSES, Actor
 from runtrail.events.upcasting import upcast
 from tests.test_avro_fast import records
 
@@ -442,3 +443,124 @@ def test_an_after_validator_runs_as_in_pydantic() -> None:
     built = _builder(_Upper).build({"name": "mr"})
     _assert_same(built, _Upper(name="mr"))
     assert built.name == "MR"
+
+
+# --- whole events: EventCodec.decode_parts in one native call ---------------------------------
+CODEC = EventCodec()
+ISO = "2026-12-01T10:00:00.000Z"
+
+
+PY_CODEC = EventCodec()
+PY_CODEC.decode_native = None  # the Python path alone
+
+
+def _python_parts(value: Any, recorded_at: str | None, depth_limit: int | None) -> Any:
+    try:
+        return PY_CODEC.decode_parts(value, recorded_at, depth_limit)
+    except Exception as exc:
+        return ("refused", type(exc).__name__, str(exc))
+
+
+def _assert_parts_sound(value: Any, recorded_at: str | None, depth_limit: int | None) -> Any:
+    """Both native decodes (with the written form, and the event alone) are None or the
+    Python path's answer; returns the first."""
+    assert CODEC.decode_native is not None and CODEC.decode_event is not None
+    ours = CODEC.decode_native(value, recorded_at, depth_limit)
+    alone = CODEC.decode_event(value, recorded_at, depth_limit)
+    if ours is not None or alone is not None:
+        theirs = _python_parts(value, recorded_at, depth_limit)
+        assert theirs[0] != "refused", f"native decoded what the codec refuses: {theirs}"
+        if ours is not None:
+            _assert_same(ours[0], theirs[0])
+            assert ours[1] == theirs[1] and list(ours[1]) == list(theirs[1])  # key order too
+            assert ours[2] == theirs[2]
+        if alone is not None:
+            _assert_same(alone[0], theirs[0])
+            assert alone[1] == theirs[2]
+    return ours
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
+@pytest.mark.parametrize("depth_limit", [None, 1, 2, 3, 64])
+@pytest.mark.parametrize("recorded_at", [None, ISO])
+def test_every_fixture_decodes_natively_as_the_codec_decodes_it(
+    form: dict[str, Any], depth_limit: int | None, recorded_at: str | None
+) -> None:
+    value = CODEC.encode_json_form(form)
+    assert _assert_parts_sound(value, recorded_at, depth_limit) is not None, "deferred"
+    if CURRENT_VERSIONS[form["type"]] == form["schemaVersion"]:  # the event alone, too
+        alone = CODEC.decode_event(value, recorded_at, depth_limit)
+        schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
+        texts = [orjson.dumps(form["data"][name]).decode() for name in schema.json_fields]
+        deep = depth_limit is not None and any(
+            form["data"][name] is not None and t.count("{") + t.count("[") >= depth_limit
+            for name, t in zip(schema.json_fields, texts, strict=True)
+        )
+        assert (alone is None) is deep
+    else:  # old versions need the upcast of the written form
+        assert CODEC.decode_event(value, recorded_at, depth_limit) is None
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{s.event_type}.v{s.version}")
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_event_bytes_decode_natively_only_as_the_codec_does(schema: Any, data: Any) -> None:
+    value = b"\xc3\x01" + schema.fingerprint + _encode(schema, data.draw(records(schema.source)))
+    _assert_parts_sound(value, data.draw(st.sampled_from([None, ISO])), 2)
+    at = data.draw(st.integers(0, len(value) - 1))
+    byte = data.draw(st.integers(0, 255))
+    _assert_parts_sound(value[:at] + bytes([byte]) + value[at + 1 :], ISO, 2)
+    _assert_parts_sound(value[:at], ISO, None)
+
+
+def _with_data(event_type: str, **data: Any) -> bytes:
+    """A fixture of ``event_type`` written with some of its data fields replaced, through
+    fastavro (so a JSON-text field can hold any text)."""
+    form = next(f for f in FORMS if f["type"] == event_type)
+    value = CODEC.encode_json_form(form)
+    schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
+    record = compile_schema(schema.parsed).decode_fast(value, HEADER_LEN)[0]
+    record["data"].update(data)
+    return value[:HEADER_LEN] + _encode(schema, record)
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ('{"a": [1, 2]}', True),
+        ("[[[]]]", True),  # three opens: at the limit of 3, walked
+        ("[[]]", True),
+        ("{", False),  # not JSON
+        ("NaN", False),  # orjson refuses NaN and Infinity in text
+        ('{"a": Infinity}', False),
+        ("", False),
+        ("\u00a0[]", False),
+    ],
+)
+def test_json_text_fields_decode_natively_only_as_the_codec_does(text: str, accepted: bool) -> None:
+    value = _with_data("MODEL_RESPONSE", raw=text)
+    ours = _assert_parts_sound(value, ISO, 3)
+    assert (ours is not None) is accepted
+    deep = text.count("[") + text.count("{") >= 3
+    if ours is not None:
+        assert ("raw" in ours[2]) is deep
+        # the event alone is not built when the walk needs the written form
+        assert (CODEC.decode_event(value, ISO, 3) is None) is deep
+
+
+def test_a_record_of_another_type_than_its_schema_is_left_to_the_codec() -> None:
+    form = next(f for f in FORMS if f["type"] == "STEP_END")
+    value = CODEC.encode_json_form(form)
+    schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
+    record = compile_schema(schema.parsed).decode_fast(value, HEADER_LEN)[0]
+    for change in ({"type": "MODEL_RESPONSE"}, {"schemaVersion": 9}):
+        odd = value[:HEADER_LEN] + _encode(schema, {**record, **change})
+        assert CODEC.decode_native(odd, ISO, 2) is None
+        assert _python_parts(odd, ISO, 2)[0] == "refused"
+
+
+def test_an_old_version_is_upcast_natively_as_the_codec_upcasts_it() -> None:
+    form = next(f for f in FORMS if f["type"] == "TOOL_CALL" and f["schemaVersion"] == 1)
+    ours = _assert_parts_sound(CODEC.encode_json_form(form), ISO, 2)
+    assert ours is not None and ours[0].schema_version == 2 and ours[1]["schemaVersion"] == 1
+    assert ours[0].recorded_at == ISO and ours[1]["recordedAt"] is None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -144,6 +144,14 @@ class Settings(BaseSettings):
         le=512,
         description="Deepest nesting of objects/arrays in an event's JSON form; deeper ones "
         "are rejected at publish and dead-lettered (too-deep) at consume.",
+    )
+
+    native: Literal["auto", "off", "required"] = Field(
+        default="auto",
+        description="The compiled consume path (runtrail_native, built from "
+        "shared/runtrail_native): auto uses it when installed, off never, required refuses "
+        "to start without it. Read when runtrail.events is imported; each service logs which "
+        "path it runs.",
     )
 
     # --- Node assembly (capture, resume-cache; see runtrail.nodes.order) ----------------------

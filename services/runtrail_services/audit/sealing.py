@@ -118,7 +118,7 @@ class Sealer:
         items: list[tuple[Delivered, str, str, str]] = []
         for delivered in batch:
             pending.offsets[delivered.source] = delivered.offset + 1
-            identity = _identity(delivered.written)
+            identity = _identity(delivered.written_form())
             if identity is None:
                 self._refuse(delivered, UNSEALABLE, "no usable tenantId/runId/eventId", counts)
                 continue
@@ -149,7 +149,7 @@ class Sealer:
                     )
                     continue
             try:
-                link = seal(head.length, head.hash, delivered.written)
+                link = seal(head.length, head.hash, delivered.written_form())
             except (MalformedLink, EventError) as exc:
                 self._refuse(delivered, UNSEALABLE, str(exc), counts)
                 continue
@@ -178,7 +178,7 @@ class Sealer:
     ) -> None:
         """An eventId already sealed: a re-delivery, or a different event reusing the ID."""
         try:
-            same = canonical_event(earlier.event) == canonical_event(delivered.written)
+            same = canonical_event(earlier.event) == canonical_event(delivered.written_form())
         except MalformedLink:
             same = False
         if not same:

@@ -43,6 +43,7 @@ class CaptureService(Service):
     """Pairs runtime events into node records and writes them to a capture sink."""
 
     name = "capture"
+    reads_written = False  # events built straight from the bytes on the compiled path
     default_port = 9410
 
     def __init__(self, context: ServiceContext) -> None:

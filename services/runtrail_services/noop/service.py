@@ -19,6 +19,7 @@ from runtrail.runtime.store_errors import unavailable_on_store_errors
 
 class NoopService(Service):
     name = "noop"
+    reads_written = False  # events built straight from the bytes on the compiled path
     default_port = 9400
 
     def __init__(self, context: ServiceContext) -> None:

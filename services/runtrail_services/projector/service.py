@@ -78,6 +78,7 @@ class ProjectorService(Service):
     """Applies every event to its run's projection; halts runs it cannot apply to."""
 
     name = "projector"
+    reads_written = False  # events built straight from the bytes on the compiled path
     default_port = 9450
 
     def __init__(self, context: ServiceContext) -> None:

@@ -53,6 +53,7 @@ class ResumeCacheService(Service):
     """See the module docstring."""
 
     name = "resume-cache"
+    reads_written = False  # events built straight from the bytes on the compiled path
     default_port = 9420
 
     def __init__(self, context: ServiceContext) -> None:

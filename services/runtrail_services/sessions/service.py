@@ -82,6 +82,7 @@ class SessionsService(Service):
     """Keeps sessions from the stream and checkpoints them; see the module docstring."""
 
     name = "sessions"
+    reads_written = False  # events built straight from the bytes on the compiled path
     default_port = 9430
 
     def __init__(self, context: ServiceContext) -> None:

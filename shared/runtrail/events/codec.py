@@ -12,7 +12,7 @@ event: it is what the audit chain hashes, so history hashes never change when co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from runtrail.events import avro_fast, avro_schemas, native
-from runtrail.events.envelope import EVENT_CLASSES, Event
+from runtrail.events.envelope import CURRENT_VERSIONS, EVENT_CLASSES, Event
 from runtrail.events.errors import (
     EventError,
     InvalidEvent,
@@ -103,6 +103,34 @@ class EventCodec:
         self._by_fp = {s.fingerprint: s for s in schemas}
         self._by_tv = {(s.event_type, s.version): s for s in schemas}
         self._fast = {s.fingerprint: _fast_codec(s) for s in schemas}
+        decoder = native.event_decoder(
+            [
+                (
+                    s,
+                    EVENT_CLASSES[(s.event_type, CURRENT_VERSIONS[s.event_type])],
+                    None if CURRENT_VERSIONS[s.event_type] == s.version else upcast,
+                )
+                for s in self._by_fp.values()
+                if (s.event_type, s.version) in EVENT_CLASSES
+            ],
+            orjson.loads,
+        )
+        #: the compiled decode_parts (None without runtrail_native):
+        #: ``(value, recorded_at, depth_limit) -> (event, written, to_walk) | None``
+        self.decode_native: (
+            Callable[
+                [bytes | None, str | None, int | None],
+                tuple[Event, JsonDict, tuple[str, ...]] | None,
+            ]
+            | None
+        ) = decoder.decode if decoder is not None else None
+        #: the same for a current version without the written form (the event read straight
+        #: from the bytes): ``-> (event, to_walk) | None``; None also when a JSON-text field
+        #: is deep enough to walk (the walk reads the written form: use decode_native)
+        self.decode_event: (
+            Callable[[bytes | None, str | None, int | None], tuple[Event, tuple[str, ...]] | None]
+            | None
+        ) = decoder.decode_event if decoder is not None else None
 
     # --- encoding ------------------------------------------------------------------------
     def encode(self, event: Event) -> bytes:
@@ -208,6 +236,10 @@ class EventCodec:
     ) -> tuple[Event, JsonDict, tuple[str, ...]]:
         """:meth:`decode` as a plain tuple (event, written, to_walk): the consumer's hot path
         takes it apart at once, so it is spared building a :class:`Decoded` per event."""
+        if self.decode_native is not None:
+            parts = self.decode_native(value, recorded_at, depth_limit)
+            if parts is not None:
+                return parts
         written, to_walk = self._decode_written(value, depth_limit)
         current = upcast(written)
         if recorded_at is not None and current.get("recordedAt") is None:

@@ -262,3 +262,33 @@ def model_builder(cls: type[Any]) -> Any | None:
         return NATIVE.ModelBuilder(model_plan(cls))
     except Unplanned:
         return None
+
+
+def event_decoder(schemas: Any, loads: Any) -> Any | None:
+    """The native event decoder over the writer schemas whose reader and builder plans exist
+    (``decode(value, recorded_at, depth_limit) -> (event, written, to_walk) | None`` and, for
+    the current versions, ``decode_event(...) -> (event, to_walk) | None``), or None without
+    the extension. ``schemas``: (writer schema, current event class, upcast function or None for
+    the current version) triples."""
+    if NATIVE is None:
+        return None
+    entries = []
+    for schema, cls, lift in schemas:
+        try:
+            program, plan = avro_program(schema.parsed), model_plan(cls)
+        except Unplanned:
+            continue
+        entries.append(
+            (
+                schema.fingerprint,
+                program,
+                schema.event_type,
+                schema.version,
+                tuple(schema.json_fields),
+                tuple(schema.walked_typed_fields),
+                tuple(schema.walked_fields),
+                plan,
+                lift,
+            )
+        )
+    return NATIVE.EventDecoder(entries, loads)

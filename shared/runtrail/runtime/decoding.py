@@ -64,12 +64,16 @@ class BatchDecoder:
         limits: EventLimits | None = None,
         *,
         with_headers: HeadersSink | None = None,
+        with_written: bool = True,
     ) -> None:
+        """``with_written=False``: the service does not read :attr:`Delivered.written`, so an
+        event the compiled path builds straight from its bytes is delivered with None there."""
         self._codec = codec
         self._sequences = sequences
         self._dead_letter = dead_letter
         self._with_headers = with_headers
         self._limits = limits or EventLimits()
+        self._with_written = with_written
 
     def _dead(self, result: BatchResult, msg: Message, reason: str, detail: str) -> None:
         self._dead_letter(msg, reason, detail)
@@ -81,16 +85,20 @@ class BatchDecoder:
         append = delivered.append
         positions = result.positions
         decode = self._codec.decode_parts
+        decode_native = self._codec.decode_native  # one call per event, when compiled
         check = self._sequences.check
         max_bytes = self._limits.max_event_bytes
         check_value = self._limits.check_value
         # ``data`` itself is one level: with a limit that low, walk it whole as ever
         flat_ok = self._limits.max_json_depth > 1
         depth_limit = self._limits.max_json_depth if flat_ok else None
+        # the event alone, without the written form (a whole-data walk needs that form)
+        decode_event = None if self._with_written or not flat_ok else self._codec.decode_event
         NEXT = Verdict.NEXT
         # LogAppendTime is stamped per produce request, so consecutive messages share it
         last_ts, last_iso = -1, None
         skipped = 0  # messages that are errors, not events
+        to_walk: tuple[str, ...]
         # the loop runs once per consumed message: no per-event helper calls (``cast`` is
         # one), one tuple per event handed on; the message getters return what their names
         # say for a message without an error
@@ -110,13 +118,28 @@ class BatchDecoder:
                 self._dead(result, msg, TooLarge.reason, _too_large(len(value), max_bytes))
                 continue
             try:
-                event, written, to_walk = decode(value, last_iso, depth_limit)
+                direct = (
+                    None if decode_event is None else decode_event(value, last_iso, depth_limit)
+                )
+                if direct is not None and not direct[1]:
+                    event, written, to_walk = direct[0], None, ()
+                else:  # the written form too: asked for, or there are fields to walk in it
+                    parts = (
+                        None
+                        if decode_native is None
+                        else decode_native(value, last_iso, depth_limit)
+                    )
+                    event, written, to_walk = (
+                        parts if parts is not None else decode(value, last_iso, depth_limit)
+                    )
                 if flat_ok:  # only fields that can be too deep or non-finite (the codec
                     if to_walk:  # knows them by the schema and the JSON texts)
+                        assert written is not None  # to_walk is () on the direct path
                         data = written["data"]
                         for name in to_walk:
                             check_value(data.get(name), f"data.{name}", 1)
                 else:
+                    assert written is not None  # no direct path without flat_ok
                     check_value(written["data"], "data")
             except EventError as exc:
                 self._dead(result, msg, exc.reason, str(exc))

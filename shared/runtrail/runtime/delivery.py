@@ -25,7 +25,9 @@ class Delivered(NamedTuple):
     """
 
     event: Event
-    written: dict[str, Any]
+    #: None for a service that does not read it (``Service.reads_written = False``): the
+    #: compiled path then builds the event straight from the bytes and never this form
+    written: dict[str, Any] | None
     topic: str
     partition: int
     offset: int
@@ -36,3 +38,12 @@ class Delivered(NamedTuple):
     @property
     def source(self) -> Partition:
         return (self.topic, self.partition)
+
+    def written_form(self) -> dict[str, Any]:
+        """``written``, for a service that reads it (``reads_written``, the default)."""
+        if self.written is None:
+            raise TypeError(
+                "this event was delivered without its written JSON form: a service that "
+                "reads Delivered.written must keep Service.reads_written = True"
+            )
+        return self.written

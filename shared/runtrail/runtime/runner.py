@@ -124,6 +124,7 @@ class ServiceRunner:
             self._dead_letter_message,
             self._limits,
             with_headers=self._dead_letter_message,
+            with_written=self.service.reads_written,
         )
         port = metrics_port if metrics_port is not None else settings.metrics_port
         self._http = HttpEndpoint(
@@ -194,7 +195,14 @@ class ServiceRunner:
         if msg is not None:
             value, headers = msg.value(), cast(Headers | None, msg.headers())
         else:  # built by hand (tests, replays): there are no consumed bytes to keep
-            value, headers = self._codec.encode_json_form(delivered.written), None
+            value, headers = (
+                (
+                    self._codec.encode(delivered.event)
+                    if delivered.written is None
+                    else self._codec.encode_json_form(delivered.written)
+                ),
+                None,
+            )
         self._dlq.send(
             key=delivered.key,
             value=value,
@@ -614,13 +622,14 @@ class ServiceRunner:
         )
         self.metrics.up.set(1)
         log.info(
-            "%s (pid %d) consuming %s as group %s; metrics on %s:%d",
+            "%s (pid %d) consuming %s as group %s; metrics on %s:%d; %s consume path",
             self.name,
             os.getpid(),
             self.settings.events_topic,
             self.group,
             self.settings.metrics_host,
             self.metrics_port,
+            "compiled" if self._codec.decode_native is not None else "Python",
         )
         status = 0
         try:

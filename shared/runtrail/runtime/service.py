@@ -90,6 +90,10 @@ class Service(ABC):
     name: ClassVar[str]
     #: Default port of its metrics/health endpoint.
     default_port: ClassVar[int] = 9400
+    #: Whether :meth:`process` reads :attr:`Delivered.written` (the JSON form as written, which
+    #: the audit chain hashes). A service that does not sets False: the compiled consume
+    #: path then builds its events straight from the bytes and hands ``written=None``.
+    reads_written: ClassVar[bool] = True
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context

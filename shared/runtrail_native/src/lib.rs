@@ -140,7 +140,12 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
             read_value(py, branches.get((x >> 1) as usize)?, b, p)?
         }
         Avro::Record(fields) => {
-            let out = PyDict::new(py);
+            let out = unsafe {
+                Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(fields.len() as ffi::Py_ssize_t))
+            }
+            .ok()?
+            .downcast_into::<PyDict>()
+            .ok()?;
             for (name, schema) in fields {
                 let v = read_value(py, schema, b, p)?;
                 out.set_item(name.bind(py), v).ok()?;
@@ -216,9 +221,14 @@ struct Field {
     check: Check,
 }
 
+/// The most fields a planned model has: the fields found are tracked in a stack array.
+const MAX_FIELDS: usize = 64;
+
 struct Model {
     cls: Py<PyType>,
     fields: Vec<Field>,
+    /// every field name: the fields set of an instance built from all of its fields
+    all_fields: Py<PySet>,
     /// a `mode="before"` model validator (no info): the input is what it returns
     before: Option<PyObject>,
 }
@@ -301,7 +311,11 @@ fn model_node(node: &Bound<'_, PyAny>) -> PyResult<Model> {
     }
     let before = parts.get_item(3)?;
     let before = if before.is_none() { None } else { Some(before.unbind()) };
-    Ok(Model { cls, fields, before })
+    if fields.len() > MAX_FIELDS {
+        return Err(PyValueError::new_err(format!("more than {MAX_FIELDS} fields")));
+    }
+    let all_fields = PySet::new(parts.py(), fields.iter().map(|f| f.attr.clone_ref(parts.py())))?;
+    Ok(Model { cls, fields, before, all_fields: all_fields.unbind() })
 }
 
 /// A canonical decimal (`0` or no leading zero, ASCII digits only, fits an i64): what
@@ -428,26 +442,47 @@ fn build_model(py: Python<'_>, model: &Model, input: &Bound<'_, PyAny>) -> PyRes
         return Ok(None);
     }
     let input = input.downcast::<PyDict>()?;
-    let out = PyDict::new(py);
-    let fields_set = PySet::empty(py)?;
+    let n = model.fields.len();
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(n as ffi::Py_ssize_t))? };
+    let out = out.downcast_into::<PyDict>()?;
+    let mut found_at = [false; MAX_FIELDS];
     let mut used = 0usize;
-    for field in &model.fields {
-        // the first spelling found is the one pydantic takes; a second one present is a key
-        // no field used, which the count below catches
+    // the input usually holds the fields in their order, under their first spelling (the
+    // decoder writes them so, with the same interned names): take them in step, and look a
+    // field up only when the next key is not its own
+    let mut cursor: ffi::Py_ssize_t = 0;
+    let mut in_step = true;
+    for (i, field) in model.fields.iter().enumerate() {
         let mut found: Option<Bound<'_, PyAny>> = None;
-        for key in &field.keys {
-            if let Some(v) = input.get_item(key.bind(py))? {
-                found = Some(v);
-                break;
+        if in_step {
+            let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+            let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+            let mut next = cursor;
+            let more = unsafe { ffi::PyDict_Next(input.as_ptr(), &mut next, &mut key, &mut value) };
+            if more != 0 && key == field.keys[0].as_ptr() {
+                found = Some(unsafe { Bound::from_borrowed_ptr(py, value) });
+                cursor = next;
+            } else {
+                in_step = false;
+            }
+        }
+        if found.is_none() {
+            // the first spelling found is the one pydantic takes; a second one present is a
+            // key no field used, which the count below catches
+            for key in &field.keys {
+                if let Some(v) = input.get_item(key.bind(py))? {
+                    found = Some(v);
+                    break;
+                }
             }
         }
         let attr = field.attr.bind(py);
         match found {
             Some(v) => {
                 used += 1;
+                found_at[i] = true;
                 let Some(value) = check_value(py, &field.check, &v)? else { return Ok(None) };
                 out.set_item(attr, value)?;
-                fields_set.add(attr)?;
             }
             None => match &field.default {
                 Some(default) => out.set_item(attr, default.bind(py))?,
@@ -458,17 +493,19 @@ fn build_model(py: Python<'_>, model: &Model, input: &Bound<'_, PyAny>) -> PyRes
     if used != input.len() {
         return Ok(None); // a key no field takes: pydantic says which
     }
-    let cls = model.cls.bind(py);
-    let instance = unsafe {
-        let tp = cls.as_type_ptr();
-        let new = (*tp).tp_new.ok_or_else(|| PyValueError::new_err("type without tp_new"))?;
-        let args = PyTuple::empty(py);
-        Bound::from_owned_ptr_or_err(py, new(tp, args.as_ptr(), std::ptr::null_mut()))?
+    let fields_set = if used == n {
+        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySet_New(model.all_fields.as_ptr()))? }
+    } else {
+        let set = PySet::empty(py)?;
+        for (i, field) in model.fields.iter().enumerate() {
+            if found_at[i] {
+                set.add(field.attr.bind(py))?;
+            }
+        }
+        set.into_any()
     };
-    force_setattr(&instance, pyo3::intern!(py, "__dict__"), out.as_any())?;
-    force_setattr(&instance, pyo3::intern!(py, "__pydantic_extra__"), &py.None().into_bound(py))?;
-    force_setattr(&instance, pyo3::intern!(py, "__pydantic_private__"), &py.None().into_bound(py))?;
-    force_setattr(&instance, pyo3::intern!(py, "__pydantic_fields_set__"), fields_set.as_any())?;
+    let instance = new_instance(py, &model.cls)?;
+    fill_instance(py, &instance, &out, &fields_set)?;
     Ok(Some(instance.unbind()))
 }
 
@@ -495,5 +532,408 @@ impl ModelBuilder {
 fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AvroReader>()?;
     m.add_class::<ModelBuilder>()?;
+    m.add_class::<EventDecoder>()?;
     Ok(())
+}
+
+// --- whole events ------------------------------------------------------------------------
+
+/// One current-version writer schema: its reader, the checks `EventCodec` makes on the
+/// decoded record, and the builder of its event class.
+struct EventSchema {
+    reader: Avro,
+    event_type: Py<PyString>,
+    version: i64,
+    json_fields: Vec<Py<PyString>>,
+    walked_typed: Py<PyTuple>,
+    walked_all: Py<PyTuple>,
+    model: Model,
+    /// for an old version: the function that lifts its JSON form to the current version
+    upcast: Option<PyObject>,
+    /// for a current version: the event built straight from the body, no JSON form between
+    direct: Option<DirectModel>,
+}
+
+/// A record read straight into the model it is the wire form of (field i of the record is
+/// field i of the model, under its first spelling): the JSON form is never built.
+struct DirectModel {
+    cls: Py<PyType>,
+    fields: Vec<DirectField>,
+    all_fields: Py<PySet>,
+}
+
+struct DirectField {
+    attr: Py<PyString>,
+    /// how the value is read, then checked, when it is not a direct nested model
+    avro: Avro,
+    check: Check,
+    /// a nested record read straight into its model, and the after validator around it
+    nested: Option<(Box<DirectModel>, Option<PyObject>)>,
+    /// a record read as a dict (its model has a before validator) whose JSON-text fields
+    /// are parsed in that dict before it is checked
+    json_names: Vec<Py<PyString>>,
+    /// a JSON-text field of `data`: parsed, its `{`/`[` counted for the depth walk
+    json_text: bool,
+    /// the envelope's `recordedAt`: filled from the log-append time when null
+    recorded_at: bool,
+}
+
+/// The direct plan of an Avro record plan and the builder plan of its model; an error when
+/// they do not pair field by field or the model has a before validator (the caller then
+/// reads the record as a dict and builds it from that).
+fn direct_model(
+    avro: &Bound<'_, PyAny>,
+    model: &Bound<'_, PyAny>,
+    json_fields: &[String],
+    top: bool,
+) -> PyResult<DirectModel> {
+    let py = avro.py();
+    let no = |why: &str| Err(PyValueError::new_err(why.to_string()));
+    let a = avro.downcast::<PyTuple>()?;
+    let m = model.downcast::<PyTuple>()?;
+    if a.get_item(0)?.extract::<String>()? != "record" || m.get_item(0)?.extract::<String>()? != "model" {
+        return no("not a record and a model");
+    }
+    if !m.get_item(3)?.is_none() {
+        return no("a before validator");
+    }
+    let afields: Vec<Bound<'_, PyAny>> = a.get_item(1)?.try_iter()?.collect::<PyResult<_>>()?;
+    let mfields: Vec<Bound<'_, PyAny>> = m.get_item(2)?.try_iter()?.collect::<PyResult<_>>()?;
+    if afields.len() != mfields.len() || mfields.len() > MAX_FIELDS {
+        return no("fields differ");
+    }
+    let mut fields = Vec::new();
+    for (af, mf) in afields.iter().zip(mfields.iter()) {
+        let af = af.downcast::<PyTuple>()?;
+        let mf = mf.downcast::<PyTuple>()?;
+        let name: String = af.get_item(0)?.extract()?;
+        let first: String = mf.get_item(1)?.get_item(0)?.extract()?;
+        if name != first {
+            return no("fields in another order");
+        }
+        let anode = af.get_item(1)?;
+        let check = mf.get_item(4)?;
+        let kind: String = anode.downcast::<PyTuple>()?.get_item(0)?.extract()?;
+        let mut nested = None;
+        let mut json_names = Vec::new();
+        if kind == "record" {
+            let ckind: String = check.downcast::<PyTuple>()?.get_item(0)?.extract()?;
+            let inner_json: &[String] = if top && name == "data" { json_fields } else { &[] };
+            if ckind == "model" {
+                if let Ok(d) = direct_model(&anode, &check, inner_json, false) {
+                    nested = Some((Box::new(d), None));
+                }
+            } else if ckind == "after" {
+                let c = check.downcast::<PyTuple>()?;
+                let inner = c.get_item(2)?;
+                if let Ok(d) = direct_model(&anode, &inner, inner_json, false) {
+                    nested = Some((Box::new(d), Some(c.get_item(1)?.unbind())));
+                }
+            }
+            if nested.is_none() {
+                for name in inner_json {
+                    json_names.push(PyString::intern(py, name).unbind());
+                }
+            }
+        }
+        fields.push(DirectField {
+            attr: interned(&mf.get_item(0)?)?,
+            avro: avro_node(&anode)?,
+            check: check_node(&check)?,
+            nested,
+            json_names,
+            json_text: !top && json_fields.contains(&name),
+            recorded_at: top && name == "recordedAt",
+        });
+    }
+    let all_fields = PySet::new(py, fields.iter().map(|f| f.attr.clone_ref(py)))?;
+    Ok(DirectModel {
+        cls: m.get_item(1)?.downcast_into::<PyType>()?.unbind(),
+        fields,
+        all_fields: all_fields.unbind(),
+    })
+}
+
+/// What one direct read needs besides the bytes.
+struct DirectRead<'a, 'py> {
+    loads: &'a Bound<'py, PyAny>,
+    recorded_at: &'a Bound<'py, PyAny>,
+    depth_limit: Option<usize>,
+    /// a JSON-text field's text has at least `depth_limit` opens: the walk needs the written form
+    deep: bool,
+}
+
+fn new_instance<'py>(py: Python<'py>, cls: &Py<PyType>) -> PyResult<Bound<'py, PyAny>> {
+    let cls = cls.bind(py);
+    unsafe {
+        let tp = cls.as_type_ptr();
+        let new = (*tp).tp_new.ok_or_else(|| PyValueError::new_err("type without tp_new"))?;
+        let args = PyTuple::empty(py);
+        Bound::from_owned_ptr_or_err(py, new(tp, args.as_ptr(), std::ptr::null_mut()))
+    }
+}
+
+/// Fill a new instance as pydantic-core does: `__dict__`, extra, private, fields set.
+fn fill_instance(
+    py: Python<'_>,
+    instance: &Bound<'_, PyAny>,
+    dict: &Bound<'_, PyDict>,
+    fields_set: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    force_setattr(instance, pyo3::intern!(py, "__dict__"), dict.as_any())?;
+    force_setattr(instance, pyo3::intern!(py, "__pydantic_extra__"), &py.None().into_bound(py))?;
+    force_setattr(instance, pyo3::intern!(py, "__pydantic_private__"), &py.None().into_bound(py))?;
+    force_setattr(instance, pyo3::intern!(py, "__pydantic_fields_set__"), fields_set)
+}
+
+/// A JSON text parsed (None when it is not a string or not JSON: the Python path says why),
+/// and counted for the depth walk.
+fn parse_json_text<'py>(
+    raw: &Bound<'py, PyAny>,
+    ctx: &mut DirectRead<'_, 'py>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Ok(text) = raw.downcast::<PyString>() else { return Ok(None) };
+    if let Some(limit) = ctx.depth_limit {
+        let Ok(utf8) = text.to_str() else { return Ok(None) };
+        if utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count() >= limit {
+            ctx.deep = true;
+        }
+    }
+    Ok(ctx.loads.call1((text,)).ok())
+}
+
+fn read_direct<'py>(
+    py: Python<'py>,
+    m: &DirectModel,
+    b: &[u8],
+    p: &mut usize,
+    ctx: &mut DirectRead<'_, 'py>,
+) -> PyResult<Option<PyObject>> {
+    let out = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(m.fields.len() as ffi::Py_ssize_t))?
+    }
+    .downcast_into::<PyDict>()?;
+    for f in &m.fields {
+        let value = if let Some((nested, after)) = &f.nested {
+            let Some(v) = read_direct(py, nested, b, p, ctx)? else { return Ok(None) };
+            match after {
+                Some(function) => match function.bind(py).call1((v,)) {
+                    Ok(v) => v.unbind(),
+                    Err(_) => return Ok(None), // pydantic runs it again and reports it
+                },
+                None => v,
+            }
+        } else {
+            let Some(raw) = read_value(py, &f.avro, b, p) else { return Ok(None) };
+            let mut raw = raw.into_bound(py);
+            if f.json_text && !raw.is_none() {
+                let Some(parsed) = parse_json_text(&raw, ctx)? else { return Ok(None) };
+                raw = parsed;
+            }
+            if !f.json_names.is_empty() {
+                let Ok(record) = raw.downcast::<PyDict>() else { return Ok(None) };
+                for name in &f.json_names {
+                    let Some(text) = record.get_item(name.bind(py))? else { continue };
+                    if text.is_none() {
+                        continue;
+                    }
+                    let Some(parsed) = parse_json_text(&text, ctx)? else { return Ok(None) };
+                    record.set_item(name.bind(py), parsed)?;
+                }
+            }
+            if f.recorded_at && raw.is_none() && !ctx.recorded_at.is_none() {
+                raw = ctx.recorded_at.clone();
+            }
+            let Some(v) = check_value(py, &f.check, &raw)? else { return Ok(None) };
+            v
+        };
+        out.set_item(f.attr.bind(py), value)?;
+    }
+    let instance = new_instance(py, &m.cls)?;
+    let fields_set =
+        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySet_New(m.all_fields.as_ptr()))? };
+    fill_instance(py, &instance, &out, &fields_set)?;
+    Ok(Some(instance.unbind()))
+}
+
+/// `EventCodec.decode_parts`, in one call per event.
+#[pyclass(frozen, module = "runtrail_native")]
+struct EventDecoder {
+    schemas: std::collections::HashMap<[u8; 8], EventSchema>,
+    loads: PyObject,
+}
+
+const MAGIC: [u8; 2] = [0xC3, 0x01];
+const HEADER_LEN: usize = 10;
+
+#[pymethods]
+impl EventDecoder {
+    /// `schemas`: (fingerprint, reader plan, type, version, JSON-text fields, walked typed
+    /// fields, all walked fields, builder plan of the current class, upcast function or
+    /// None) per schema; `loads`: the JSON parser.
+    #[new]
+    fn new(schemas: &Bound<'_, PyAny>, loads: PyObject) -> PyResult<Self> {
+        let mut out = std::collections::HashMap::new();
+        for item in schemas.try_iter()? {
+            let item = item?;
+            let t = item.downcast::<PyTuple>()?;
+            let fp: Vec<u8> = t.get_item(0)?.extract()?;
+            let fp: [u8; 8] =
+                fp.try_into().map_err(|_| PyValueError::new_err("fingerprint of 8 bytes"))?;
+            let mut json_fields = Vec::new();
+            for name in t.get_item(4)?.try_iter()? {
+                json_fields.push(interned(&name?)?);
+            }
+            out.insert(
+                fp,
+                EventSchema {
+                    reader: avro_node(&t.get_item(1)?)?,
+                    event_type: interned(&t.get_item(2)?)?,
+                    version: t.get_item(3)?.extract()?,
+                    json_fields,
+                    walked_typed: t.get_item(5)?.downcast_into::<PyTuple>()?.unbind(),
+                    walked_all: t.get_item(6)?.downcast_into::<PyTuple>()?.unbind(),
+                    model: model_node(&t.get_item(7)?)?,
+                    upcast: {
+                        let f = t.get_item(8)?;
+                        if f.is_none() { None } else { Some(f.unbind()) }
+                    },
+                    direct: if t.get_item(8)?.is_none() {
+                        let names: Vec<String> = t.get_item(4)?.extract()?;
+                        direct_model(&t.get_item(1)?, &t.get_item(7)?, &names, true).ok()
+                    } else {
+                        None
+                    },
+                },
+            );
+        }
+        Ok(EventDecoder { schemas: out, loads })
+    }
+
+    /// `(event, to_walk)` for a current version, read straight from the body without the
+    /// written JSON form; None when `decode` or the Python path must decide, which includes
+    /// a JSON-text field deep enough to walk (the walk reads the written form).
+    #[pyo3(signature = (value, recorded_at, depth_limit))]
+    fn decode_event(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        recorded_at: &Bound<'_, PyAny>,
+        depth_limit: Option<usize>,
+    ) -> PyResult<Option<(PyObject, PyObject)>> {
+        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
+        let b = bytes.as_bytes();
+        if b.len() < HEADER_LEN || b[..2] != MAGIC {
+            return Ok(None);
+        }
+        let fp: [u8; 8] = b[2..HEADER_LEN].try_into().expect("8 bytes");
+        let Some(schema) = self.schemas.get(&fp) else { return Ok(None) };
+        let Some(direct) = &schema.direct else { return Ok(None) };
+        let loads = self.loads.bind(py);
+        let mut ctx = DirectRead { loads, recorded_at, depth_limit, deep: false };
+        let mut p = HEADER_LEN;
+        let Some(event) = read_direct(py, direct, b, &mut p, &mut ctx)? else { return Ok(None) };
+        if p != b.len() || ctx.deep {
+            return Ok(None);
+        }
+        let walk = match depth_limit {
+            Some(_) => schema.walked_typed.clone_ref(py).into_any(),
+            None => schema.walked_all.clone_ref(py).into_any(),
+        };
+        Ok(Some((event, walk)))
+    }
+
+    /// `(event, written, to_walk)` as `EventCodec.decode_parts` returns them, or None when
+    /// the Python path must decide (a schema it was not given, anything odd, any refusal).
+    #[pyo3(signature = (value, recorded_at, depth_limit))]
+    fn decode(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        recorded_at: &Bound<'_, PyAny>,
+        depth_limit: Option<usize>,
+    ) -> PyResult<Option<(PyObject, PyObject, PyObject)>> {
+        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
+        let b = bytes.as_bytes();
+        if b.len() < HEADER_LEN || b[..2] != MAGIC {
+            return Ok(None);
+        }
+        let fp: [u8; 8] = b[2..HEADER_LEN].try_into().expect("8 bytes");
+        let Some(schema) = self.schemas.get(&fp) else { return Ok(None) };
+        let mut p = HEADER_LEN;
+        let Some(record) = read_value(py, &schema.reader, b, &mut p) else { return Ok(None) };
+        if p != b.len() {
+            return Ok(None);
+        }
+        let record = record.bind(py).downcast::<PyDict>()?.clone();
+        let same_type = match record.get_item(pyo3::intern!(py, "type"))? {
+            Some(t) => t.eq(schema.event_type.bind(py))?,
+            None => false,
+        };
+        let same_version = match record.get_item(pyo3::intern!(py, "schemaVersion"))? {
+            Some(v) => v.extract::<i64>().ok() == Some(schema.version),
+            None => false,
+        };
+        if !(same_type && same_version) {
+            return Ok(None);
+        }
+        let mut to_walk: Option<Vec<PyObject>> = None;
+        if !schema.json_fields.is_empty() {
+            let Some(data) = record.get_item(pyo3::intern!(py, "data"))? else { return Ok(None) };
+            let data = data.downcast::<PyDict>()?;
+            for name in &schema.json_fields {
+                let name = name.bind(py);
+                let Some(text) = data.get_item(name)? else { continue };
+                if text.is_none() {
+                    continue;
+                }
+                let Ok(s) = text.downcast::<PyString>() else { return Ok(None) };
+                if let Some(limit) = depth_limit {
+                    let Ok(utf8) = s.to_str() else { return Ok(None) };
+                    let opens = utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count();
+                    if opens >= limit {
+                        to_walk
+                            .get_or_insert_with(|| {
+                                schema.walked_typed.bind(py).iter().map(Bound::unbind).collect()
+                            })
+                            .push(name.clone().into_any().unbind());
+                    }
+                }
+                match self.loads.bind(py).call1((text,)) {
+                    Ok(parsed) => data.set_item(name, parsed)?,
+                    Err(_) => return Ok(None), // the Python path says why it is not JSON
+                }
+            }
+        }
+        let seq_key = pyo3::intern!(py, "sequence");
+        let Some(sequence) = record.get_item(seq_key)? else { return Ok(None) };
+        record.set_item(seq_key, sequence.str()?)?;
+        let lifted = match &schema.upcast {
+            Some(upcast) => match upcast.bind(py).call1((&record,)) {
+                Ok(form) => match form.downcast_into::<PyDict>() {
+                    Ok(form) => form,
+                    Err(_) => return Ok(None),
+                },
+                Err(_) => return Ok(None), // the Python path raises it again, with its reason
+            },
+            None => record.clone(),
+        };
+        let rec_key = pyo3::intern!(py, "recordedAt");
+        let current = if !recorded_at.is_none()
+            && lifted.get_item(rec_key)?.is_none_or(|v| v.is_none())
+        {
+            let copy = lifted.copy()?;
+            copy.set_item(rec_key, recorded_at)?;
+            copy
+        } else {
+            lifted
+        };
+        let Some(event) = build_model(py, &schema.model, current.as_any())? else { return Ok(None) };
+        let walk = match (to_walk, depth_limit) {
+            (Some(names), _) => PyTuple::new(py, names)?.into_any().unbind(),
+            (None, Some(_)) => schema.walked_typed.clone_ref(py).into_any(),
+            (None, None) => schema.walked_all.clone_ref(py).into_any(),
+        };
+        Ok(Some((event, record.into_any().unbind(), walk)))
+    }
 }
