@@ -564,3 +564,48 @@ def test_an_old_version_is_upcast_natively_as_the_codec_upcasts_it() -> None:
     ours = _assert_parts_sound(CODEC.encode_json_form(form), ISO, 2)
     assert ours is not None and ours[0].schema_version == 2 and ours[1]["schemaVersion"] == 1
     assert ours[0].recorded_at == ISO and ours[1]["recordedAt"] is None
+
+
+# --- the RFC 8785 fast-path check ------------------------------------------------------------
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+_keys = st.text(max_size=4) | st.sampled_from(["\ud800", "\U0001f600", "é", "", "a\udfff"])
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.sampled_from([2**53 - 1, 2**53, -(2**53) + 1, -(2**53), 2**64, 0.5, 1.0, -0.0, 1e-5])
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=5)
+    | st.builds(_Str, st.text(max_size=3))
+    | st.builds(_Int, st.integers(0, 9))
+)
+_json_like = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(_keys, inner, max_size=4)
+        | st.builds(_Dict, st.dictionaries(_keys, inner, max_size=2))
+        | st.tuples(inner)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(value=_json_like)
+def test_the_compiled_canonical_check_answers_as_the_python_one(value: Any) -> None:
+    from runtrail.events.jsonform import _fast_ok
+
+    ours = native.NATIVE.jcs_fast_ok(value)
+    assert ours is None or ours == _fast_ok(value)

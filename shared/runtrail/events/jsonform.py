@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import rfc8785
 
+from runtrail.events import native
 from runtrail.events.errors import DuplicateKeyError, InvalidEvent
 
 
@@ -113,9 +115,16 @@ def _fast_ok(value: Any) -> bool:
     return True
 
 
+#: the same check, compiled (None without runtrail_native; it answers None when unsure)
+_native_fast_ok: Callable[[Any], bool | None] | None = getattr(native.NATIVE, "jcs_fast_ok", None)
+
+
 def canonical_bytes(obj: Any) -> bytes:
     """RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value (orjson where provably identical)."""
-    if _fast_ok(obj):
+    ok = None if _native_fast_ok is None else _native_fast_ok(obj)
+    if ok is None:
+        ok = _fast_ok(obj)
+    if ok:
         try:
             return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONEncodeError, TypeError):

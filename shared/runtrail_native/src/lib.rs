@@ -15,7 +15,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 use regex::Regex;
 
 /// The interned copy of a name: dict keys that are the same object compare without a
@@ -528,11 +528,79 @@ impl ModelBuilder {
     }
 }
 
+// --- RFC 8785 -----------------------------------------------------------------------------
+
+const MAX_SAFE: i64 = 1 << 53;
+
+/// Whether a key is all in the Basic Multilingual Plane (UTF-16 order is code-point order
+/// there); None for a string with lone surrogates (no UTF-8 form: Python decides).
+fn bmp_only(key: &Bound<'_, PyString>) -> Option<bool> {
+    let text = key.to_str().ok()?;
+    Some(text.is_ascii() || text.chars().all(|c| (c as u32) <= 0xFFFF))
+}
+
+/// A scalar child: Some(verdict), or None for a container (or a float: checked on its own).
+fn scalar_ok(v: &Bound<'_, PyAny>) -> Option<bool> {
+    if v.is_none() || v.is_exact_instance_of::<PyString>() || v.is_exact_instance_of::<PyBool>() {
+        return Some(true);
+    }
+    if v.is_exact_instance_of::<PyInt>() {
+        return Some(matches!(v.extract::<i64>(), Ok(n) if -MAX_SAFE < n && n < MAX_SAFE));
+    }
+    None
+}
+
+/// `runtrail.events.jsonform._fast_ok`: whether orjson's key-sorted output of `value` is its
+/// RFC 8785 form. None when unsure (a key with lone surrogates): the Python check decides.
+#[pyfunction]
+fn jcs_fast_ok(value: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+    let mut stack = vec![value.clone()];
+    while let Some(item) = stack.pop() {
+        if item.is_exact_instance_of::<PyDict>() {
+            for (key, child) in item.downcast::<PyDict>()?.iter() {
+                if !key.is_exact_instance_of::<PyString>() {
+                    return Ok(Some(false));
+                }
+                match bmp_only(key.downcast::<PyString>()?) {
+                    Some(true) => {}
+                    Some(false) => return Ok(Some(false)),
+                    None => return Ok(None),
+                }
+                match scalar_ok(&child) {
+                    Some(true) => {}
+                    Some(false) => return Ok(Some(false)),
+                    None => stack.push(child),
+                }
+            }
+        } else if item.is_exact_instance_of::<PyList>() {
+            for child in item.downcast::<PyList>()?.iter() {
+                match scalar_ok(&child) {
+                    Some(true) => {}
+                    Some(false) => return Ok(Some(false)),
+                    None => stack.push(child),
+                }
+            }
+        } else if item.is_exact_instance_of::<PyFloat>() {
+            let f = item.downcast::<PyFloat>()?.value();
+            if !(f.is_finite() && f.fract() != 0.0 && f.abs() >= 1e-4) {
+                return Ok(Some(false));
+            }
+        } else {
+            match scalar_ok(&item) {
+                Some(true) => {}
+                _ => return Ok(Some(false)),
+            }
+        }
+    }
+    Ok(Some(true))
+}
+
 #[pymodule]
 fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AvroReader>()?;
     m.add_class::<ModelBuilder>()?;
     m.add_class::<EventDecoder>()?;
+    m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
     Ok(())
 }
 
