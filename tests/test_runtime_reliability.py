@@ -75,13 +75,15 @@ def test_sigkill_mid_batch_then_restart_loses_nothing(
                 env={"RUNTRAIL_BATCH_SIZE": "500"},
                 log_path=tmp_path / "svc.log",
             )
-            before = len(read_lines(out))
-            # kill while it is busy: after it processed something new, at a random moment
-            wait_for(lambda b=before: len(read_lines(out)) > b, 60, 0.05, what="progress")
-            time.sleep(rng.uniform(0.05, 0.6))
-            proc.kill()
-            kills += 1
-            proc.close()
+            try:  # closed on a failed wait too: a failing test leaves no service running
+                before = len(read_lines(out))
+                # kill while it is busy: after it processed something new, at a random moment
+                wait_for(lambda b=before: len(read_lines(out)) > b, 60, 0.05, what="progress")
+                time.sleep(rng.uniform(0.05, 0.6))
+                proc.kill()
+                kills += 1
+            finally:
+                proc.close()
         producer.join(120)
         final = ServiceProcess(
             "noop",

@@ -29,7 +29,7 @@ from runtrail.events.errors import (
     UnknownEventType,
     UnknownSchema,
 )
-from runtrail.events.upcasting import check_chains, upcast
+from runtrail.events.upcasting import check_chains, data_lift, upcast
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
@@ -109,6 +109,10 @@ class EventCodec:
                     s,
                     EVENT_CLASSES[(s.event_type, CURRENT_VERSIONS[s.event_type])],
                     None if CURRENT_VERSIONS[s.event_type] == s.version else upcast,
+                    None
+                    if CURRENT_VERSIONS[s.event_type] == s.version
+                    else data_lift(s.event_type, s.version),
+                    CURRENT_VERSIONS[s.event_type],
                 )
                 for s in self._by_fp.values()
                 if (s.event_type, s.version) in EVENT_CLASSES
@@ -124,9 +128,9 @@ class EventCodec:
             ]
             | None
         ) = decoder.decode if decoder is not None else None
-        #: the same for a current version without the written form (the event read straight
-        #: from the bytes): ``-> (event, to_walk) | None``; None also when a JSON-text field
-        #: is deep enough to walk (the walk reads the written form: use decode_native)
+        #: the same without the written form (the event read straight from the bytes, an old
+        #: version's data lifted by the upcasters): ``-> (event, to_walk) | None``; None also
+        #: when a JSON-text field is deep enough to walk (the walk reads the written form)
         self.decode_event: (
             Callable[[bytes | None, str | None, int | None], tuple[Event, tuple[str, ...]] | None]
             | None

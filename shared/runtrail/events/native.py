@@ -266,14 +266,15 @@ def model_builder(cls: type[Any]) -> Any | None:
 
 def event_decoder(schemas: Any, loads: Any) -> Any | None:
     """The native event decoder over the writer schemas whose reader and builder plans exist
-    (``decode(value, recorded_at, depth_limit) -> (event, written, to_walk) | None`` and, for
-    the current versions, ``decode_event(...) -> (event, to_walk) | None``), or None without
-    the extension. ``schemas``: (writer schema, current event class, upcast function or None for
-    the current version) triples."""
+    (``decode(value, recorded_at, depth_limit) -> (event, written, to_walk) | None`` and
+    ``decode_event(...) -> (event, to_walk) | None``), or None without the extension.
+    ``schemas``: (writer schema, current event class, upcast function, the upcasters'
+    function of ``data``, current version) per schema, both functions None for the current
+    version."""
     if NATIVE is None:
         return None
     entries = []
-    for schema, cls, lift in schemas:
+    for schema, cls, lift, lift_data, current in schemas:
         try:
             program, plan = avro_program(schema.parsed), model_plan(cls)
         except Unplanned:
@@ -289,6 +290,8 @@ def event_decoder(schemas: Any, loads: Any) -> Any | None:
                 tuple(schema.walked_fields),
                 plan,
                 lift,
+                lift_data,
+                current,
             )
         )
     return NATIVE.EventDecoder(entries, loads)

@@ -84,6 +84,26 @@ def upcast(event: JsonDict) -> JsonDict:
     return {**event, "schemaVersion": version, "data": data}
 
 
+def data_lift(event_type: str, version: int) -> Step:
+    """The upcasters' steps from ``version`` to the current one, as one function of ``data``
+    (what :func:`upcast` does to the payload; the compiled path calls it)."""
+    steps = []
+    current = CURRENT_VERSIONS[event_type]
+    while version < current:
+        step = UPCASTERS.get((event_type, version))
+        if step is None:
+            raise UnknownEventType(f"no upcaster for {event_type!r} v{version} -> v{version + 1}")
+        steps.append(step)
+        version += 1
+
+    def lift(data: JsonDict) -> JsonDict:
+        for step in steps:
+            data = step(data)
+        return data
+
+    return lift
+
+
 def check_chains() -> None:
     """Every retained old version must reach the current one through registered steps."""
     for event_type, version in DATA_MODELS:

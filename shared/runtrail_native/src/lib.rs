@@ -644,6 +644,19 @@ struct DirectField {
     json_text: bool,
     /// the envelope's `recordedAt`: filled from the log-append time when null
     recorded_at: bool,
+    /// an old version's `data`: the upcasters' chain, applied to the record read as a dict
+    lift: Option<PyObject>,
+    /// an old version's `schemaVersion`: the writer's version it must hold, and the current
+    /// version the event gets
+    version: Option<(i64, PyObject)>,
+}
+
+/// An old writer version read straight into the current event: its `data` lifted by the
+/// upcasters (a Python function of the dict), its `schemaVersion` the current one.
+struct Lift<'a, 'py> {
+    data: &'a Bound<'py, PyAny>,
+    writer_version: i64,
+    current_version: &'a Bound<'py, PyAny>,
 }
 
 /// The direct plan of an Avro record plan and the builder plan of its model; an error when
@@ -654,6 +667,7 @@ fn direct_model(
     model: &Bound<'_, PyAny>,
     json_fields: &[String],
     top: bool,
+    lift: Option<&Lift<'_, '_>>,
 ) -> PyResult<DirectModel> {
     let py = avro.py();
     let no = |why: &str| Err(PyValueError::new_err(why.to_string()));
@@ -684,17 +698,23 @@ fn direct_model(
         let kind: String = anode.downcast::<PyTuple>()?.get_item(0)?.extract()?;
         let mut nested = None;
         let mut json_names = Vec::new();
-        if kind == "record" {
+        let lifted = top && name == "data" && lift.is_some();
+        if lifted {
+            // the old record read as a dict, its JSON texts parsed, then lifted and checked
+            for name in json_fields {
+                json_names.push(PyString::intern(py, name).unbind());
+            }
+        } else if kind == "record" {
             let ckind: String = check.downcast::<PyTuple>()?.get_item(0)?.extract()?;
             let inner_json: &[String] = if top && name == "data" { json_fields } else { &[] };
             if ckind == "model" {
-                if let Ok(d) = direct_model(&anode, &check, inner_json, false) {
+                if let Ok(d) = direct_model(&anode, &check, inner_json, false, None) {
                     nested = Some((Box::new(d), None));
                 }
             } else if ckind == "after" {
                 let c = check.downcast::<PyTuple>()?;
                 let inner = c.get_item(2)?;
-                if let Ok(d) = direct_model(&anode, &inner, inner_json, false) {
+                if let Ok(d) = direct_model(&anode, &inner, inner_json, false, None) {
                     nested = Some((Box::new(d), Some(c.get_item(1)?.unbind())));
                 }
             }
@@ -712,6 +732,13 @@ fn direct_model(
             json_names,
             json_text: !top && json_fields.contains(&name),
             recorded_at: top && name == "recordedAt",
+            lift: if lifted { lift.map(|l| l.data.clone().unbind()) } else { None },
+            version: match lift {
+                Some(l) if top && name == "schemaVersion" => {
+                    Some((l.writer_version, l.current_version.clone().unbind()))
+                }
+                _ => None,
+            },
         });
     }
     let all_fields = PySet::new(py, fields.iter().map(|f| f.attr.clone_ref(py)))?;
@@ -809,6 +836,18 @@ fn read_direct<'py>(
                     record.set_item(name.bind(py), parsed)?;
                 }
             }
+            if let Some(lift) = &f.lift {
+                raw = match lift.bind(py).call1((&raw,)) {
+                    Ok(lifted) => lifted,
+                    Err(_) => return Ok(None), // the Python path raises it again
+                };
+            }
+            if let Some((writer, current)) = &f.version {
+                if raw.extract::<i64>().ok() != Some(*writer) {
+                    return Ok(None); // the record contradicts its schema: the codec says so
+                }
+                raw = current.bind(py).clone();
+            }
             if f.recorded_at && raw.is_none() && !ctx.recorded_at.is_none() {
                 raw = ctx.recorded_at.clone();
             }
@@ -838,7 +877,8 @@ const HEADER_LEN: usize = 10;
 impl EventDecoder {
     /// `schemas`: (fingerprint, reader plan, type, version, JSON-text fields, walked typed
     /// fields, all walked fields, builder plan of the current class, upcast function or
-    /// None) per schema; `loads`: the JSON parser.
+    /// None, the upcasters' function of `data` or None, the current version) per schema;
+    /// `loads`: the JSON parser.
     #[new]
     fn new(schemas: &Bound<'_, PyAny>, loads: PyObject) -> PyResult<Self> {
         let mut out = std::collections::HashMap::new();
@@ -866,11 +906,16 @@ impl EventDecoder {
                         let f = t.get_item(8)?;
                         if f.is_none() { None } else { Some(f.unbind()) }
                     },
-                    direct: if t.get_item(8)?.is_none() {
+                    direct: {
                         let names: Vec<String> = t.get_item(4)?.extract()?;
-                        direct_model(&t.get_item(1)?, &t.get_item(7)?, &names, true).ok()
-                    } else {
-                        None
+                        let (lift_data, current) = (t.get_item(9)?, t.get_item(10)?);
+                        let lift = Lift {
+                            data: &lift_data,
+                            writer_version: t.get_item(3)?.extract()?,
+                            current_version: &current,
+                        };
+                        let lift = if lift_data.is_none() { None } else { Some(&lift) };
+                        direct_model(&t.get_item(1)?, &t.get_item(7)?, &names, true, lift).ok()
                     },
                 },
             );
@@ -878,7 +923,8 @@ impl EventDecoder {
         Ok(EventDecoder { schemas: out, loads })
     }
 
-    /// `(event, to_walk)` for a current version, read straight from the body without the
+    /// `(event, to_walk)`, read straight from the body (an old version's `data` lifted by
+    /// the upcasters) without the
     /// written JSON form; None when `decode` or the Python path must decide, which includes
     /// a JSON-text field deep enough to walk (the walk reads the written form).
     #[pyo3(signature = (value, recorded_at, depth_limit))]
