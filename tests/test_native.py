@@ -610,3 +610,10 @@ def test_the_compiled_canonical_check_answers_as_the_python_one(value: Any) -> N
 
     ours = native.NATIVE.jcs_fast_ok(value)
     assert ours is None or ours == _fast_ok(value)
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
+def test_the_event_alone_is_the_decoded_event(form: dict[str, Any]) -> None:
+    value = CODEC.encode_json_form(form)
+    _assert_same(CODEC.decode_event_only(value, ISO), PY_CODEC.decode(value, ISO).event)
+    _assert_same(PY_CODEC.decode_event_only(value, ISO), PY_CODEC.decode(value, ISO).event)

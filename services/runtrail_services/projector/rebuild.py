@@ -241,7 +241,7 @@ def _fold_batch(
     positions: dict[int, int],
 ) -> int:
     count = 0
-    decode = codec.decode
+    decode = codec.decode_event_only  # the fold reads the event, never the written form
     for msg in batch:
         partition, offset = msg.partition(), msg.offset()
         assert partition is not None and offset is not None
@@ -249,7 +249,7 @@ def _fold_batch(
         summary.events += 1
         count += 1
         try:
-            event = decode(msg.value(), _recorded_at(msg)).event
+            event = decode(msg.value(), _recorded_at(msg))
         except EventError as exc:  # the runtime dead-letters these; the live store skips them
             summary.unreadable.append(Unreadable(partition, offset, exc.reason))
             continue

@@ -235,6 +235,15 @@ class EventCodec:
         """
         return Decoded(*self.decode_parts(value, recorded_at, depth_limit))
 
+    def decode_event_only(self, value: bytes | None, recorded_at: str | None = None) -> Event:
+        """The current event alone, for a reader that never needs the written form (a replay):
+        built straight from the bytes when the compiled path can, else :meth:`decode`'s."""
+        if self.decode_event is not None:
+            direct = self.decode_event(value, recorded_at, None)
+            if direct is not None:
+                return direct[0]
+        return self.decode_parts(value, recorded_at, None)[0]
+
     def decode_parts(
         self, value: bytes | None, recorded_at: str | None, depth_limit: int | None
     ) -> tuple[Event, JsonDict, tuple[str, ...]]:
