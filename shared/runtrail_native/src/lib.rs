@@ -873,6 +873,18 @@ struct EventDecoder {
 const MAGIC: [u8; 2] = [0xC3, 0x01];
 const HEADER_LEN: usize = 10;
 
+impl EventDecoder {
+    /// The schema a single-object encoded value names by its fingerprint, if it is one of
+    /// this decoder's (a value without the `C3 01` header is the Python path's to refuse).
+    fn schema_of(&self, b: &[u8]) -> Option<&EventSchema> {
+        if b.len() < HEADER_LEN || b[..2] != MAGIC {
+            return None;
+        }
+        let fp: [u8; 8] = b[2..HEADER_LEN].try_into().ok()?;
+        self.schemas.get(&fp)
+    }
+}
+
 #[pymethods]
 impl EventDecoder {
     /// `schemas`: (fingerprint, reader plan, type, version, JSON-text fields, walked typed
@@ -937,11 +949,7 @@ impl EventDecoder {
     ) -> PyResult<Option<(PyObject, PyObject)>> {
         let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
         let b = bytes.as_bytes();
-        if b.len() < HEADER_LEN || b[..2] != MAGIC {
-            return Ok(None);
-        }
-        let fp: [u8; 8] = b[2..HEADER_LEN].try_into().expect("8 bytes");
-        let Some(schema) = self.schemas.get(&fp) else { return Ok(None) };
+        let Some(schema) = self.schema_of(b) else { return Ok(None) };
         let Some(direct) = &schema.direct else { return Ok(None) };
         let loads = self.loads.bind(py);
         let mut ctx = DirectRead { loads, recorded_at, depth_limit, deep: false };
@@ -969,11 +977,7 @@ impl EventDecoder {
     ) -> PyResult<Option<(PyObject, PyObject, PyObject)>> {
         let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
         let b = bytes.as_bytes();
-        if b.len() < HEADER_LEN || b[..2] != MAGIC {
-            return Ok(None);
-        }
-        let fp: [u8; 8] = b[2..HEADER_LEN].try_into().expect("8 bytes");
-        let Some(schema) = self.schemas.get(&fp) else { return Ok(None) };
+        let Some(schema) = self.schema_of(b) else { return Ok(None) };
         let mut p = HEADER_LEN;
         let Some(record) = read_value(py, &schema.reader, b, &mut p) else { return Ok(None) };
         if p != b.len() {
