@@ -85,7 +85,6 @@ class BatchDecoder:
         append = delivered.append
         positions = result.positions
         decode = self._codec.decode_parts
-        decode_native = self._codec.decode_native  # one call per event, when compiled
         check = self._sequences.check
         max_bytes = self._limits.max_event_bytes
         check_value = self._limits.check_value
@@ -124,14 +123,8 @@ class BatchDecoder:
                 if direct is not None and not direct[1]:
                     event, written, to_walk = direct[0], None, ()
                 else:  # the written form too: asked for, or there are fields to walk in it
-                    parts = (
-                        None
-                        if decode_native is None
-                        else decode_native(value, last_iso, depth_limit)
-                    )
-                    event, written, to_walk = (
-                        parts if parts is not None else decode(value, last_iso, depth_limit)
-                    )
+                    # (decode_parts tries the compiled decode first, then the Python path)
+                    event, written, to_walk = decode(value, last_iso, depth_limit)
                 if flat_ok:  # only fields that can be too deep or non-finite (the codec
                     if to_walk:  # knows them by the schema and the JSON texts)
                         assert written is not None  # to_walk is () on the direct path
