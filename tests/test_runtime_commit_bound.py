@@ -11,18 +11,23 @@ was never committed.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from runtrail.config import Settings
 from runtrail.kafka.broker import LocalBroker
-from runtrail.runtime.commits import Committer, CommitTimedOut
+from runtrail.runtime import Delivered, Service
+from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.retry import classify
+from runtrail.runtime.runner import ServiceRunner
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -186,3 +191,61 @@ def test_no_result_in_time_is_a_retryable_kafka_problem() -> None:
     problem = classify(CommitTimedOut(5.0, [TopicPartition("t", 0, 3)]))
     assert problem is not None and problem.what == "kafka"
     assert "t[0]@3" in problem.detail and "within 5.0s" in problem.detail
+
+
+class _Idle(Service):
+    name = "idle"
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        pass
+
+
+def _runner_with_a_silent_request(tmp_path: Path, generation: int) -> ServiceRunner:
+    """A runner holding one commit that was sent long ago and never got a result."""
+    settings = Settings(
+        bootstrap_servers="127.0.0.1:1",  # never reached: nothing here talks to Kafka
+        events_topic="t",
+        commit_timeout_s=5.0,
+        state_dir=tmp_path,
+    )
+    runner = ServiceRunner(_Idle, settings, service_name="idle", metrics_port=0)
+    request = CommitRequest([TopicPartition("t", 0, 74)], generation=generation)
+    request.sent_at -= 200.0
+    runner._committer.requests.append(request)
+    return runner
+
+
+def _close(runner: ServiceRunner) -> None:
+    runner._consumer.close()
+    runner._dlq.close(timeout=0)
+    runner._http._server.server_close()  # never started: nothing to shut down
+
+
+def test_a_commit_left_in_flight_by_lost_partitions_is_given_up_not_waited_for_forever(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Partitions lost in an outage with a commit in flight: the client may never bring its
+    result. It would confirm nothing (another generation), so past its bound it is given up
+    and the next commit can go, instead of ``_TIMED_OUT`` on every turn for good (seen
+    after a 30 s broker outage: audit stopped committing)."""
+    runner = _runner_with_a_silent_request(tmp_path, generation=0)
+    try:
+        runner._generation = 1  # the partitions were lost, then assigned again
+        with caplog.at_level(logging.WARNING):
+            assert runner._finish(None, keep_messages=True) is True
+        assert not runner._committer.requests
+        assert "gave up a commit of t[0]@74 from before a rebalance" in caplog.text
+    finally:
+        _close(runner)
+
+
+def test_a_commit_of_this_assignment_with_no_result_is_still_a_timeout(tmp_path: Path) -> None:
+    """The same silence within one assignment is not given up: the next commit must not
+    overtake it, so it stays a retryable ``_TIMED_OUT``."""
+    runner = _runner_with_a_silent_request(tmp_path, generation=0)
+    try:
+        with pytest.raises(CommitTimedOut, match=r"t\[0\]@74"):
+            runner._finish(None, keep_messages=True)
+        assert len(runner._committer.requests) == 1
+    finally:
+        _close(runner)

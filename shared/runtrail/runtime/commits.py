@@ -13,7 +13,9 @@ Correctness rules this module keeps:
 - at most one request is in flight: the next one is sent only once the previous result
   came, so Kafka can never get an older offset after a newer one from this process (the
   revoke path may send one behind a request still within its bound; the client sends both
-  to the coordinator in order; never behind one that timed out);
+  to the coordinator in order; never behind one of this assignment that timed out; one from
+  before a rebalance that timed out is given up, since partitions lost with it in flight may
+  never bring its result, and if it lands late it only moves the group back);
 - a result confirms exactly the offsets of *its* request (a late success for an older
   position is never taken for a newer one, and a result whose offsets are not the request's
   confirms nothing); the caller compares the request's assignment generation, so a result

@@ -418,7 +418,8 @@ class ServiceRunner:
         """Take the results of the requests in flight, oldest first, waiting up to ``wait_s``
         for them: True when none is left (each one's offsets are committed, or its error
         raised); False when one is still in flight within its bound (``revoking``: True then,
-        a revoke's commit may follow it); past the bound :class:`CommitTimedOut`."""
+        a revoke's commit may follow it); past the bound :class:`CommitTimedOut`, or, for a
+        request from before a rebalance, it is given up (:meth:`_abandon`)."""
         requests = self._committer.requests
         while requests:
             request = requests[0]
@@ -434,10 +435,28 @@ class ServiceRunner:
                 age = time.monotonic() - request.sent_at
                 if wait_s is None and age < self._commit_bound():
                     return revoking
+                if request.generation != self._generation:
+                    self._abandon(request, age)
+                    continue
                 raise CommitTimedOut(age, request.offsets)
             requests.popleft()
             self._take(request)
         return True
+
+    def _abandon(self, request: CommitRequest, age: float) -> None:
+        """Give up a request from before a rebalance that got no result in its bound. Its
+        result would confirm nothing (see :meth:`_take`), and when partitions are *lost*
+        with it in flight the client may never deliver one: waiting for it would hold every
+        later commit back for good. Should it still land, it can only move the group back to
+        an older offset (events read again, never lost)."""
+        self._committer.requests.popleft()
+        log.warning(
+            "%s: gave up a commit of %s from before a rebalance: no result in %.1fs "
+            "(it would confirm nothing)",
+            self.name,
+            ", ".join(f"{o.topic}[{o.partition}]@{o.offset}" for o in request.offsets),
+            age,
+        )
 
     def _take(self, request: CommitRequest) -> None:
         if request.generation != self._generation:
