@@ -4,10 +4,12 @@
 
 One run fills a fresh topic through ``Publisher.publish`` in a tight loop (timed: the
 publisher's rate), then reads it with every contender, interleaved over ``--rounds`` rounds
-(medians reported): bare ``confluent_kafka`` consume and discard (the baseline), bare consume
-plus fastavro decode, runtrail ``noop`` through the runtime, a Quix Streams app doing the same
-decode, runtrail ``capture`` to JSONL (fsync before every commit) and a Quix app pairing the
-same nodes and writing the same JSONL lines (checked: the two outputs hold the same lines).
+(medians reported), each contender in a fresh process of its own (see :mod:`bench.contender`;
+``--in-process`` runs them all in this one): bare ``confluent_kafka`` consume and discard (the
+baseline), bare consume plus fastavro decode, runtrail ``noop`` through the runtime, a Quix
+Streams app doing the same decode, runtrail ``capture`` to JSONL (fsync before every commit)
+and a Quix app pairing the same nodes and writing the same JSONL lines (checked: the two
+outputs hold the same lines).
 Beside them, once: the ``audit``, ``projector``, ``resume-cache`` and ``sessions`` services,
 ``replay projection --into sqlite``, and ``runtrail publish`` of a JSONL file. ``--profile``
 then runs ``noop`` and ``capture`` once more under pyinstrument and saves the profiles and
@@ -17,7 +19,6 @@ their top entries under bench/results/. Needs the bench extra: ``pip install -e 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import shutil
 import statistics
@@ -30,26 +31,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from fastavro import schemaless_reader
 from prometheus_client import CollectorRegistry
 
+from bench.contender import measure
+from bench.contender import run as run_contender
 from bench.harness import (
     RESULTS,
     Rate,
     broker,
     create_topic,
     delete_topic,
-    raw_consume,
     run_service,
 )
 from bench.profiles import top_entries
-from bench.quix_peers import quix_capture, quix_decode
 from bench.table import Row, write_table
 from bench.workload import workload
 from runtrail.config import Settings
-from runtrail.events import avro_schemas
 from runtrail.kafka.ports import free_ports
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
@@ -59,8 +57,6 @@ from runtrail_services.noop.service import NoopService
 from runtrail_services.projector.service import ProjectorService
 from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
-
-HEADER_LEN = 10
 
 
 def publish_tight(settings: Settings, events: list[dict[str, Any]]) -> Rate:
@@ -120,37 +116,6 @@ def publish_cli(settings: Settings, events: list[dict[str, Any]], work: Path) ->
     )
 
 
-def raw_decode(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
-    """Bare consume plus fastavro's body decode by writer fingerprint (nothing else)."""
-    schemas = {s.fingerprint: s.parsed for s in avro_schemas.retained_schemas()}
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-rawdec-{uuid.uuid4().hex[:6]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    seen, first = 0, 0.0
-    try:
-        while seen < expected:
-            msgs = consumer.consume(batch, 1.0)
-            if msgs and not first:
-                first = time.perf_counter()
-            for m in msgs:
-                if m.error() is None:
-                    value = m.value()
-                    body = io.BytesIO(value)
-                    body.seek(HEADER_LEN)
-                    schemaless_reader(body, schemas[value[2:HEADER_LEN]], None)
-                    seen += 1
-        elapsed = time.perf_counter() - first
-    finally:
-        consumer.close()
-    return Rate("bare consume + fastavro decode", seen, elapsed)
-
-
 def jsonl_lines(directory: Path) -> Counter[bytes]:
     lines: Counter[bytes] = Counter()
     for path in directory.rglob("capture-*.jsonl"):
@@ -169,6 +134,11 @@ def main() -> None:
     parser.add_argument("--bootstrap-servers")
     parser.add_argument("--profile", action="store_true", help="profile noop and capture")
     parser.add_argument("--skip-services", action="store_true", help="only the peer table")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the round's contenders in this process, not each in its own",
+    )
     args = parser.parse_args()
 
     print(f"generating {args.events:,} events …", flush=True)
@@ -203,34 +173,14 @@ def main() -> None:
             print("Publisher.publish …", flush=True)
             others.append(publish_tight(settings, events))
             print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
+            contend = run_contender if args.in_process else measure
             for round_no in range(args.rounds):
                 print(f"round {round_no + 1} of {args.rounds} …", flush=True)
-                keep(raw_consume(bootstrap, topic, args.events))
-                keep(raw_decode(bootstrap, topic, args.events))
-                keep(
-                    run_service(
-                        NoopService,
-                        "noop",
-                        settings,
-                        args.events,
-                        label="runtrail noop",
-                        group=_group("noop"),
-                    ).rate
-                )
-                keep(quix_decode(bootstrap, topic, args.events))
+                for name in ("raw", "raw-decode", "noop", "quix-decode"):
+                    keep(contend(name, bootstrap, topic, args.events, work / name))
                 ours, theirs = work / f"capture-{round_no}", work / f"quix-{round_no}"
-                keep(
-                    run_service(
-                        CaptureService,
-                        "capture",
-                        settings,
-                        args.events,
-                        label="runtrail capture to JSONL",
-                        options={"sink_url": ours.as_uri(), "idle_flush_s": "3600"},
-                        group=_group("capture"),
-                    ).rate
-                )
-                keep(quix_capture(bootstrap, topic, args.events, theirs))
+                keep(contend("capture", bootstrap, topic, args.events, ours))
+                keep(contend("quix-capture", bootstrap, topic, args.events, theirs))
                 a, b = jsonl_lines(ours), jsonl_lines(theirs)
                 extra["capture_lines"] = sum(a.values())
                 extra["capture_output_identical"] = a == b

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -15,7 +16,10 @@ from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from fastavro import schemaless_reader
 from prometheus_client import CollectorRegistry
+
+HEADER_LEN = 10  # magic, format byte, 8-byte writer fingerprint
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -104,6 +108,39 @@ def raw_consume(bootstrap: str, topic: str, expected: int, batch: int = 2000) ->
     finally:
         consumer.close()
     return Rate("raw consume (librdkafka poll + discard)", seen, elapsed)
+
+
+def raw_decode(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
+    """Bare consume plus fastavro's body decode by writer fingerprint (nothing else)."""
+    from runtrail.events import avro_schemas
+
+    schemas = {s.fingerprint: s.parsed for s in avro_schemas.retained_schemas()}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-rawdec-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen, first = 0, 0.0
+    try:
+        while seen < expected:
+            msgs = consumer.consume(batch, 1.0)
+            if msgs and not first:
+                first = time.perf_counter()
+            for m in msgs:
+                if m.error() is None:
+                    value = m.value()
+                    body = io.BytesIO(value)
+                    body.seek(HEADER_LEN)
+                    schemaless_reader(body, schemas[value[2:HEADER_LEN]], None)
+                    seen += 1
+        elapsed = time.perf_counter() - first
+    finally:
+        consumer.close()
+    return Rate("bare consume + fastavro decode", seen, elapsed)
 
 
 def report(
