@@ -62,10 +62,12 @@ def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> 
         dlq_topic=f"{topic}.dlq",
         spool_dir=work / "spool",
         state_dir=work / "state",
-        group=f"bench-{name}-{uuid.uuid4().hex[:8]}",  # every run reads from the start
     )
+    group = f"bench-{name}-{uuid.uuid4().hex[:8]}"  # every run reads the topic from the start
     if name == "noop":
-        return run_service(NoopService, name, settings, events, label="runtrail noop").rate
+        return run_service(
+            NoopService, name, settings, events, label="runtrail noop", group=group
+        ).rate
     return run_service(
         CaptureService,
         name,
@@ -73,6 +75,7 @@ def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> 
         events,
         label="runtrail capture to JSONL",
         options={"sink_url": work.as_uri(), "idle_flush_s": "3600"},
+        group=group,
     ).rate
 
 
