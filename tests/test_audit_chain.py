@@ -17,6 +17,8 @@ from runtrail.audit import (
     canonical_event,
     verify_links,
 )
+from runtrail.audit.canonical import SealedEvent, link_hash
+from runtrail.audit.link import seal
 from runtrail.audit.testing import delete_link, overwrite_hash, swap_links, tamper_event
 from runtrail.events import Actor, Event
 from runtrail.events.runtime_events import ModelReasoning
@@ -413,3 +415,25 @@ def test_head_of_an_unbound_log_is_none_and_of_an_empty_bound_log_is_genesis() -
     assert HashChainedEventLog().head() is None
     head = HashChainedEventLog("t", "r").head()
     assert head is not None and (head.length, head.hash) == (0, GENESIS_HASH)
+
+
+def test_a_sealed_event_is_read_only_parsed_on_demand_and_keeps_its_hashed_bytes() -> None:
+    """seal() keeps the canonical bytes it hashed, not a parsed copy (less for the GC to walk
+    while a flush interval's links wait); reading it gives the event, and an in-memory edit
+    of a nested value after a read is still caught by verification."""
+    value = event(1)
+    link = seal(0, GENESIS_HASH, value)
+    sealed_event = link.event
+    assert isinstance(sealed_event, SealedEvent) and sealed_event.unread
+    assert (link.tenant_id, link.run_id, link.event_id) == (
+        value["tenantId"],
+        value["runId"],
+        value["eventId"],
+    )
+    assert sealed_event.unread  # the IDs come from the link, not from parsing the event
+    assert canonical_event(sealed_event) == link.canonical() == canonical_event(value)
+    assert sealed_event == value and dict(sealed_event) == value
+    with pytest.raises(TypeError):
+        sealed_event["runId"] = "elsewhere"  # type: ignore[index]
+    sealed_event["data"]["text"] = "edited in memory"
+    assert link_hash(link.prev_hash, sealed_event) != link.hash

@@ -42,8 +42,10 @@ has no single canonical form.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+import orjson
 
 from runtrail.audit.errors import MalformedLink
 from runtrail.events.errors import InvalidEvent
@@ -56,8 +58,52 @@ _SEPARATOR = b"|"
 _HEX = frozenset("0123456789abcdef")
 
 
+class SealedEvent(Mapping[str, Any]):
+    """A sealed event, read-only, parsed from the canonical bytes that were hashed only when
+    something reads it.
+
+    Why: the audit service keeps every link of a flush interval in memory, and all it needs
+    of most of them is their bytes (stored, published) and three IDs (kept on the link). A
+    parsed copy per event was a dict tree per link for the cyclic GC to walk until the flush;
+    bytes are one untracked object. Being a read-only mapping over our own JCS output, it is
+    also what the copy was for: nothing the caller does to its dict changes what was sealed.
+    """
+
+    __slots__ = ("_parsed", "canonical")
+
+    def __init__(self, canonical: bytes) -> None:
+        self.canonical = canonical
+        self._parsed: dict[str, Any] | None = None
+
+    @property
+    def unread(self) -> bool:
+        """Not parsed yet: nothing can have changed what it holds (once parsed, the nested
+        values are plain dicts and lists, and :func:`canonical_event` reads those)."""
+        return self._parsed is None
+
+    def _dict(self) -> dict[str, Any]:
+        parsed = self._parsed
+        if parsed is None:
+            parsed = self._parsed = orjson.loads(self.canonical)
+        return parsed
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __repr__(self) -> str:
+        return f"SealedEvent({self._dict()!r})"
+
+
 def canonical_event(event: Mapping[str, Any]) -> bytes:
     """RFC 8785 bytes of an event's JSON form; :class:`MalformedLink` if it has none."""
+    if type(event) is SealedEvent and event.unread:
+        return event.canonical  # never parsed, so nothing can have changed it
     try:
         return canonical_bytes(dict(event))
     except InvalidEvent as exc:

@@ -10,9 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from runtrail.audit.canonical import GENESIS_HASH, canonical_event, hash_canonical
+from runtrail.audit.canonical import GENESIS_HASH, SealedEvent, canonical_event, hash_canonical
 from runtrail.audit.errors import MalformedLink
 
 #: Keys of one export line, in the order a human reads them (the file itself is JCS-sorted).
@@ -43,10 +41,11 @@ def event_sequence(event: Mapping[str, Any]) -> int | None:
 class Link:
     """One sealed event: ``hash = sha256(prevHash + "|" + JCS(event))``.
 
-    ``sealed_bytes`` is set only by :func:`seal`: the JCS bytes it hashed, kept so that storing
-    and publishing the link need not canonicalise the event again. It is a cache, not part of
-    the link: equality ignores it and verification never reads it (it recomputes from
-    ``event``).
+    ``sealed_bytes`` and ``ids`` are set only by :func:`seal`: the JCS bytes it hashed (so
+    that storing and publishing the link need not canonicalise the event again) and the
+    (tenantId, runId, eventId) it checked (read many times per link on the way to the store
+    and the topic). They are caches, not part of the link: equality ignores them and
+    verification never reads them (it recomputes from ``event``).
     """
 
     index: int
@@ -54,6 +53,7 @@ class Link:
     prev_hash: str
     hash: str
     sealed_bytes: bytes | None = field(default=None, compare=False, repr=False)
+    ids: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
 
     def canonical(self) -> bytes:
         """JCS bytes of the event (those :func:`seal` hashed, when it made this link)."""
@@ -61,15 +61,18 @@ class Link:
 
     @property
     def tenant_id(self) -> str:
-        return _text_field(self.event, "tenantId")
+        ids = self.ids
+        return ids[0] if ids is not None else _text_field(self.event, "tenantId")
 
     @property
     def run_id(self) -> str:
-        return _text_field(self.event, "runId")
+        ids = self.ids
+        return ids[1] if ids is not None else _text_field(self.event, "runId")
 
     @property
     def event_id(self) -> str:
-        return _text_field(self.event, "eventId")
+        ids = self.ids
+        return ids[2] if ids is not None else _text_field(self.event, "eventId")
 
     def to_json(self) -> dict[str, Any]:
         """The export-line object: the link plus the tenant and run it belongs to."""
@@ -132,15 +135,24 @@ class RunHead:
 def seal(index: int, prev_hash: str, event: Mapping[str, Any]) -> Link:
     """A new link for ``event`` after a link whose hash is ``prev_hash``.
 
-    The sealed event is a fresh copy parsed back from its canonical bytes, so a caller that
+    The sealed event is a :class:`SealedEvent` over its canonical bytes, so a caller that
     mutates its own dict afterwards cannot change what was sealed. (Those bytes are our own
     JCS output, so they hold no duplicate key or NaN for a strict parser to refuse.)
     """
-    for name in ("tenantId", "runId", "eventId"):
-        _text_field(event, name)
+    ids = (
+        _text_field(event, "tenantId"),
+        _text_field(event, "runId"),
+        _text_field(event, "eventId"),
+    )
     canonical = canonical_event(event)
-    copy: dict[str, Any] = orjson.loads(canonical)
-    return Link(index, copy, prev_hash, hash_canonical(prev_hash, canonical), canonical)
+    return Link(
+        index,
+        SealedEvent(canonical),
+        prev_hash,
+        hash_canonical(prev_hash, canonical),
+        canonical,
+        ids,
+    )
 
 
 def genesis_head(tenant_id: str, run_id: str) -> RunHead:
