@@ -149,7 +149,9 @@ class Sealer:
                     )
                     continue
             try:
-                link = seal(head.length, head.hash, delivered.written_form())
+                link = seal(
+                    head.length, head.hash, delivered.written_form(), (tenant, run, event_id)
+                )
             except (MalformedLink, EventError) as exc:
                 self._refuse(delivered, UNSEALABLE, str(exc), counts)
                 continue

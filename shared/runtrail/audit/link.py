@@ -132,18 +132,25 @@ class RunHead:
         return cls(tenant, run, length, hash_)
 
 
-def seal(index: int, prev_hash: str, event: Mapping[str, Any]) -> Link:
+def seal(
+    index: int,
+    prev_hash: str,
+    event: Mapping[str, Any],
+    ids: tuple[str, str, str] | None = None,
+) -> Link:
     """A new link for ``event`` after a link whose hash is ``prev_hash``.
 
     The sealed event is a :class:`SealedEvent` over its canonical bytes, so a caller that
     mutates its own dict afterwards cannot change what was sealed. (Those bytes are our own
     JCS output, so they hold no duplicate key or NaN for a strict parser to refuse.)
+    ``ids`` is the event's (tenantId, runId, eventId) when the caller checked them already.
     """
-    ids = (
-        _text_field(event, "tenantId"),
-        _text_field(event, "runId"),
-        _text_field(event, "eventId"),
-    )
+    if ids is None:
+        ids = (
+            _text_field(event, "tenantId"),
+            _text_field(event, "runId"),
+            _text_field(event, "eventId"),
+        )
     canonical = canonical_event(event)
     return Link(
         index,
