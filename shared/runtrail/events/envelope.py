@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from runtrail.events.errors import InvalidEvent, UnknownEventType
+from runtrail.events.native import Defer, json_dumper
 
 ActorKind = Literal["user", "agent", "service", "operator"]
 
@@ -93,6 +94,11 @@ Timestamp = Annotated[str, StringConstraints(pattern=ISO_8601)]
 EVENT_CLASSES: dict[tuple[str, int], type[Event]] = {}
 
 
+#: per event class, its generated JSON-form dumper (None: pydantic's serializer)
+_DUMPERS: dict[type[Any], Any] = {}
+_UNKNOWN = object()
+
+
 class _Envelope(CamelModel):
     """The envelope fields and their constraints."""
 
@@ -117,7 +123,19 @@ class _Envelope(CamelModel):
         return str(value)
 
     def json_form(self) -> dict[str, Any]:
-        """The camelCase JSON form of the seeds (``sequence`` as a decimal string)."""
+        """The camelCase JSON form of the seeds (``sequence`` as a decimal string).
+
+        By the class's generated dumper when there is one (:func:`~runtrail.events.native.
+        json_dumper`: the same dict, without pydantic's serializer), else by pydantic."""
+        cls = type(self)
+        dump = _DUMPERS.get(cls, _UNKNOWN)
+        if dump is _UNKNOWN:
+            dump = _DUMPERS[cls] = json_dumper(cls)
+        if dump is not None:
+            try:
+                return cast(dict[str, Any], dump(self))
+            except (Defer, KeyError):
+                pass  # a value the plan does not cover: pydantic dumps it
         return self.model_dump(mode="json", by_alias=True)
 
 

@@ -67,7 +67,11 @@ fn avro_node(node: &Bound<'_, PyAny>) -> PyResult<Avro> {
             }
             Avro::Record(out)
         }
-        other => return Err(PyValueError::new_err(format!("no native reader for Avro {other}"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "no native reader for Avro {other}"
+            )))
+        }
     })
 }
 
@@ -118,7 +122,9 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
             let end = p.checked_add(8)?;
             let bytes: [u8; 8] = b.get(*p..end)?.try_into().ok()?;
             *p = end;
-            PyFloat::new(py, f64::from_le_bytes(bytes)).into_any().unbind()
+            PyFloat::new(py, f64::from_le_bytes(bytes))
+                .into_any()
+                .unbind()
         }
         Avro::Str => {
             let n = read_long(b, p)?;
@@ -141,7 +147,10 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
         }
         Avro::Record(fields) => {
             let out = unsafe {
-                Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(fields.len() as ffi::Py_ssize_t))
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    ffi::_PyDict_NewPresized(fields.len() as ffi::Py_ssize_t),
+                )
             }
             .ok()?
             .downcast_into::<PyDict>()
@@ -165,7 +174,9 @@ struct AvroReader {
 impl AvroReader {
     #[new]
     fn new(program: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(AvroReader { root: avro_node(program)? })
+        Ok(AvroReader {
+            root: avro_node(program)?,
+        })
     }
 
     /// `(record, position after it)` for the body at `value[pos:]`, or None when unsure.
@@ -189,7 +200,9 @@ impl Pattern {
         if pattern == "\\S" {
             return Ok(Pattern::NotBlank);
         }
-        Regex::new(pattern).map(Pattern::Regex).map_err(|e| PyValueError::new_err(e.to_string()))
+        Regex::new(pattern)
+            .map(Pattern::Regex)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Whether ASCII `text` holds a match (`is_match`: anywhere, as pydantic-core searches).
@@ -202,9 +215,23 @@ impl Pattern {
 }
 
 enum Check {
-    Str { min_len: Option<usize>, max_len: Option<usize>, pattern: Option<Pattern> },
-    Int { ge: Option<i64>, gt: Option<i64>, le: Option<i64>, lt: Option<i64> },
-    Float { ge: Option<f64>, gt: Option<f64>, le: Option<f64>, lt: Option<f64> },
+    Str {
+        min_len: Option<usize>,
+        max_len: Option<usize>,
+        pattern: Option<Pattern>,
+    },
+    Int {
+        ge: Option<i64>,
+        gt: Option<i64>,
+        le: Option<i64>,
+        lt: Option<i64>,
+    },
+    Float {
+        ge: Option<f64>,
+        gt: Option<f64>,
+        le: Option<f64>,
+        lt: Option<f64>,
+    },
     Bool,
     Literal(Vec<PyObject>),
     Nullable(Box<Check>),
@@ -284,7 +311,10 @@ fn check_node(node: &Bound<'_, PyAny>) -> PyResult<Check> {
         "nullable" => Check::Nullable(Box::new(check_node(&parts.get_item(1)?)?)),
         "any" => Check::Any,
         "model" => Check::Model(Box::new(model_node(node)?)),
-        "after" => Check::After(parts.get_item(1)?.unbind(), Box::new(check_node(&parts.get_item(2)?)?)),
+        "after" => Check::After(
+            parts.get_item(1)?.unbind(),
+            Box::new(check_node(&parts.get_item(2)?)?),
+        ),
         other => return Err(PyValueError::new_err(format!("no native check {other}"))),
     })
 }
@@ -301,7 +331,11 @@ fn model_node(node: &Bound<'_, PyAny>) -> PyResult<Model> {
             keys.push(interned(&k?)?);
         }
         let required: bool = f.get_item(2)?.extract()?;
-        let default = if required { None } else { Some(f.get_item(3)?.unbind()) };
+        let default = if required {
+            None
+        } else {
+            Some(f.get_item(3)?.unbind())
+        };
         fields.push(Field {
             attr: interned(&f.get_item(0)?)?,
             keys,
@@ -310,12 +344,26 @@ fn model_node(node: &Bound<'_, PyAny>) -> PyResult<Model> {
         });
     }
     let before = parts.get_item(3)?;
-    let before = if before.is_none() { None } else { Some(before.unbind()) };
+    let before = if before.is_none() {
+        None
+    } else {
+        Some(before.unbind())
+    };
     if fields.len() > MAX_FIELDS {
-        return Err(PyValueError::new_err(format!("more than {MAX_FIELDS} fields")));
+        return Err(PyValueError::new_err(format!(
+            "more than {MAX_FIELDS} fields"
+        )));
     }
-    let all_fields = PySet::new(parts.py(), fields.iter().map(|f| f.attr.clone_ref(parts.py())))?;
-    Ok(Model { cls, fields, before, all_fields: all_fields.unbind() })
+    let all_fields = PySet::new(
+        parts.py(),
+        fields.iter().map(|f| f.attr.clone_ref(parts.py())),
+    )?;
+    Ok(Model {
+        cls,
+        fields,
+        before,
+        all_fields: all_fields.unbind(),
+    })
 }
 
 /// A canonical decimal (`0` or no leading zero, ASCII digits only, fits an i64): what
@@ -331,7 +379,13 @@ fn canonical_decimal(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-fn bounds<T: PartialOrd>(v: T, ge: &Option<T>, gt: &Option<T>, le: &Option<T>, lt: &Option<T>) -> bool {
+fn bounds<T: PartialOrd>(
+    v: T,
+    ge: &Option<T>,
+    gt: &Option<T>,
+    le: &Option<T>,
+    lt: &Option<T>,
+) -> bool {
     ge.as_ref().is_none_or(|x| v >= *x)
         && gt.as_ref().is_none_or(|x| v > *x)
         && le.as_ref().is_none_or(|x| v <= *x)
@@ -349,7 +403,11 @@ fn check_value(py: Python<'_>, check: &Check, v: &Bound<'_, PyAny>) -> PyResult<
                 check_value(py, inner, v)?
             }
         }
-        Check::Str { min_len, max_len, pattern } => {
+        Check::Str {
+            min_len,
+            max_len,
+            pattern,
+        } => {
             if !v.is_exact_instance_of::<PyString>() {
                 return Ok(None);
             }
@@ -362,7 +420,9 @@ fn check_value(py: Python<'_>, check: &Check, v: &Bound<'_, PyAny>) -> PyResult<
             }
             if let Some(re) = pattern {
                 // ASCII only: there every regex engine and Unicode version agree
-                let Ok(text) = s.to_str() else { return Ok(None) };
+                let Ok(text) = s.to_str() else {
+                    return Ok(None);
+                };
                 if !text.is_ascii() || !re.is_match(text) {
                     return Ok(None);
                 }
@@ -371,7 +431,9 @@ fn check_value(py: Python<'_>, check: &Check, v: &Bound<'_, PyAny>) -> PyResult<
         }
         Check::Int { ge, gt, le, lt } => {
             if v.is_exact_instance_of::<PyInt>() {
-                let Ok(n) = v.extract::<i64>() else { return Ok(None) };
+                let Ok(n) = v.extract::<i64>() else {
+                    return Ok(None);
+                };
                 ok(bounds(n, ge, gt, le, lt))
             } else if v.is_exact_instance_of::<PyString>() {
                 let text = v.downcast::<PyString>()?.to_str()?;
@@ -417,7 +479,11 @@ fn check_value(py: Python<'_>, check: &Check, v: &Bound<'_, PyAny>) -> PyResult<
 
 /// `object.__setattr__` without the model's own `__setattr__` (frozen models refuse it):
 /// what pydantic-core does when it fills a validated instance.
-fn force_setattr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+fn force_setattr(
+    obj: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyString>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) };
     if rc < 0 {
         Err(PyErr::fetch(obj.py()))
@@ -426,7 +492,11 @@ fn force_setattr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>, value: &Bou
     }
 }
 
-fn build_model(py: Python<'_>, model: &Model, input: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+fn build_model(
+    py: Python<'_>,
+    model: &Model,
+    input: &Bound<'_, PyAny>,
+) -> PyResult<Option<PyObject>> {
     let before;
     let input = match &model.before {
         Some(function) => match function.bind(py).call1((input,)) {
@@ -443,7 +513,9 @@ fn build_model(py: Python<'_>, model: &Model, input: &Bound<'_, PyAny>) -> PyRes
     }
     let input = input.downcast::<PyDict>()?;
     let n = model.fields.len();
-    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(n as ffi::Py_ssize_t))? };
+    let out = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(n as ffi::Py_ssize_t))?
+    };
     let out = out.downcast_into::<PyDict>()?;
     let mut found_at = [false; MAX_FIELDS];
     let mut used = 0usize;
@@ -481,7 +553,9 @@ fn build_model(py: Python<'_>, model: &Model, input: &Bound<'_, PyAny>) -> PyRes
             Some(v) => {
                 used += 1;
                 found_at[i] = true;
-                let Some(value) = check_value(py, &field.check, &v)? else { return Ok(None) };
+                let Some(value) = check_value(py, &field.check, &v)? else {
+                    return Ok(None);
+                };
                 out.set_item(attr, value)?;
             }
             None => match &field.default {
@@ -519,7 +593,9 @@ struct ModelBuilder {
 impl ModelBuilder {
     #[new]
     fn new(plan: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(ModelBuilder { model: model_node(plan)? })
+        Ok(ModelBuilder {
+            model: model_node(plan)?,
+        })
     }
 
     /// The validated instance, or None when pydantic must decide.
@@ -595,12 +671,82 @@ fn jcs_fast_ok(value: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
     Ok(Some(true))
 }
 
+/// How deep `json_copy` goes before it leaves the value to pydantic (which has its own guard).
+const COPY_DEPTH: usize = 256;
+
+/// A fresh copy of a JSON value's containers, as pydantic's `model_dump(mode="json")` makes
+/// of a field typed `Any`: dicts and lists new, scalars the same objects. None when the value
+/// holds anything else (a tuple, a non-str key, a subclass, a float that is not finite, a
+/// lone surrogate, or deeper than `COPY_DEPTH`): pydantic's serializer decides those.
+#[pyfunction]
+fn json_copy(value: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+    copy_value(value, 0)
+}
+
+fn copy_value(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<Option<PyObject>> {
+    let py = value.py();
+    if value.is_exact_instance_of::<PyString>() {
+        // a lone surrogate has no UTF-8 form: pydantic's serializer refuses it
+        let ok = value.downcast::<PyString>()?.to_str().is_ok();
+        return Ok(if ok {
+            Some(value.clone().unbind())
+        } else {
+            None
+        });
+    }
+    if value.is_none()
+        || value.is_exact_instance_of::<PyBool>()
+        || value.is_exact_instance_of::<PyInt>()
+    {
+        return Ok(Some(value.clone().unbind()));
+    }
+    if value.is_exact_instance_of::<PyFloat>() {
+        let f = value.downcast::<PyFloat>()?.value();
+        return Ok(if f.is_finite() {
+            Some(value.clone().unbind())
+        } else {
+            None
+        });
+    }
+    if depth >= COPY_DEPTH {
+        return Ok(None);
+    }
+    if value.is_exact_instance_of::<PyDict>() {
+        let out = PyDict::new(py);
+        for (key, child) in value.downcast::<PyDict>()?.iter() {
+            if !key.is_exact_instance_of::<PyString>()
+                || key.downcast::<PyString>()?.to_str().is_err()
+            {
+                return Ok(None);
+            }
+            match copy_value(&child, depth + 1)? {
+                Some(copied) => out.set_item(key, copied)?,
+                None => return Ok(None),
+            }
+        }
+        return Ok(Some(out.into_any().unbind()));
+    }
+    if value.is_exact_instance_of::<PyList>() {
+        let list = value.downcast::<PyList>()?;
+        let mut items = Vec::with_capacity(list.len());
+        for child in list.iter() {
+            match copy_value(&child, depth + 1)? {
+                Some(copied) => items.push(copied),
+                None => return Ok(None),
+            }
+        }
+        return Ok(Some(PyList::new(py, items)?.into_any().unbind()));
+    }
+    Ok(None)
+}
+
 #[pymodule]
 fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AvroReader>()?;
     m.add_class::<ModelBuilder>()?;
     m.add_class::<EventDecoder>()?;
     m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
+    m.add_function(wrap_pyfunction!(json_copy, m)?)?;
     Ok(())
 }
 
@@ -673,7 +819,9 @@ fn direct_model(
     let no = |why: &str| Err(PyValueError::new_err(why.to_string()));
     let a = avro.downcast::<PyTuple>()?;
     let m = model.downcast::<PyTuple>()?;
-    if a.get_item(0)?.extract::<String>()? != "record" || m.get_item(0)?.extract::<String>()? != "model" {
+    if a.get_item(0)?.extract::<String>()? != "record"
+        || m.get_item(0)?.extract::<String>()? != "model"
+    {
         return no("not a record and a model");
     }
     if !m.get_item(3)?.is_none() {
@@ -706,7 +854,11 @@ fn direct_model(
             }
         } else if kind == "record" {
             let ckind: String = check.downcast::<PyTuple>()?.get_item(0)?.extract()?;
-            let inner_json: &[String] = if top && name == "data" { json_fields } else { &[] };
+            let inner_json: &[String] = if top && name == "data" {
+                json_fields
+            } else {
+                &[]
+            };
             if ckind == "model" {
                 if let Ok(d) = direct_model(&anode, &check, inner_json, false, None) {
                     nested = Some((Box::new(d), None));
@@ -732,7 +884,11 @@ fn direct_model(
             json_names,
             json_text: !top && json_fields.contains(&name),
             recorded_at: top && name == "recordedAt",
-            lift: if lifted { lift.map(|l| l.data.clone().unbind()) } else { None },
+            lift: if lifted {
+                lift.map(|l| l.data.clone().unbind())
+            } else {
+                None
+            },
             version: match lift {
                 Some(l) if top && name == "schemaVersion" => {
                     Some((l.writer_version, l.current_version.clone().unbind()))
@@ -762,7 +918,9 @@ fn new_instance<'py>(py: Python<'py>, cls: &Py<PyType>) -> PyResult<Bound<'py, P
     let cls = cls.bind(py);
     unsafe {
         let tp = cls.as_type_ptr();
-        let new = (*tp).tp_new.ok_or_else(|| PyValueError::new_err("type without tp_new"))?;
+        let new = (*tp)
+            .tp_new
+            .ok_or_else(|| PyValueError::new_err("type without tp_new"))?;
         let args = PyTuple::empty(py);
         Bound::from_owned_ptr_or_err(py, new(tp, args.as_ptr(), std::ptr::null_mut()))
     }
@@ -776,9 +934,21 @@ fn fill_instance(
     fields_set: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     force_setattr(instance, pyo3::intern!(py, "__dict__"), dict.as_any())?;
-    force_setattr(instance, pyo3::intern!(py, "__pydantic_extra__"), &py.None().into_bound(py))?;
-    force_setattr(instance, pyo3::intern!(py, "__pydantic_private__"), &py.None().into_bound(py))?;
-    force_setattr(instance, pyo3::intern!(py, "__pydantic_fields_set__"), fields_set)
+    force_setattr(
+        instance,
+        pyo3::intern!(py, "__pydantic_extra__"),
+        &py.None().into_bound(py),
+    )?;
+    force_setattr(
+        instance,
+        pyo3::intern!(py, "__pydantic_private__"),
+        &py.None().into_bound(py),
+    )?;
+    force_setattr(
+        instance,
+        pyo3::intern!(py, "__pydantic_fields_set__"),
+        fields_set,
+    )
 }
 
 /// A JSON text parsed (None when it is not a string or not JSON: the Python path says why),
@@ -787,9 +957,13 @@ fn parse_json_text<'py>(
     raw: &Bound<'py, PyAny>,
     ctx: &mut DirectRead<'_, 'py>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let Ok(text) = raw.downcast::<PyString>() else { return Ok(None) };
+    let Ok(text) = raw.downcast::<PyString>() else {
+        return Ok(None);
+    };
     if let Some(limit) = ctx.depth_limit {
-        let Ok(utf8) = text.to_str() else { return Ok(None) };
+        let Ok(utf8) = text.to_str() else {
+            return Ok(None);
+        };
         if utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count() >= limit {
             ctx.deep = true;
         }
@@ -805,12 +979,17 @@ fn read_direct<'py>(
     ctx: &mut DirectRead<'_, 'py>,
 ) -> PyResult<Option<PyObject>> {
     let out = unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(m.fields.len() as ffi::Py_ssize_t))?
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::_PyDict_NewPresized(m.fields.len() as ffi::Py_ssize_t),
+        )?
     }
     .downcast_into::<PyDict>()?;
     for f in &m.fields {
         let value = if let Some((nested, after)) = &f.nested {
-            let Some(v) = read_direct(py, nested, b, p, ctx)? else { return Ok(None) };
+            let Some(v) = read_direct(py, nested, b, p, ctx)? else {
+                return Ok(None);
+            };
             match after {
                 Some(function) => match function.bind(py).call1((v,)) {
                     Ok(v) => v.unbind(),
@@ -819,20 +998,30 @@ fn read_direct<'py>(
                 None => v,
             }
         } else {
-            let Some(raw) = read_value(py, &f.avro, b, p) else { return Ok(None) };
+            let Some(raw) = read_value(py, &f.avro, b, p) else {
+                return Ok(None);
+            };
             let mut raw = raw.into_bound(py);
             if f.json_text && !raw.is_none() {
-                let Some(parsed) = parse_json_text(&raw, ctx)? else { return Ok(None) };
+                let Some(parsed) = parse_json_text(&raw, ctx)? else {
+                    return Ok(None);
+                };
                 raw = parsed;
             }
             if !f.json_names.is_empty() {
-                let Ok(record) = raw.downcast::<PyDict>() else { return Ok(None) };
+                let Ok(record) = raw.downcast::<PyDict>() else {
+                    return Ok(None);
+                };
                 for name in &f.json_names {
-                    let Some(text) = record.get_item(name.bind(py))? else { continue };
+                    let Some(text) = record.get_item(name.bind(py))? else {
+                        continue;
+                    };
                     if text.is_none() {
                         continue;
                     }
-                    let Some(parsed) = parse_json_text(&text, ctx)? else { return Ok(None) };
+                    let Some(parsed) = parse_json_text(&text, ctx)? else {
+                        return Ok(None);
+                    };
                     record.set_item(name.bind(py), parsed)?;
                 }
             }
@@ -851,7 +1040,9 @@ fn read_direct<'py>(
             if f.recorded_at && raw.is_none() && !ctx.recorded_at.is_none() {
                 raw = ctx.recorded_at.clone();
             }
-            let Some(v) = check_value(py, &f.check, &raw)? else { return Ok(None) };
+            let Some(v) = check_value(py, &f.check, &raw)? else {
+                return Ok(None);
+            };
             v
         };
         out.set_item(f.attr.bind(py), value)?;
@@ -898,8 +1089,9 @@ impl EventDecoder {
             let item = item?;
             let t = item.downcast::<PyTuple>()?;
             let fp: Vec<u8> = t.get_item(0)?.extract()?;
-            let fp: [u8; 8] =
-                fp.try_into().map_err(|_| PyValueError::new_err("fingerprint of 8 bytes"))?;
+            let fp: [u8; 8] = fp
+                .try_into()
+                .map_err(|_| PyValueError::new_err("fingerprint of 8 bytes"))?;
             let mut json_fields = Vec::new();
             for name in t.get_item(4)?.try_iter()? {
                 json_fields.push(interned(&name?)?);
@@ -916,7 +1108,11 @@ impl EventDecoder {
                     model: model_node(&t.get_item(7)?)?,
                     upcast: {
                         let f = t.get_item(8)?;
-                        if f.is_none() { None } else { Some(f.unbind()) }
+                        if f.is_none() {
+                            None
+                        } else {
+                            Some(f.unbind())
+                        }
                     },
                     direct: {
                         let names: Vec<String> = t.get_item(4)?.extract()?;
@@ -926,13 +1122,20 @@ impl EventDecoder {
                             writer_version: t.get_item(3)?.extract()?,
                             current_version: &current,
                         };
-                        let lift = if lift_data.is_none() { None } else { Some(&lift) };
+                        let lift = if lift_data.is_none() {
+                            None
+                        } else {
+                            Some(&lift)
+                        };
                         direct_model(&t.get_item(1)?, &t.get_item(7)?, &names, true, lift).ok()
                     },
                 },
             );
         }
-        Ok(EventDecoder { schemas: out, loads })
+        Ok(EventDecoder {
+            schemas: out,
+            loads,
+        })
     }
 
     /// `(event, to_walk)`, read straight from the body (an old version's `data` lifted by
@@ -947,14 +1150,27 @@ impl EventDecoder {
         recorded_at: &Bound<'_, PyAny>,
         depth_limit: Option<usize>,
     ) -> PyResult<Option<(PyObject, PyObject)>> {
-        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
+        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+            return Ok(None);
+        };
         let b = bytes.as_bytes();
-        let Some(schema) = self.schema_of(b) else { return Ok(None) };
-        let Some(direct) = &schema.direct else { return Ok(None) };
+        let Some(schema) = self.schema_of(b) else {
+            return Ok(None);
+        };
+        let Some(direct) = &schema.direct else {
+            return Ok(None);
+        };
         let loads = self.loads.bind(py);
-        let mut ctx = DirectRead { loads, recorded_at, depth_limit, deep: false };
+        let mut ctx = DirectRead {
+            loads,
+            recorded_at,
+            depth_limit,
+            deep: false,
+        };
         let mut p = HEADER_LEN;
-        let Some(event) = read_direct(py, direct, b, &mut p, &mut ctx)? else { return Ok(None) };
+        let Some(event) = read_direct(py, direct, b, &mut p, &mut ctx)? else {
+            return Ok(None);
+        };
         if p != b.len() || ctx.deep {
             return Ok(None);
         }
@@ -975,11 +1191,17 @@ impl EventDecoder {
         recorded_at: &Bound<'_, PyAny>,
         depth_limit: Option<usize>,
     ) -> PyResult<Option<(PyObject, PyObject, PyObject)>> {
-        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else { return Ok(None) };
+        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+            return Ok(None);
+        };
         let b = bytes.as_bytes();
-        let Some(schema) = self.schema_of(b) else { return Ok(None) };
+        let Some(schema) = self.schema_of(b) else {
+            return Ok(None);
+        };
         let mut p = HEADER_LEN;
-        let Some(record) = read_value(py, &schema.reader, b, &mut p) else { return Ok(None) };
+        let Some(record) = read_value(py, &schema.reader, b, &mut p) else {
+            return Ok(None);
+        };
         if p != b.len() {
             return Ok(None);
         }
@@ -997,22 +1219,35 @@ impl EventDecoder {
         }
         let mut to_walk: Option<Vec<PyObject>> = None;
         if !schema.json_fields.is_empty() {
-            let Some(data) = record.get_item(pyo3::intern!(py, "data"))? else { return Ok(None) };
+            let Some(data) = record.get_item(pyo3::intern!(py, "data"))? else {
+                return Ok(None);
+            };
             let data = data.downcast::<PyDict>()?;
             for name in &schema.json_fields {
                 let name = name.bind(py);
-                let Some(text) = data.get_item(name)? else { continue };
+                let Some(text) = data.get_item(name)? else {
+                    continue;
+                };
                 if text.is_none() {
                     continue;
                 }
-                let Ok(s) = text.downcast::<PyString>() else { return Ok(None) };
+                let Ok(s) = text.downcast::<PyString>() else {
+                    return Ok(None);
+                };
                 if let Some(limit) = depth_limit {
-                    let Ok(utf8) = s.to_str() else { return Ok(None) };
+                    let Ok(utf8) = s.to_str() else {
+                        return Ok(None);
+                    };
                     let opens = utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count();
                     if opens >= limit {
                         to_walk
                             .get_or_insert_with(|| {
-                                schema.walked_typed.bind(py).iter().map(Bound::unbind).collect()
+                                schema
+                                    .walked_typed
+                                    .bind(py)
+                                    .iter()
+                                    .map(Bound::unbind)
+                                    .collect()
                             })
                             .push(name.clone().into_any().unbind());
                     }
@@ -1024,7 +1259,9 @@ impl EventDecoder {
             }
         }
         let seq_key = pyo3::intern!(py, "sequence");
-        let Some(sequence) = record.get_item(seq_key)? else { return Ok(None) };
+        let Some(sequence) = record.get_item(seq_key)? else {
+            return Ok(None);
+        };
         record.set_item(seq_key, sequence.str()?)?;
         let lifted = match &schema.upcast {
             Some(upcast) => match upcast.bind(py).call1((&record,)) {
@@ -1037,16 +1274,17 @@ impl EventDecoder {
             None => record.clone(),
         };
         let rec_key = pyo3::intern!(py, "recordedAt");
-        let current = if !recorded_at.is_none()
-            && lifted.get_item(rec_key)?.is_none_or(|v| v.is_none())
-        {
-            let copy = lifted.copy()?;
-            copy.set_item(rec_key, recorded_at)?;
-            copy
-        } else {
-            lifted
+        let current =
+            if !recorded_at.is_none() && lifted.get_item(rec_key)?.is_none_or(|v| v.is_none()) {
+                let copy = lifted.copy()?;
+                copy.set_item(rec_key, recorded_at)?;
+                copy
+            } else {
+                lifted
+            };
+        let Some(event) = build_model(py, &schema.model, current.as_any())? else {
+            return Ok(None);
         };
-        let Some(event) = build_model(py, &schema.model, current.as_any())? else { return Ok(None) };
         let walk = match (to_walk, depth_limit) {
             (Some(names), _) => PyTuple::new(py, names)?.into_any().unbind(),
             (None, Some(_)) => schema.walked_typed.clone_ref(py).into_any(),
