@@ -226,3 +226,34 @@ def test_the_projection_module_namespace_holds_no_clock_reader() -> None:
 def test_state_is_plain_data() -> None:
     state = replay(full_run().events)
     assert RunProjection.from_json(state.to_json()) == state
+
+
+def test_folding_copies_a_projection_exactly_as_model_copy_does() -> None:
+    """The fold's own copy of the state (a tenth of its cost was ``model_copy``) makes the same
+    model: the same fields, the same fields set, the old state untouched."""
+    from runtrail.projection.model import RunProjection, SequenceGap
+    from runtrail.projection.projector import _updated
+
+    state = RunProjection(
+        tenant_id="t",
+        run_id="r",
+        status="received",
+        version=0,
+        origin="accepted",
+        last_event_id="e0",
+        policy_version=None,
+    )
+    changes = {
+        "status": "executing",
+        "version": 3,
+        "last_event_id": "e3",
+        "gaps": (SequenceGap(first=1, last=2),),
+        "step": 4,
+    }
+    ours, theirs = _updated(state, changes), state.model_copy(update=changes)
+    assert type(ours) is type(theirs) and ours == theirs
+    assert ours.__pydantic_fields_set__ == theirs.__pydantic_fields_set__
+    assert ours.model_dump() == theirs.model_dump()
+    assert (
+        state.version == 0 and state.status == "received" and "step" not in state.model_fields_set
+    )

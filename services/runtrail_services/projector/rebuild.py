@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Unpack
 
 from confluent_kafka import Message
@@ -37,6 +36,7 @@ from runtrail.projection import (
     ProjectionStore,
     compare_projections,
 )
+from runtrail.runtime.decoding import iso_from_ms
 from runtrail_services.projector.folder import FolderOptions, Outcome, RunFolder
 from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
 
@@ -149,17 +149,6 @@ def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -
         raise StoreNotEmpty(f"the target store already holds offsets of {topic}")
 
 
-def _recorded_at(msg: Message) -> str | None:
-    kind, ms = msg.timestamp()
-    if not kind:
-        return None
-    return (
-        datetime.fromtimestamp(ms / 1000, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def rebuild_projection(
     settings: Settings,
     into: ProjectionStore,
@@ -242,14 +231,19 @@ def _fold_batch(
 ) -> int:
     count = 0
     decode = codec.decode_event_only  # the fold reads the event, never the written form
+    # LogAppendTime is stamped per produce request, so consecutive messages share it
+    last_ts, last_iso = -1, None
     for msg in batch:
         partition, offset = msg.partition(), msg.offset()
         assert partition is not None and offset is not None
         positions[partition] = offset + 1
         summary.events += 1
         count += 1
+        ts_type, ts = msg.timestamp()
+        if ts != last_ts:
+            last_ts, last_iso = ts, iso_from_ms(ts) if ts_type else None
         try:
-            event = decode(msg.value(), _recorded_at(msg))
+            event = decode(msg.value(), last_iso)
         except EventError as exc:  # the runtime dead-letters these; the live store skips them
             summary.unreadable.append(Unreadable(partition, offset, exc.reason))
             continue

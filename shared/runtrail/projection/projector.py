@@ -299,4 +299,25 @@ def _advance(state: RunProjection, event: Event, update: Update) -> RunProjectio
         changes["turn_id"] = event.turn_id
     if event.step is not None:
         changes["step"] = event.step
-    return state.model_copy(update=changes)
+    return _updated(state, changes)
+
+
+_set_attribute = object.__setattr__
+
+
+def _updated(state: RunProjection, changes: dict[str, Any]) -> RunProjection:
+    """``state.model_copy(update=changes)``, which is a tenth of the cost of folding an event
+    without its generic steps: a projection allows no extra fields and has no private
+    attributes, so its copy is its ``__dict__`` and fields set, updated (pydantic does the
+    same, with a ``copy.copy`` of each part). Anything else goes through ``model_copy``."""
+    if state.__pydantic_extra__ is not None or state.__pydantic_private__ is not None:
+        return state.model_copy(update=changes)
+    cls = type(state)
+    copied = cls.__new__(cls)
+    _set_attribute(copied, "__dict__", {**state.__dict__, **changes})
+    _set_attribute(copied, "__pydantic_extra__", None)
+    _set_attribute(
+        copied, "__pydantic_fields_set__", state.__pydantic_fields_set__ | changes.keys()
+    )
+    _set_attribute(copied, "__pydantic_private__", None)
+    return copied

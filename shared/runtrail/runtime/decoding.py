@@ -45,7 +45,8 @@ class BatchResult:
     anomalies: dict[str, int] = field(default_factory=dict)
 
 
-def _iso_from_ms(ms: int) -> str:
+def iso_from_ms(ms: int) -> str:
+    """A broker timestamp (epoch ms) as the ``recordedAt`` the codec sets: UTC, to the ms."""
     return (
         datetime.fromtimestamp(ms / 1000, UTC)
         .isoformat(timespec="milliseconds")
@@ -111,7 +112,7 @@ class BatchDecoder:
             positions[(topic, partition)] = offset + 1
             ts_type, ts = msg.timestamp()
             if ts != last_ts:
-                last_ts, last_iso = ts, _iso_from_ms(ts) if ts_type else None
+                last_ts, last_iso = ts, iso_from_ms(ts) if ts_type else None
             value = msg.value()
             if value is not None and len(value) > max_bytes:
                 self._dead(result, msg, TooLarge.reason, _too_large(len(value), max_bytes))
