@@ -52,7 +52,23 @@ SERVICES: dict[str, tuple[str, Any, str]] = {
         "processed",
     ),
     "sessions": ("runtrail_services.sessions.service:SessionsService", lambda w: {}, "processed"),
+    "resume-cache": (
+        "runtrail_services.resume_cache.service:ResumeCacheService",
+        lambda w: {
+            "store_url": f"sqlite:///{w / 'cache.db'}",
+            "http_port": str(_free_port()),
+            "tokens": '{"bench": "bench-token-0123456789abcdef"}',
+        },
+        "processed",
+    ),
 }
+
+
+def _free_port() -> int:
+    from runtrail.kafka.ports import free_ports
+
+    (port,) = free_ports(1)
+    return port
 
 
 def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str) -> None:
@@ -133,7 +149,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--services", default="noop,capture,audit,projector,sessions")
+    parser.add_argument("--services", default="noop,capture,audit,projector,resume-cache,sessions")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--bootstrap-servers")
     args = parser.parse_args()
@@ -147,12 +163,22 @@ def main() -> None:
     with broker(args.bootstrap_servers) as bootstrap:
         topic = create_topic(bootstrap, args.partitions, prefix="benchsvc")
         try:
+            from confluent_kafka import KafkaError, KafkaException
             from confluent_kafka.admin import AdminClient, NewTopic
+
+            from runtrail.config import Settings
 
             admin = AdminClient({"bootstrap.servers": bootstrap})
             audit = NewTopic(f"{topic}.audit", args.partitions, 1)
             for future in admin.create_topics([audit]).values():
                 future.result(60)
+            cache = NewTopic(Settings().resume_cache_topic, args.partitions, 1)
+            for future in admin.create_topics([cache]).values():
+                try:
+                    future.result(60)
+                except KafkaException as exc:  # there from an earlier run on this broker
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise
             print(f"filling {topic} with {args.events:,} events …", flush=True)
             _fill(bootstrap, topic, args.events)
             RESULTS.mkdir(exist_ok=True)
