@@ -215,3 +215,46 @@ def test_pointers_inline_and_large_snapshots_by_reference(
             assert not readable_by_others(blob) and not readable_by_others(blob.parent)
     finally:
         svc.close()
+
+
+def test_a_batch_of_saves_fsyncs_each_folder_once_and_a_failed_fsync_blocks_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saves of one batch fsync their files each and their folder once, at the end. A
+    folder fsync that fails (EIO: injected, nothing here can make a real disk do it on cue)
+    leaves the folder due: ``flush``, which the runtime runs before every commit, raises
+    ``StoreUnavailable`` until it succeeds, so no offset is committed past those saves."""
+    import errno
+
+    from runtrail.runtime.unavailable import StoreUnavailable
+    from runtrail.sessions import store_file
+
+    real = store_file.fsync_dir
+    synced: list[Path] = []
+    failing = {"on": False}
+
+    def fsync_dir(path: Path) -> None:
+        if failing["on"]:
+            raise OSError(errno.EIO, "injected folder fsync failure", str(path))
+        synced.append(Path(path))
+        real(path)
+
+    monkeypatch.setattr(store_file, "fsync_dir", fsync_dir)
+    svc = service(tmp_path, every_n_events=1)
+    forms = [
+        f for session in ("a", "b", "c") for f in session_forms(2, session=session, seed=session)
+    ]
+    svc.process(delivered(forms, first_offset=10))
+    folder = tmp_path / "sessions" / "t1"
+    assert synced.count(folder) == 1, synced  # six saves, one folder fsync
+    assert held(svc) == {}
+
+    failing["on"] = True
+    svc.process(delivered(session_forms(3, session="a", seed="a")[2:], first_offset=16))
+    # saved (its file fsynced), but its folder is not durable yet: no commit may follow
+    with pytest.raises(StoreUnavailable, match="injected folder fsync failure"):
+        svc.flush()
+    failing["on"] = False
+    svc.flush()  # the folder is fsynced now: the commit may go
+    assert synced.count(folder) == 2
+    svc.close()

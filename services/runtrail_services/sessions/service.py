@@ -205,7 +205,19 @@ class SessionsService(Service):
 
     def _checkpoint(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
         """Save the dirty sessions; if the store cannot take writes now, leave them due (and
-        their offsets held) for :meth:`flush` to retry, and stop trying for now."""
+        their offsets held) for :meth:`flush` to retry, and stop trying for now.
+
+        The saves are durable together, at the end (``durable_on_exit``: one folder fsync
+        per folder, not per save). Should that last step fail, the store keeps it due and
+        :meth:`flush`, which runs before every commit, raises until it is done: no offset is
+        committed past a save that is not durable."""
+        try:
+            with self.store.durable_on_exit():
+                self._save_each(sessions, trigger)
+        except store_down() as exc:
+            self._store_down(exc)
+
+    def _save_each(self, sessions: Iterable[Tracked], trigger: str | None) -> None:
         for tracked in list(sessions):
             if tracked.halted or not tracked.dirty:
                 continue

@@ -22,7 +22,9 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 from abc import abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from runtrail.sessions.base import ClosableStore
@@ -73,6 +75,14 @@ class AgentSessionStore(ClosableStore):
     @abstractmethod
     def delete(self, tenant_id: str, session_id: str) -> bool:
         """Remove a session's snapshot; False if there was none."""
+
+    @contextlib.contextmanager
+    def durable_on_exit(self) -> Iterator[None]:
+        """Saves inside may leave the last step of their durability (the file store's folder
+        fsync) to the exit, once for all of them: a save inside is durable when this exits
+        without an error, not when it returns. The caller commits and publishes nothing
+        in between. The default: every save is durable when it returns."""
+        yield
 
 
 def open_session_store(url: str) -> AgentSessionStore:

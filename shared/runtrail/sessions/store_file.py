@@ -41,6 +41,9 @@ class FileSessionStore(AgentSessionStore):
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).expanduser().absolute()
         private_dir(self.root)
+        self._deferring = False
+        #: folders holding renames not yet fsynced (see :meth:`durable_on_exit`)
+        self._unsynced: set[Path] = set()
 
     @classmethod
     def from_url(cls, url: str) -> FileSessionStore:
@@ -62,7 +65,7 @@ class FileSessionStore(AgentSessionStore):
                 return False
             if stored is not None and stored[1] == UNREADABLE:
                 log.warning("sessions: replacing the unreadable snapshot %s", path)
-            write_atomic(path, snapshot.to_bytes())
+            self._write(path, snapshot.to_bytes())
         return True
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
@@ -77,8 +80,34 @@ class FileSessionStore(AgentSessionStore):
             stored = verified_digest(data, str(path)) if data is not None else None
             if stored != expected_digest:
                 return False
-            write_atomic(path, snapshot.to_bytes())
+            self._write(path, snapshot.to_bytes())
         return True
+
+    def _write(self, path: Path, data: bytes) -> None:
+        write_atomic(path, data, sync_dir=not self._deferring)
+        if self._deferring:
+            self._unsynced.add(path.parent)
+
+    @contextlib.contextmanager
+    def durable_on_exit(self) -> Iterator[None]:
+        """Each save inside fsyncs its file; the folders holding the renames are fsynced once
+        each, on the way out (a batch of saves in one tenant's folder: one folder fsync, not
+        one per save). A folder whose fsync fails stays due: the error goes to the caller
+        (whose saves are then not durable) and the next exit tries it again."""
+        outer = self._deferring
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = outer
+        if not outer:
+            self._sync_folders()
+
+    def _sync_folders(self) -> None:
+        while self._unsynced:
+            folder = next(iter(self._unsynced))
+            fsync_dir(folder)  # if this raises, the folder stays due
+            self._unsynced.discard(folder)
 
     def delete(self, tenant_id: str, session_id: str) -> bool:
         path = self.path_of(tenant_id, session_id)
