@@ -7,8 +7,10 @@ process, so is a Quix app), and it keeps a contender from paying for what the on
 it left behind in the benchmark's process: the generated workload, earlier consumers'
 threads and heaps. (Run in the benchmark's own process, ``noop``'s later rounds measured
 up to 40 % slower than its first while the Quix app's did not.) Each contender is timed from
-its first consumed message, so start-up and imports are not counted. The last line printed
-is the rate as JSON.
+its first consumed message, so start-up and imports are not counted. The runtrail services
+flush and commit at the Quix apps' interval (``quix_peers.COMMIT_INTERVAL_S``, Quix's
+default), not at runtrail's own default of one second. The last line printed is the rate as
+JSON.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def run(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
 
 def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
     from bench.harness import run_service
+    from bench.quix_peers import COMMIT_INTERVAL_S
     from runtrail.config import Settings
     from runtrail_services.capture.service import CaptureService
     from runtrail_services.noop.service import NoopService
@@ -62,6 +65,8 @@ def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> 
         dlq_topic=f"{topic}.dlq",
         spool_dir=work / "spool",
         state_dir=work / "state",
+        # the Quix apps' commit interval: both flush (fsync) and commit equally often
+        commit_interval_ms=int(COMMIT_INTERVAL_S * 1000),
     )
     group = f"bench-{name}-{uuid.uuid4().hex[:8]}"  # every run reads the topic from the start
     if name == "noop":

@@ -40,6 +40,9 @@ from runtrail.nodes import (
 )
 
 HEADER_LEN = 10
+#: how often the Quix apps commit (its default, set explicitly); bench.contender runs the
+#: runtrail services at the same interval, so both flush their output and commit as often
+COMMIT_INTERVAL_S = 5.0
 
 
 class _Counter:
@@ -93,6 +96,7 @@ def _app(bootstrap: str, name: str) -> Any:
         auto_offset_reset="earliest",
         auto_create_topics=False,
         use_changelog_topics=False,
+        commit_interval=COMMIT_INTERVAL_S,
         loglevel="WARNING",
         state_dir=Path(".runtrail/bench-quix-state").resolve(),
     )
