@@ -132,3 +132,15 @@ def test_pairer_records_equal_validated_records() -> None:
         assert validated.to_json_line() == record.to_json_line()
     with pytest.raises(TypeError, match="every field"):
         NodeIoRecord.trusted(record_id="x")
+
+
+@given(st.integers(-(10**13), 10**13))
+def test_the_cached_capture_date_is_the_date_of_the_instant(ms: int) -> None:
+    """``utc_date`` keeps one string per day (it names every record's folder); it must
+    still be that instant's own UTC date, on either side of midnight and before 1970."""
+    from datetime import UTC, datetime, timedelta
+
+    from runtrail.capture.times import utc_date
+
+    expected = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).strftime("%Y-%m-%d")
+    assert utc_date(ms) == expected

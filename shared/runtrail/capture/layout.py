@@ -7,12 +7,14 @@ segment, percent-encoded, so no tenant can name a path outside its own (``..``, 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import quote, unquote
 
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.times import utc_date
 
 
+@lru_cache(maxsize=4096)  # once per tenant, not per record: ``quote`` is pure Python
 def tenant_segment(tenant_id: str) -> str:
     """A tenant ID as one safe, reversible path segment."""
     segment = quote(tenant_id, safe="")

@@ -7,6 +7,7 @@ reprocessing the same events yields byte-identical records.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -20,6 +21,14 @@ def epoch_ms(iso: str) -> int:
     return (parsed - _EPOCH) // _MS
 
 
+_DAY_MS = 86_400_000
+
+
 def utc_date(ms: int) -> str:
     """The UTC calendar date (``yyyy-mm-dd``) of an epoch-millisecond instant."""
-    return (_EPOCH + ms * _MS).strftime("%Y-%m-%d")
+    return _utc_day(ms // _DAY_MS)
+
+
+@lru_cache(maxsize=1024)  # once per day, not per record
+def _utc_day(day: int) -> str:
+    return (_EPOCH + day * _DAY_MS * _MS).strftime("%Y-%m-%d")
