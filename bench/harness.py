@@ -85,17 +85,23 @@ def delete_topic(bootstrap: str, name: str) -> None:
             print(f"could not delete {name}: {exc}")
 
 
-def raw_consume(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
-    """librdkafka poll-and-discard: the ceiling any Python consumer can reach on this machine."""
+def _fresh_consumer(bootstrap: str, topic: str, prefix: str) -> Consumer:
+    """A consumer in a group of its own, subscribed to ``topic`` from its start."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"bench-raw-{uuid.uuid4().hex[:6]}",
+            "group.id": f"{prefix}-{uuid.uuid4().hex[:6]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
     )
     consumer.subscribe([topic])
+    return consumer
+
+
+def raw_consume(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> Rate:
+    """librdkafka poll-and-discard: the ceiling any Python consumer can reach on this machine."""
+    consumer = _fresh_consumer(bootstrap, topic, "bench-raw")
     seen = 0
     first = 0.0
     try:
@@ -115,15 +121,7 @@ def raw_decode(bootstrap: str, topic: str, expected: int, batch: int = 2000) -> 
     from runtrail.events import avro_schemas
 
     schemas = {s.fingerprint: s.parsed for s in avro_schemas.retained_schemas()}
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-rawdec-{uuid.uuid4().hex[:6]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
+    consumer = _fresh_consumer(bootstrap, topic, "bench-rawdec")
     seen, first = 0, 0.0
     try:
         while seen < expected:
