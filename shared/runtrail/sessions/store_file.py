@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +42,8 @@ class FileSessionStore(AgentSessionStore):
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).expanduser().absolute()
         private_dir(self.root)
-        self._deferring = False
+        #: the thread inside :meth:`durable_on_exit` (saves of other threads are not deferred)
+        self._deferred_by: int | None = None
         #: folders holding renames not yet fsynced (see :meth:`durable_on_exit`)
         self._unsynced: set[Path] = set()
 
@@ -84,8 +86,9 @@ class FileSessionStore(AgentSessionStore):
         return True
 
     def _write(self, path: Path, data: bytes) -> None:
-        write_atomic(path, data, sync_dir=not self._deferring)
-        if self._deferring:
+        deferred = self._deferred_by == threading.get_ident()
+        write_atomic(path, data, sync_dir=not deferred)
+        if deferred:
             self._unsynced.add(path.parent)
 
     @contextlib.contextmanager
@@ -94,14 +97,16 @@ class FileSessionStore(AgentSessionStore):
         each, on the way out (a batch of saves in one tenant's folder: one folder fsync, not
         one per save). A folder whose fsync fails stays due: the error goes to the caller
         (whose saves are then not durable) and the next exit tries it again."""
-        outer = self._deferring
-        self._deferring = True
+        # nested: the outer one syncs; another thread's saves are not deferred at all
+        if self._deferred_by is not None:
+            yield
+            return
+        self._deferred_by = threading.get_ident()
         try:
             yield
         finally:
-            self._deferring = outer
-        if not outer:
-            self._sync_folders()
+            self._deferred_by = None
+        self._sync_folders()
 
     def _sync_folders(self) -> None:
         while self._unsynced:
