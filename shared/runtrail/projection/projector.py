@@ -306,10 +306,11 @@ _set_attribute = object.__setattr__
 
 
 def _updated(state: RunProjection, changes: dict[str, Any]) -> RunProjection:
-    """``state.model_copy(update=changes)``, which is a tenth of the cost of folding an event
-    without its generic steps: a projection allows no extra fields and has no private
-    attributes, so its copy is its ``__dict__`` and fields set, updated (pydantic does the
-    same, with a ``copy.copy`` of each part). Anything else goes through ``model_copy``."""
+    """``state.model_copy(update=changes)`` without its generic steps (they were a sixth of
+    the replay's profile). A projection allows no extra fields and has no private
+    attributes, so its copy is its ``__dict__`` and fields set, updated; pydantic does the
+    same with a ``copy.copy`` of each part. A state with extras or private values still
+    goes through ``model_copy``."""
     if state.__pydantic_extra__ is not None or state.__pydantic_private__ is not None:
         return state.model_copy(update=changes)
     cls = type(state)
