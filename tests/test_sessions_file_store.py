@@ -6,11 +6,17 @@ import random
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runtrail.sessions import CorruptSnapshot, SessionStoreError, open_session_store
+from runtrail.sessions import (
+    AgentSessionSnapshot,
+    CorruptSnapshot,
+    SessionStoreError,
+    open_session_store,
+)
 from runtrail.sessions.store_file import FileSessionStore
 from tests.sessions_support import REPO, built_snapshot, writer_command
 
@@ -99,6 +105,57 @@ def test_a_corrupted_snapshot_file_is_refused_with_an_error_naming_it(tmp_path: 
     path.write_bytes(good)
     loaded = store.load("t1", "s1")
     assert loaded is not None and loaded.digest == snapshot.digest
+
+
+def test_save_all_if_overlaps_the_saves_and_stops_at_a_failing_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saves of one batch are in flight together (each mostly waits on its fsync). A
+    corrupted stored snapshot is refused and kept, the other saves go on; a store that fails a
+    write (ENOSPC, injected: a full disk cannot be made to fail one save on cue) stops the
+    batch: nothing more is taken, and every save taken has its outcome."""
+    import errno
+
+    from runtrail.sessions import store_file
+
+    store = FileSessionStore(tmp_path / "sessions")
+    real = store_file.write_atomic
+    both_in_flight = threading.Barrier(2, timeout=10)
+    mode = {"now": "overlap"}
+
+    def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+        if mode["now"] == "overlap":
+            both_in_flight.wait()  # one save at a time would never get past this
+        elif mode["now"] == "full":
+            raise OSError(errno.ENOSPC, "No space left on device (injected)", str(path))
+        real(path, data, sync_dir=sync_dir)
+
+    monkeypatch.setattr(store_file, "write_atomic", write_atomic)
+    pair = [built_snapshot(3, session="a"), built_snapshot(3, session="b")]
+    assert store.save_all_if((s, None) for s in pair) == [True, True]
+
+    mode["now"] = "plain"
+    path_a = store.path_of("t1", "a")
+    edited = path_a.read_bytes().replace(b'"message":"a1"', b'"message":"A1"', 1)
+    path_a.write_bytes(edited)
+    later = [built_snapshot(4, session="a"), built_snapshot(4, session="b")]
+    outcomes = store.save_all_if(zip(later, [pair[0].digest, pair[1].digest], strict=True))
+    assert isinstance(outcomes[0], CorruptSnapshot) and outcomes[1:] == [True]
+    assert path_a.read_bytes() == edited  # the evidence is kept
+
+    mode["now"] = "full"
+    taken: list[int] = []
+
+    def slowly() -> Iterator[tuple[AgentSessionSnapshot, None]]:
+        for count in range(5, 25):
+            taken.append(count)
+            time.sleep(0.05)  # the first write fails long before the last is built
+            yield built_snapshot(count, session=f"new{count}"), None
+
+    outcomes = store.save_all_if(slowly())
+    assert len(outcomes) == len(taken) < 20
+    assert all(isinstance(o, OSError) and o.errno == errno.ENOSPC for o in outcomes)
+    store.close()
 
 
 def test_an_unreadable_store_folder_is_an_error_not_an_absence(tmp_path: Path) -> None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runtrail.sessions import AgentSession, AgentSessionStore, open_session_store
+from runtrail.sessions import (
+    AgentSession,
+    AgentSessionSnapshot,
+    AgentSessionStore,
+    open_session_store,
+)
 from tests.sessions_support import built_session, built_snapshot, run_writer
 
 
@@ -54,6 +60,32 @@ def test_newest_wins_and_compare_and_set(store: AgentSessionStore) -> None:
     assert store.save_if(old, built_snapshot(12).digest)  # CAS is about the digest only
     assert store.save_if(built_snapshot(3, session="s2"), None)
     assert store.load("t1", "s2") is not None
+
+
+def test_save_all_if_answers_each_save_in_order(store: AgentSessionStore) -> None:
+    """One outcome per snapshot, in the order given, each as ``save_if`` would answer it; the
+    snapshots are taken from a lazy iterable (the service builds each as it goes)."""
+    first = built_snapshot(4, session="a")
+    assert store.save(first)
+    attempts = [
+        (built_snapshot(5, session="a"), first.digest),  # the CAS holds: saved
+        (built_snapshot(3, session="b"), first.digest),  # nothing stored under b: refused
+        (built_snapshot(2, session="c"), None),  # nothing stored, none expected: saved
+    ]
+    taken: list[str] = []
+
+    def lazily() -> Iterator[tuple[AgentSessionSnapshot, str | None]]:
+        for attempt in attempts:
+            taken.append(attempt[0].session_id)
+            yield attempt
+
+    assert store.save_all_if(lazily()) == [True, False, True]
+    assert taken == ["a", "b", "c"]
+    saved_a, saved_c = store.load("t1", "a"), store.load("t1", "c")
+    assert saved_a is not None and saved_a.digest == attempts[0][0].digest
+    assert saved_c is not None and saved_c.digest == attempts[2][0].digest
+    assert store.load("t1", "b") is None
+    assert store.save_all_if([]) == []
 
 
 def test_list_delete_and_tenants_never_mix(store: AgentSessionStore) -> None:

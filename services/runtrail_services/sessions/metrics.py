@@ -24,7 +24,7 @@ class SessionsMetrics:
         ).labels(service)
         self.checkpoint_seconds = Histogram(
             "runtrail_sessions_checkpoint_seconds",
-            "Time to snapshot and durably save one session",
+            "Time to snapshot and durably save one session (saves overlapped in one batch share its time)",
             ["service"],
             registry=registry,
         ).labels(service)

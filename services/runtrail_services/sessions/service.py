@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
@@ -218,39 +218,68 @@ class SessionsService(Service):
             self._store_down(exc)
 
     def _save_each(self, sessions: Iterable[Tracked], trigger: str | None) -> None:
-        for tracked in list(sessions):
-            if tracked.halted or not tracked.dirty:
-                continue
+        """One attempt for every dirty session, overlapped by the store (``save_all_if``);
+        a session another writer saved meanwhile then goes through :meth:`_save`."""
+        todo = [t for t in sessions if not t.halted and t.dirty]
+        if not todo:
+            return
+        built: list[AgentSessionSnapshot] = []
+
+        def attempts() -> Iterator[tuple[AgentSessionSnapshot, str | None]]:
+            for tracked in todo:
+                built.append(tracked.session.snapshot())
+                yield built[-1], tracked.stored_digest
+
+        started = time.perf_counter()
+        outcomes = self.store.save_all_if(attempts())
+        each = (time.perf_counter() - started) / max(len(outcomes), 1)
+        for tracked, snapshot, outcome in zip(todo, built, outcomes, strict=False):
             reason = trigger or tracked.due or "flush"
-            try:
-                self._save(tracked, reason)
-            except store_down() as exc:
+            if outcome is True:
+                self.metrics.checkpoint_seconds.observe(each)
+                tracked.saved(snapshot)
+                self.metrics.checkpointed(reason, len(snapshot.to_bytes()))
+            elif isinstance(outcome, (CorruptSnapshot, UntrustedSnapshot)):
+                self._halt(tracked, outcome)  # edited behind our back: kept as evidence
+            elif isinstance(outcome, store_down()):
                 tracked.due = tracked.due or reason
-                self._store_down(exc)
-                return
+                self._store_down(outcome)
+            elif isinstance(outcome, Exception):
+                raise outcome
+            else:
+                self.metrics.save_conflicts.inc()
+                try:
+                    self._save(tracked, reason, after_conflict=True)
+                except store_down() as exc:
+                    tracked.due = tracked.due or reason
+                    self._store_down(exc)
+        for tracked in todo[len(outcomes) :]:  # not tried: the store failed a write
+            tracked.due = tracked.due or trigger or "flush"
 
     def _store_down(self, exc: Exception) -> None:
         if self._store_error is None:
             log.warning("sessions: store %s cannot take writes now: %s", self.store.describe(), exc)
         self._store_error = exc
 
-    def _save(self, tracked: Tracked, trigger: str) -> None:
-        """Save durably (compare-and-set, merging another writer's snapshot if needed)."""
+    def _save(self, tracked: Tracked, trigger: str, *, after_conflict: bool = False) -> None:
+        """Save durably (compare-and-set, merging another writer's snapshot if needed).
+        ``after_conflict``: a save just found another writer's snapshot; merge it first."""
         session = tracked.session
         with self.metrics.checkpoint_seconds.time():
-            for _ in range(self.settings.save_attempts):
-                snapshot = session.snapshot()
-                try:
-                    replaced = self.store.save_if(snapshot, tracked.stored_digest)
-                except (CorruptSnapshot, UntrustedSnapshot) as exc:
-                    # the stored snapshot was edited behind our back: keep it (evidence), halt
-                    self._halt(tracked, exc)
-                    return
-                if replaced:
-                    tracked.saved(snapshot)
-                    self.metrics.checkpointed(trigger, len(snapshot.to_bytes()))
-                    return
-                self.metrics.save_conflicts.inc()
+            for attempt in range(self.settings.save_attempts):
+                if not after_conflict or attempt:
+                    snapshot = session.snapshot()
+                    try:
+                        replaced = self.store.save_if(snapshot, tracked.stored_digest)
+                    except (CorruptSnapshot, UntrustedSnapshot) as exc:
+                        # the stored snapshot was edited behind our back: keep it, halt
+                        self._halt(tracked, exc)
+                        return
+                    if replaced:
+                        tracked.saved(snapshot)
+                        self.metrics.checkpointed(trigger, len(snapshot.to_bytes()))
+                        return
+                    self.metrics.save_conflicts.inc()
                 try:
                     stored = self._reload(tracked)
                 except (CorruptSnapshot, UntrustedSnapshot) as exc:

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from runtrail.sessions.base import ClosableStore
+from runtrail.sessions.errors import CorruptSnapshot, UntrustedSnapshot
 from runtrail.sessions.snapshot import AgentSessionSnapshot
 
 
@@ -49,6 +50,10 @@ class SessionSummary:
 
 Summaries = list[SessionSummary]
 
+#: What :meth:`AgentSessionStore.save_all_if` answers for one snapshot: what ``save_if``
+#: returned, or the exception it raised.
+SaveOutcome = bool | Exception
+
 
 class AgentSessionStore(ClosableStore):
     """Saves, loads, lists and deletes session snapshots; see the module docstring."""
@@ -63,6 +68,28 @@ class AgentSessionStore(ClosableStore):
         """Store ``snapshot`` only if the stored one has ``expected_digest`` (None: only if
         there is none); False if another writer got there first. CorruptSnapshot, and nothing
         written, if the stored content does not match its digest."""
+
+    def save_all_if(
+        self, items: Iterable[tuple[AgentSessionSnapshot, str | None]]
+    ) -> list[SaveOutcome]:
+        """:meth:`save_if` for each ``(snapshot, expected_digest)``; the outcomes in order.
+
+        A snapshot refused as corrupt or untrusted does not stop the others; any other error
+        stops taking items (a store that cannot take one write will not take the next), so
+        the list may be shorter than ``items``: the items without an outcome were not tried.
+        ``items`` may be lazy, and a store that overlaps the writes (the file store: their
+        fsyncs) writes one snapshot while the caller builds the next. The default saves them
+        one after the other."""
+        outcomes: list[SaveOutcome] = []
+        for snapshot, expected in items:
+            try:
+                outcomes.append(self.save_if(snapshot, expected))
+            except (CorruptSnapshot, UntrustedSnapshot) as exc:
+                outcomes.append(exc)
+            except Exception as exc:
+                outcomes.append(exc)
+                break
+        return outcomes
 
     @abstractmethod
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,14 +25,17 @@ from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
 from runtrail.persistence.registry import register
 from runtrail.persistence.urls import file_path
-from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError, UntrustedSnapshot
 from runtrail.sessions.naming import from_segment, is_hashed, segment
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
-from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
+from runtrail.sessions.store import AgentSessionStore, SaveOutcome, SessionSummary, Summaries
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".json"
+#: Saves of one :meth:`FileSessionStore.save_all_if` in flight at once: each waits mostly on
+#: its file's fsync, and fsyncs in flight together cost little more than one.
+SAVE_THREADS = 4
 #: Digest of a stored file that cannot be read: it never equals an expected digest.
 UNREADABLE = "unreadable"
 
@@ -46,6 +50,9 @@ class FileSessionStore(AgentSessionStore):
         self._deferred_by: int | None = None
         #: folders holding renames not yet fsynced (see :meth:`durable_on_exit`)
         self._unsynced: set[Path] = set()
+        self._unsynced_lock = threading.Lock()
+        #: the threads of :meth:`save_all_if`, started on its first call
+        self._savers: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_url(cls, url: str) -> FileSessionStore:
@@ -67,10 +74,46 @@ class FileSessionStore(AgentSessionStore):
                 return False
             if stored is not None and stored[1] == UNREADABLE:
                 log.warning("sessions: replacing the unreadable snapshot %s", path)
-            self._write(path, snapshot.to_bytes())
+            self._write(path, snapshot.to_bytes(), self._deferred_by == threading.get_ident())
         return True
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
+        return self._save_if(snapshot, expected_digest, self._deferred_by == threading.get_ident())
+
+    def save_all_if(
+        self, items: Iterable[tuple[AgentSessionSnapshot, str | None]]
+    ) -> list[SaveOutcome]:
+        """Up to :data:`SAVE_THREADS` saves in flight, each fsyncing its own file; their folders
+        are fsynced once each at the end (or, inside :meth:`durable_on_exit`, on its exit)."""
+        if self._savers is None:
+            self._savers = ThreadPoolExecutor(SAVE_THREADS, thread_name_prefix="runtrail-sessions")
+        outer = self._deferred_by == threading.get_ident()
+        pending: list[Future[bool]] = []
+        failed = threading.Event()
+
+        def note(future: Future[bool]) -> None:
+            if _stops(future):
+                failed.set()
+
+        taking = iter(items)
+        try:
+            while not failed.is_set():  # once the store failed a write, take no more
+                item = next(taking, None)
+                if item is None:
+                    break
+                snapshot, expected = item
+                future = self._savers.submit(self._save_if, snapshot, expected, True)
+                future.add_done_callback(note)
+                pending.append(future)
+        finally:
+            outcomes = [_outcome(f) for f in pending]  # waits for every save in flight
+        if not outer:
+            self._sync_folders()
+        return outcomes
+
+    def _save_if(
+        self, snapshot: AgentSessionSnapshot, expected_digest: str | None, deferred: bool
+    ) -> bool:
         path = self.path_of(snapshot.tenant_id, snapshot.session_id)
         with self._locked(path):
             try:
@@ -82,14 +125,14 @@ class FileSessionStore(AgentSessionStore):
             stored = verified_digest(data, str(path)) if data is not None else None
             if stored != expected_digest:
                 return False
-            self._write(path, snapshot.to_bytes())
+            self._write(path, snapshot.to_bytes(), deferred)
         return True
 
-    def _write(self, path: Path, data: bytes) -> None:
-        deferred = self._deferred_by == threading.get_ident()
+    def _write(self, path: Path, data: bytes, deferred: bool) -> None:
         write_atomic(path, data, sync_dir=not deferred)
         if deferred:
-            self._unsynced.add(path.parent)
+            with self._unsynced_lock:
+                self._unsynced.add(path.parent)
 
     @contextlib.contextmanager
     def durable_on_exit(self) -> Iterator[None]:
@@ -109,10 +152,17 @@ class FileSessionStore(AgentSessionStore):
         self._sync_folders()
 
     def _sync_folders(self) -> None:
-        while self._unsynced:
-            folder = next(iter(self._unsynced))
-            fsync_dir(folder)  # if this raises, the folder stays due
-            self._unsynced.discard(folder)
+        with self._unsynced_lock:
+            due = sorted(self._unsynced)
+        for folder in due:
+            fsync_dir(folder)  # if this raises, this folder and those after it stay due
+            with self._unsynced_lock:
+                self._unsynced.discard(folder)
+
+    def close(self) -> None:
+        if self._savers is not None:
+            self._savers.shutdown(wait=True)
+            self._savers = None
 
     def delete(self, tenant_id: str, session_id: str) -> bool:
         path = self.path_of(tenant_id, session_id)
@@ -200,6 +250,25 @@ class FileSessionStore(AgentSessionStore):
             tenant_id, session_id = from_segment(tenant_seg), from_segment(session_seg)
         updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
         return SessionSummary(tenant_id, session_id, updated.replace("+00:00", "Z"))
+
+
+def _per_snapshot(exc: Exception) -> bool:
+    """A verdict on one stored snapshot, not on the store: the other saves go on."""
+    return isinstance(exc, (CorruptSnapshot, UntrustedSnapshot))
+
+
+def _stops(future: Future[bool]) -> bool:
+    exc = future.exception()
+    return isinstance(exc, Exception) and not _per_snapshot(exc)
+
+
+def _outcome(future: Future[bool]) -> SaveOutcome:
+    exc = future.exception()  # waits
+    if exc is None:
+        return future.result()
+    if isinstance(exc, Exception):
+        return exc
+    raise exc  # KeyboardInterrupt and the like are not an outcome
 
 
 def _open(url: str) -> FileSessionStore:
