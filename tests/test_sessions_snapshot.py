@@ -128,3 +128,52 @@ def test_events_of_another_session_or_tenant_are_refused() -> None:
     with pytest.raises(ValueError, match="belongs to t1/s9"):
         session.apply(session_events(1, session="s9")[0])
     assert session.revision == 0
+
+
+def test_an_inline_pointer_reads_back_as_the_snapshot_it_splices_in() -> None:
+    """The sessions topic's inline pointer splices the stored bytes in unparsed: a reader gets
+    the pointer a parsed copy would have given, and it resolves to the same snapshot, also for
+    values whose canonical text differs from orjson's (1e+21, U+2028, the largest safe integer)."""
+    import orjson
+
+    from runtrail.sessions.pointer import SessionPointer, pointer_message
+
+    odd = seal(
+        tenant_id="t1",
+        session_id="odd",
+        last_applied_sequence={"r1": 3},
+        event_log=[],
+        memory={"big": 1e21, "small": 1e-7, "text": 'é\u2028"\\', "int": 2**53 - 1, "f": 0.1},
+        compact_results=[None, True, -0.0],
+    )
+    for snapshot in (built_snapshot(1), built_snapshot(30), odd):
+        data = snapshot.to_bytes()
+        message = pointer_message(snapshot, data, inline_limit=len(data), blobs=None)
+        assert not message.by_reference
+        read = SessionPointer.from_bytes(message.value)
+        parsed = SessionPointer(
+            tenant_id=snapshot.tenant_id,
+            session_id=snapshot.session_id,
+            revision=snapshot.revision,
+            digest=snapshot.digest,
+            code_version=snapshot.code_version,
+            last_applied_sequence=snapshot.last_applied_sequence,
+            size=len(data),
+            snapshot=orjson.loads(data),
+        )
+        assert read == parsed and message.key == parsed.key
+        assert read.resolve().to_bytes() == data
+    with pytest.raises(ValueError, match="over the inline limit"):
+        pointer_message(odd, odd.to_bytes(), inline_limit=10, blobs=None)
+
+
+def test_seal_checks_the_log_it_does_not_validate_again() -> None:
+    """``seal`` validates every field but the log, whose canonicalisation proved it JSON; an
+    item that is not an object is still refused, and a sealed snapshot equals its parsed copy."""
+    sealed = built_snapshot(12)
+    parsed = parse_snapshot(sealed.to_bytes(), "memory")
+    assert parsed.model_dump() == sealed.model_dump()
+    with pytest.raises(ValueError, match="an event of the log is not an object"):
+        seal(tenant_id="t1", session_id="s1", last_applied_sequence={}, event_log=[[1]])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="tenantId"):
+        seal(tenant_id="", session_id="s1", last_applied_sequence={}, event_log=[])

@@ -17,13 +17,14 @@ from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import AgentSessionSnapshot, SessionStoreError
 from runtrail.sessions.blobs import SnapshotBlobStore
-from runtrail.sessions.pointer import SessionPointer, pointer_for
+from runtrail.sessions.pointer import PointerMessage, pointer_message
 
 log = logging.getLogger(__name__)
 
 
 class PointerPublisher:
-    """An idempotent producer of :class:`SessionPointer` messages, keyed by tenant + session.
+    """An idempotent producer of :class:`~runtrail.sessions.pointer.SessionPointer` messages,
+    keyed by tenant + session.
 
     An outage of the sessions topic or of the blob store is :class:`StoreUnavailable` (the
     runtime reports not ready and retries); queued pointers are kept until acknowledged and
@@ -49,17 +50,17 @@ class PointerPublisher:
             overrides={"linger.ms": 20},
         )
 
-    def send(self, snapshot: AgentSessionSnapshot) -> SessionPointer:
+    def send(self, snapshot: AgentSessionSnapshot) -> PointerMessage:
         """Queue the pointer to ``snapshot`` (uploading it first if it is large)."""
         try:
-            pointer = pointer_for(
+            message = pointer_message(
                 snapshot, snapshot.to_bytes(), inline_limit=self.inline_limit, blobs=self.blobs
             )
         except (OSError, SessionStoreError) as exc:
             raise StoreUnavailable("sessions snapshot blob store", str(exc)) from exc
-        self._out.send(pointer.key, pointer.to_bytes(), tag=pointer.key)
+        self._out.send(message.key, message.value, tag=message.key)
         self._out.poll()
-        return pointer
+        return message
 
     @staticmethod
     def _too_large(key: Any, detail: str) -> None:

@@ -334,8 +334,8 @@ class SessionsService(Service):
             if self.pointers is None:  # pointers are off: nothing to send
                 tracked.unpublished = None
                 continue
-            pointer = self.pointers.send(snapshot)
-            kind = "reference" if pointer.snapshot_ref else "inline"
+            message = self.pointers.send(snapshot)
+            kind = "reference" if message.by_reference else "inline"
             self.metrics.pointers.labels(self.name, kind).inc()
             tracked.unpublished = None
             sent = True

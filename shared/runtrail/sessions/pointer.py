@@ -9,6 +9,7 @@ it is small, else its object-storage reference and digest. A deleted session is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
@@ -62,28 +63,43 @@ class SessionPointer(BaseModel):
         return snapshot
 
 
-def pointer_for(
+@dataclass(frozen=True, slots=True)
+class PointerMessage:
+    """One message for the sessions topic: its key, its value, and how it carries the snapshot."""
+
+    key: bytes
+    value: bytes
+    by_reference: bool
+
+
+def pointer_message(
     snapshot: AgentSessionSnapshot,
     data: bytes,
     *,
     inline_limit: int,
     blobs: SnapshotBlobStore | None,
-) -> SessionPointer:
-    """A pointer carrying ``snapshot`` inline if ``data`` fits ``inline_limit``, else uploaded."""
-    common: dict[str, Any] = {
-        "tenant_id": snapshot.tenant_id,
-        "session_id": snapshot.session_id,
-        "revision": snapshot.revision,
-        "digest": snapshot.digest,
-        "code_version": snapshot.code_version,
-        "last_applied_sequence": snapshot.last_applied_sequence,
-        "size": len(data),
-    }
+) -> PointerMessage:
+    """The pointer to ``snapshot`` (whose stored form is ``data``): inline if ``data`` fits
+    ``inline_limit``, else uploaded to ``blobs`` and referenced.
+
+    Inline, ``data`` is spliced in as it is: it is JSON already (the snapshot's canonical form),
+    so it is neither parsed nor copied; a reader gets the same :class:`SessionPointer`."""
+    pointer = SessionPointer(
+        tenant_id=snapshot.tenant_id,
+        session_id=snapshot.session_id,
+        revision=snapshot.revision,
+        digest=snapshot.digest,
+        code_version=snapshot.code_version,
+        last_applied_sequence=snapshot.last_applied_sequence,
+        size=len(data),
+    )
     if len(data) <= inline_limit or blobs is None:
         if len(data) > inline_limit:
             raise ValueError(
                 f"snapshot of {snapshot.tenant_id}/{snapshot.session_id} is {len(data)} bytes, "
                 f"over the inline limit {inline_limit}, and no blob store is configured"
             )
-        return SessionPointer(**common, snapshot=orjson.loads(data))
-    return SessionPointer(**common, snapshot_ref=blobs.put(snapshot, data))
+        head = orjson.dumps(pointer.model_dump(mode="json", by_alias=True, exclude={"snapshot"}))
+        return PointerMessage(pointer.key, head[:-1] + b',"snapshot":' + data + b"}", False)
+    referenced = pointer.model_copy(update={"snapshot_ref": blobs.put(snapshot, data)})
+    return PointerMessage(pointer.key, referenced.to_bytes(), True)
