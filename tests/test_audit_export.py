@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtrail.audit import (
     HashChainedEventLog,
@@ -290,3 +292,30 @@ def test_script_imports_only_the_standard_library_and_rfc8785() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert imported - set(sys.stdlib_module_names) == {"rfc8785"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    run=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12),
+    tenant=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12),
+    index=st.integers(min_value=0, max_value=2**53 - 1),
+)
+def test_the_topic_line_of_a_link_is_the_rfc8785_export_line(
+    run: str, tenant: str, index: int
+) -> None:
+    """What the audit topic carries for a link is RFC 8785 of its export object, for any run
+    and tenant text (control characters, U+2028, astral) and index; an index past what JSON
+    numbers hold exactly is refused, as RFC 8785 refuses it."""
+    import rfc8785
+
+    from runtrail.audit.link import Link, seal
+    from runtrail.events import EventError
+    from runtrail_services.audit.messages import link_line
+
+    form = {**event(1, run="r"), "runId": run, "tenantId": tenant}
+    sealed = seal(0, "0" * 64, form, (tenant, run, form["eventId"]))
+    link = Link(index, sealed.event, sealed.prev_hash, sealed.hash, sealed.sealed_bytes, sealed.ids)
+    assert link_line(link) == rfc8785.dumps(link.to_json())
+    too_far = Link(2**53, link.event, link.prev_hash, link.hash, link.sealed_bytes, link.ids)
+    with pytest.raises(EventError):
+        link_line(too_far)

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import base64
 
+import orjson
+
 from runtrail.audit.link import Link
 from runtrail.audit.store import StoredCheckpoint
 from runtrail.events.jsonform import canonical_bytes
+
+#: integers up to here are written alike by orjson and RFC 8785 (beyond: as floats there)
+_SAFE_INTEGER = 2**53
 
 KIND_HEADER = "rt.audit.kind"
 LINK = b"link"
@@ -30,15 +35,17 @@ def link_line(link: Link) -> bytes:
     Built around the event's canonical bytes (``event`` sorts first, then the scalar fields),
     which is the same bytes as canonicalising the whole object, without doing it twice.
     """
-    tail = canonical_bytes(
-        {
-            "hash": link.hash,
-            "index": link.index,
-            "prevHash": link.prev_hash,
-            "runId": link.run_id,
-            "tenantId": link.tenant_id,
-        }
-    )
+    fields = {  # in JCS order already: their text is RFC 8785 as orjson writes it
+        "hash": link.hash,
+        "index": link.index,
+        "prevHash": link.prev_hash,
+        "runId": link.run_id,
+        "tenantId": link.tenant_id,
+    }
+    try:
+        tail = orjson.dumps(fields) if 0 <= link.index < _SAFE_INTEGER else canonical_bytes(fields)
+    except orjson.JSONEncodeError:  # a lone surrogate: the reference implementation decides
+        tail = canonical_bytes(fields)
     return b'{"event":' + link.canonical() + b"," + tail[1:]
 
 

@@ -42,7 +42,10 @@ def rows_to_append(
     current = dict(heads)
     rows: list[LinkRow] = []
     for link in links:
-        tenant, run, event_id = link.tenant_id, link.run_id, link.event_id
+        ids = link.ids  # set by seal(), which checked them; else read from the event
+        tenant, run, event_id = (
+            ids if ids is not None else (link.tenant_id, link.run_id, link.event_id)
+        )
         key = (tenant, run)
         length, last = current.get(key, (0, GENESIS_HASH))
         if link.index < length and is_stored(link):

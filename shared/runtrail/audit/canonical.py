@@ -105,7 +105,7 @@ def canonical_event(event: Mapping[str, Any]) -> bytes:
     if type(event) is SealedEvent and event.unread:
         return event.canonical  # never parsed, so nothing can have changed it
     try:
-        return canonical_bytes(dict(event))
+        return canonical_bytes(event if type(event) is dict else dict(event))
     except InvalidEvent as exc:
         raise MalformedLink(str(exc)) from exc
 
