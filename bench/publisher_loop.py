@@ -8,7 +8,8 @@ threads share that core with Python: the rate is what one core gives. Reported p
 events/s (wall, median of ``--rounds`` interleaved rounds) and CPU µs per event (all threads;
 1e6 / that is the one-core rate on an idle core, less sensitive to a busy machine than wall
 time). ``--baseline ROOT`` measures the code under ROOT/shared in the same run (before/after
-ratios from one run). Every event is acknowledged before the clock stops.
+ratios from one run). Every event is acknowledged before the clock stops. ``--modes
+bare,bare-batch`` add the ceiling: the bare client producing the same records, pre-encoded.
 """
 
 from __future__ import annotations
@@ -33,6 +34,50 @@ from bench.workload import workload
 HERE = Path(__file__).resolve().parent.parent
 
 
+def _bare_child(mode: str, settings: Any, events: list[dict[str, Any]]) -> None:
+    """The ceiling under the publisher: the bare client producing the very records it would
+    (value, key, headers; one shared delivery callback; the publisher's producer settings),
+    already encoded before the clock starts. ``bare-batch``: ``produce_batch``, which takes no
+    headers, in chunks of 10,000, the cheapest way to hand records to librdkafka from Python."""
+    from confluent_kafka import Producer
+
+    from runtrail.events import EventCodec
+    from runtrail.publisher.headers import event_headers
+    from runtrail.publisher.producer_config import producer_config
+
+    codec = EventCodec()
+    records = [
+        (e["runId"].encode(), codec.encode_json_form(e), list(event_headers(e))) for e in events
+    ]
+    producer = Producer(producer_config(settings))
+    acked = [0]
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    topic = settings.events_topic
+    started, cpu = time.perf_counter(), time.process_time()
+    if mode == "bare":
+        for key, value, headers in records:
+            while True:
+                try:
+                    producer.produce(topic, value, key, headers=headers, on_delivery=report)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+    else:
+        for at in range(0, len(records), 10_000):
+            chunk = [{"key": k, "value": v} for k, v, _ in records[at : at + 10_000]]
+            producer.produce_batch(topic, chunk, on_delivery=report)
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed, used = time.perf_counter() - started, time.process_time() - cpu
+    if left or acked[0] != len(records):
+        raise SystemExit(f"not everything was delivered: {left} left, {acked[0]} acknowledged")
+    print(json.dumps({"seconds": elapsed, "cpu": used, "events": len(records)}))
+
+
 def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None:
     """One measurement in this process (imports whichever runtrail is on sys.path)."""
     from runtrail.config import Settings
@@ -40,6 +85,9 @@ def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None
 
     events = [orjson.loads(line) for line in Path(path).read_bytes().splitlines()]
     settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, spool_dir=Path(spool))
+    if mode.startswith("bare"):
+        _bare_child(mode, settings, events)
+        return
     publisher = Publisher(settings, log_rejections=False)
     calls = [(e["type"], e["runId"], e["data"], e["step"], e["sessionId"]) for e in events]
     started, cpu = time.perf_counter(), time.process_time()
@@ -115,7 +163,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpu", type=int, default=0, help="the CPU every child is pinned to")
     parser.add_argument("--baseline", type=Path, help="another checkout, measured alongside")
-    parser.add_argument("--modes", default="publish,submit,cli")
+    parser.add_argument(
+        "--modes",
+        default="publish,submit,cli",
+        help="of publish, submit, cli, bare (the bare client producing the same records: "
+        "the ceiling) and bare-batch (produce_batch, without headers)",
+    )
     parser.add_argument("--bootstrap-servers")
     args = parser.parse_args()
 
