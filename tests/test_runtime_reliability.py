@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,18 @@ def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
     )
 
 
+def _paced(
+    forms: list[dict[str, object]], every: int = 500, pause_s: float = 1.0
+) -> Iterator[dict[str, object]]:
+    """``forms`` with a pause after each ``every``: the stream lasts about a minute, longer than
+    the three kills and their rebalances. Unpaced, ``noop`` had read all 30,000 events before
+    the third restart, which then never made progress to be killed during."""
+    for count, one in enumerate(forms, 1):
+        yield one
+        if count % every == 0:
+            time.sleep(pause_s)
+
+
 def test_sigkill_mid_batch_then_restart_loses_nothing(
     kafka_bootstrap: str, topic: str, tmp_path: Path
 ) -> None:
@@ -60,7 +73,7 @@ def test_sigkill_mid_batch_then_restart_loses_nothing(
     expected = {e["eventId"] for e in events}
     out = tmp_path / "noop.out"
     group = f"g-{topic}"
-    producer = threading.Thread(target=produce_forms, args=(kafka_bootstrap, topic, events))
+    producer = threading.Thread(target=produce_forms, args=(kafka_bootstrap, topic, _paced(events)))
     producer.start()
     rng = random.Random(7)
     kills = 0
