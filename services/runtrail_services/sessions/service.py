@@ -36,6 +36,7 @@ events after the last commit and finds them already saved.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -233,9 +234,12 @@ class SessionsService(Service):
         started = time.perf_counter()
         outcomes = self.store.save_all_if(attempts())
         each = (time.perf_counter() - started) / max(len(outcomes), 1)
-        for tracked, snapshot, outcome in zip(todo, built, outcomes, strict=False):
+        # the items with no outcome were not tried (the store failed a write): they stay due
+        for tracked, snapshot, outcome in itertools.zip_longest(todo, built, outcomes):
             reason = trigger or tracked.due or "flush"
-            if outcome is True:
+            if outcome is None or snapshot is None:
+                tracked.due = tracked.due or reason
+            elif outcome is True:
                 self.metrics.checkpoint_seconds.observe(each)
                 tracked.saved(snapshot)
                 self.metrics.checkpointed(reason, len(snapshot.to_bytes()))
@@ -253,8 +257,6 @@ class SessionsService(Service):
                 except store_down() as exc:
                     tracked.due = tracked.due or reason
                     self._store_down(exc)
-        for tracked in todo[len(outcomes) :]:  # not tried: the store failed a write
-            tracked.due = tracked.due or trigger or "flush"
 
     def _store_down(self, exc: Exception) -> None:
         if self._store_error is None:

@@ -55,6 +55,12 @@ Summaries = list[SessionSummary]
 SaveOutcome = bool | Exception
 
 
+def refuses_one_snapshot(exc: BaseException) -> bool:
+    """Whether a save's error is a verdict on its stored snapshot (corrupt, untrusted), not on
+    the store: the other saves of a batch go on."""
+    return isinstance(exc, (CorruptSnapshot, UntrustedSnapshot))
+
+
 class AgentSessionStore(ClosableStore):
     """Saves, loads, lists and deletes session snapshots; see the module docstring."""
 
@@ -84,11 +90,10 @@ class AgentSessionStore(ClosableStore):
         for snapshot, expected in items:
             try:
                 outcomes.append(self.save_if(snapshot, expected))
-            except (CorruptSnapshot, UntrustedSnapshot) as exc:
-                outcomes.append(exc)
             except Exception as exc:
                 outcomes.append(exc)
-                break
+                if not refuses_one_snapshot(exc):
+                    break
         return outcomes
 
     @abstractmethod

@@ -25,10 +25,16 @@ from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
 from runtrail.persistence.registry import register
 from runtrail.persistence.urls import file_path
-from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError, UntrustedSnapshot
+from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
-from runtrail.sessions.store import AgentSessionStore, SaveOutcome, SessionSummary, Summaries
+from runtrail.sessions.store import (
+    AgentSessionStore,
+    SaveOutcome,
+    SessionSummary,
+    Summaries,
+    refuses_one_snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -252,14 +258,9 @@ class FileSessionStore(AgentSessionStore):
         return SessionSummary(tenant_id, session_id, updated.replace("+00:00", "Z"))
 
 
-def _per_snapshot(exc: Exception) -> bool:
-    """A verdict on one stored snapshot, not on the store: the other saves go on."""
-    return isinstance(exc, (CorruptSnapshot, UntrustedSnapshot))
-
-
 def _stops(future: Future[bool]) -> bool:
     exc = future.exception()
-    return isinstance(exc, Exception) and not _per_snapshot(exc)
+    return isinstance(exc, Exception) and not refuses_one_snapshot(exc)
 
 
 def _outcome(future: Future[bool]) -> SaveOutcome:
