@@ -2,7 +2,8 @@
 
 Kept apart from the stores so that SQLite and PostgreSQL refuse exactly the same batches: a link
 must sit at its run's current length with the current last hash as its prevHash, and its hash
-must be its own; a link identical to one already stored (a retried batch) is skipped.
+must be its own (hashed again here unless :func:`~runtrail.audit.link.seal` made it in this
+process); a link identical to one already stored (a retried batch) is skipped.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def rows_to_append(
                 f"(length {length}, hash {last})"
             )
         canonical = link.canonical()
-        if hash_canonical(link.prev_hash, canonical) != link.hash:
+        # a link seal() made hashed these very bytes; any other is hashed here
+        if not link.self_hashed and hash_canonical(link.prev_hash, canonical) != link.hash:
             raise ChainConflict(f"link {link.index} of run {tenant}/{run}: hash is not its own")
         rows.append(
             LinkRow(

@@ -45,7 +45,10 @@ class Link:
     that storing and publishing the link need not canonicalise the event again) and the
     (tenantId, runId, eventId) it checked (read many times per link on the way to the store
     and the topic). They are caches, not part of the link: equality ignores them and
-    verification never reads them (it recomputes from ``event``).
+    verification never reads them (it recomputes from ``event``). ``self_hashed`` says that
+    :func:`seal` computed ``hash`` from ``sealed_bytes`` in this process, so a store need not
+    hash the link again; it is not an init field, so ``dataclasses.replace`` (how tests and
+    tools tamper with links) always yields a link that is hashed again.
     """
 
     index: int
@@ -54,6 +57,7 @@ class Link:
     hash: str
     sealed_bytes: bytes | None = field(default=None, compare=False, repr=False)
     ids: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
+    self_hashed: bool = field(default=False, init=False, compare=False, repr=False)
 
     def canonical(self) -> bytes:
         """JCS bytes of the event (those :func:`seal` hashed, when it made this link)."""
@@ -152,7 +156,7 @@ def seal(
             _text_field(event, "eventId"),
         )
     canonical = canonical_event(event)
-    return Link(
+    link = Link(
         index,
         SealedEvent(canonical),
         prev_hash,
@@ -160,6 +164,8 @@ def seal(
         canonical,
         ids,
     )
+    object.__setattr__(link, "self_hashed", True)  # frozen: only seal() sets it
+    return link
 
 
 def genesis_head(tenant_id: str, run_id: str) -> RunHead:
