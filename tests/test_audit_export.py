@@ -319,3 +319,51 @@ def test_the_topic_line_of_a_link_is_the_rfc8785_export_line(
     too_far = Link(2**53, link.event, link.prev_hash, link.hash, link.sealed_bytes, link.ids)
     with pytest.raises(EventError):
         link_line(too_far)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(  # IDs a link can hold: not blank
+            st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8).filter(
+                lambda text: not text.isspace()
+            ),
+            st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8).filter(
+                lambda text: not text.isspace()
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    hashes=st.lists(
+        st.one_of(
+            st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=6),
+        ),
+        min_size=2,
+        max_size=6,
+    ),
+    index=st.integers(min_value=0, max_value=2**53 - 2),
+)
+def test_the_batch_of_topic_lines_is_each_links_rfc8785_export_line(
+    runs: list[tuple[str, str]], hashes: list[str], index: int
+) -> None:
+    """``link_messages`` (a flush's whole batch, each run's key and tail made once) writes
+    what ``link_line`` writes for each link alone, which is RFC 8785 of the export object,
+    also for hashes that need escaping (a link read back from an edited store)."""
+    import rfc8785
+
+    from runtrail.audit.link import Link, seal
+    from runtrail_services.audit.messages import link_line, link_messages
+
+    links = []
+    for position, prev in enumerate(hashes):
+        run, tenant = runs[position % len(runs)]
+        form = {**event(position + 1, run="r"), "runId": run, "tenantId": tenant}
+        sealed = seal(0, "0" * 64, form, (tenant, run, form["eventId"]))
+        links.append(Link(index + position % 2, sealed.event, prev, hashes[-position - 1]))
+        links.append(sealed)
+    made = list(link_messages(links))
+    assert [key for key, _ in made] == [link.run_id.encode() for link in links]
+    for (_, value), link in zip(made, links, strict=True):
+        assert value == link_line(link) == rfc8785.dumps(link.to_json())

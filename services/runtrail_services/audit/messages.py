@@ -14,6 +14,7 @@ Header ``rt.audit.kind`` says which (``link`` or ``checkpoint``).
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable, Iterator
 
 import orjson
 
@@ -29,29 +30,70 @@ LINK = b"link"
 CHECKPOINT = b"checkpoint"
 
 
+def _run_tail(run_id: str, tenant_id: str) -> bytes:
+    """``"runId":…,"tenantId":…}``: the last members of every export line of the run."""
+    fields = {"runId": run_id, "tenantId": tenant_id}  # in JCS order; orjson writes their text
+    try:  # as RFC 8785 does
+        return orjson.dumps(fields)[1:]
+    except orjson.JSONEncodeError:  # a lone surrogate: the reference implementation decides
+        return canonical_bytes(fields)[1:]
+
+
+def _plain(text: str) -> bool:
+    """ASCII letters and digits only: JSON text with nothing to escape (a hash as sealed)."""
+    return text.isascii() and text.isalnum()
+
+
+def _line(link: Link, run_tail: bytes) -> bytes:
+    """The export line of ``link`` whose run's members are ``run_tail`` (see :func:`link_line`)."""
+    index, hash_, prev_hash = link.index, link.hash, link.prev_hash
+    if 0 <= index < _SAFE_INTEGER and _plain(hash_) and _plain(prev_hash):
+        return b"".join(
+            (
+                b'{"event":',
+                link.canonical(),
+                b',"hash":"',
+                hash_.encode(),
+                b'","index":',
+                str(index).encode(),
+                b',"prevHash":"',
+                prev_hash.encode(),
+                b'",',
+                run_tail,
+            )
+        )
+    # anything else (an index past 2**53, a hash read back from an edited store): the
+    # reference implementation writes, or refuses, the members before the run's
+    fields = {"hash": hash_, "index": index, "prevHash": prev_hash}
+    return b'{"event":' + link.canonical() + b"," + canonical_bytes(fields)[1:-1] + b"," + run_tail
+
+
 def link_line(link: Link) -> bytes:
     """The link's export line, without the newline: RFC 8785 of its JSON form.
 
-    Built around the event's canonical bytes (``event`` sorts first, then the scalar fields),
-    which is the same bytes as canonicalising the whole object, without doing it twice.
+    Built around the event's canonical bytes (``event`` sorts first, then ``hash``,
+    ``index``, ``prevHash``, ``runId``, ``tenantId``), which is the same bytes as
+    canonicalising the whole object, without doing it twice.
     """
-    fields = {  # in JCS order already: their text is RFC 8785 as orjson writes it
-        "hash": link.hash,
-        "index": link.index,
-        "prevHash": link.prev_hash,
-        "runId": link.run_id,
-        "tenantId": link.tenant_id,
-    }
-    try:
-        tail = orjson.dumps(fields) if 0 <= link.index < _SAFE_INTEGER else canonical_bytes(fields)
-    except orjson.JSONEncodeError:  # a lone surrogate: the reference implementation decides
-        tail = canonical_bytes(fields)
-    return b'{"event":' + link.canonical() + b"," + tail[1:]
+    return _line(link, _run_tail(link.run_id, link.tenant_id))
 
 
 def link_message(link: Link) -> tuple[bytes, bytes]:
     """(key, value) of a link on the audit topic."""
     return link.run_id.encode(), link_line(link)
+
+
+def link_messages(links: Iterable[Link]) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of each link, as :func:`link_message` makes them: a flush sends one per
+    sealed event, so each run's key and line tail are made once per call, not per link."""
+    runs: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+    for link in links:
+        ids = link.ids
+        run = (ids[0], ids[1]) if ids is not None else (link.tenant_id, link.run_id)
+        made = runs.get(run)
+        if made is None:
+            made = runs[run] = (run[1].encode(), _run_tail(run[1], run[0]))
+        yield made[0], _line(link, made[1])
 
 
 def checkpoint_message(stored: StoredCheckpoint) -> tuple[bytes, bytes]:

@@ -29,7 +29,7 @@ from runtrail_services.audit.messages import (
     KIND_HEADER,
     LINK,
     checkpoint_message,
-    link_message,
+    link_messages,
 )
 
 ProducerFactory = Callable[[dict[str, Any]], Any]
@@ -57,17 +57,16 @@ class AuditTopic:
             producer_factory=producer_factory,
         )
         self.sent = 0
+        #: one list for every link (the client copies headers at produce)
+        self._link_headers = [(KIND_HEADER, LINK)]
 
     def _produce(self, key: bytes, value: bytes, kind: bytes) -> None:
         self._out.send(key, value, headers=[(KIND_HEADER, kind)])
         self.sent += 1
 
     def send_links(self, links: Iterable[Link]) -> int:
-        count = 0
-        for link in links:
-            key, value = link_message(link)
-            self._produce(key, value, LINK)
-            count += 1
+        count = self._out.send_many(link_messages(links), self._link_headers)
+        self.sent += count
         self._out.poll()
         return count
 
