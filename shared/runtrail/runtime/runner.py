@@ -53,7 +53,7 @@ from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
-from runtrail.runtime.gc_tuning import service_gc
+from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Backoff, Problem, classify
@@ -89,6 +89,8 @@ class ServiceRunner:
         self.health = HealthState()
         self._stop = threading.Event()
         self._failed = False
+        #: collections paced by flushes while run() consumes (see runtime.gc_tuning)
+        self._gc: FlushPacedGc | None = None
         self._assigned: set[Partition] = set()
         self._last_commit = time.monotonic()
         self._sequences = SequenceChecker()
@@ -404,6 +406,8 @@ class ServiceRunner:
             if not self._finish(wait_s, keep_messages, revoking=only is not None):
                 return  # still in flight, within its bound: a later turn looks again
             self.service.flush()
+            if self._gc is not None:  # the flushed work is gone: a cheap collection now
+                self._gc.after_flush()
             # while waiting out a failure or stopping, a short wait keeps within the bounds
             short = self._problem is not None or self._stop.is_set()
             self._dlq.flush(_DLQ_RETRY_FLUSH_S if short else _DLQ_FLUSH_S)
@@ -652,7 +656,7 @@ class ServiceRunner:
         )
         status = 0
         try:
-            with service_gc():
+            with service_gc() as self._gc:
                 while not self._stop.is_set():
                     self._turn()
                     self.health.beat()
@@ -666,6 +670,7 @@ class ServiceRunner:
             log.exception("%s: handler failed, stopping without commit", self.name)
             status = 1
         self.metrics.up.set(0)
+        self._gc = None  # automatic collections are back as they were
         # After a failure, the revoke inside consumer.close() must not commit either.
         self._failed = status != 0 or self._problem is not None
         return self._shutdown(status)
