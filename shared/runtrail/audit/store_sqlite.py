@@ -116,6 +116,14 @@ class SqliteLinkStore(CheckpointReads):
         self._db = SqliteDatabase(
             path, synchronous="FULL", foreign_keys=True, components=[TRACKING, AUDIT_SQLITE]
         )
+        # reads on a handle of their own: in WAL mode they see every committed batch and never
+        # wait for the one being written (the audit service seals on while its flush commits);
+        # one in-process database (:memory:) has one handle, a second would be another database
+        try:
+            self._reads = self._db if str(path) == MEMORY else SqliteDatabase(path)
+        except BaseException:
+            self._db.close()
+            raise
         self._tracking = Tracking(AUDIT_TRACKING, "sqlite")
 
     @classmethod
@@ -123,6 +131,8 @@ class SqliteLinkStore(CheckpointReads):
         return cls(path_from_url(url))
 
     def close(self) -> None:
+        if self._reads is not self._db:
+            self._reads.close()
         self._db.close()
 
     # --- writing -------------------------------------------------------------------------
@@ -169,7 +179,7 @@ class SqliteLinkStore(CheckpointReads):
 
     # --- reading -------------------------------------------------------------------------
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._db.query(sql, params)
+        return self._reads.query(sql, params)
 
     def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
         rows = self._query(
@@ -238,7 +248,7 @@ class SqliteLinkStore(CheckpointReads):
 
     def heads_of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], RunHead]:
         found: dict[tuple[str, str], RunHead] = {}
-        with self._db.locked() as conn:
+        with self._reads.locked() as conn:
             for tenant, run in dict.fromkeys(runs):
                 row = conn.execute(_HEAD_SQL, (tenant, run)).fetchone()
                 if row is not None:
@@ -246,7 +256,7 @@ class SqliteLinkStore(CheckpointReads):
         return found
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
-        with self._db.locked() as conn:
+        with self._reads.locked() as conn:
             return self._tracking.read(conn, topic, partitions)
 
     # --- checkpoints ---------------------------------------------------------------------
