@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,7 @@ from runtrail.config import Settings
 from runtrail.events import validate_json_form
 from runtrail.persistence.urls import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
+from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.audit import service as service_module
 from runtrail_services.audit.messages import KIND_HEADER, link_line
 from runtrail_services.audit.positions import published_name
@@ -75,7 +78,7 @@ class Harness:
             settings=self.settings,
             options=self.options,
             registry=CollectorRegistry(),
-            dead_letter=lambda d, reason, detail: self.dead.append(
+            dead_letter=lambda d, reason, detail, *headers: self.dead.append(
                 (d.event.event_id, reason, detail)
             ),
         )
@@ -102,6 +105,13 @@ class Harness:
             for m in self.producer.log
             if dict(m.headers)[KIND_HEADER] == b"link"
         ]
+
+
+def flushed(service: AuditService) -> None:
+    """A flush, and its write settled: what the runtime's next flush (or revoke, or close)
+    waits for before anything is committed past it."""
+    service.flush()
+    service.settle()
 
 
 @pytest.fixture
@@ -153,7 +163,7 @@ def test_each_run_gets_its_own_chain_in_topic_order(harness: Harness) -> None:
     same_id_other_tenant = run_forms("run-a", 2, tenant="t2")
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(interleave(a, b, same_id_other_tenant)))
-    harness.service.flush()
+    flushed(harness.service)
     store = opened(harness)
     try:
         for tenant, run, forms in (
@@ -169,7 +179,7 @@ def test_each_run_gets_its_own_chain_in_topic_order(harness: Harness) -> None:
         assert first.hash == link_hash(GENESIS_HASH, a[0])  # the event as written, JCS
         assert store.stored_offsets(TOPIC, [0]) == {0: 10}
         assert store.stored_offsets(published_name(TOPIC), [0]) == {}  # sent, not confirmed
-        harness.service.flush()  # the next flush confirms them and records it
+        flushed(harness.service)  # the next flush confirms them and records it
         assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 10}
     finally:
         store.close()
@@ -182,7 +192,7 @@ def test_links_go_to_the_audit_topic_after_the_commit_keyed_by_run(harness: Harn
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms))
     assert harness.producer.log == []  # nothing before the flush
-    harness.service.flush()
+    flushed(harness.service)
     harness.producer.poll(0)
     store = opened(harness)
     chain = store.load_chain("t1", "run-a")
@@ -190,7 +200,7 @@ def test_links_go_to_the_audit_topic_after_the_commit_keyed_by_run(harness: Harn
     assert [(m.topic, m.key, m.value) for m in harness.producer.log] == [
         (AUDIT_TOPIC, b"run-a", link_line(link)) for link in chain
     ]
-    harness.service.flush()
+    flushed(harness.service)
     assert harness.metric("runtrail_audit_links_published_total") == 3  # confirmed
 
 
@@ -200,13 +210,13 @@ def test_a_flush_continues_chains_across_batches_and_restarts(
     forms = run_forms("run-a", 6)
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms[:2]))
-    harness.service.flush()
+    flushed(harness.service)
     harness.service.process(batch_of(forms[2:4], 2))
-    harness.service.flush()
+    flushed(harness.service)
     service = harness.restart()
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 4}
     service.process(batch_of(forms[4:], 4))
-    service.flush()
+    flushed(service)
     store = opened(harness)
     try:
         assert [link.event for link in store.load_chain("t1", "run-a")] == forms
@@ -251,9 +261,9 @@ def test_a_redelivered_event_is_not_sealed_again(harness: Harness) -> None:
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms[:3]))
     harness.service.process([delivered(forms[1], 3)])  # the same event again, unflushed
-    harness.service.flush()
+    flushed(harness.service)
     harness.service.process([delivered(forms[0], 4), delivered(forms[3], 5)])  # from the store
-    harness.service.flush()
+    flushed(harness.service)
     store = opened(harness)
     try:
         chain = store.load_chain("t1", "run-a")
@@ -270,10 +280,10 @@ def test_an_event_id_reused_with_another_payload_is_dead_lettered(harness: Harne
     forms = run_forms("run-a", 2)
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms))
-    harness.service.flush()
+    flushed(harness.service)
     impostor = {**forms[0], "data": {"message": "rewritten", "raw": None}}
     harness.service.process([delivered(impostor, 2)])
-    harness.service.flush()
+    flushed(harness.service)
     assert [(eid, reason) for eid, reason, _ in harness.dead] == [
         (forms[0]["eventId"], "audit-conflict")
     ]
@@ -291,7 +301,7 @@ def test_an_event_with_no_canonical_form_is_dead_lettered(harness: Harness) -> N
     huge = {**forms[1], "data": {"message": "n", "raw": {"count": 2**60}}}  # beyond 2^53
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of([forms[0], huge, forms[2]]))
-    harness.service.flush()
+    flushed(harness.service)
     assert [reason for _, reason, _ in harness.dead] == ["unsealable"]
     store = opened(harness)
     try:
@@ -322,19 +332,19 @@ def test_links_sealed_but_not_confirmed_published_are_published_again(
     forms = run_forms("run-a", 5)
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms[:2]))
-    h.service.flush()
+    flushed(h.service)
     h.producer.mode = "down"  # the audit topic stops acknowledging
     h.service.process(batch_of(forms[2:4], 2))
-    h.service.flush()  # committed and sent; the first batch confirmed (published up to 2)
+    flushed(h.service)  # committed and sent; the first batch confirmed (published up to 2)
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        h.service.flush()  # the second batch is not confirmed: the runtime stops, no commit
+        flushed(h.service)  # the second batch is not confirmed: the runtime stops, no commit
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 2}  # published, not sealed (4)
     service.process(batch_of(forms[2:], 2))  # re-delivered from offset 2, plus one new
-    service.flush()
-    service.flush()
+    flushed(service)
+    flushed(service)
     store = opened(h)
     try:
         chain = store.load_chain("t1", "run-a")
@@ -354,19 +364,19 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     forms = run_forms("run-a", 6)
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms[:1]))
-    h.service.flush()
+    flushed(h.service)
     h.producer.mode = "down"
     h.service.process(batch_of(forms[1:5], 1))
-    h.service.flush()
+    flushed(h.service)
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        h.service.flush()  # sealed up to 5, published up to 1
+        flushed(h.service)  # sealed up to 5, published up to 1
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 1}
     service.process(batch_of(forms[1:3], 1))  # part of the window, then "killed" again
-    service.flush()
-    service.flush()
+    flushed(service)
+    flushed(service)
     store = opened(h)
     assert store.stored_offsets(TOPIC, [0]) == {0: 5}  # the sealed position did not go back
     assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 3}
@@ -374,7 +384,7 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     service = h.restart()
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     service.process(batch_of(forms[3:], 3))
-    service.flush()
+    flushed(service)
     assert [p["index"] for p in h.published()] == [1, 2, 3, 4, 5]
     h.service.close()
 
@@ -387,9 +397,9 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms))
     h.producer.mode = "down"
-    h.service.flush()  # sealed, sent: lost
+    flushed(h.service)  # sealed, sent: lost
     with pytest.raises(Exception, match=r"failed"):
-        h.service.flush()  # the loss is not forgotten: not recorded as published
+        flushed(h.service)  # the loss is not forgotten: not recorded as published
     store = opened(h)
     try:
         assert store.stored_offsets(published_name(TOPIC), [0]) == {}
@@ -397,7 +407,7 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
         store.close()
     h.producer.mode = "up"
     assert h.service.checkpoint() is not None  # the lost links are produced again first
-    h.service.flush()
+    flushed(h.service)
     assert [p["index"] for p in h.published()] == [0, 1, 2]  # once each, in order
     assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
@@ -412,15 +422,15 @@ def test_a_first_flush_never_confirmed_replays_the_partition_from_its_start(
     h.service.on_assigned([(TOPIC, 0)])
     h.producer.mode = "down"
     h.service.process(batch_of(forms[:2]))
-    h.service.flush()
+    flushed(h.service)
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        h.service.flush()
+        flushed(h.service)
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
     service.process(batch_of(forms))
-    service.flush()
+    flushed(service)
     assert [p["index"] for p in h.published()] == [0, 1, 2]
     h.service.close()
 
@@ -431,7 +441,7 @@ def test_with_publishing_off_it_starts_at_the_sealed_position(
     h = Harness(tmp_path, monkeypatch, publish="false")
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(run_forms("run-a", 3)))
-    h.service.flush()
+    flushed(h.service)
     assert h.producer.log == []
     assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
@@ -443,10 +453,10 @@ def test_a_lost_partition_takes_its_unflushed_links_and_heads_along(harness: Har
     service = harness.service
     service.on_assigned([(TOPIC, 0), (TOPIC, 1)])
     service.process(batch_of(a[:1], 0, partition=0) + batch_of(b[:1], 0, partition=1))
-    service.flush()
+    flushed(service)
     service.process(batch_of(a[1:], 1, partition=0) + batch_of(b[1:], 1, partition=1))
     service.on_revoked([(TOPIC, 1)])  # lost: no flush happened for it
-    service.flush()
+    flushed(service)
     store = opened(harness)
     try:
         assert len(store.load_chain("t1", "run-a")) == 3
@@ -458,7 +468,7 @@ def test_a_lost_partition_takes_its_unflushed_links_and_heads_along(harness: Har
     other = harness.restart()
     assert assign(other, [(TOPIC, 1)]) == {(TOPIC, 1): 1}
     other.process(batch_of(b[1:], 1, partition=1))
-    other.flush()
+    flushed(other)
     store = opened(harness)
     try:
         assert [link.event for link in store.load_chain("t1", "run-b")] == b
@@ -470,7 +480,7 @@ def test_a_clean_revoke_records_what_was_published(harness: Harness) -> None:
     service = harness.service
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(run_forms("run-a", 3)))
-    service.flush()  # sent, confirmation pending
+    flushed(service)  # sent, confirmation pending
     service.on_revoked([(TOPIC, 0)])
     store = opened(harness)
     try:
@@ -485,7 +495,7 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
     service = harness.service
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(forms[:1]))
-    service.flush()
+    flushed(service)
     rogue = opened(harness)  # another writer extends the head this member caches
     head = rogue.head("t1", "run-a")
     assert head is not None
@@ -493,12 +503,12 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
     rogue.close()
     service.process(batch_of(forms[1:], 1))
     with pytest.raises(ChainConflict):
-        service.flush()
+        flushed(service)
     # a restart re-reads the head from the store and goes on from there
     again = harness.restart()
     again.on_assigned([(TOPIC, 0)])
     again.process(batch_of(forms[1:], 1))
-    again.flush()
+    flushed(again)
     store = opened(harness)
     try:
         assert len(store.load_chain("t1", "run-a")) == 4
@@ -517,12 +527,38 @@ def test_heads_beyond_the_bound_are_reloaded_from_the_store(
     for seq in range(4):
         h.service.process(batch_of([r[seq] for r in runs], offset))
         offset += len(runs)
-        h.service.flush()
+        flushed(h.service)
         assert len(h.service.heads) <= 2
     store = opened(h)
     try:
         for i, r in enumerate(runs):
             assert [link.event for link in store.load_chain("t1", f"run-{i}")] == r
+    finally:
+        store.close()
+    h.service.close()
+
+
+def test_a_head_whose_links_are_not_in_the_store_yet_is_never_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the runtime drives it: each flush hands a batch over while the next is sealed, so
+    trimming happens with links of every run unwritten; a head forgotten then would be read
+    back from the store behind them, and the next link would not extend its chain."""
+    h = Harness(tmp_path, monkeypatch, max_cached_runs="2")
+    runs = [run_forms(f"run-{i}", 4) for i in range(5)]
+    h.service.on_assigned([(TOPIC, 0)])
+    offset = 0
+    for seq in range(4):
+        h.service.process(batch_of([r[seq] for r in runs], offset))
+        offset += len(runs)
+        h.service.flush()  # settles the previous write, trims, hands this batch over
+    flushed(h.service)
+    assert len(h.service.heads) <= 2  # the bound holds again once nothing is unwritten
+    store = opened(h)
+    try:
+        for i, r in enumerate(runs):
+            assert [link.event for link in store.load_chain("t1", f"run-{i}")] == r
+            assert verify_stored(store, "t1", f"run-{i}").valid
     finally:
         store.close()
     h.service.close()
@@ -539,7 +575,7 @@ def test_periodic_checkpoints_sign_the_stored_heads_when_they_change(
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(interleave(run_forms("run-a", 3), run_forms("run-b", 2, tenant="t2"))))
     service.tick(0)  # nothing flushed yet: the empty tree is signed
-    service.flush()
+    flushed(service)
     clock[0] += 10
     service.tick(0)  # not due
     store = opened(h)
@@ -575,16 +611,113 @@ def test_a_recent_checkpoint_by_someone_else_postpones_ours(
     h = Harness(tmp_path, monkeypatch, checkpoint_interval_s="30")
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(run_forms("run-a", 2)))
-    h.service.flush()
+    flushed(h.service)
     assert h.service.checkpoint() is not None  # as `runtrail audit checkpoint` would
     store = opened(h)
     first = store.latest_checkpoint()
     h.service.process(batch_of(run_forms("run-a", 1, start=3), 2))
-    h.service.flush()
+    flushed(h.service)
     h.service.tick(0)  # the last one is seconds old: not due
     assert store.latest_checkpoint() == first
     store.close()
     h.service.close()
+
+
+# --- the write behind the consume loop ---------------------------------------------------------
+def gate_writes(service: AuditService, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Writes wait until the returned event is set (a slow disk, seen from the consume loop)."""
+    gate = threading.Event()
+    real = service.store.append_batch
+
+    def gated(links: Any, offsets: Any) -> None:
+        assert gate.wait(10), "the test never opened the gate"
+        real(links, offsets)
+
+    monkeypatch.setattr(service.store, "append_batch", gated)
+    return gate
+
+
+def test_nothing_is_committed_past_a_write_still_in_flight(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = harness.service
+    checkpoint = service.context.checkpoint
+    assign(service, [(TOPIC, 0)])
+    gate = gate_writes(service, monkeypatch)
+    service.process(batch_of(run_forms("run-a", 3)))
+    checkpoint.reached({(TOPIC, 0): 3})
+    service.flush()  # handed to the writer, which waits
+    assert checkpoint.due()[(TOPIC, 0)][0] == 0  # held where the store was durable
+    store = opened(harness)
+    try:
+        assert store.load_chain("t1", "run-a") == []
+        gate.set()
+        service.flush()  # waits for the write; nothing new: nothing held any more
+        assert checkpoint.due()[(TOPIC, 0)][0] == 3
+        assert len(store.load_chain("t1", "run-a")) == 3
+    finally:
+        store.close()
+
+
+def test_links_being_written_count_as_sealed_for_duplicates_and_sequence_reuse(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = harness.service
+    assign(service, [(TOPIC, 0)])
+    gate = gate_writes(service, monkeypatch)
+    forms = run_forms("run-a", 3)
+    service.process(batch_of(forms))
+    service.flush()  # in flight: the store cannot answer for these links yet
+    reuse = form(run_id="run-a", tenant="t1", sequence=2, eventId="t1-run-a-other")
+    service.process([delivered(forms[1], 3), delivered(reuse, 4)])
+    assert harness.metric("runtrail_audit_redeliveries_total") == 1
+    assert [(event_id, reason) for event_id, reason, _ in harness.dead] == [
+        ("t1-run-a-other", "sequence-conflict")
+    ]
+    gate.set()
+    flushed(service)
+    store = opened(harness)
+    try:
+        chain = store.load_chain("t1", "run-a")
+        assert [link.event["eventId"] for link in chain] == [f["eventId"] for f in forms]
+    finally:
+        store.close()
+
+
+def test_a_write_that_failed_behind_the_loop_is_written_again_before_later_links(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = harness.service
+    assign(service, [(TOPIC, 0)])
+    real = service.store.append_batch
+    attempts: list[int] = []
+
+    def fails_once(links: Any, offsets: Any) -> None:
+        attempts.append(len(links))
+        if len(attempts) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        real(links, offsets)
+
+    monkeypatch.setattr(service.store, "append_batch", fails_once)
+    forms = run_forms("run-a", 6)
+    service.process(batch_of(forms[:3]))
+    service.flush()  # the writer fails
+    service.process(batch_of(forms[3:], first_offset=3))  # sealed on top of those links
+    with pytest.raises(StoreUnavailable, match="disk I/O error"):
+        service.flush()
+    assert harness.published() == []  # nothing is sent before it is durable
+    flushed(service)  # the retry: both batches, in order, in one transaction
+    assert attempts == [3, 6]
+    store = opened(harness)
+    try:
+        chain = store.load_chain("t1", "run-a")
+        assert [link.event["eventId"] for link in chain] == [f["eventId"] for f in forms]
+        assert verify_stored(store, "t1", "run-a").valid
+    finally:
+        store.close()
+    assert [link["event"]["eventId"] for link in harness.published()] == [
+        f["eventId"] for f in forms
+    ]
 
 
 def test_options_are_checked() -> None:
