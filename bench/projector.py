@@ -15,12 +15,26 @@ publisher, then reads it back four ways in the same run, each from the start of 
 
 Prints each rate and its ratio to the raw rate, checks that the service's store and the
 rebuild agree run by run, and writes the figures to bench/results/.
+
+    python -m bench.projector --events 300000 --baseline /tmp/base --rounds 3
+
+measures only the rebuild, this checkout against another one (``git worktree add``), each run
+in a child process whose imports come from that root, rounds interleaved on one topic filled
+once, so a shared machine's load moves both alike; it prints wall-clock rates, CPU µs an event
+(``time.process_time``, less sensitive to load) and checks each rebuilt store against the
+first one. ``--topic`` reuses a topic already filled (``--fill-only`` makes one and keeps it),
+e.g. to profile one child: ``python -m bench.projector --child ROOT BOOTSTRAP TOPIC 100 OUT``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench.harness import (
@@ -72,7 +86,102 @@ def run_rebuild(settings: Settings, store_url: str, snapshot_every: int) -> tupl
     return rate, summary.runs
 
 
+def _child(bootstrap: str, topic: str, snapshot_every: str, store_path: str) -> None:
+    """One rebuild in this process (whichever runtrail is first on sys.path): JSON figures."""
+    settings = Settings(bootstrap_servers=bootstrap, events_topic=topic)
+    store = open_projection_store(f"sqlite:///{store_path}")
+    cpu = time.process_time()
+    try:
+        summary = rebuild_projection(settings, store, snapshot_every=int(snapshot_every))
+    finally:
+        store.close()
+    cpu = time.process_time() - cpu
+    figures = {"events": summary.events, "seconds": summary.seconds, "cpu": cpu}
+    print(json.dumps({**figures, "runs": summary.runs}))
+
+
+def _env(root: Path) -> dict[str, str]:
+    from bench.services_baseline import _env as env
+
+    return env(root)
+
+
+def compare_replay(args: argparse.Namespace, bootstrap: str) -> None:
+    """The rebuild of ``--baseline`` and of this checkout, interleaved, on one topic."""
+    from bench.services_baseline import HERE, _fill
+
+    topic = args.topic or create_topic(bootstrap, args.partitions, prefix="benchreplay")
+    roots = {"baseline": Path(args.baseline).resolve(), "this checkout": HERE}
+    rates: dict[str, list[float]] = {label: [] for label in roots}
+    cpus: dict[str, list[float]] = {label: [] for label in roots}
+    work = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    try:
+        if not args.topic:
+            print(f"filling {topic} with {args.events:,} events …", flush=True)
+            _fill(bootstrap, topic, args.events)
+        stores: list[Path] = []
+        for round_no in range(args.rounds):
+            for label, root in roots.items():
+                store = work / f"{len(stores)}.db"
+                cmd = [sys.executable, "-m", "bench.projector", "--child"]
+                cmd += [bootstrap, topic, str(args.snapshot_every), str(store)]
+                done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"replay ({root}) failed: {done.stderr[-3000:]}")
+                m = json.loads(done.stdout.strip().splitlines()[-1])
+                rates[label].append(m["events"] / m["seconds"])
+                cpus[label].append(m["cpu"] / m["events"] * 1e6)
+                stores.append(store)
+                print(
+                    f"round {round_no + 1} {label:14s} {rates[label][-1]:>10,.0f} events/s "
+                    f"{cpus[label][-1]:6.2f} µs CPU an event ({m['events']:,} events)",
+                    flush=True,
+                )
+        print(f"differences from the first store: {_differences(stores)}")
+    finally:
+        if not args.keep_topic and not args.topic:
+            delete_topic(bootstrap, topic)
+    _print_medians(rates, cpus)
+
+
+def _differences(stores: list[Path]) -> list[int]:
+    first = open_projection_store(f"sqlite:///{stores[0]}")
+    counts = []
+    try:
+        for path in stores[1:]:
+            other = open_projection_store(f"sqlite:///{path}")
+            try:
+                counts.append(len(compare_projections(first, other)))
+            finally:
+                other.close()
+    finally:
+        first.close()
+    return counts
+
+
+def _print_medians(rates: dict[str, list[float]], cpus: dict[str, list[float]]) -> None:
+    old, new = statistics.median(rates["baseline"]), statistics.median(rates["this checkout"])
+    old_cpu = statistics.median(cpus["baseline"])
+    new_cpu = statistics.median(cpus["this checkout"])
+    pairs = zip(rates["baseline"], rates["this checkout"], strict=True)
+    ratios = " / ".join(f"{n / o:.2f}" for o, n in pairs)
+    print(f"\nbaseline       {old:>10,.0f} events/s {old_cpu:6.2f} µs CPU an event")
+    print(f"this checkout  {new:>10,.0f} events/s {new_cpu:6.2f} µs CPU an event")
+    print(f"ratio {new / old:.2f}x (per round {ratios}); CPU {old_cpu / new_cpu:.2f}x")
+
+
+def fill_only(args: argparse.Namespace, bootstrap: str) -> None:
+    from bench.services_baseline import _fill
+
+    topic = create_topic(bootstrap, args.partitions, prefix="benchreplay")
+    _fill(bootstrap, topic, args.events)
+    print(topic)
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(*sys.argv[2:6])
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -81,7 +190,16 @@ def main() -> None:
     parser.add_argument("--snapshot-every", type=int, default=100)
     parser.add_argument("--bootstrap-servers")
     parser.add_argument("--skip-noop", action="store_true", help="do not measure noop")
+    parser.add_argument("--baseline", help="only the rebuild, against this other checkout")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--topic", help="a topic already filled (with --baseline)")
+    parser.add_argument("--keep-topic", action="store_true")
+    parser.add_argument("--fill-only", action="store_true", help="fill a topic, print its name")
     args = parser.parse_args()
+    if args.baseline or args.fill_only:
+        with broker(args.bootstrap_servers) as bootstrap:
+            (fill_only if args.fill_only else compare_replay)(args, bootstrap)
+        return
 
     print(f"generating {args.events:,} events …", flush=True)
     events = list(workload(args.events))
