@@ -19,6 +19,7 @@ import pytest
 
 from runtrail.events import Event
 from runtrail.projection import (
+    ProjectionError,
     ProjectionSnapshot,
     RunProjection,
     apply_event,
@@ -257,3 +258,26 @@ def test_folding_copies_a_projection_exactly_as_model_copy_does() -> None:
     assert (
         state.version == 0 and state.status == "received" and "step" not in state.model_fields_set
     )
+
+
+def test_folding_in_place_makes_what_copying_makes() -> None:
+    """``apply_event(..., in_place=True)`` (the replay's drafts) gives, event after event, the
+    very model the pure fold gives: fields, fields set and JSON text."""
+    events = full_run().events
+    pure: RunProjection | None = None
+    draft: RunProjection | None = None
+    for event in events:
+        pure = apply_event(pure, event)
+        draft = apply_event(draft, event, in_place=draft is not None)
+        assert draft == pure and draft.to_json() == pure.to_json()
+        assert draft.__pydantic_fields_set__ == pure.__pydantic_fields_set__
+
+
+def test_folding_in_place_changes_nothing_when_an_event_is_refused_or_a_duplicate() -> None:
+    events = full_run().events
+    state = replay(events[:5])
+    before = state.to_json()
+    assert apply_event(state, events[3], in_place=True) is state  # a duplicate
+    with pytest.raises(ProjectionError):
+        apply_event(state, events[0].model_copy(update={"sequence": 6}), in_place=True)
+    assert state.to_json() == before

@@ -244,3 +244,51 @@ def test_timestamps_for_the_replay() -> None:
     assert parse_timestamp("2025-11-29T10:00:00") == 1764410400000
     with pytest.raises(argparse.ArgumentTypeError):
         parse_timestamp("yesterday")
+
+
+def test_drafts_leave_snapshots_and_written_states_as_they_were(tmp_path: Path) -> None:
+    """A folder with ``drafts`` (the replay's) updates its unwritten states in place, but never
+    a state a snapshot holds or one already written; its results equal the copying folder's."""
+    run = full_run()
+    store, plain_store = _store(tmp_path, "a.db"), _store(tmp_path, "b.db")
+    folder = RunFolder(store, TOPIC, 0, snapshot_every=4, drafts=True)
+    plain = RunFolder(plain_store, TOPIC, 0, snapshot_every=4)
+    assert folder.apply_all(enumerate(run.events[:10])) == []
+    _fold(plain, run.events[:10])
+    snapshots = dict(folder.pending.snapshots)
+    written = folder.pending.projections[("t1", "run-1")]
+    store.apply_batch(ProjectionBatch(projections=[written], snapshots=list(snapshots.values())))
+    folder.committed()
+    assert folder.apply_all(enumerate(run.events[10:], start=10)) == []
+    _fold(plain, run.events[10:], start=10)
+    assert written == replay(run.events[:10])
+    assert snapshots[("t1", "run-1")].state == replay(run.events[:8])
+    final = folder.pending.projections[("t1", "run-1")]
+    assert final == plain.pending.projections[("t1", "run-1")] == replay(run.events)
+    assert [s.state for s in folder.pending.snapshots.values()] == [
+        s.state for s in plain.pending.snapshots.values()
+    ]
+
+
+def test_a_folder_on_an_empty_store_reads_only_runs_it_met(tmp_path: Path) -> None:
+    """``met`` (the replay's, on a store checked empty): a run met for the first time is not
+    looked up; one met before (written, then evicted from the cache) is read back."""
+    a, b = full_run("a"), full_run("b")
+    store = _store(tmp_path, "a.db")
+    reads: list[tuple[str, str]] = []
+    read = store.get
+
+    def counted(tenant: str, run: str) -> Any:
+        reads.append((tenant, run))
+        return read(tenant, run)
+
+    store.get = counted
+    met: set[tuple[str, str]] = set()
+    folder = RunFolder(store, TOPIC, 0, cached_runs=1, met=met)
+    _fold(folder, [a.events[0], b.events[0]])
+    assert reads == [] and met == {("t1", "a"), ("t1", "b")}
+    store.apply_batch(ProjectionBatch(projections=list(folder.pending.projections.values())))
+    folder.committed()  # "a" is evicted
+    assert _fold(folder, a.events[1:], start=2) == [Outcome.APPLIED] * (len(a.events) - 1)
+    assert reads == [("t1", "a")]
+    assert folder.pending.projections[("t1", "a")] == replay(a.events)

@@ -31,8 +31,9 @@ are skipped — they wait, counted, until an operator rebuilds or repairs the ru
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from pydantic import ValidationError
 
@@ -85,7 +86,8 @@ class Result:
         return (self.reason or "").partition(": ")[2]
 
 
-_APPLIED = Result(Outcome.APPLIED)
+APPLIED: Final = Result(Outcome.APPLIED)
+_APPLIED = APPLIED
 _DUPLICATE = Result(Outcome.DUPLICATE)
 _SKIPPED = Result(Outcome.SKIPPED)
 
@@ -115,6 +117,10 @@ class FolderOptions(TypedDict, total=False):
     halt_on_gap: bool
 
 
+#: a run this folder has not met since its cache was last trimmed (None is a state: no run yet)
+_UNSEEN: Final = object()
+
+
 class RunFolder:
     """Applies one partition's events, in order, to the runs they belong to."""
 
@@ -128,8 +134,18 @@ class RunFolder:
         cached_runs: int = 50_000,
         snapshots: ProjectionStore | None = None,
         halt_on_gap: bool = True,
+        met: set[RunKey] | None = None,
+        drafts: bool = False,
     ) -> None:
         self.store = store
+        #: Given when ``store`` was empty at the start (a rebuild): the runs every folder writing
+        #: to it has met, which are the only rows it can hold; a run met for the first time is
+        #: not looked up (a query per run). The folder adds the runs it meets.
+        self.met = met
+        #: With ``drafts`` (the replay), a state this folder made since its last commit and
+        #: handed to nothing else (no snapshot holds it) is updated in place by the next event:
+        #: only the last state of a run before a write is ever read. The keys of those drafts.
+        self._drafts: set[RunKey] | None = set() if drafts else None
         self.halt_on_gap = halt_on_gap
         self.topic = topic
         self.partition = partition
@@ -155,26 +171,43 @@ class RunFolder:
         """Apply one event (the next of this partition) and say what became of it."""
         self.next_offset = offset + 1
         key = (event.tenant_id, event.run_id)
-        if key not in self._states and key not in self._halted:
-            self._states[key] = self._load(key)
-        halted = self._halted.get(key)
-        if halted is not None:
-            return self._waiting(halted, offset)
-        state = self._states[key]
+        state = self._states.get(key, _UNSEEN)
+        if state is _UNSEEN and key not in self._halted:
+            state = self._states[key] = self._load(key)
+        if self._halted:
+            halted = self._halted.get(key)
+            if halted is not None:
+                return self._waiting(halted, offset)
+        assert state is None or isinstance(state, RunProjection)
+        version = 0 if state is None else state.version
+        drafts = self._drafts
         try:
-            self._check_start(key, event)
-            self._check_gap(state, event)
-            new = apply_event(state, event)
+            if self._untrusted or self._resumed:
+                self._check_start(key, event)
+            if self.halt_on_gap and event.sequence > version + 1:
+                self._check_gap(state, event)
+            in_place = drafts is not None and key in drafts
+            new = apply_event(state, event, in_place=in_place)
         except ProjectionError as exc:
             return self._halt(key, event, exc, offset)
-        if new is state:
+        if new is state and new.version == version:
             return _DUPLICATE
         self._states[key] = new
         self.pending.projections[key] = new
         every = self.snapshot_every
-        if every and new.version // every > (state.version if state else 0) // every:
+        if every and new.version // every > version // every:
             self.pending.snapshots[key] = take_snapshot(new)
+            if drafts is not None:
+                drafts.discard(key)  # the snapshot holds this state: the next event copies it
+        elif drafts is not None and not in_place:
+            drafts.add(key)
         return _APPLIED
+
+    def apply_all(self, items: Iterable[tuple[int, Event]]) -> list[Result]:
+        """:meth:`apply` each (offset, event) in order (a batch of the replay): the results
+        other than APPLIED, in order, so the caller counts per batch, not per event."""
+        apply = self.apply
+        return [r for offset, event in items if (r := apply(event, offset)) is not _APPLIED]
 
     def advance(self, position: int) -> None:
         """The partition was read up to ``position`` (messages not given to :meth:`apply`)."""
@@ -226,10 +259,15 @@ class RunFolder:
         self.pending.halts.append(halt)
         self._halted[key] = _HaltInfo(halt.reason, halt.coordinates)
         self._states.pop(key, None)
+        if self._drafts is not None:
+            self._drafts.discard(key)
         return Result(Outcome.HALTED, halt.reason)
 
     # --- where a run starts --------------------------------------------------------------------
     def _load(self, key: RunKey) -> RunProjection | None:
+        if self.met is not None and key not in self.met:
+            self.met.add(key)  # new to a store that was empty: no row to read
+            return self._first_sight(key)
         try:
             row = self.store.get(*key)
         except ValidationError as exc:  # a row another projector version wrote, unreadable now
@@ -242,6 +280,11 @@ class RunFolder:
                 return None
             if row.state is not None:
                 return self._trusted_row(key, row.projector_version, row.version, row.state)
+        return self._first_sight(key)
+
+    def _first_sight(self, key: RunKey) -> RunProjection | None:
+        """A run the target store does not hold: its snapshot, if there is a source, else
+        nothing (its first event opens it)."""
         if self.snapshot_source is not None:
             return self._from_snapshot(key, self.snapshot_source)
         return None
@@ -280,6 +323,8 @@ class RunFolder:
     def committed(self) -> None:
         """The pending writes are durable: forget them, and trim the cache of run states."""
         self.pending = Pending()
+        if self._drafts is not None:
+            self._drafts.clear()  # what was written is never changed afterwards
         excess = len(self._states) - self.cached_runs
         if excess > 0:
             for key in list(self._states)[:excess]:  # oldest first; reloaded from the store

@@ -37,7 +37,7 @@ from runtrail.projection import (
     compare_projections,
 )
 from runtrail.runtime.decoding import iso_from_ms
-from runtrail_services.projector.folder import FolderOptions, Outcome, RunFolder
+from runtrail_services.projector.folder import FolderOptions, Outcome, Result, RunFolder
 from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
 
 
@@ -98,7 +98,11 @@ class ReplaySummary:
 
 
 class ReplayFold:
-    """The pure half of a rebuild: events in, store batches out (no clock, no Kafka)."""
+    """The pure half of a rebuild: events in, store batches out (no clock, no Kafka).
+
+    ``store`` is empty when the fold starts (:func:`check_fresh`): a run is looked up in it
+    only once it was met, since no other run can have a row there. Only the states written
+    are read, so each folder updates its own unwritten states in place (``drafts``)."""
 
     def __init__(
         self, store: ProjectionStore, topic: str, **options: Unpack[FolderOptions]
@@ -111,18 +115,31 @@ class ReplayFold:
         self.halted: list[Halt] = []
         self.counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
 
-    def add(self, partition: int, offset: int, event: Event) -> Outcome:
+    def _folder(self, partition: int) -> RunFolder:
         folder = self.folders.get(partition)
         if folder is None:
+            # the store was checked empty: only runs met here can have rows (``met``)
             folder = self.folders[partition] = RunFolder(
-                self.store, self.topic, partition, **self._options
+                self.store, self.topic, partition, met=self.runs, drafts=True, **self._options
             )
-        self.runs.add((event.tenant_id, event.run_id))
-        outcome = folder.apply(event, offset).outcome
-        self.counts[outcome] += 1
-        if outcome is Outcome.HALTED:
-            self.halted.append(folder.pending.halts[-1])
-        return outcome
+        return folder
+
+    def add(self, partition: int, offset: int, event: Event) -> Outcome:
+        """Fold one event (:meth:`add_all` is the replay's way, a batch at a time)."""
+        others = self.add_all(partition, [(offset, event)])
+        return others[0].outcome if others else Outcome.APPLIED
+
+    def add_all(self, partition: int, items: list[tuple[int, Event]]) -> list[Result]:
+        """Fold one partition's (offset, event) pairs, in order, counted once per call; the
+        results other than APPLIED."""
+        folder = self._folder(partition)
+        halts_before = len(folder.pending.halts)
+        others = folder.apply_all(items)
+        self.counts[Outcome.APPLIED] += len(items) - len(others)
+        for result in others:
+            self.counts[result.outcome] += 1
+        self.halted.extend(folder.pending.halts[halts_before:])
+        return others
 
     def write(self, offsets: dict[int, int]) -> None:
         """Write everything pending, with ``offsets`` (partition -> next offset), in one batch."""
@@ -229,25 +246,32 @@ def _fold_batch(
     summary: ReplaySummary,
     positions: dict[int, int],
 ) -> int:
+    """Decode a batch, then fold it a partition at a time (each partition's events in order)."""
     count = 0
     decode = codec.decode_event_only  # the fold reads the event, never the written form
+    by_partition: dict[int, list[tuple[int, Event]]] = {}
+    items: list[tuple[int, Event]] = []
+    current = -1
     # LogAppendTime is stamped per produce request, so consecutive messages share it
     last_ts, last_iso = -1, None
     for msg in batch:
         partition, offset = msg.partition(), msg.offset()
         assert partition is not None and offset is not None
-        positions[partition] = offset + 1
-        summary.events += 1
         count += 1
+        if partition != current:  # a fetch's messages come a partition at a time
+            current = partition
+            items = by_partition.setdefault(partition, [])
         ts_type, ts = msg.timestamp()
         if ts != last_ts:
             last_ts, last_iso = ts, iso_from_ms(ts) if ts_type else None
         try:
-            event = decode(msg.value(), last_iso)
+            items.append((offset, decode(msg.value(), last_iso)))
         except EventError as exc:  # the runtime dead-letters these; the live store skips them
             summary.unreadable.append(Unreadable(partition, offset, exc.reason))
-            continue
-        fold.add(partition, offset, event)
+        positions[partition] = offset + 1
+    summary.events += count
+    for partition, pairs in by_partition.items():
+        fold.add_all(partition, pairs)
     return count
 
 

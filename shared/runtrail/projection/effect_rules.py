@@ -197,9 +197,9 @@ def model_completed(state: RunProjection, event: Event, data: ModelOperationComp
     tokens = state.tokens
     return {
         "model_operations": state.model_operations + 1,
-        "tokens": TokenTotals(
-            input_tokens=tokens.input_tokens + (data.input_tokens or 0),
-            output_tokens=tokens.output_tokens + (data.output_tokens or 0),
+        "tokens": TokenTotals.of(
+            tokens.input_tokens + (data.input_tokens or 0),
+            tokens.output_tokens + (data.output_tokens or 0),
         ),
     }
 

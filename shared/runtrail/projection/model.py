@@ -10,7 +10,7 @@ as read-only: mutating one would change every state that shares it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,7 @@ __all__ = [
     "TERMINAL",
     "WAITING",
     "BudgetLine",
+    "Frozen",
     "ModelNode",
     "PendingInput",
     "ProposedPlan",
@@ -33,6 +34,7 @@ __all__ = [
     "TokenTotals",
     "ToolIntent",
     "ToolOutcome",
+    "updated",
 ]
 
 #: A per-run sequence number: an int in Python, a base-10 string in JSON.
@@ -56,6 +58,31 @@ class Frozen(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
     )
+
+
+M = TypeVar("M", bound=Frozen)
+
+_set_attribute = object.__setattr__
+
+
+def updated(model: M, changes: dict[str, Any]) -> M:
+    """``model.model_copy(update=changes)`` without its generic steps (they were a sixth of
+    the replay's profile). A projection model allows no extra fields and has no private
+    attributes, so its copy is its ``__dict__`` and fields set, updated; pydantic does the
+    same with a ``copy.copy`` of each part. A model with extras or private values still
+    goes through ``model_copy``. Like ``model_copy``, nothing is validated."""
+    if model.__pydantic_extra__ is not None or model.__pydantic_private__ is not None:
+        return model.model_copy(update=changes)
+    cls = type(model)
+    copied = cls.__new__(cls)
+    _set_attribute(copied, "__dict__", {**model.__dict__, **changes})
+    _set_attribute(copied, "__pydantic_extra__", None)
+    fields_set = model.__pydantic_fields_set__
+    # a copy either way (never a set shared by two models), a union only when it grows
+    grown = fields_set.copy() if fields_set.issuperset(changes) else fields_set | changes.keys()
+    _set_attribute(copied, "__pydantic_fields_set__", grown)
+    _set_attribute(copied, "__pydantic_private__", None)
+    return copied
 
 
 class ProposedPlan(Frozen):
@@ -107,6 +134,15 @@ class TokenTotals(Frozen):
 
     input_tokens: int = 0
     output_tokens: int = 0
+
+    @classmethod
+    def of(cls, input_tokens: int, output_tokens: int) -> TokenTotals:
+        """``TokenTotals(input_tokens=…, output_tokens=…)`` for counts that are already ints
+        (sums of validated counts), without validating them again: twice a run step."""
+        return updated(_NO_TOKENS, {"input_tokens": input_tokens, "output_tokens": output_tokens})
+
+
+_NO_TOKENS = TokenTotals.model_construct(_fields_set=set())
 
 
 class ModelNode(Frozen):

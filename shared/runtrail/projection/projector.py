@@ -120,6 +120,7 @@ from runtrail.projection.model import (
     TERMINAL,
     RunProjection,
     SequenceGap,
+    updated,
 )
 from runtrail.projection.rule import Rule, Update
 
@@ -215,19 +216,26 @@ def rule_for(event: Event) -> Rule[Any]:
     raise UnknownEventVersion(detail, event=event)
 
 
-def apply_event(state: RunProjection | None, event: Event) -> RunProjection:
-    """The projection after ``event``; raises a :class:`ProjectionError` instead of guessing."""
-    rule = rule_for(event)
+def apply_event(
+    state: RunProjection | None, event: Event, *, in_place: bool = False
+) -> RunProjection:
+    """The projection after ``event``; raises a :class:`ProjectionError` instead of guessing.
+
+    ``in_place``: ``state`` is a draft only the caller holds (the replay's fold, between two
+    writes), so it is updated and returned instead of copied; the same changes either way.
+    Nothing is changed when the event is refused; a duplicate returns the state as it was."""
+    rule = RULES.get((event.type, event.schema_version)) or rule_for(event)
     if not isinstance(event.data, rule.model):
         raise InvalidEventData(
             f"payload is {type(event.data).__name__}, expected {rule.model.__name__}", event=event
         )
     if state is None:
-        state = _open(event)
+        state, in_place = _open(event), True  # a new state: nothing else holds it yet
         if state.origin == "accepted":
-            return _advance(state, event, {})
+            return _advance(state, event, {}, in_place)
     else:
-        _check_same_run(state, event)
+        if event.run_id != state.run_id or event.tenant_id != state.tenant_id:
+            _check_same_run(state, event)
         if event.sequence <= state.version:
             return _already_applied(state, event)
         if state.status in TERMINAL:
@@ -238,7 +246,7 @@ def apply_event(state: RunProjection | None, event: Event) -> RunProjection:
             )
     if state.status not in rule.allowed:
         raise InvalidTransition(f"needs {rule.needs}; the run is {state.status}", event=event)
-    return _advance(state, event, rule.handler(state, event, event.data))
+    return _advance(state, event, rule.handler(state, event, event.data), in_place)
 
 
 def _open(event: Event) -> RunProjection:
@@ -287,38 +295,34 @@ def _already_applied(state: RunProjection, event: Event) -> RunProjection:
     return state
 
 
-def _advance(state: RunProjection, event: Event, update: Update) -> RunProjection:
-    unknown = update.keys() - _FIELDS
-    if unknown:  # a handler bug, never data: fail loudly
-        raise AssertionError(f"handler of {event.type} set unknown fields {sorted(unknown)}")
+def _advance(state: RunProjection, event: Event, update: Update, in_place: bool) -> RunProjection:
+    if update and not _FIELDS.issuperset(update):  # a handler bug, never data: fail loudly
+        unknown = sorted(update.keys() - _FIELDS)
+        raise AssertionError(f"handler of {event.type} set unknown fields {unknown}")
     seq = event.sequence
     changes = {**update, "version": seq, "last_event_id": event.event_id}
     if seq > state.version + 1:
         changes["gaps"] = (*state.gaps, SequenceGap(first=state.version + 1, last=seq - 1))
-    if event.turn_id is not None:
-        changes["turn_id"] = event.turn_id
-    if event.step is not None:
-        changes["step"] = event.step
-    return _updated(state, changes)
+    turn_id, step = event.turn_id, event.step
+    if turn_id is not None:
+        changes["turn_id"] = turn_id
+    if step is not None:
+        changes["step"] = step
+    if in_place:
+        return _update_draft(state, changes)
+    return updated(state, changes)
 
 
-_set_attribute = object.__setattr__
+def _update_draft(draft: RunProjection, changes: dict[str, Any]) -> RunProjection:
+    """``changes`` written into ``draft`` itself: what :func:`updated` would copy it with
+    (its own ``__dict__`` and fields set, which :func:`updated` and the constructor never
+    share), without the copy of some thirty fields per event."""
+    if draft.__pydantic_extra__ is not None or draft.__pydantic_private__ is not None:
+        return updated(draft, changes)
+    draft.__dict__.update(changes)
+    draft.__pydantic_fields_set__.update(changes)
+    return draft
 
 
-def _updated(state: RunProjection, changes: dict[str, Any]) -> RunProjection:
-    """``state.model_copy(update=changes)`` without its generic steps (they were a sixth of
-    the replay's profile). A projection allows no extra fields and has no private
-    attributes, so its copy is its ``__dict__`` and fields set, updated; pydantic does the
-    same with a ``copy.copy`` of each part. A state with extras or private values still
-    goes through ``model_copy``."""
-    if state.__pydantic_extra__ is not None or state.__pydantic_private__ is not None:
-        return state.model_copy(update=changes)
-    cls = type(state)
-    copied = cls.__new__(cls)
-    _set_attribute(copied, "__dict__", {**state.__dict__, **changes})
-    _set_attribute(copied, "__pydantic_extra__", None)
-    _set_attribute(
-        copied, "__pydantic_fields_set__", state.__pydantic_fields_set__ | changes.keys()
-    )
-    _set_attribute(copied, "__pydantic_private__", None)
-    return copied
+#: the fold's copy of a state (``model_copy`` without its generic steps; see :func:`updated`)
+_updated = updated

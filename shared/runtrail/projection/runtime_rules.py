@@ -29,7 +29,7 @@ from runtrail.events.runtime_events import (
 )
 from runtrail.events.upcasting import upcast
 from runtrail.projection.errors import InvalidEventData
-from runtrail.projection.model import ModelNode, RunProjection, TokenTotals
+from runtrail.projection.model import ModelNode, RunProjection, TokenTotals, updated
 from runtrail.projection.rule import Update
 from runtrail.projection.usage import raw_usage
 
@@ -68,12 +68,10 @@ def model_response(state: RunProjection, event: Event, data: ModelResponse) -> U
     totals = state.runtime_tokens
     return {
         **update,
-        "open_model_node": node.model_copy(
-            update={"input_tokens": new_in, "output_tokens": new_out}
-        ),
-        "runtime_tokens": TokenTotals(
-            input_tokens=totals.input_tokens + (new_in or 0) - (node.input_tokens or 0),
-            output_tokens=totals.output_tokens + (new_out or 0) - (node.output_tokens or 0),
+        "open_model_node": updated(node, {"input_tokens": new_in, "output_tokens": new_out}),
+        "runtime_tokens": TokenTotals.of(
+            totals.input_tokens + (new_in or 0) - (node.input_tokens or 0),
+            totals.output_tokens + (new_out or 0) - (node.output_tokens or 0),
         ),
     }
 
