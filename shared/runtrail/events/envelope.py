@@ -57,6 +57,10 @@ class EventData(CamelModel):
     event_type: ClassVar[str] = ""
     version: ClassVar[int] = 1
 
+    def json_form(self) -> dict[str, Any]:
+        """The payload as published (camelCase), as the event's JSON form holds it."""
+        return _json_form(self)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not cls.event_type:
@@ -94,9 +98,25 @@ Timestamp = Annotated[str, StringConstraints(pattern=ISO_8601)]
 EVENT_CLASSES: dict[tuple[str, int], type[Event]] = {}
 
 
-#: per event class, its generated JSON-form dumper (None: pydantic's serializer)
+#: per event or payload class, its generated JSON-form dumper (None: pydantic's serializer)
 _DUMPERS: dict[type[Any], Any] = {}
 _UNKNOWN = object()
+
+
+def _json_form(model: CamelModel) -> dict[str, Any]:
+    """``model.model_dump(mode="json", by_alias=True)``: by the class's generated dumper when
+    there is one (:func:`~runtrail.events.native.json_dumper`: the same dict, without
+    pydantic's serializer), else by pydantic."""
+    cls = type(model)
+    dump = _DUMPERS.get(cls, _UNKNOWN)
+    if dump is _UNKNOWN:
+        dump = _DUMPERS[cls] = json_dumper(cls)
+    if dump is not None:
+        try:
+            return cast(dict[str, Any], dump(model))
+        except (Defer, KeyError):
+            pass  # a value the plan does not cover: pydantic dumps it
+    return model.model_dump(mode="json", by_alias=True)
 
 
 class _Envelope(CamelModel):
@@ -123,20 +143,8 @@ class _Envelope(CamelModel):
         return str(value)
 
     def json_form(self) -> dict[str, Any]:
-        """The camelCase JSON form of the seeds (``sequence`` as a decimal string).
-
-        By the class's generated dumper when there is one (:func:`~runtrail.events.native.
-        json_dumper`: the same dict, without pydantic's serializer), else by pydantic."""
-        cls = type(self)
-        dump = _DUMPERS.get(cls, _UNKNOWN)
-        if dump is _UNKNOWN:
-            dump = _DUMPERS[cls] = json_dumper(cls)
-        if dump is not None:
-            try:
-                return cast(dict[str, Any], dump(self))
-            except (Defer, KeyError):
-                pass  # a value the plan does not cover: pydantic dumps it
-        return self.model_dump(mode="json", by_alias=True)
+        """The camelCase JSON form of the seeds (``sequence`` as a decimal string)."""
+        return _json_form(self)
 
 
 class Event(_Envelope):

@@ -358,7 +358,7 @@ class NodeAssembly:
     ) -> None:
         call = cast(ToolCall, event.data)
         key = _tool_key(event, call.call_id, call.tool_name)
-        inputs = call.model_dump(by_alias=True)  # the call as published (v2: with its type)
+        inputs = call.json_form()  # the call as published (v2: with its type)
         queue = self._tools.get(key)
         if queue is None:
             queue = self._tools[key] = []
@@ -392,7 +392,7 @@ class NodeAssembly:
                 node.incomplete = SEQUENCE_GAP  # its call may be what went missing
             listener.opened(node)
         node.result = result
-        node.raw = result.model_dump(by_alias=True)  # the result as published (v2: ok, failed…)
+        node.raw = result.json_form()  # the result as published (v2: ok, failed…)
         self._touch(node, event, offset, now, listener)
         listener.closed(node)
 
