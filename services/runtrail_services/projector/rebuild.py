@@ -37,6 +37,7 @@ from runtrail.projection import (
     compare_projections,
 )
 from runtrail.runtime.decoding import iso_from_ms
+from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail_services.projector.folder import FolderOptions, Outcome, Result, RunFolder
 from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
 
@@ -197,6 +198,36 @@ def rebuild_projection(
         reader.close()
         raise
     summary = ReplaySummary(topic=topic, ranges=reader.ranges)
+    try:
+        # a decoded batch is alive until folded: allocation-paced collections would traverse
+        # it over and over (five times the GC of folding event by event); collect after writes
+        with service_gc() as paced:
+            _replay(
+                reader, codec, fold, summary, paced, write_every, on_progress, progress_interval_s
+            )
+    finally:
+        reader.close()
+    summary.applied = fold.counts[Outcome.APPLIED]
+    summary.duplicates = fold.counts[Outcome.DUPLICATE]
+    summary.skipped = fold.counts[Outcome.SKIPPED] + fold.counts[Outcome.REHALTED]
+    summary.runs = len(fold.runs)
+    summary.halted = fold.halted
+    summary.untrusted_snapshots = fold.untrusted_snapshots
+    summary.refused_snapshots = [r for f in fold.folders.values() for r in f.refused_snapshots]
+    return summary
+
+
+def _replay(
+    reader: BoundedTopicReader,
+    codec: EventCodec,
+    fold: ReplayFold,
+    summary: ReplaySummary,
+    paced: FlushPacedGc,
+    write_every: int,
+    on_progress: Callable[[Progress], None] | None,
+    progress_interval_s: float,
+) -> None:
+    """The read loop: fold each batch, write every ``write_every`` events and at the end."""
     started = time.monotonic()
     last_report = started
     positions: dict[int, int] = {}
@@ -211,32 +242,22 @@ def rebuild_projection(
             time.monotonic() - started,
         )
 
-    try:
-        for batch in reader.batches():
-            since_write += _fold_batch(batch, codec, fold, summary, positions)
-            if since_write >= write_every:
-                fold.write(positions)
-                since_write = 0
-            now = time.monotonic()
-            if on_progress is not None and now - last_report >= progress_interval_s:
-                on_progress(progress())
-                last_report = now
-        # every partition ends at its captured watermark, read or not (control records, or a
-        # start after its last event); an empty one stays absent, as in the live store
-        fold.write({p: o for p, o in summary.offsets.items() if o > 0})
-    finally:
-        reader.close()
+    for batch in reader.batches():
+        since_write += _fold_batch(batch, codec, fold, summary, positions)
+        if since_write >= write_every:
+            fold.write(positions)
+            paced.after_flush()
+            since_write = 0
+        now = time.monotonic()
+        if on_progress is not None and now - last_report >= progress_interval_s:
+            on_progress(progress())
+            last_report = now
+    # every partition ends at its captured watermark, read or not (control records, or a
+    # start after its last event); an empty one stays absent, as in the live store
+    fold.write({p: o for p, o in summary.offsets.items() if o > 0})
     summary.seconds = time.monotonic() - started
-    summary.applied = fold.counts[Outcome.APPLIED]
-    summary.duplicates = fold.counts[Outcome.DUPLICATE]
-    summary.skipped = fold.counts[Outcome.SKIPPED] + fold.counts[Outcome.REHALTED]
-    summary.runs = len(fold.runs)
-    summary.halted = fold.halted
-    summary.untrusted_snapshots = fold.untrusted_snapshots
-    summary.refused_snapshots = [r for f in fold.folders.values() for r in f.refused_snapshots]
     if on_progress is not None:
         on_progress(progress())
-    return summary
 
 
 def _fold_batch(
