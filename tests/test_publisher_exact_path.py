@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -136,6 +137,22 @@ def test_event_ids_are_canonical_random_uuids() -> None:
         assert parsed.variant == uuid.RFC_4122
         seen.add(text)
     assert len(seen) == 2000
+
+
+def test_a_forked_child_never_hands_out_the_ids_its_parent_made_ahead() -> None:
+    new_event_id()  # the parent now holds IDs made ahead of use
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report 300 IDs and leave at once
+        os.write(write, "\n".join(new_event_id() for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        child = set(stream.read().decode().split("\n"))
+    os.waitpid(pid, 0)
+    parent = {new_event_id() for _ in range(300)}
+    assert len(child) == 300
+    assert not child & parent
 
 
 def test_timestamps_are_utc_milliseconds_between_the_clock_readings_around_them() -> None:

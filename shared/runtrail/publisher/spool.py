@@ -25,7 +25,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -43,9 +43,12 @@ class SpoolError(Exception):
     """The spool cannot be opened (every slot is held, or the folder is unusable)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SpoolRecord:
-    """One Kafka message, exactly as it was (or would have been) produced."""
+class SpoolRecord(NamedTuple):
+    """One Kafka message, exactly as it was (or would have been) produced.
+
+    A named tuple, not a frozen dataclass: the publisher makes one per accepted event, and a
+    frozen dataclass's ``__init__`` is one ``object.__setattr__`` per field (about 1.5 µs an
+    event against 0.3)."""
 
     key: bytes | None
     value: bytes
