@@ -31,7 +31,6 @@ are skipped — they wait, counted, until an operator rebuilds or repairs the ru
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, TypedDict
 
@@ -202,12 +201,6 @@ class RunFolder:
         elif drafts is not None and not in_place:
             drafts.add(key)
         return _APPLIED
-
-    def apply_all(self, items: Iterable[tuple[int, Event]]) -> list[Result]:
-        """:meth:`apply` each (offset, event) in order (a batch of the replay): the results
-        other than APPLIED, in order, so the caller counts per batch, not per event."""
-        apply = self.apply
-        return [r for offset, event in items if (r := apply(event, offset)) is not _APPLIED]
 
     def advance(self, position: int) -> None:
         """The partition was read up to ``position`` (messages not given to :meth:`apply`)."""
