@@ -85,8 +85,8 @@ class Result:
         return (self.reason or "").partition(": ")[2]
 
 
+#: the result of nearly every event: the replay counts the others one by one
 APPLIED: Final = Result(Outcome.APPLIED)
-_APPLIED = APPLIED
 _DUPLICATE = Result(Outcome.DUPLICATE)
 _SKIPPED = Result(Outcome.SKIPPED)
 
@@ -200,7 +200,7 @@ class RunFolder:
                 drafts.discard(key)  # the snapshot holds this state: the next event copies it
         elif drafts is not None and not in_place:
             drafts.add(key)
-        return _APPLIED
+        return APPLIED
 
     def advance(self, position: int) -> None:
         """The partition was read up to ``position`` (messages not given to :meth:`apply`)."""

@@ -116,15 +116,6 @@ class ReplayFold:
         self.halted: list[Halt] = []
         self.counts: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
 
-    def _folder(self, partition: int) -> RunFolder:
-        folder = self.folders.get(partition)
-        if folder is None:
-            # the store was checked empty: only runs met here can have rows (``met``)
-            folder = self.folders[partition] = RunFolder(
-                self.store, self.topic, partition, met=self.runs, drafts=True, **self._options
-            )
-        return folder
-
     def add(self, partition: int, offset: int, event: Event) -> Outcome:
         """Fold one event (the replay calls :meth:`folder` ``.apply`` itself, then :meth:`note`
         for what was not applied and :meth:`applied` once per batch)."""
