@@ -517,9 +517,14 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
         store.close()
 
 
-def test_heads_beyond_the_bound_are_reloaded_from_the_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("settle_each", [True, False], ids=["settled", "as-the-runtime-drives"])
+def test_heads_beyond_the_bound_are_forgotten_but_never_with_links_unwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle_each: bool
 ) -> None:
+    """Heads beyond the bound are reloaded from the store. As the runtime drives it, each
+    flush hands a batch over while the next is sealed, so trimming happens with links of
+    every run unwritten; a head forgotten then would be read back from the store behind
+    them, and the next link would not extend its chain."""
     h = Harness(tmp_path, monkeypatch, max_cached_runs="2")
     runs = [run_forms(f"run-{i}", 4) for i in range(5)]
     h.service.on_assigned([(TOPIC, 0)])
@@ -527,33 +532,13 @@ def test_heads_beyond_the_bound_are_reloaded_from_the_store(
     for seq in range(4):
         h.service.process(batch_of([r[seq] for r in runs], offset))
         offset += len(runs)
-        flushed(h.service)
-        assert len(h.service.heads) <= 2
-    store = opened(h)
-    try:
-        for i, r in enumerate(runs):
-            assert [link.event for link in store.load_chain("t1", f"run-{i}")] == r
-    finally:
-        store.close()
-    h.service.close()
-
-
-def test_a_head_whose_links_are_not_in_the_store_yet_is_never_forgotten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As the runtime drives it: each flush hands a batch over while the next is sealed, so
-    trimming happens with links of every run unwritten; a head forgotten then would be read
-    back from the store behind them, and the next link would not extend its chain."""
-    h = Harness(tmp_path, monkeypatch, max_cached_runs="2")
-    runs = [run_forms(f"run-{i}", 4) for i in range(5)]
-    h.service.on_assigned([(TOPIC, 0)])
-    offset = 0
-    for seq in range(4):
-        h.service.process(batch_of([r[seq] for r in runs], offset))
-        offset += len(runs)
-        h.service.flush()  # settles the previous write, trims, hands this batch over
+        if settle_each:
+            flushed(h.service)
+            assert len(h.service.heads) <= 2
+        else:
+            h.service.flush()  # settles the previous write, trims, hands this batch over
     flushed(h.service)
-    assert len(h.service.heads) <= 2  # the bound holds again once nothing is unwritten
+    assert len(h.service.heads) <= 2  # the bound holds once nothing is unwritten
     store = opened(h)
     try:
         for i, r in enumerate(runs):
@@ -637,6 +622,16 @@ def gate_writes(service: AuditService, monkeypatch: pytest.MonkeyPatch) -> threa
     return gate
 
 
+def stored_event_ids(h: Harness, tenant: str, run: str) -> list[str]:
+    """The eventIds of the run's stored chain, in order, after checking the chain verifies."""
+    store = opened(h)
+    try:
+        assert verify_stored(store, tenant, run).valid
+        return [link.event["eventId"] for link in store.load_chain(tenant, run)]
+    finally:
+        store.close()
+
+
 def test_nothing_is_committed_past_a_write_still_in_flight(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -648,15 +643,11 @@ def test_nothing_is_committed_past_a_write_still_in_flight(
     checkpoint.reached({(TOPIC, 0): 3})
     service.flush()  # handed to the writer, which waits
     assert checkpoint.due()[(TOPIC, 0)][0] == 0  # held where the store was durable
-    store = opened(harness)
-    try:
-        assert store.load_chain("t1", "run-a") == []
-        gate.set()
-        service.flush()  # waits for the write; nothing new: nothing held any more
-        assert checkpoint.due()[(TOPIC, 0)][0] == 3
-        assert len(store.load_chain("t1", "run-a")) == 3
-    finally:
-        store.close()
+    assert stored_event_ids(harness, "t1", "run-a") == []
+    gate.set()
+    service.flush()  # waits for the write; nothing new: nothing held any more
+    assert checkpoint.due()[(TOPIC, 0)][0] == 3
+    assert len(stored_event_ids(harness, "t1", "run-a")) == 3
 
 
 def test_links_being_written_count_as_sealed_for_duplicates_and_sequence_reuse(
@@ -676,12 +667,7 @@ def test_links_being_written_count_as_sealed_for_duplicates_and_sequence_reuse(
     ]
     gate.set()
     flushed(service)
-    store = opened(harness)
-    try:
-        chain = store.load_chain("t1", "run-a")
-        assert [link.event["eventId"] for link in chain] == [f["eventId"] for f in forms]
-    finally:
-        store.close()
+    assert stored_event_ids(harness, "t1", "run-a") == [f["eventId"] for f in forms]
 
 
 def test_a_write_that_failed_behind_the_loop_is_written_again_before_later_links(
@@ -708,13 +694,7 @@ def test_a_write_that_failed_behind_the_loop_is_written_again_before_later_links
     assert harness.published() == []  # nothing is sent before it is durable
     flushed(service)  # the retry: both batches, in order, in one transaction
     assert attempts == [3, 6]
-    store = opened(harness)
-    try:
-        chain = store.load_chain("t1", "run-a")
-        assert [link.event["eventId"] for link in chain] == [f["eventId"] for f in forms]
-        assert verify_stored(store, "t1", "run-a").valid
-    finally:
-        store.close()
+    assert stored_event_ids(harness, "t1", "run-a") == [f["eventId"] for f in forms]
     assert [link["event"]["eventId"] for link in harness.published()] == [
         f["eventId"] for f in forms
     ]
