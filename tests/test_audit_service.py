@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +34,6 @@ from runtrail.config import Settings
 from runtrail.events import validate_json_form
 from runtrail.persistence.urls import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
-from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.audit import service as service_module
 from runtrail_services.audit.messages import KIND_HEADER, link_line
 from runtrail_services.audit.positions import published_name
@@ -78,7 +75,7 @@ class Harness:
             settings=self.settings,
             options=self.options,
             registry=CollectorRegistry(),
-            dead_letter=lambda d, reason, detail, *headers: self.dead.append(
+            dead_letter=lambda d, reason, detail: self.dead.append(
                 (d.event.event_id, reason, detail)
             ),
         )
@@ -105,13 +102,6 @@ class Harness:
             for m in self.producer.log
             if dict(m.headers)[KIND_HEADER] == b"link"
         ]
-
-
-def flushed(service: AuditService) -> None:
-    """A flush, and its write settled: what the runtime's next flush (or revoke, or close)
-    waits for before anything is committed past it."""
-    service.flush()
-    service.settle()
 
 
 @pytest.fixture
@@ -163,7 +153,7 @@ def test_each_run_gets_its_own_chain_in_topic_order(harness: Harness) -> None:
     same_id_other_tenant = run_forms("run-a", 2, tenant="t2")
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(interleave(a, b, same_id_other_tenant)))
-    flushed(harness.service)
+    harness.service.flush()
     store = opened(harness)
     try:
         for tenant, run, forms in (
@@ -179,7 +169,7 @@ def test_each_run_gets_its_own_chain_in_topic_order(harness: Harness) -> None:
         assert first.hash == link_hash(GENESIS_HASH, a[0])  # the event as written, JCS
         assert store.stored_offsets(TOPIC, [0]) == {0: 10}
         assert store.stored_offsets(published_name(TOPIC), [0]) == {}  # sent, not confirmed
-        flushed(harness.service)  # the next flush confirms them and records it
+        harness.service.flush()  # the next flush confirms them and records it
         assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 10}
     finally:
         store.close()
@@ -192,7 +182,7 @@ def test_links_go_to_the_audit_topic_after_the_commit_keyed_by_run(harness: Harn
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms))
     assert harness.producer.log == []  # nothing before the flush
-    flushed(harness.service)
+    harness.service.flush()
     harness.producer.poll(0)
     store = opened(harness)
     chain = store.load_chain("t1", "run-a")
@@ -200,7 +190,7 @@ def test_links_go_to_the_audit_topic_after_the_commit_keyed_by_run(harness: Harn
     assert [(m.topic, m.key, m.value) for m in harness.producer.log] == [
         (AUDIT_TOPIC, b"run-a", link_line(link)) for link in chain
     ]
-    flushed(harness.service)
+    harness.service.flush()
     assert harness.metric("runtrail_audit_links_published_total") == 3  # confirmed
 
 
@@ -210,13 +200,13 @@ def test_a_flush_continues_chains_across_batches_and_restarts(
     forms = run_forms("run-a", 6)
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms[:2]))
-    flushed(harness.service)
+    harness.service.flush()
     harness.service.process(batch_of(forms[2:4], 2))
-    flushed(harness.service)
+    harness.service.flush()
     service = harness.restart()
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 4}
     service.process(batch_of(forms[4:], 4))
-    flushed(service)
+    service.flush()
     store = opened(harness)
     try:
         assert [link.event for link in store.load_chain("t1", "run-a")] == forms
@@ -261,9 +251,9 @@ def test_a_redelivered_event_is_not_sealed_again(harness: Harness) -> None:
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms[:3]))
     harness.service.process([delivered(forms[1], 3)])  # the same event again, unflushed
-    flushed(harness.service)
+    harness.service.flush()
     harness.service.process([delivered(forms[0], 4), delivered(forms[3], 5)])  # from the store
-    flushed(harness.service)
+    harness.service.flush()
     store = opened(harness)
     try:
         chain = store.load_chain("t1", "run-a")
@@ -280,10 +270,10 @@ def test_an_event_id_reused_with_another_payload_is_dead_lettered(harness: Harne
     forms = run_forms("run-a", 2)
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of(forms))
-    flushed(harness.service)
+    harness.service.flush()
     impostor = {**forms[0], "data": {"message": "rewritten", "raw": None}}
     harness.service.process([delivered(impostor, 2)])
-    flushed(harness.service)
+    harness.service.flush()
     assert [(eid, reason) for eid, reason, _ in harness.dead] == [
         (forms[0]["eventId"], "audit-conflict")
     ]
@@ -301,7 +291,7 @@ def test_an_event_with_no_canonical_form_is_dead_lettered(harness: Harness) -> N
     huge = {**forms[1], "data": {"message": "n", "raw": {"count": 2**60}}}  # beyond 2^53
     harness.service.on_assigned([(TOPIC, 0)])
     harness.service.process(batch_of([forms[0], huge, forms[2]]))
-    flushed(harness.service)
+    harness.service.flush()
     assert [reason for _, reason, _ in harness.dead] == ["unsealable"]
     store = opened(harness)
     try:
@@ -332,19 +322,19 @@ def test_links_sealed_but_not_confirmed_published_are_published_again(
     forms = run_forms("run-a", 5)
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms[:2]))
-    flushed(h.service)
+    h.service.flush()
     h.producer.mode = "down"  # the audit topic stops acknowledging
     h.service.process(batch_of(forms[2:4], 2))
-    flushed(h.service)  # committed and sent; the first batch confirmed (published up to 2)
+    h.service.flush()  # committed and sent; the first batch confirmed (published up to 2)
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        flushed(h.service)  # the second batch is not confirmed: the runtime stops, no commit
+        h.service.flush()  # the second batch is not confirmed: the runtime stops, no commit
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 2}  # published, not sealed (4)
     service.process(batch_of(forms[2:], 2))  # re-delivered from offset 2, plus one new
-    flushed(service)
-    flushed(service)
+    service.flush()
+    service.flush()
     store = opened(h)
     try:
         chain = store.load_chain("t1", "run-a")
@@ -364,19 +354,19 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     forms = run_forms("run-a", 6)
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms[:1]))
-    flushed(h.service)
+    h.service.flush()
     h.producer.mode = "down"
     h.service.process(batch_of(forms[1:5], 1))
-    flushed(h.service)
+    h.service.flush()
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        flushed(h.service)  # sealed up to 5, published up to 1
+        h.service.flush()  # sealed up to 5, published up to 1
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 1}
     service.process(batch_of(forms[1:3], 1))  # part of the window, then "killed" again
-    flushed(service)
-    flushed(service)
+    service.flush()
+    service.flush()
     store = opened(h)
     assert store.stored_offsets(TOPIC, [0]) == {0: 5}  # the sealed position did not go back
     assert store.stored_offsets(published_name(TOPIC), [0]) == {0: 3}
@@ -384,7 +374,7 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
     service = h.restart()
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     service.process(batch_of(forms[3:], 3))
-    flushed(service)
+    service.flush()
     assert [p["index"] for p in h.published()] == [1, 2, 3, 4, 5]
     h.service.close()
 
@@ -397,9 +387,9 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms))
     h.producer.mode = "down"
-    flushed(h.service)  # sealed, sent: lost
+    h.service.flush()  # sealed, sent: lost
     with pytest.raises(Exception, match=r"failed"):
-        flushed(h.service)  # the loss is not forgotten: not recorded as published
+        h.service.flush()  # the loss is not forgotten: not recorded as published
     store = opened(h)
     try:
         assert store.stored_offsets(published_name(TOPIC), [0]) == {}
@@ -407,7 +397,7 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
         store.close()
     h.producer.mode = "up"
     assert h.service.checkpoint() is not None  # the lost links are produced again first
-    flushed(h.service)
+    h.service.flush()
     assert [p["index"] for p in h.published()] == [0, 1, 2]  # once each, in order
     assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
@@ -422,15 +412,15 @@ def test_a_first_flush_never_confirmed_replays_the_partition_from_its_start(
     h.service.on_assigned([(TOPIC, 0)])
     h.producer.mode = "down"
     h.service.process(batch_of(forms[:2]))
-    flushed(h.service)
+    h.service.flush()
     with pytest.raises(Exception, match=r"unacknowledged|failed"):
-        flushed(h.service)
+        h.service.flush()
     h.producer.log.clear()
     service = h.restart()  # stopped while the topic is still down: the links are not confirmed
     h.producer.mode = "up"
     assert assign(service, [(TOPIC, 0)]) == {(TOPIC, 0): OFFSET_BEGINNING}
     service.process(batch_of(forms))
-    flushed(service)
+    service.flush()
     assert [p["index"] for p in h.published()] == [0, 1, 2]
     h.service.close()
 
@@ -441,7 +431,7 @@ def test_with_publishing_off_it_starts_at_the_sealed_position(
     h = Harness(tmp_path, monkeypatch, publish="false")
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(run_forms("run-a", 3)))
-    flushed(h.service)
+    h.service.flush()
     assert h.producer.log == []
     assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
     h.service.close()
@@ -453,10 +443,10 @@ def test_a_lost_partition_takes_its_unflushed_links_and_heads_along(harness: Har
     service = harness.service
     service.on_assigned([(TOPIC, 0), (TOPIC, 1)])
     service.process(batch_of(a[:1], 0, partition=0) + batch_of(b[:1], 0, partition=1))
-    flushed(service)
+    service.flush()
     service.process(batch_of(a[1:], 1, partition=0) + batch_of(b[1:], 1, partition=1))
     service.on_revoked([(TOPIC, 1)])  # lost: no flush happened for it
-    flushed(service)
+    service.flush()
     store = opened(harness)
     try:
         assert len(store.load_chain("t1", "run-a")) == 3
@@ -468,7 +458,7 @@ def test_a_lost_partition_takes_its_unflushed_links_and_heads_along(harness: Har
     other = harness.restart()
     assert assign(other, [(TOPIC, 1)]) == {(TOPIC, 1): 1}
     other.process(batch_of(b[1:], 1, partition=1))
-    flushed(other)
+    other.flush()
     store = opened(harness)
     try:
         assert [link.event for link in store.load_chain("t1", "run-b")] == b
@@ -480,7 +470,7 @@ def test_a_clean_revoke_records_what_was_published(harness: Harness) -> None:
     service = harness.service
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(run_forms("run-a", 3)))
-    flushed(service)  # sent, confirmation pending
+    service.flush()  # sent, confirmation pending
     service.on_revoked([(TOPIC, 0)])
     store = opened(harness)
     try:
@@ -495,7 +485,7 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
     service = harness.service
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(forms[:1]))
-    flushed(service)
+    service.flush()
     rogue = opened(harness)  # another writer extends the head this member caches
     head = rogue.head("t1", "run-a")
     assert head is not None
@@ -503,12 +493,12 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
     rogue.close()
     service.process(batch_of(forms[1:], 1))
     with pytest.raises(ChainConflict):
-        flushed(service)
+        service.flush()
     # a restart re-reads the head from the store and goes on from there
     again = harness.restart()
     again.on_assigned([(TOPIC, 0)])
     again.process(batch_of(forms[1:], 1))
-    flushed(again)
+    again.flush()
     store = opened(harness)
     try:
         assert len(store.load_chain("t1", "run-a")) == 4
@@ -517,14 +507,9 @@ def test_a_chain_extended_behind_its_back_stops_the_service(harness: Harness) ->
         store.close()
 
 
-@pytest.mark.parametrize("settle_each", [True, False], ids=["settled", "as-the-runtime-drives"])
-def test_heads_beyond_the_bound_are_forgotten_but_never_with_links_unwritten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settle_each: bool
+def test_heads_beyond_the_bound_are_reloaded_from_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Heads beyond the bound are reloaded from the store. As the runtime drives it, each
-    flush hands a batch over while the next is sealed, so trimming happens with links of
-    every run unwritten; a head forgotten then would be read back from the store behind
-    them, and the next link would not extend its chain."""
     h = Harness(tmp_path, monkeypatch, max_cached_runs="2")
     runs = [run_forms(f"run-{i}", 4) for i in range(5)]
     h.service.on_assigned([(TOPIC, 0)])
@@ -532,18 +517,12 @@ def test_heads_beyond_the_bound_are_forgotten_but_never_with_links_unwritten(
     for seq in range(4):
         h.service.process(batch_of([r[seq] for r in runs], offset))
         offset += len(runs)
-        if settle_each:
-            flushed(h.service)
-            assert len(h.service.heads) <= 2
-        else:
-            h.service.flush()  # settles the previous write, trims, hands this batch over
-    flushed(h.service)
-    assert len(h.service.heads) <= 2  # the bound holds once nothing is unwritten
+        h.service.flush()
+        assert len(h.service.heads) <= 2
     store = opened(h)
     try:
         for i, r in enumerate(runs):
             assert [link.event for link in store.load_chain("t1", f"run-{i}")] == r
-            assert verify_stored(store, "t1", f"run-{i}").valid
     finally:
         store.close()
     h.service.close()
@@ -560,7 +539,7 @@ def test_periodic_checkpoints_sign_the_stored_heads_when_they_change(
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(interleave(run_forms("run-a", 3), run_forms("run-b", 2, tenant="t2"))))
     service.tick(0)  # nothing flushed yet: the empty tree is signed
-    flushed(service)
+    service.flush()
     clock[0] += 10
     service.tick(0)  # not due
     store = opened(h)
@@ -596,108 +575,16 @@ def test_a_recent_checkpoint_by_someone_else_postpones_ours(
     h = Harness(tmp_path, monkeypatch, checkpoint_interval_s="30")
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(run_forms("run-a", 2)))
-    flushed(h.service)
+    h.service.flush()
     assert h.service.checkpoint() is not None  # as `runtrail audit checkpoint` would
     store = opened(h)
     first = store.latest_checkpoint()
     h.service.process(batch_of(run_forms("run-a", 1, start=3), 2))
-    flushed(h.service)
+    h.service.flush()
     h.service.tick(0)  # the last one is seconds old: not due
     assert store.latest_checkpoint() == first
     store.close()
     h.service.close()
-
-
-# --- the write behind the consume loop ---------------------------------------------------------
-def gate_writes(service: AuditService, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Writes wait until the returned event is set (a slow disk, seen from the consume loop)."""
-    gate = threading.Event()
-    real = service.store.append_batch
-
-    def gated(links: Any, offsets: Any) -> None:
-        assert gate.wait(10), "the test never opened the gate"
-        real(links, offsets)
-
-    monkeypatch.setattr(service.store, "append_batch", gated)
-    return gate
-
-
-def stored_event_ids(h: Harness, tenant: str, run: str) -> list[str]:
-    """The eventIds of the run's stored chain, in order, after checking the chain verifies."""
-    store = opened(h)
-    try:
-        assert verify_stored(store, tenant, run).valid
-        return [link.event["eventId"] for link in store.load_chain(tenant, run)]
-    finally:
-        store.close()
-
-
-def test_nothing_is_committed_past_a_write_still_in_flight(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    service = harness.service
-    checkpoint = service.context.checkpoint
-    assign(service, [(TOPIC, 0)])
-    gate = gate_writes(service, monkeypatch)
-    service.process(batch_of(run_forms("run-a", 3)))
-    checkpoint.reached({(TOPIC, 0): 3})
-    service.flush()  # handed to the writer, which waits
-    assert checkpoint.due()[(TOPIC, 0)][0] == 0  # held where the store was durable
-    assert stored_event_ids(harness, "t1", "run-a") == []
-    gate.set()
-    service.flush()  # waits for the write; nothing new: nothing held any more
-    assert checkpoint.due()[(TOPIC, 0)][0] == 3
-    assert len(stored_event_ids(harness, "t1", "run-a")) == 3
-
-
-def test_links_being_written_count_as_sealed_for_duplicates_and_sequence_reuse(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    service = harness.service
-    assign(service, [(TOPIC, 0)])
-    gate = gate_writes(service, monkeypatch)
-    forms = run_forms("run-a", 3)
-    service.process(batch_of(forms))
-    service.flush()  # in flight: the store cannot answer for these links yet
-    reuse = form(run_id="run-a", tenant="t1", sequence=2, eventId="t1-run-a-other")
-    service.process([delivered(forms[1], 3), delivered(reuse, 4)])
-    assert harness.metric("runtrail_audit_redeliveries_total") == 1
-    assert [(event_id, reason) for event_id, reason, _ in harness.dead] == [
-        ("t1-run-a-other", "sequence-conflict")
-    ]
-    gate.set()
-    flushed(service)
-    assert stored_event_ids(harness, "t1", "run-a") == [f["eventId"] for f in forms]
-
-
-def test_a_write_that_failed_behind_the_loop_is_written_again_before_later_links(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    service = harness.service
-    assign(service, [(TOPIC, 0)])
-    real = service.store.append_batch
-    attempts: list[int] = []
-
-    def fails_once(links: Any, offsets: Any) -> None:
-        attempts.append(len(links))
-        if len(attempts) == 1:
-            raise sqlite3.OperationalError("disk I/O error")
-        real(links, offsets)
-
-    monkeypatch.setattr(service.store, "append_batch", fails_once)
-    forms = run_forms("run-a", 6)
-    service.process(batch_of(forms[:3]))
-    service.flush()  # the writer fails
-    service.process(batch_of(forms[3:], first_offset=3))  # sealed on top of those links
-    with pytest.raises(StoreUnavailable, match="disk I/O error"):
-        service.flush()
-    assert harness.published() == []  # nothing is sent before it is durable
-    flushed(service)  # the retry: both batches, in order, in one transaction
-    assert attempts == [3, 6]
-    assert stored_event_ids(harness, "t1", "run-a") == [f["eventId"] for f in forms]
-    assert [link["event"]["eventId"] for link in harness.published()] == [
-        f["eventId"] for f in forms
-    ]
 
 
 def test_options_are_checked() -> None:

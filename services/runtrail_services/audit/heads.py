@@ -4,14 +4,14 @@ A run's head is read from the store the first time the run is seen (a batch of r
 query) and then advanced by every link sealed. Heads are remembered per partition so that a
 revoked or lost partition takes its runs' heads with it: the next owner, or this member later,
 reads them again from the store — the only place a head is true once links are flushed. The
-number of heads is bounded; the least recently used are forgotten, but never one whose run
-has links not in the store yet.
+number of heads is bounded; the least recently used are forgotten, but only after a flush,
+when none of them has links still waiting.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Iterable
 
 from runtrail.audit.link import RunHead, genesis_head
 from runtrail.audit.store import LinkStore
@@ -67,22 +67,13 @@ class HeadCache:
         self._heads.clear()
         self._runs_of.clear()
 
-    def trim(self, unwritten: Callable[[], Container[RunKey]] = frozenset) -> None:
-        """Forget the least recently used heads beyond the bound, but never the head of a run
-        in ``unwritten()`` (links sealed, not in the store yet: a head read back from the
-        store would be behind them)."""
+    def trim(self) -> None:
+        """Forget the least recently used heads beyond the bound (call only after a flush)."""
         excess = len(self._heads) - self._max
         if excess <= 0:
             return
-        keep = unwritten()
-        forget: list[RunKey] = []
-        for key in self._heads:  # least recently used first
-            if len(forget) == excess:
-                break
-            if key not in keep:
-                forget.append(key)
-        for key in forget:
-            del self._heads[key]
+        for _ in range(excess):
+            self._heads.popitem(last=False)
         for partition, keys in list(self._runs_of.items()):
             kept = {key for key in keys if key in self._heads}
             if kept:

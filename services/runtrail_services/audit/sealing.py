@@ -3,9 +3,8 @@
 Per batch: one store query per tenant finds the eventIds already sealed (a producer resend,
 or a replay after a crash), one query loads the heads of runs not seen before, then each
 event is sealed on its run's head. Nothing is written here: the links wait in
-:class:`PendingWork` until the service's flush hands them to the store, which writes them with
-their offsets in one transaction while sealing goes on (:attr:`Sealer.writing`: sealed, not
-yet readable from the store, so looked up in memory).
+:class:`PendingWork` until the service's flush writes them with their offsets in one
+transaction.
 
 An event already sealed is not sealed again. If its payload is the same it is a re-delivery
 (counted; its stored link is published again when it lies in the replay window, see
@@ -73,19 +72,6 @@ class PendingWork:
     def empty(self) -> bool:
         return not self.outgoing and not self.offsets
 
-    def then(self, later: PendingWork) -> PendingWork:
-        """This work followed by ``later``'s, as one (a write that failed, then what was
-        sealed meanwhile: written again together, in order)."""
-        return PendingWork(
-            outgoing=self.outgoing + later.outgoing,
-            offsets={**self.offsets, **later.offsets},
-            event_ids={**self.event_ids, **later.event_ids},
-        )
-
-    def runs(self) -> set[tuple[str, str]]:
-        """(tenantId, runId) of every new link."""
-        return {(item.link.tenant_id, item.link.run_id) for item in self.outgoing if item.new}
-
     def drop_partitions(self, partitions: Iterable[Partition]) -> None:
         gone = set(partitions)
         kept = [item for item in self.outgoing if item.partition not in gone]
@@ -122,9 +108,6 @@ class Sealer:
         self._heads = heads
         self._dead_letter = dead_letter
         self.pending = PendingWork()
-        #: The work handed to the store and not confirmed written yet: its links are sealed,
-        #: but a store read does not see them.
-        self.writing: PendingWork | None = None
         #: Per partition, the sealed position found at assignment: events below it were
         #: sealed before and have their stored links published again.
         self.replay_until: dict[Partition, int] = {}
@@ -146,13 +129,8 @@ class Sealer:
             for d, tenant, run, event_id in items
             if (tenant, event_id) not in sealed
         )
-        writing = self.writing.event_ids if self.writing is not None else {}
         for delivered, tenant, run, event_id in items:
-            earlier = (
-                pending.event_ids.get((tenant, event_id))
-                or writing.get((tenant, event_id))
-                or sealed.get((tenant, event_id))
-            )
+            earlier = pending.event_ids.get((tenant, event_id)) or sealed.get((tenant, event_id))
             if earlier is not None:
                 self._again(delivered, earlier, (tenant, event_id) in sealed, counts)
                 continue
@@ -188,11 +166,8 @@ class Sealer:
     ) -> dict[tuple[str, str], Link]:
         """Links already in the store for the batch's eventIds: one query per tenant."""
         wanted: dict[str, list[str]] = {}
-        writing = self.writing.event_ids if self.writing is not None else {}
-        unwritten = self.pending.event_ids
         for _, tenant, _, event_id in items:
-            key = (tenant, event_id)
-            if key not in unwritten and key not in writing:
+            if (tenant, event_id) not in self.pending.event_ids:
                 wanted.setdefault(tenant, []).append(event_id)
         found: dict[tuple[str, str], Link] = {}
         for tenant, event_ids in wanted.items():
@@ -223,10 +198,7 @@ class Sealer:
     def _sequence_holder(self, tenant: str, run: str, sequence: int) -> str | None:
         """The eventId sealed (or pending) at ``sequence`` of the run, if any: the first one."""
         wanted = str(sequence)
-        unwritten = self.pending.outgoing
-        if self.writing is not None:
-            unwritten = self.writing.outgoing + unwritten
-        for item in unwritten:
+        for item in self.pending.outgoing:
             event = item.link.event
             if (
                 event.get("sequence") == wanted
@@ -253,30 +225,13 @@ class Sealer:
             self._dead_letter(delivered, reason, detail)
         counts.refused[reason] = counts.refused.get(reason, 0) + 1
 
-    def hand_over(self) -> PendingWork:
-        """The pending work goes to the store: it stays visible as :attr:`writing` until
-        :meth:`written` (or :meth:`write_failed`), and a new round starts."""
-        assert self.writing is None, "one write at a time"
-        work, self.pending = self.pending, PendingWork()
-        self.writing = work
-        return work
-
-    def written(self) -> None:
-        """The work handed over is durable: the store answers for it from now on."""
-        self.writing = None
-
-    def write_failed(self) -> None:
-        """The store did not take the work handed over: it goes back in front of what was
-        sealed since, to be written again with it."""
-        if self.writing is not None:
-            self.pending = self.writing.then(self.pending)
-            self.writing = None
+    def flushed(self) -> None:
+        """The pending work is durable (and published): start a new round."""
+        self.pending = PendingWork()
 
     def drop_partitions(self, partitions: Sequence[Partition]) -> None:
         """Partitions are gone: their unflushed links and their runs' heads with them."""
         self.pending.drop_partitions(partitions)
-        if self.writing is not None:
-            self.writing.drop_partitions(partitions)
         self._heads.drop_partitions(partitions)
         for partition in partitions:
             self.replay_until.pop(partition, None)

@@ -8,24 +8,20 @@ Guarantees, in the order a batch goes through them:
 2. **Exactly-once into the store**: :meth:`flush` writes the new links *and* the consumer
    offsets that follow them in one transaction; :meth:`on_assigned` starts each partition
    where the store says (:mod:`.positions`, told to the checkpoint), so a crash neither skips
-   nor double-seals. The transaction runs on a writer thread while the consume loop seals
-   the next batches (SQLite's inserts and fsync release the GIL); the next flush (or revoke,
-   or close) waits for it first, one write in flight at a time. Until it is durable, the
-   Kafka commit of its partitions is held at the last durable position (``set_holds``).
-3. **At-least-once to the audit topic**: after the store's commit the links are sent (by the
-   writer thread); their acknowledgement is awaited at the next flush (or revoke, or
-   shutdown), and only then is their published position recorded, in that flush's
-   transaction. A crash in between re-sends the same links (identical bytes) after restart.
+   nor double-seals.
+3. **At-least-once to the audit topic**: after the commit the links are sent; their
+   acknowledgement is awaited at the next flush (or revoke, or shutdown), and only then is
+   their published position recorded, in that flush's transaction. A crash in between
+   re-sends the same links (identical bytes) after restart.
 4. **Checkpoints**: every ``checkpoint_interval_s`` (if the heads changed, and if no other
    member signed one meanwhile) a checkpoint over all run heads in the store is signed, kept
    in the store and published (best effort: the store holds every checkpoint).
 
 A store that cannot take writes now (disk full, read-only, database down) raises
-:class:`~runtrail.runtime.unavailable.StoreUnavailable` from :meth:`flush` (the one after the
-write that failed) and :meth:`tick`: the transaction was rolled back, its links go back in
-front of those sealed since (and the published positions already confirmed are kept for the
-retried transaction), and the runtime retries without committing; until a write goes
-through again each flush writes in the foreground, so a retry that returns has written. A store refusing a batch (:class:`~runtrail.audit.errors.ChainConflict`: another writer
+:class:`~runtrail.runtime.unavailable.StoreUnavailable` from :meth:`flush` and :meth:`tick`: the
+transaction was rolled back, the sealer still holds the batch (and the published positions
+already confirmed are kept for the retried transaction), and the runtime retries without
+committing. A store refusing a batch (:class:`~runtrail.audit.errors.ChainConflict`: another writer
 extended a chain this member was extending) stops the service without committing, visibly;
 the next start re-reads the heads from the store.
 """
@@ -35,7 +31,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
@@ -87,12 +82,6 @@ class AuditService(Service):
             self.signer = load_or_create_signer(key_path, self.audit.key_name)
         self._next_checkpoint = 0.0
         self._started_seen = 0
-        #: the write in flight (store, then topic), and the positions it makes durable
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-store")
-        self._write: Future[None] | None = None
-        self._writing_reached: dict[Partition, int] = {}
-        #: a write failed and none has gone through since: write in the foreground
-        self._degraded = False
         latest = self.store.latest_checkpoint()
         if latest is not None:
             self.metrics.checkpoint_seen(
@@ -116,14 +105,11 @@ class AuditService(Service):
             self.metrics.refused(reason, count)
 
     def flush(self) -> None:
-        """Wait for the write in flight; confirm the links it sent; hand the new links and
-        offsets (+ those published positions) to the writer, whose one transaction makes them
-        durable before it sends the links, to confirm next time."""
-        self.settle()
+        """Confirm the links sent last time; commit new links + offsets (+ those published
+        positions) in one transaction; then send the new links, to confirm next time."""
         pending = self.sealer.pending
         reached = self._reached()
         if not pending.outgoing and not reached and not self.outbox and not self._unrecorded:
-            self.context.checkpoint.set_holds({})  # nothing in flight: all of it is durable
             return
         published = self._unrecorded = {**self._unrecorded, **self._confirm()}
         new = pending.new_links()
@@ -131,32 +117,8 @@ class AuditService(Service):
         replay = self.sealer.replay_until
         sealed = {tp: max(o, replay.get(tp, o)) for tp, o in reached.items()}
         positions = {**sealed_positions(sealed), **published_positions(published)}
-        to_send = pending.all_links() if self.outbox is not None and reached else None
-        self.sealer.hand_over()
-        self._writing_reached = reached
-
-        def write() -> None:
-            unavailable_on_store_errors(self._what, lambda: self.store.append_batch(new, positions))
-            self.metrics.sealed.inc(len(new))
-            if to_send is not None:
-                assert self.outbox is not None
-                self.outbox.send(to_send, reached)
-
-        self._write = self._writer.submit(write)
-        if self._degraded:  # retrying after a failed write: the retry returns once written
-            self.settle()
-        # the commit of what is being written waits until it is durable
-        self.context.checkpoint.set_holds(self._durable_positions())
-
-    def settle(self) -> None:
-        """Wait for the write in flight (what :meth:`flush` handed over is durable, and its
-        links sent, when this returns): on success the store answers for its links; on a
-        failure they go back to the sealer, to be written again first, and it raises."""
-        write, self._write = self._write, None
-        if write is None:
-            return
         try:
-            write.result()
+            unavailable_on_store_errors(self._what, lambda: self.store.append_batch(new, positions))
         except ChainConflict:
             log.error(
                 "audit: the store refused a batch (another writer extended a chain this "
@@ -164,25 +126,16 @@ class AuditService(Service):
             )
             self.heads.clear()
             raise
-        except BaseException:
-            self.sealer.write_failed()
-            self._degraded = True
-            raise
-        self._degraded = False
         self._unrecorded = {}
-        self._stored.update(self._writing_reached)
-        self._writing_reached = {}
-        self.sealer.written()
+        self._stored.update(reached)
+        self.metrics.sealed.inc(len(new))
         self.metrics.chains_started.inc(self.heads.started - self._started_seen)
         self._started_seen = self.heads.started
-        self.heads.trim(self.sealer.pending.runs)
+        if self.outbox is not None and reached:
+            self.outbox.send(pending.all_links(), reached)
+        self.sealer.flushed()
+        self.heads.trim()
         self.metrics.cached_heads.set(len(self.heads))
-
-    def _durable_positions(self) -> dict[Partition, int]:
-        """Per partition of the write in flight, the position already durable: where the
-        store had it before (this assignment), else where the store said it starts."""
-        starts = self.context.checkpoint.starts(self._writing_reached)
-        return {tp: self._stored.get(tp, max(starts.get(tp, 0), 0)) for tp in self._writing_reached}
 
     def _reached(self) -> dict[Partition, int]:
         """Per partition, the next offset to store where it moved since the last flush: the
@@ -218,7 +171,6 @@ class AuditService(Service):
 
     # --- partitions ----------------------------------------------------------------------
     def on_assigned(self, partitions: Sequence[Partition]) -> None:
-        self._settle_quietly()  # the store must hold what this member sealed before
         positions = start_positions(self.store, partitions, publishing=self.topic is not None)
         for partition in partitions:
             self._stored.pop(partition, None)
@@ -234,7 +186,6 @@ class AuditService(Service):
                 )
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
-        self._settle_quietly()  # what was sealed is in the store before the next owner reads it
         self._record_published()  # so the next owner does not send these links again
         self.sealer.drop_partitions(partitions)
         for partition in partitions:
@@ -282,17 +233,7 @@ class AuditService(Service):
                 )
         return stored
 
-    def _settle_quietly(self) -> None:
-        """Wait for the write in flight where raising is not an option (a revoke, close):
-        a failed write is logged; its events are read again from the store's positions."""
-        try:
-            self.settle()
-        except Exception as exc:
-            log.error("audit: a batch was not written (sealed again after restart): %s", exc)
-
     def close(self) -> None:
-        self._settle_quietly()
-        self._writer.shutdown(wait=True)
         self._record_published()
         if self.topic is not None:
             self.topic.close()
