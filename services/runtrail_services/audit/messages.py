@@ -78,14 +78,9 @@ def link_line(link: Link) -> bytes:
     return _line(link, _run_tail(link.run_id, link.tenant_id))
 
 
-def link_message(link: Link) -> tuple[bytes, bytes]:
-    """(key, value) of a link on the audit topic."""
-    return link.run_id.encode(), link_line(link)
-
-
 def link_messages(links: Iterable[Link]) -> Iterator[tuple[bytes, bytes]]:
-    """(key, value) of each link, as :func:`link_message` makes them: a flush sends one per
-    sealed event, so each run's key and line tail are made once per call, not per link."""
+    """(key, value) of each link on the audit topic: the run ID and :func:`link_line`. A flush
+    sends one per sealed event, so each run's key and line tail are made once per call."""
     runs: dict[tuple[str, str], tuple[bytes, bytes]] = {}
     for link in links:
         ids = link.ids
