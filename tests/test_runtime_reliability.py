@@ -175,15 +175,21 @@ def test_instances_join_and_leave_while_events_flow(
     """Scale out to three members and back to one under load with eager ``range`` assignment:
     commits in the revoke path must not be lost, so clean handovers duplicate nothing."""
     group = f"g-{topic}"
-    events = _forms(20_000)
+    events: list[dict[str, object]] = []
     outs = [tmp_path / f"noop-{i}.out" for i in range(4)]
+    scaled_in = threading.Event()
 
-    def produce_slowly() -> None:
-        for i in range(0, len(events), 1000):
-            produce_forms(kafka_bootstrap, topic, events[i : i + 1000])
+    def produce_until_scaled_in() -> None:
+        """Keep events flowing until the last member works alone (at least 20,000): a fixed
+        stream ran out on a slow CI machine before the third member joined, so it never got
+        anything to do."""
+        while (not scaled_in.is_set() or len(events) < 20_000) and len(events) < 400_000:
+            batch = _forms(1000, start=len(events) // 40)
+            produce_forms(kafka_bootstrap, topic, batch)
+            events.extend(batch)
             time.sleep(0.3)
 
-    producer = threading.Thread(target=produce_slowly)
+    producer = threading.Thread(target=produce_until_scaled_in)
     producer.start()
     procs: list[ServiceProcess] = []
 
@@ -214,11 +220,14 @@ def test_instances_join_and_leave_while_events_flow(
         d = member(3)
         wait_for(lambda: len(read_lines(outs[3])) > 0, 60, what="fourth member working")
         assert c.terminate() == 0
+        scaled_in.set()
         producer.join(120)
+        assert not producer.is_alive()
         wait_for(lambda: total() >= len(events), 120, what="everything processed")
         wait_for(lambda: _all_committed(kafka_bootstrap, group, topic), 30, what="commits")
         assert d.terminate() == 0
     finally:
+        scaled_in.set()
         producer.join(5)
         for p in procs:
             p.close()
