@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
 from runtrail.kafka.broker import LocalBroker
-from runtrail.kafka.output_topic import output_message_max_bytes
+from runtrail.kafka.output_topic import OutputTopic, output_message_max_bytes
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.records import entry_record
 from runtrail.runtime import Delivered, Service, ServiceContext
@@ -250,3 +250,32 @@ def test_a_cache_record_too_large_for_its_producer_is_dead_lettered_and_the_serv
     assert {d.event.type for d, _, _ in dead} <= {"STEP_END", "MODEL_REQUEST"}
     entries = {k for k, _, _ in records if k is not None and k.startswith(b'["entry"')}
     assert entries == set(built) - too_large  # the canary's entries went through
+
+
+def test_records_beside_one_too_large_for_the_topic_are_delivered_and_only_it_is_dropped(
+    kafka_bootstrap: str,
+) -> None:
+    """The broker refuses a whole batch over the topic's ``max.message.bytes`` and librdkafka
+    reports the size error for every record in it: the small ones must be produced again
+    alone and land, and only the large one is reported too large."""
+    topic = create_topic(
+        kafka_bootstrap, unique_topic("small"), partitions=1, **{"max.message.bytes": "2000"}
+    )
+    dropped: list[tuple[Any, str]] = []
+    out = OutputTopic(
+        Settings(bootstrap_servers=kafka_bootstrap),
+        topic,
+        client_id="too-large-test",
+        on_too_large=lambda tag, detail: dropped.append((tag, detail)),
+        overrides={"linger.ms": 200},  # all three in one produce batch
+    )
+    large = os.urandom(5000)  # incompressible: the producer compresses batches
+    out.send(b"k", b"before", tag="before")
+    out.send(b"k", large, tag="large")
+    out.send(b"k", b"after", tag="after")
+    out.confirm(30)
+    out.close()
+    assert [tag for tag, _ in dropped] == ["large"]
+    assert "5000-byte record" in dropped[0][1]
+    assert out.unacknowledged == 0
+    assert [value for _, value, _ in read_topic(kafka_bootstrap, topic)] == [b"before", b"after"]

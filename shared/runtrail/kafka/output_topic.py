@@ -13,6 +13,13 @@ A record too large for the broker is not an outage: it is reported once to ``on_
 (the service dead-letters the event behind it, reason ``too-large``) and dropped, and the
 service goes on. The producers' ``message.max.bytes`` is what ``runtrail topics ensure`` sizes
 the topics to (``max_event_bytes`` plus headroom), so a legal event's content fits.
+
+The broker refuses a whole produce batch when it exceeds the topic's ``max.message.bytes``,
+and librdkafka then reports the size error for every record in it, the small ones beside the
+large one too. So a size error from the broker is first a suspicion: the record is produced
+again alone, and only a second size error, for it alone, drops it. A record cleared this way
+can land after records sent after it (they were in flight while the batch failed); losing it
+would be worse.
 """
 
 from __future__ import annotations
@@ -106,6 +113,9 @@ class OutputTopic:
         self._unacked: dict[int, _Record] = {}
         #: records to produce again (or for the first time) once nothing is in flight
         self._retry: set[int] = set()
+        #: records the broker refused as too large in a batch: produced again alone, and
+        #: dropped only if refused again
+        self._suspect: set[int] = set()
         self._errors: list[str] = []
         self._fatal = False
         #: records dropped as too large since the last confirm
@@ -182,8 +192,11 @@ class OutputTopic:
     def _delivered(self, rid: int, err: KafkaError | None, msg: Any = None) -> None:
         if err is None:
             self._unacked.pop(rid, None)
+        elif _is_size_error(err) and rid in self._suspect:
+            self._drop_too_large(rid, err.str())  # refused alone: it is the large one
         elif _is_size_error(err):
-            self._drop_too_large(rid, err.str())
+            self._suspect.add(rid)  # maybe only beside the large one in a refused batch
+            self._retry.add(rid)
         else:
             self._retry.add(rid)
             self._errors.append(err.str())
@@ -192,6 +205,7 @@ class OutputTopic:
     def _drop_too_large(self, rid: int, detail: str) -> None:
         record = self._unacked.pop(rid)
         self._retry.discard(rid)
+        self._suspect.discard(rid)
         self.too_large += 1
         size = len(record.value or b"")
         log.error("%s: a %d-byte record is too large for the topic: %s", self.topic, size, detail)
@@ -209,24 +223,24 @@ class OutputTopic:
         Records whose delivery failed are produced again first, in order, once nothing else
         is in flight (so none of them can be overtaken by a newer record).
         """
-        if self._retry:
-            in_flight = self._producer.flush(timeout_s)
-            if in_flight:
-                raise self._unavailable(in_flight)
-            self._settle()
-            self._resend()
         in_flight = self._producer.flush(timeout_s)
+        if not in_flight and self._retry:  # failed before this call or while it waited
+            self._settle()
+            self._resend(timeout_s)
+            in_flight = self._producer.flush(timeout_s)
         if in_flight or self._retry:
             raise self._unavailable(in_flight)
         self._unacked.clear()  # drained, and no record failed: all are acknowledged
+        self._suspect.clear()
         self._errors.clear()
 
     def _settle(self) -> None:
         """Nothing is in flight: every record but those that failed is acknowledged."""
         retry = self._retry
         self._unacked = {rid: r for rid, r in self._unacked.items() if rid in retry}
+        self._suspect &= retry
 
-    def _resend(self) -> None:
+    def _resend(self, timeout_s: float) -> None:
         if self._fatal:
             log.warning("%s: the producer failed fatally; starting a new one", self.topic)
             self._producer = self._factory(self._config)
@@ -237,7 +251,18 @@ class OutputTopic:
         for position, rid in enumerate(again):
             if rid not in self._unacked:
                 continue
+            alone = rid in self._suspect
+            if alone and self._producer.flush(timeout_s):  # the suspect gets a batch alone
+                self._retry.update(again[position:])
+                return
             self._produce(rid)
+            if alone and not self._retry:
+                if self._producer.flush(timeout_s):  # still in flight: the rest waits
+                    self._retry.update(again[position + 1 :])
+                    return
+                if rid not in self._retry:  # no failure report: delivered (or dropped)
+                    self._unacked.pop(rid, None)
+                    self._suspect.discard(rid)
             if self._retry:  # failed at once again: keep the rest behind it, in order
                 self._retry.update(again[position + 1 :])
                 return
