@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.persistence.sqlite import BUSY_TIMEOUT_MS, SqliteDatabase, connect
+from runtrail.persistence.sqlite import BUSY_TIMEOUT_MS, CACHE_KIB, SqliteDatabase, connect
 from runtrail.persistence.urls import MEMORY
 
 
@@ -28,6 +28,7 @@ def test_the_file_is_private_and_the_pragmas_are_set(tmp_path: Path) -> None:
         assert _mode(path.parent) == 0o700 and _mode(path.parent.parent) == 0o700
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert conn.execute("PRAGMA busy_timeout").fetchone() == (BUSY_TIMEOUT_MS,)
+        assert conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_KIB,)
         assert conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
         assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
         assert conn.isolation_level is None

@@ -7,6 +7,12 @@ autocommit mode (``isolation_level=None``: every write is an explicit ``BEGIN IM
 ``COMMIT``, so a batch is all or nothing), and a connection usable from any thread (access is
 serialised by :class:`SqliteDatabase`'s lock).
 
+A page cache of :data:`CACHE_KIB` (SQLite's default is 2 MiB): a store's indexes keyed by
+random IDs (the audit chain's ``(tenant, eventId)``) are written all over once they outgrow
+the cache, and every page missed is read back from the file. Inserting 147,000 audit links in
+2,048-link transactions took 6.0 s of CPU with 2 MiB and 4.1 s with 32 MiB (64 MiB: the same).
+It is an upper bound per connection, filled only as pages are used.
+
 ``synchronous``: ``NORMAL`` (the default) may lose the last transactions on a power cut —
 safe for a store that keeps its positions in the same transaction, since the lost events are
 consumed again; ``FULL`` for a store whose committed rows must survive (the audit chain).
@@ -29,6 +35,8 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 #: How long a connection waits for another process's write lock before "database is locked".
 BUSY_TIMEOUT_MS = 10_000
+#: The page cache of each connection, in KiB (see the module doc).
+CACHE_KIB = 32 * 1024
 
 
 def connect(
@@ -48,6 +56,7 @@ def connect(
         timeout=BUSY_TIMEOUT_MS / 1000,
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # negative: KiB, not pages
     if target != MEMORY:
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
