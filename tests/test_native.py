@@ -34,7 +34,7 @@ from pydantic import (
 from runtrail.events import EventCodec, avro_schemas, native
 from runtrail.events.avro_fast import codec_for, compile_schema
 from runtrail.events.codec import HEADER_LEN, validate_json_form
-from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData
+from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
 from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.events.upcasting import upcast
 from tests.test_avro_fast import records
@@ -355,6 +355,48 @@ def test_forms_with_odd_fields_are_built_only_as_pydantic_builds_them(data: Any)
         if isinstance(target, dict):
             target[key] = data.draw(st.sampled_from(ODD))
     _assert_sound(cls, form)
+
+
+class _Stamped(BaseModel):
+    at: Timestamp
+
+
+_STAMP_CHARS = "0123456789-T:.Z+ \n\u0663"  # \u0663: ARABIC-INDIC DIGIT THREE (a \\d)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    base=st.sampled_from(
+        ["2026-11-29T10:00:00Z", "2026-11-29T10:00:00.123456789+01:30", "1999-01-01T00:00:00-05:00"]
+    ),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 40),
+            st.sampled_from(["put", "insert", "delete"]),
+            st.sampled_from(_STAMP_CHARS),
+        ),
+        max_size=3,
+    ),
+)
+def test_timestamps_are_accepted_natively_exactly_when_the_pattern_accepts_them(
+    base: str, edits: list[tuple[int, str, str]]
+) -> None:
+    """The compiled path checks the envelope's timestamp pattern by hand (not by regex): on
+    valid stamps and near misses (digits, separators, fraction lengths, offsets, a newline
+    at the end, a non-ASCII digit), it builds exactly what pydantic accepts, and defers only
+    non-ASCII text."""
+    text = base
+    for at, how, char in edits:
+        at = min(at, len(text))
+        if how == "put":
+            text = text[:at] + char + text[at + 1 :]
+        elif how == "insert":
+            text = text[:at] + char + text[at:]
+        else:
+            text = text[:at] + text[at + 1 :]
+    ours = _assert_sound(_Stamped, {"at": text})
+    if text.isascii() and _pydantic(_Stamped, {"at": text}) is not None:
+        assert ours is not None, f"the native check refused {text!r}, which the pattern accepts"
 
 
 def test_a_tool_result_that_contradicts_itself_is_left_to_pydantic() -> None:
