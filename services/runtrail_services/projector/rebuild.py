@@ -87,6 +87,8 @@ class ReplaySummary:
     #: (tenant, run, reason) of each snapshot refused; each such run was rebuilt from events.
     refused_snapshots: list[tuple[str, str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    #: Processes that folded (1: this one; more: :mod:`.rebuild_workers`).
+    workers: int = 1
 
     @property
     def rate(self) -> float:
@@ -183,25 +185,63 @@ def rebuild_projection(
     write_every: int = 20_000,
     on_progress: Callable[[Progress], None] | None = None,
     progress_interval_s: float = 1.0,
+    workers: int | None = None,
 ) -> ReplaySummary:
-    """Replay ``settings.events_topic`` into the fresh store ``into``; see the module doc."""
+    """Replay ``settings.events_topic`` into the fresh store ``into``; see the module doc.
+
+    ``workers`` processes (this one and spawned ones) fold disjoint sets of whole partitions
+    in parallel (see :mod:`.rebuild_workers`); None: one per CPU, at most one per partition
+    holding events (and at most :data:`~.rebuild_workers.MAX_WORKERS`). With 1, or a store
+    another process cannot open (in memory), this process alone folds, as it always did."""
+    from runtrail_services.projector import rebuild_workers
+
     topic = settings.events_topic
     codec = EventCodec(settings.extra_schema_dirs)
-    fold = ReplayFold(
-        into,
-        topic,
-        snapshot_every=snapshot_every,
-        cached_runs=cached_runs,
-        snapshots=snapshots,
-        halt_on_gap=halt_on_gap,
+    options = FolderOptions(
+        snapshot_every=snapshot_every, cached_runs=cached_runs, halt_on_gap=halt_on_gap
     )
     reader = BoundedTopicReader(settings, topic, from_timestamp_ms=from_timestamp_ms)
     try:
         check_fresh(into, topic, [r.partition for r in reader.ranges])
+        plan = rebuild_workers.plan(reader.ranges, workers, into, snapshots)
     except BaseException:
         reader.close()
         raise
-    summary = ReplaySummary(topic=topic, ranges=reader.ranges)
+    if plan is not None:
+        reader.close()  # it captured the ranges; each process reads with a consumer of its own
+        return rebuild_workers.rebuild_in_workers(
+            settings,
+            plan,
+            codec,
+            into,
+            snapshots,
+            options=options,
+            write_every=write_every,
+            on_progress=on_progress,
+            progress_interval_s=progress_interval_s,
+        )
+    fold = ReplayFold(into, topic, **FolderOptions(**options, snapshots=snapshots))
+    return rebuild_here(
+        reader,
+        fold,
+        codec,
+        write_every=write_every,
+        on_progress=on_progress,
+        progress_interval_s=progress_interval_s,
+    )
+
+
+def rebuild_here(
+    reader: BoundedTopicReader,
+    fold: ReplayFold,
+    codec: EventCodec,
+    *,
+    write_every: int,
+    on_progress: Callable[[Progress], None] | None,
+    progress_interval_s: float,
+) -> ReplaySummary:
+    """Read ``reader`` to its end folding with ``fold``, in this process; closes ``reader``."""
+    summary = ReplaySummary(topic=fold.topic, ranges=reader.ranges)
     try:
         # the fold's state lives until written: collect after each write, not every 700
         # allocations (in the audit service those took a tenth of the run)

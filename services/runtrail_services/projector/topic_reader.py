@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -45,9 +45,17 @@ class BoundedTopicReader:
         topic: str,
         *,
         from_timestamp_ms: int | None = None,
+        ranges: Sequence[PartitionRange] | None = None,
+        fetch_wait_max_ms: int | None = None,
         timeout_s: float = 30.0,
         stall_timeout_s: float = 60.0,
     ) -> None:
+        """``ranges`` (captured by another reader: a parallel rebuild's worker) reads only
+        those partitions, between those offsets, instead of capturing the whole topic's; it
+        may be set again between two :meth:`batches` (the next partitions, one consumer).
+        ``fetch_wait_max_ms``: how long the broker holds a fetch of partitions at their end
+        (librdkafka's default 500 ms would stall each move to the next partition)."""
+        extra = {} if fetch_wait_max_ms is None else {"fetch.wait.max.ms": fetch_wait_max_ms}
         self.topic = topic
         self._timeout = timeout_s
         self._stall_timeout = stall_timeout_s
@@ -61,9 +69,13 @@ class BoundedTopicReader:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "client.id": "runtrail-replay",
+                    **extra,
                 }
             )
         )
+        if ranges is not None:
+            self.ranges = list(ranges)
+            return
         try:
             self.ranges = self._ranges(from_timestamp_ms)
         except BaseException:

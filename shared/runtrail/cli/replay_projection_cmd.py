@@ -68,10 +68,27 @@ def add_replay_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
         metavar="N",
         help="snapshots written into the new store (default RUNTRAIL_PROJECTOR_SNAPSHOT_EVERY)",
     )
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="processes folding disjoint partitions in parallel (default: one per CPU, at most "
+        "one per partition holding events; 1: fold in this process)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     add_common_flags(parser)
     parser.set_defaults(func=run_replay)
     return parser
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a number of workers (1 or more): {text!r}")
+    return value
 
 
 def parse_timestamp(text: str) -> int:
@@ -98,6 +115,7 @@ def run_replay(args: argparse.Namespace) -> int:
         compare_with_live,
         rebuild_projection,
     )
+    from runtrail_services.projector.rebuild_workers import ReplayWorkerFailed, RunInTwoWorkers
     from runtrail_services.projector.settings import ProjectorSettings
     from runtrail_services.projector.topic_reader import TopicReadError
 
@@ -131,8 +149,11 @@ def run_replay(args: argparse.Namespace) -> int:
                 cached_runs=projector.cached_runs,
                 halt_on_gap=projector.halt_on_gap,
                 on_progress=None if args.quiet else _print_progress,
+                workers=args.workers,
             )
         except (StoreNotEmpty, TopicReadError, KafkaException) as exc:
+            return _fail(EXIT_USAGE, str(exc))
+        except (RunInTwoWorkers, ReplayWorkerFailed) as exc:
             return _fail(EXIT_USAGE, str(exc))
         _print_summary(summary)
         if live is None:
@@ -157,7 +178,8 @@ def _print_progress(p: Progress) -> None:
 def _print_summary(s: ReplaySummary) -> None:
     out = sys.stdout
     print(
-        f"replayed {s.events:,} events of {s.topic} ({len(s.ranges)} partitions) in "
+        f"replayed {s.events:,} events of {s.topic} ({len(s.ranges)} partitions, "
+        f"{s.workers} worker{'s' if s.workers > 1 else ''}) in "
         f"{s.seconds:.2f}s: {s.rate:,.0f} events/s",
         file=out,
     )

@@ -44,6 +44,9 @@ class SqliteProjectionStore:
     def __init__(self, path: str | Path) -> None:
         self._db = SqliteDatabase(path, components=[TRACKING, sql.PROJECTION])
         self._writer = sql.BatchWriter("sqlite")
+        #: A URL that opens this database again in another process (a parallel rebuild's
+        #: workers); None for an in-memory one, which no other connection can reach.
+        self.url: str | None = None if str(path) == MEMORY else f"sqlite:///{Path(path).resolve()}"
 
     @classmethod
     def from_url(cls, url: str) -> SqliteProjectionStore:
