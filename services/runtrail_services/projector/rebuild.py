@@ -196,7 +196,6 @@ def rebuild_projection(
     from runtrail_services.projector import rebuild_workers
 
     topic = settings.events_topic
-    codec = EventCodec(settings.extra_schema_dirs)
     options = FolderOptions(
         snapshot_every=snapshot_every, cached_runs=cached_runs, halt_on_gap=halt_on_gap
     )
@@ -212,7 +211,6 @@ def rebuild_projection(
         return rebuild_workers.rebuild_in_workers(
             settings,
             plan,
-            codec,
             into,
             snapshots,
             options=options,
@@ -224,7 +222,7 @@ def rebuild_projection(
     return rebuild_here(
         reader,
         fold,
-        codec,
+        EventCodec(settings.extra_schema_dirs),
         write_every=write_every,
         on_progress=on_progress,
         progress_interval_s=progress_interval_s,

@@ -79,9 +79,14 @@ _TICK_S = 0.25
 #: How long a worker that exited may stay silent before it counts as dead (its last message
 #: may still be in the pipe).
 _SILENT_EXIT_S = 3.0
-#: How long the broker may hold a fetch of a partition at its end: each process moves from one
-#: partition to the next on one consumer, and a fetch held 500 ms (the default) stalls it.
-FETCH_WAIT_MS = 10
+#: The consumer of a process reading one partition at a time: the broker sends up to 1 MiB of
+#: a partition per fetch by default (the in-process rebuild, reading all partitions at once,
+#: gets that much of each), which left a process waiting on its fetches; and a fetch of a
+#: partition at its end is held 500 ms by default, stalling each move to the next partition.
+READER_CONFIG: dict[str, Any] = {
+    "max.partition.fetch.bytes": 16 * 1024 * 1024,
+    "fetch.wait.max.ms": 10,
+}
 #: Waiting longer than this for the shared partition counter means its holder died holding it.
 _TAKE_TIMEOUT_S = 30.0
 
@@ -403,7 +408,6 @@ class _Caller:
 def rebuild_in_workers(
     settings: Settings,
     plan: Plan,
-    codec: EventCodec,
     into: ProjectionStore,
     snapshots: ProjectionStore | None,
     *,
@@ -443,8 +447,10 @@ def rebuild_in_workers(
                 daemon=True,
             )
             proc.process.start()
+        # made once the workers start theirs (each takes a fifth of a second or more)
+        codec = EventCodec(settings.extra_schema_dirs)
         reader = BoundedTopicReader(
-            settings, settings.events_topic, ranges=[], fetch_wait_max_ms=FETCH_WAIT_MS
+            settings, settings.events_topic, ranges=[], config=READER_CONFIG
         )
         share = _Share(
             0,
@@ -592,7 +598,7 @@ def _fold(job: _Job, messages: Any, counter: Any) -> None:
             stores.append(snapshots)
         codec = EventCodec(job.settings.extra_schema_dirs)
         reader = BoundedTopicReader(
-            job.settings, job.settings.events_topic, ranges=[], fetch_wait_max_ms=FETCH_WAIT_MS
+            job.settings, job.settings.events_topic, ranges=[], config=READER_CONFIG
         )
 
         def tick() -> None:

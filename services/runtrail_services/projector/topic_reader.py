@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -46,16 +47,15 @@ class BoundedTopicReader:
         *,
         from_timestamp_ms: int | None = None,
         ranges: Sequence[PartitionRange] | None = None,
-        fetch_wait_max_ms: int | None = None,
+        config: Mapping[str, Any] | None = None,
         timeout_s: float = 30.0,
         stall_timeout_s: float = 60.0,
     ) -> None:
         """``ranges`` (captured by another reader: a parallel rebuild's worker) reads only
         those partitions, between those offsets, instead of capturing the whole topic's; it
         may be set again between two :meth:`batches` (the next partitions, one consumer).
-        ``fetch_wait_max_ms``: how long the broker holds a fetch of partitions at their end
-        (librdkafka's default 500 ms would stall each move to the next partition)."""
-        extra = {} if fetch_wait_max_ms is None else {"fetch.wait.max.ms": fetch_wait_max_ms}
+        ``config``: more consumer settings (a worker reading one partition at a time fetches
+        more of it at once, and waits less at its end)."""
         self.topic = topic
         self._timeout = timeout_s
         self._stall_timeout = stall_timeout_s
@@ -69,7 +69,7 @@ class BoundedTopicReader:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "client.id": "runtrail-replay",
-                    **extra,
+                    **(config or {}),
                 }
             )
         )
