@@ -88,3 +88,22 @@ def test_sequences_are_per_tenant_and_run(
         ("globex", "r"): [1, 2, 3, 4],
         ("t1", "r"): [7],
     }
+
+
+def test_events_beside_one_the_topic_refuses_as_too_large_are_sent(
+    tmp_path: Path, kafka_bootstrap: str, kafka_topic_factory: Any
+) -> None:
+    """A topic whose ``max.message.bytes`` is below the publisher's own limit refuses a whole
+    produce batch, and librdkafka reports the size error for every event in it: only the
+    large one may be rejected, the canaries beside it must land, in order."""
+    topic = kafka_topic_factory(1, config={"max.message.bytes": "4000"})
+    big = base64.b64encode(os.urandom(6000)).decode()  # incompressible, under the publisher's limit
+    with Publisher(settings(tmp_path, kafka_bootstrap, topic)) as pub:
+        first = pub.publish("MODEL_REASONING", "r", {"text": "canary 0"})
+        assert pub.publish("MODEL_RESPONSE", "r", {"message": big})  # accepted: the broker decides
+        last = pub.publish("MODEL_REASONING", "r", {"text": "canary 1"})
+        assert pub.drain(60), f"spool not drained: {pub.stats()}"
+        stats = pub.stats()
+    assert (stats.rejected, stats.sent, stats.dropped) == (1, 2, 0)
+    found = contents(kafka_bootstrap, topic, 2)
+    assert [e.event_id for e in found.events] == [first, last]

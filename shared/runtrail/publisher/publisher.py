@@ -21,6 +21,11 @@ Delivery modes:
   spool, and a background thread resends the spool in order, in chunks, from the first event
   not acknowledged. It returns to direct mode only once every accepted event is acknowledged.
 
+A broker's "message too large" is final only for an event sent alone. A topic whose
+``max.message.bytes`` is below the publisher's limit refuses a whole produce batch, and every
+event in it gets the error; each is resent from the spool in a chunk of its own, and only one
+refused again is rejected (counted ``rejected``, logged).
+
 Exactly once on the topic: events whose fate is unknown (purged while in flight, or found
 beyond the cursor at start) are looked up on the topic by eventId before they are resent
 (:mod:`runtrail.publisher.recovery`), so a resend never doubles what the broker already
@@ -193,6 +198,8 @@ class Publisher:
         self._next_index = self._wal.end.index  # the index the next accepted event gets
         self._first_unsettled = self._wal.cursor.index  # all before it: acknowledged or done
         self._settled: set[int] = set()  # settled indices after _first_unsettled
+        #: events the broker refused as too large in a batch: resent alone before judged
+        self._size_suspects: set[int] = set()
         self._inflight = InFlight()  # handed to librdkafka, no report yet
         self._buffer: list[SpoolRecord] = []  # accepted, not yet written to the WAL
         # Events below _uncertain_until may be on the topic already: look before resending.
@@ -602,6 +609,8 @@ class Publisher:
 
     def _settle(self, index: int) -> None:
         """Record that event ``index`` needs nothing more (acknowledged, found or dropped)."""
+        if self._size_suspects:
+            self._size_suspects.discard(index)
         if index == self._first_unsettled:
             index += 1
             settled = self._settled
@@ -627,7 +636,13 @@ class Publisher:
             if err is None:
                 self._settle(index)
                 self._note_ack(msg)
+            elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE and index not in self._size_suspects:
+                # the broker refuses a whole batch over the topic's max.message.bytes, and
+                # every event in it gets this error: resend each alone before rejecting any
+                self._size_suspects.add(index)
+                self._enter_draining("the broker refused a batch as too large", purge=True)
             elif _is_permanent(err):
+                self._size_suspects.discard(index)
                 self._settle(index)
                 self._metrics.count("rejected")
                 log.error("broker refused an event for good: %s", err.str())
@@ -808,6 +823,9 @@ class Publisher:
                     self._settle(index)
                     self._metrics.count("recovered")
                     continue
+                alone = index in self._size_suspects
+                if alone and produced:
+                    break  # a suspect goes in a chunk of its own: the next one
                 try:
                     self._produce(record)
                 except BufferError:
@@ -822,6 +840,8 @@ class Publisher:
                     break
                 self._inflight.add(index, record.key, record.value)
                 produced.append(index)
+                if alone:
+                    break  # and nothing behind it in its batch
         return produced
 
     def _scan(self, start: int) -> bool:
