@@ -193,6 +193,32 @@ def test_workers_start_from_snapshots_and_refuse_untrusted_ones_as_one_process_d
     _same_store(tmp_path / "1.db", tmp_path / "2.db", topic)
 
 
+def test_workers_rebuild_into_postgresql_what_one_process_builds_in_sqlite(
+    kafka_bootstrap: str, topic: str, tmp_path: Path, postgres_url: str
+) -> None:
+    """Each worker opens the PostgreSQL store again by its URL and writes its own batches."""
+    one = _rebuild(kafka_bootstrap, topic, tmp_path / "one.db", 1)
+    into = open_projection_store(postgres_url)
+    try:
+        settings = Settings(bootstrap_servers=kafka_bootstrap, events_topic=topic)
+        three = rebuild_projection(settings, into, snapshot_every=3, workers=3)
+        assert three.workers == 3
+        _same_summary(one, three)
+        with open_store(tmp_path / "one.db") as sqlite:
+            assert compare_projections(sqlite, into) == []
+            assert sqlite.list() == into.list()
+            for row in sqlite.list():
+                assert sqlite.load_snapshot(row.tenant_id, row.run_id) == into.load_snapshot(
+                    row.tenant_id, row.run_id
+                )
+            partitions = range(PARTITIONS)
+            assert sqlite.stored_offsets(topic, partitions) == into.stored_offsets(
+                topic, partitions
+            )
+    finally:
+        into.close()
+
+
 def test_the_cli_folds_with_workers(kafka_bootstrap: str, topic: str, tmp_path: Path) -> None:
     status, out, err = replay(
         kafka_bootstrap, topic, tmp_path / "a.db", "--quiet", "--workers", "1"
