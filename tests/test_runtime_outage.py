@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from runtrail.audit.stores import open_link_store
 from runtrail.kafka.broker import LocalBroker
 from runtrail.projection import open_projection_store
-from runtrail.runtime.deadletter import H_SERVICE, DeadLetterProducer
+from runtrail.runtime.deadletter import H_OFFSET, H_SERVICE, H_VALUE_SIZE, DeadLetterProducer
 from runtrail.runtime.unavailable import StoreUnavailable
 from tests.projector_support import sqlite_url, stored_offsets
 from tests.support import (
@@ -269,6 +269,38 @@ def test_dead_letters_wait_for_the_broker_and_are_sent_again(
     assert sorted(m.value() for m in dead) == [b"poison 0", b"poison 1", b"poison 2"]
     assert all(dict(m.headers())["traceparent"] == b"00-abc-def-01" for m in dead)
     producer.close()
+
+
+def test_dead_letters_beside_one_too_large_for_the_topic_keep_their_values(
+    kafka_bootstrap: str,
+) -> None:
+    """The broker refuses a whole batch over the topic's ``max.message.bytes`` and every dead
+    letter in it gets the size error: only the large one may lose its value to a digest."""
+    dlq = create_topic(
+        kafka_bootstrap, unique_topic("dlq"), partitions=1, **{"max.message.bytes": "2000"}
+    )
+    producer = DeadLetterProducer({"bootstrap.servers": kafka_bootstrap}, dlq, "test")
+    large = os.urandom(5000)  # incompressible: the producer compresses batches
+    for offset, value in enumerate([b"before", large, b"after"]):
+        producer.send(
+            key=b"k",
+            value=value,
+            headers=None,
+            source_topic="events",
+            partition=0,
+            offset=offset,
+            timestamp_ms=0,
+            reason="undecodable",
+            detail="test",
+        )
+    producer.flush(timeout=30)
+    producer.close()
+    dead = sorted(consume_all(kafka_bootstrap, dlq, expect=3, timeout=30), key=lambda m: m.offset())
+    by_offset = {dict(m.headers())[H_OFFSET]: m for m in dead}
+    assert [by_offset[o].value() for o in (b"0", b"2")] == [b"before", b"after"]
+    assert by_offset[b"1"].value() is None
+    assert dict(by_offset[b"1"].headers())[H_VALUE_SIZE] == b"5000"
+    assert producer.replaced == 1
 
 
 def _flushed(producer: DeadLetterProducer) -> bool:

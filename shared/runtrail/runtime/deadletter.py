@@ -104,6 +104,9 @@ class DeadLetterProducer:
             }
         )
         self._retry: list[tuple[bytes | None, bytes | None, Headers]] = []
+        #: dead letters the broker refused as too large in a batch: each is sent again alone
+        #: before its value is replaced by a digest (the others in the batch got the error too)
+        self._alone: list[tuple[bytes | None, bytes | None, Headers]] = []
         self._fatal: list[str] = []
         self._last_error = ""
         self.pending = 0
@@ -147,7 +150,9 @@ class DeadLetterProducer:
         self._produce(key, value, out_headers)
         self._producer.poll(0)
 
-    def _produce(self, key: bytes | None, value: bytes | None, headers: Headers) -> None:
+    def _produce(
+        self, key: bytes | None, value: bytes | None, headers: Headers, alone: bool = False
+    ) -> None:
         if value is not None and len(value) > self.max_message_bytes:
             value, headers = None, headers + digest_headers(value)
             self.replaced += 1
@@ -160,7 +165,7 @@ class DeadLetterProducer:
                     headers=headers,
                     # the record itself, not the report's message: delivery reports carry no
                     # headers, and a failed dead letter is produced again as it was
-                    on_delivery=functools.partial(self._on_delivery, (key, value, headers)),
+                    on_delivery=functools.partial(self._on_delivery, (key, value, headers), alone),
                 )
                 break
             except BufferError:
@@ -177,6 +182,7 @@ class DeadLetterProducer:
     def _on_delivery(
         self,
         record: tuple[bytes | None, bytes | None, Headers],
+        alone: bool,
         err: KafkaError | None,
         msg: Message,
     ) -> None:
@@ -185,7 +191,9 @@ class DeadLetterProducer:
         self._last_error = f"{err.name()}: {err.str()}"
         key, value, headers = record
         too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
-        if err.code() in too_large and value is not None:
+        if err.code() in too_large and value is not None and not alone:
+            self._alone.append(record)  # maybe only beside the large one: try it alone
+        elif err.code() in too_large and value is not None:
             self.replaced += 1
             self._retry.append((key, None, headers + digest_headers(value)))
         elif retryable_kafka_error(err):
@@ -196,10 +204,13 @@ class DeadLetterProducer:
     def flush(self, timeout: float = 30.0) -> None:
         """Return once every dead letter sent so far is durable; raise while one is not.
 
-        Failed ones are produced again (twice here, then at the next call), so a dead letter
-        replaced by its digest after a size refusal is usually delivered by the same call.
+        Failed ones are produced again (up to three rounds here, then at the next call), so a
+        dead letter refused in a batch, sent alone and replaced by its digest if refused
+        again, is usually delivered by the same call.
         """
-        for _ in range(2):
+        for _ in range(3):
+            if self._alone:
+                self._send_alone(timeout)
             if self._retry:
                 retry, self._retry = self._retry, []
                 for key, value, headers in retry:
@@ -216,12 +227,23 @@ class DeadLetterProducer:
             if self._fatal:
                 fatal, self._fatal = self._fatal, []
                 raise DeadLetterError(f"dead letters to {self.topic} failed: {fatal[:3]}")
-            if not self._retry:
+            if not self._retry and not self._alone:
                 return
         raise StoreUnavailable(
             f"dead-letter topic {self.topic}",
-            f"{len(self._retry)} dead letters failed and will be sent again ({self._last_error})",
+            f"{len(self._retry) + len(self._alone)} dead letters failed and will be sent again "
+            f"({self._last_error})",
         )
+
+    def _send_alone(self, timeout: float) -> None:
+        """Produce each size suspect in a batch of its own (nothing else in flight)."""
+        alone, self._alone = self._alone, []
+        for position, (key, value, headers) in enumerate(alone):
+            if self._producer.flush(timeout):
+                self._alone[:0] = alone[position:]  # still in flight: the rest waits
+                return
+            self._produce(key, value, headers, alone=True)
+            self.pending = self._producer.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         self._producer.flush(timeout)
