@@ -42,14 +42,39 @@ def test_the_one_command_installs_what_the_framework_needs(
     flags: list[str], extras: str, tmp_path: Path
 ) -> None:
     venv = recording_venv(tmp_path)
-    env = {**os.environ, "PYTHON": sys.executable, "VENV": str(venv)}
-    done = subprocess.run(
-        [str(SCRIPT), *flags], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    calls = (tmp_path / "calls").read_text().splitlines()
+    calls = run_script(tmp_path, venv, flags, cargo=False)
     assert calls == [
         f"python -m pip install -q --disable-pip-version-check -e .[{extras}]",
         "runtrail kafka fetch",
         " ".join(["runtrail demo --up", *flags]).rstrip(),
     ]
+
+
+def run_script(root: Path, venv: Path, flags: list[str], *, cargo: bool, **env: str) -> list[str]:
+    """Run the script with PATH holding the system tools and, if ``cargo``, a cargo."""
+    tools = root / "tools"
+    tools.mkdir(exist_ok=True)
+    if cargo:
+        fake = tools / "cargo"
+        fake.write_text("#!/bin/sh\nexit 0\n")
+        fake.chmod(0o755)
+    path = f"{tools}:/usr/bin:/bin"
+    full_env = {k: v for k, v in os.environ.items() if k != "RUNTRAIL_NATIVE"}
+    full_env.update(PATH=path, PYTHON=sys.executable, VENV=str(venv), **env)
+    done = subprocess.run(
+        [str(SCRIPT), *flags], env=full_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return (root / "calls").read_text().splitlines()
+
+
+@pytest.mark.parametrize(("cargo", "native", "built"), [(True, None, True), (True, "off", False)])
+def test_the_compiled_path_is_built_when_cargo_is_there_unless_turned_off(
+    cargo: bool, native: str | None, built: bool, tmp_path: Path
+) -> None:
+    venv = recording_venv(tmp_path)
+    env = {} if native is None else {"RUNTRAIL_NATIVE": native}
+    calls = run_script(tmp_path, venv, [], cargo=cargo, **env)
+    native_install = "python -m pip install -q --disable-pip-version-check ./shared/runtrail_native"
+    assert (native_install in calls) is built
+    assert calls[-1] == "runtrail demo --up"
