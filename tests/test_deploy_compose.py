@@ -146,3 +146,16 @@ def test_mounted_files_exist_and_the_dockerfile_copies_what_exists(
     assert 'ENTRYPOINT ["runtrail"]' in dockerfile
     # the services and the stores compose points them at
     assert "'.[services,postgres,s3]'" in dockerfile
+
+
+def test_the_image_runs_the_compiled_consume_path() -> None:
+    """The image builds shared/runtrail_native in a Rust stage, installs its wheel, and its
+    services refuse to start without it (an image on the slower path by accident is a
+    defect nobody would see); the build context leaves out build outputs and local state."""
+    dockerfile = (REPO / "deploy" / "Dockerfile").read_text()
+    assert re.search(r"^FROM rust:\S+ AS native$", dockerfile, re.M)
+    assert "maturin build --release --locked" in dockerfile
+    assert "COPY --from=native /wheels /wheels" in dockerfile
+    assert "RUNTRAIL_NATIVE=required" in dockerfile
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {"**/target", ".venv", ".runtrail"} <= set(ignored)
