@@ -246,17 +246,7 @@ def test_dead_letters_wait_for_the_broker_and_are_sent_again(
     )
     _kill(broker)
     for i in range(3):
-        producer.send(
-            key=b"k",
-            value=f"poison {i}".encode(),
-            headers=[("traceparent", b"00-abc-def-01")],
-            source_topic="events",
-            partition=0,
-            offset=i,
-            timestamp_ms=0,
-            reason="undecodable",
-            detail="test",
-        )
+        _dead_letter(producer, i, f"poison {i}".encode(), [("traceparent", b"00-abc-def-01")])
     with pytest.raises(StoreUnavailable) as first:
         producer.flush(timeout=1.0)  # still queued
     assert first.value.what == f"dead-letter topic {dlq}"
@@ -282,17 +272,7 @@ def test_dead_letters_beside_one_too_large_for_the_topic_keep_their_values(
     producer = DeadLetterProducer({"bootstrap.servers": kafka_bootstrap}, dlq, "test")
     large = os.urandom(5000)  # incompressible: the producer compresses batches
     for offset, value in enumerate([b"before", large, b"after"]):
-        producer.send(
-            key=b"k",
-            value=value,
-            headers=None,
-            source_topic="events",
-            partition=0,
-            offset=offset,
-            timestamp_ms=0,
-            reason="undecodable",
-            detail="test",
-        )
+        _dead_letter(producer, offset, value)
     producer.flush(timeout=30)
     producer.close()
     dead = sorted(consume_all(kafka_bootstrap, dlq, expect=3, timeout=30), key=lambda m: m.offset())
@@ -301,6 +281,26 @@ def test_dead_letters_beside_one_too_large_for_the_topic_keep_their_values(
     assert by_offset[b"1"].value() is None
     assert dict(by_offset[b"1"].headers())[H_VALUE_SIZE] == b"5000"
     assert producer.replaced == 1
+
+
+def _dead_letter(
+    producer: DeadLetterProducer,
+    offset: int,
+    value: bytes,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """Send the dead letter of an undecodable message at ``offset`` of ``events``[0]."""
+    producer.send(
+        key=b"k",
+        value=value,
+        headers=headers,
+        source_topic="events",
+        partition=0,
+        offset=offset,
+        timestamp_ms=0,
+        reason="undecodable",
+        detail="test",
+    )
 
 
 def _flushed(producer: DeadLetterProducer) -> bool:
