@@ -54,8 +54,8 @@ class BoundedTopicReader:
         """``ranges`` (captured by another reader: a parallel rebuild's worker) reads only
         those partitions, between those offsets, instead of capturing the whole topic's; it
         may be set again between two :meth:`batches` (the next partitions, one consumer).
-        ``config``: more consumer settings (a worker reading one partition at a time fetches
-        more of it at once, and waits less at its end)."""
+        ``config``: more consumer settings (a worker reading one partition at a time has the
+        broker hold its fetches at the partition's end for less long)."""
         self.topic = topic
         self._timeout = timeout_s
         self._stall_timeout = stall_timeout_s
@@ -118,12 +118,17 @@ class BoundedTopicReader:
             return
         self._consumer.assign([TopicPartition(self.topic, p, r.start) for p, r in todo.items()])
         last_progress = time.monotonic()
+        position = {p: r.start for p, r in todo.items()}
         while todo:
             out: list[Message] = []
-            for msg in self._consumer.consume(num_messages=size, timeout=0.2):
+            # never more than are left: consume waits its whole timeout for a batch it cannot
+            # fill (200 ms at the end of each partition read alone, as a parallel rebuild does)
+            left = sum(r.end - position[p] for p, r in todo.items())
+            for msg in self._consumer.consume(num_messages=max(1, min(size, left)), timeout=0.2):
                 partition = msg.partition()
                 offset = msg.offset()
                 assert partition is not None and offset is not None
+                position[partition] = offset + 1
                 wanted = todo.get(partition)
                 error = msg.error()
                 if error is not None:
