@@ -6,10 +6,14 @@ worker that dies or raises fails the replay, and no worker outlives it.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,24 +271,40 @@ def test_a_run_in_partitions_of_two_workers_fails_the_replay(
     assert summary.workers == 1 and summary.runs == 2
 
 
+@contextlib.contextmanager
+def _as_soon_as_a_worker_runs(act: Callable[[int], None]) -> Iterator[list[int]]:
+    """Call ``act(pid)`` (from a thread) once a worker process is running: long before it
+    could have folded anything (it needs a good half second to start)."""
+    acted: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                children = multiprocessing.active_children()
+            except RuntimeError:  # the set of children changed under it (the main thread)
+                continue
+            if children and children[0].pid:
+                act(children[0].pid)
+                acted.append(children[0].pid)
+                return
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield acted
+    finally:
+        done.set()
+        watcher.join(5)
+
+
 def test_a_worker_killed_fails_the_replay(kafka_bootstrap: str, topic: str, tmp_path: Path) -> None:
-    killed: list[int] = []
-
-    def kill_a_worker(_: Progress) -> None:
-        for child in multiprocessing.active_children():
-            if not killed:
-                os.kill(child.pid or 0, signal.SIGKILL)
-                killed.append(child.pid or 0)
-
-    with pytest.raises(ReplayWorkerFailed, match=r"died \(exit code -9\)"):
-        _rebuild(
-            kafka_bootstrap,
-            topic,
-            tmp_path / "killed.db",
-            2,
-            on_progress=kill_a_worker,
-            progress_interval_s=0.0,
-        )
+    with (
+        _as_soon_as_a_worker_runs(lambda pid: os.kill(pid, signal.SIGKILL)) as killed,
+        pytest.raises(ReplayWorkerFailed, match=r"died \(exit code -9\) without a result"),
+    ):
+        _rebuild(kafka_bootstrap, topic, tmp_path / "killed.db", 2)
     assert killed
     assert multiprocessing.active_children() == []
 
@@ -315,19 +335,15 @@ def test_a_worker_that_raises_fails_the_replay_with_its_error(
 
 
 def test_ctrl_c_stops_the_workers(kafka_bootstrap: str, topic: str, tmp_path: Path) -> None:
-    def interrupt(_: Progress) -> None:
-        if multiprocessing.active_children():
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        _rebuild(
-            kafka_bootstrap,
-            topic,
-            tmp_path / "stopped.db",
-            2,
-            on_progress=interrupt,
-            progress_interval_s=0.0,
-        )
+    """SIGINT to this process (as Ctrl-C sends it) while a worker runs: the replay stops with
+    KeyboardInterrupt and no worker outlives it."""
+    interrupt = functools.partial(os.kill, os.getpid(), signal.SIGINT)
+    with (
+        _as_soon_as_a_worker_runs(lambda _: interrupt()) as interrupted,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        _rebuild(kafka_bootstrap, topic, tmp_path / "stopped.db", 2)
+    assert interrupted
     assert multiprocessing.active_children() == []
 
 
