@@ -31,7 +31,7 @@ from pydantic import (
     field_validator,
 )
 
-from runtrail.events import EventCodec, avro_schemas, native
+from runtrail.events import EventCodec, EventError, avro_schemas, native
 from runtrail.events.avro_fast import codec_for, compile_schema
 from runtrail.events.codec import HEADER_LEN, validate_json_form
 from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
@@ -660,6 +660,40 @@ def test_the_event_alone_is_the_decoded_event(form: dict[str, Any]) -> None:
     value = CODEC.encode_json_form(form)
     _assert_same(CODEC.decode_event_only(value, ISO), PY_CODEC.decode(value, ISO).event)
     _assert_same(PY_CODEC.decode_event_only(value, ISO), PY_CODEC.decode(value, ISO).event)
+
+
+_ACTORS = [
+    {"kind": "agent", "id": "test-agent"},
+    {"kind": "agent", "id": "test-agent2"},
+    {"kind": "agent", "id": "test-agenT"},  # the same length as the first
+    {"kind": "service", "id": "test-agent"},
+    {"kind": "user", "id": "u\u00e9"},
+    {"kind": "operator", "id": " "},  # refused: blank
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(picks=st.lists(st.integers(0, len(_ACTORS) - 1), min_size=1, max_size=12))
+def test_an_actor_is_made_once_for_the_same_bytes_and_never_for_others(picks: list[int]) -> None:
+    """The compiled path hands out the actor it made last when the next event's actor bytes
+    are the same (actors are frozen): every event still gets the actor its own bytes hold,
+    a refused one is never kept, and the same bytes in a row give the same instance."""
+    codec = EventCodec()
+    previous: tuple[int, Any] | None = None
+    for pick in picks:
+        form = FORMS[0] | {"actor": _ACTORS[pick]}  # one type: its schema keeps one actor
+        value = codec.encode_json_form(form)
+        try:
+            expected = PY_CODEC.decode(value, ISO).event
+        except EventError:
+            with pytest.raises(EventError):
+                codec.decode_event_only(value, ISO)
+            continue
+        event = codec.decode_event_only(value, ISO)
+        _assert_same(event, expected)
+        if previous is not None and previous[0] == pick:
+            assert event.actor is previous[1], "the same actor bytes made a second instance"
+        previous = (pick, event.actor)
 
 
 # --- the generated JSON-form dumper ----------------------------------------------------------

@@ -164,6 +164,39 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
     })
 }
 
+/// Move `p` past one value of `s` without making it: the end of a span (None when the bytes
+/// cannot hold one; `read_value` then decides).
+fn skip_value(s: &Avro, b: &[u8], p: &mut usize) -> Option<()> {
+    match s {
+        Avro::Null => {}
+        Avro::Boolean => *p = p.checked_add(1).filter(|e| *e <= b.len())?,
+        Avro::Int | Avro::Long => {
+            read_long(b, p)?;
+        }
+        Avro::Double => *p = p.checked_add(8).filter(|e| *e <= b.len())?,
+        Avro::Str => {
+            let n = read_long(b, p)?;
+            *p = p
+                .checked_add(usize::try_from(n).ok()?)
+                .filter(|e| *e <= b.len())?;
+        }
+        Avro::Union(branches) => {
+            let x = *b.get(*p)?;
+            *p += 1;
+            if x & 1 == 1 || x >= 0x80 {
+                return None;
+            }
+            skip_value(branches.get((x >> 1) as usize)?, b, p)?;
+        }
+        Avro::Record(fields) => {
+            for (_, schema) in fields {
+                skip_value(schema, b, p)?;
+            }
+        }
+    }
+    Some(())
+}
+
 /// The Avro binary reader of one writer schema.
 #[pyclass(frozen, module = "runtrail_native")]
 struct AvroReader {
@@ -824,6 +857,10 @@ struct DirectModel {
     cls: Py<PyType>,
     fields: Vec<DirectField>,
     all_fields: Py<PySet>,
+    /// An envelope part other than `data` (the actor): the bytes last read and the frozen
+    /// instance built from them, handed out again for the same bytes. Most events of a
+    /// stream share their actor; building it was a tenth of a decode.
+    last: Option<std::sync::Mutex<Option<(Vec<u8>, PyObject)>>>,
 }
 
 struct DirectField {
@@ -910,7 +947,10 @@ fn direct_model(
                 &[]
             };
             if ckind == "model" {
-                if let Ok(d) = direct_model(&anode, &check, inner_json, false, None) {
+                if let Ok(mut d) = direct_model(&anode, &check, inner_json, false, None) {
+                    if top && name != "data" && d.plain() {
+                        d.last = Some(std::sync::Mutex::new(None));
+                    }
                     nested = Some((Box::new(d), None));
                 }
             } else if ckind == "after" {
@@ -952,7 +992,32 @@ fn direct_model(
         cls: m.get_item(1)?.downcast_into::<PyType>()?.unbind(),
         fields,
         all_fields: all_fields.unbind(),
+        last: None,
     })
+}
+
+impl DirectModel {
+    /// Whether an instance depends on its bytes alone (no nested model, JSON text, lift,
+    /// version or recordedAt, which read the context): only such a one may be handed out again.
+    fn plain(&self) -> bool {
+        self.fields.iter().all(|f| {
+            f.nested.is_none()
+                && f.json_names.is_empty()
+                && !f.json_text
+                && !f.recorded_at
+                && f.lift.is_none()
+                && f.version.is_none()
+        })
+    }
+
+    /// The Avro record this model reads (for skipping its span).
+    fn span_end(&self, b: &[u8], start: usize) -> Option<usize> {
+        let mut p = start;
+        for f in &self.fields {
+            skip_value(&f.avro, b, &mut p)?;
+        }
+        Some(p)
+    }
 }
 
 /// What one direct read needs besides the bytes.
@@ -1021,6 +1086,43 @@ fn parse_json_text<'py>(
     Ok(ctx.loads.call1((text,)).ok())
 }
 
+/// A nested model: the instance made last for the same bytes when it keeps one, else a new one.
+fn read_nested<'py>(
+    py: Python<'py>,
+    m: &DirectModel,
+    b: &[u8],
+    p: &mut usize,
+    ctx: &mut DirectRead<'_, 'py>,
+) -> PyResult<Option<PyObject>> {
+    let Some(last) = &m.last else {
+        return read_direct(py, m, b, p, ctx);
+    };
+    let start = *p;
+    let Some(end) = m.span_end(b, start) else {
+        return read_direct(py, m, b, p, ctx);
+    };
+    let span = &b[start..end];
+    // the lock is never held while Python code may run (a check's validator): another
+    // thread waiting on it would hold the GIL this one needs back
+    let lock = || {
+        last.lock()
+            .map_err(|_| PyValueError::new_err("poisoned cache"))
+    };
+    if let Some((bytes, instance)) = lock()?.as_ref() {
+        if bytes.as_slice() == span {
+            *p = end;
+            return Ok(Some(instance.clone_ref(py)));
+        }
+    }
+    let made = read_direct(py, m, b, p, ctx)?;
+    if let Some(instance) = &made {
+        if *p == end {
+            *lock()? = Some((span.to_vec(), instance.clone_ref(py)));
+        }
+    }
+    Ok(made)
+}
+
 fn read_direct<'py>(
     py: Python<'py>,
     m: &DirectModel,
@@ -1037,7 +1139,7 @@ fn read_direct<'py>(
     .downcast_into::<PyDict>()?;
     for f in &m.fields {
         let value = if let Some((nested, after)) = &f.nested {
-            let Some(v) = read_direct(py, nested, b, p, ctx)? else {
+            let Some(v) = read_nested(py, nested, b, p, ctx)? else {
                 return Ok(None);
             };
             match after {
