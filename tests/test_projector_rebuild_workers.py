@@ -7,10 +7,11 @@ worker that dies or raises fails the replay, and no worker outlives it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -89,9 +90,22 @@ def topic(kafka_bootstrap: str) -> str:
         items += [(partition, encode(f)) for f in run]
         if partition in (1, 3):
             items.append((partition, b"\x00not an event"))
+    spans = forms(full_run("spans"))  # begins before LATER[name], ends after it
+    items += [(0, encode(f)) for f in spans[:10]]
     items += [(4, b"garbage"), (4, b"\x00\x01\x02")]
     _produce(kafka_bootstrap, name, items)
+    time.sleep(0.05)
+    LATER[name] = int(time.time() * 1000)
+    time.sleep(0.05)
+    # after it, partitions 0, 1 and 4 only: 2 and 3 hold events, none read from LATER
+    later = [(0, encode(f)) for f in spans[10:]]
+    later += [(1, encode(f)) for f in forms(full_run("late", "t1"))]
+    _produce(kafka_bootstrap, name, [*later, (4, b"late garbage")])
     return name
+
+
+#: a time between the topic's two bursts, by topic
+LATER: dict[str, int] = {}
 
 
 def _rebuild(bootstrap: str, topic: str, db: Path, workers: int, **kw: Any) -> ReplaySummary:
@@ -166,6 +180,24 @@ def test_workers_build_what_one_process_builds(
     with open_store(tmp_path / "three.db") as store:
         row = store.get("t0", "run-0")
         assert row is not None and row.state == pure_replay(full_run("run-0", "t0").events)
+
+
+def test_workers_start_from_a_timestamp_as_one_process_does(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    """Partitions with nothing after the timestamp still end at their captured end; the run
+    that began before it halts (no snapshot) in both."""
+    at = LATER[topic]
+    one = _rebuild(kafka_bootstrap, topic, tmp_path / "one.db", 1, from_timestamp_ms=at)
+    two = _rebuild(kafka_bootstrap, topic, tmp_path / "two.db", 2, from_timestamp_ms=at)
+    assert two.workers == 2
+    _same_summary(one, two)
+    _same_store(tmp_path / "one.db", tmp_path / "two.db", topic)
+    assert [h.run_id for h in two.halted] == ["spans"]
+    assert {r.partition for r in two.ranges if r.size == 0 and r.end > 0} >= {2, 3}
+    with open_store(tmp_path / "two.db") as store:
+        offsets = store.stored_offsets(topic, range(PARTITIONS))
+    assert offsets == {r.partition: r.end for r in two.ranges if r.end > 0}
 
 
 def test_workers_start_from_snapshots_and_refuse_untrusted_ones_as_one_process_does(
@@ -334,17 +366,57 @@ def test_a_worker_that_raises_fails_the_replay_with_its_error(
     assert multiprocessing.active_children() == []
 
 
-def test_ctrl_c_stops_the_workers(kafka_bootstrap: str, topic: str, tmp_path: Path) -> None:
-    """SIGINT to this process (as Ctrl-C sends it) while a worker runs: the replay stops with
-    KeyboardInterrupt and no worker outlives it."""
-    interrupt = functools.partial(os.kill, os.getpid(), signal.SIGINT)
-    with (
-        _as_soon_as_a_worker_runs(lambda _: interrupt()) as interrupted,
-        pytest.raises(KeyboardInterrupt),
-    ):
-        _rebuild(kafka_bootstrap, topic, tmp_path / "stopped.db", 2)
-    assert interrupted
-    assert multiprocessing.active_children() == []
+def _workers_of(pid: int) -> list[int]:
+    """The spawned replay workers among ``pid``'s children (not multiprocessing's resource
+    tracker, which ignores SIGINT and leaves when its parent does)."""
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] in "ZX"  # reaped soon
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads children from /proc")
+def test_ctrl_c_stops_the_cli_and_its_workers(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    """SIGINT to the command (Ctrl-C) while a worker runs: it exits 130 at once and leaves no
+    worker behind."""
+    command = [sys.executable, "-c", "from runtrail.cli.main import main; raise SystemExit(main())"]
+    command += ["replay", "projection", "--into", sqlite_url(tmp_path / "stopped.db")]
+    command += ["--bootstrap-servers", kafka_bootstrap, "--events-topic", topic, "--workers", "2"]
+    cli = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (workers := _workers_of(cli.pid)) and cli.poll() is None:
+            assert time.monotonic() < deadline, "no worker started"
+            time.sleep(0.002)
+        assert workers, "the command ended before a worker started"
+        # to the command alone: it must stop its workers itself (again if the first was lost:
+        # CPython drops a KeyboardInterrupt raised inside a weakref callback)
+        for _ in range(20):
+            os.kill(cli.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cli.wait(timeout=1)
+                break
+        _, err = cli.communicate(timeout=5)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+    assert cli.returncode == 130, err.decode()
+    assert all(_gone(pid) for pid in workers)
 
 
 def test_the_plan_gives_whole_partitions_and_folds_here_when_it_must(tmp_path: Path) -> None:
