@@ -475,6 +475,7 @@ def rebuild_in_workers(
             caller.drain(0.3)  # a conflict in the store: was it a run met by two processes?
             raise
         caller.wait()
+        finished = time.monotonic()  # everything is written (closing is not timed, as in process)
         _stop(processes, grace_s=5.0)  # each sent its summary: let it close its store
     finally:
         _stop(processes)
@@ -483,7 +484,7 @@ def rebuild_in_workers(
         messages.close()
         messages.cancel_join_thread()
     summary = _merge(settings.events_topic, plan.ranges, processes)
-    summary.seconds = time.monotonic() - started
+    summary.seconds = finished - started
     if on_progress is not None:
         on_progress(
             Progress(summary.events, total, summary.runs, len(summary.halted), summary.seconds)
