@@ -444,12 +444,11 @@ def rebuild_in_workers(
                 daemon=True,
             )
             proc.process.start()
-        # the consumer first: it connects while the codec is made (a fifth of a second), once
-        # the workers are starting
+        # made once the workers start theirs (each takes a fifth of a second or more)
+        codec = EventCodec(settings.extra_schema_dirs)
         reader = BoundedTopicReader(
             settings, settings.events_topic, ranges=[], config=READER_CONFIG
         )
-        codec = EventCodec(settings.extra_schema_dirs)
         share = _Share(
             0,
             reader,
@@ -595,10 +594,10 @@ def _fold(job: _Job, messages: Any, counter: Any) -> None:
         if job.snapshots_url is not None:
             snapshots = open_store(PROJECTIONS, job.snapshots_url)
             stores.append(snapshots)
-        reader = BoundedTopicReader(  # it connects while the codec is made
+        codec = EventCodec(job.settings.extra_schema_dirs)
+        reader = BoundedTopicReader(
             job.settings, job.settings.events_topic, ranges=[], config=READER_CONFIG
         )
-        codec = EventCodec(job.settings.extra_schema_dirs)
 
         def tick() -> None:
             if os.getppid() != job.parent:
