@@ -164,6 +164,16 @@ class ReplayFold:
     def untrusted_snapshots(self) -> int:
         return sum(f.untrusted_snapshots for f in self.folders.values())
 
+    def tally(self, summary: ReplaySummary) -> None:
+        """Set ``summary``'s outcome counts, runs, halts and snapshot figures from this fold."""
+        summary.applied = self.counts[Outcome.APPLIED]
+        summary.duplicates = self.counts[Outcome.DUPLICATE]
+        summary.skipped = self.counts[Outcome.SKIPPED] + self.counts[Outcome.REHALTED]
+        summary.runs = len(self.runs)
+        summary.halted = self.halted
+        summary.untrusted_snapshots = self.untrusted_snapshots
+        summary.refused_snapshots = [r for f in self.folders.values() for r in f.refused_snapshots]
+
 
 def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -> None:
     """Refuse a store that already holds rows or offsets: a rebuild starts from nothing."""
@@ -249,13 +259,7 @@ def rebuild_here(
             )
     finally:
         reader.close()
-    summary.applied = fold.counts[Outcome.APPLIED]
-    summary.duplicates = fold.counts[Outcome.DUPLICATE]
-    summary.skipped = fold.counts[Outcome.SKIPPED] + fold.counts[Outcome.REHALTED]
-    summary.runs = len(fold.runs)
-    summary.halted = fold.halted
-    summary.untrusted_snapshots = fold.untrusted_snapshots
-    summary.refused_snapshots = [r for f in fold.folders.values() for r in f.refused_snapshots]
+    fold.tally(summary)
     return summary
 
 

@@ -57,7 +57,7 @@ from runtrail.persistence.kinds import PROJECTIONS
 from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.runtime.gc_tuning import service_gc
-from runtrail_services.projector.folder import FolderOptions, Outcome, RunKey
+from runtrail_services.projector.folder import FolderOptions, RunKey
 from runtrail_services.projector.rebuild import (
     Progress,
     ReplayFold,
@@ -185,8 +185,9 @@ class _MetRuns(set[RunKey]):
 
 
 class _ReportingFold(ReplayFold):
-    """A process's fold: reports the runs it met before each write, so that a run met by two
-    processes is caught (by the caller) before its second fold is written."""
+    """A process's fold: reports the runs it met before each write. The report does not wait
+    for the caller, so a run met by two processes fails the replay soon after, not before,
+    both have written it (the error says to delete the store)."""
 
     def __init__(self, before_write: Callable[[], None], *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -253,21 +254,11 @@ class _Share:
                 )
                 self.events += part.events
                 self.unreadable += part.unreadable
-        fold = self.fold
         summary = ReplaySummary(
-            topic=self.topic,
-            ranges=self.ranges,
-            events=self.events,
-            applied=fold.counts[Outcome.APPLIED],
-            duplicates=fold.counts[Outcome.DUPLICATE],
-            skipped=fold.counts[Outcome.SKIPPED] + fold.counts[Outcome.REHALTED],
-            runs=len(fold.runs),
-            halted=fold.halted,
-            unreadable=self.unreadable,
-            untrusted_snapshots=fold.untrusted_snapshots,
-            refused_snapshots=[r for f in fold.folders.values() for r in f.refused_snapshots],
+            topic=self.topic, ranges=self.ranges, events=self.events, unreadable=self.unreadable
         )
-        self.send(("done", self.index, fold.runs.take_new(), summary))
+        self.fold.tally(summary)
+        self.send(("done", self.index, self.fold.runs.take_new(), summary))
         return summary
 
     def _progress(self, p: Progress) -> None:

@@ -151,9 +151,13 @@ def run_replay(args: argparse.Namespace) -> int:
                 on_progress=None if args.quiet else _print_progress,
                 workers=args.workers,
             )
-        except (StoreNotEmpty, TopicReadError, KafkaException) as exc:
-            return _fail(EXIT_USAGE, str(exc))
-        except (RunInTwoWorkers, ReplayWorkerFailed) as exc:
+        except (
+            StoreNotEmpty,
+            TopicReadError,
+            KafkaException,
+            RunInTwoWorkers,
+            ReplayWorkerFailed,
+        ) as exc:
             return _fail(EXIT_USAGE, str(exc))
         _print_summary(summary)
         if live is None:
