@@ -199,6 +199,7 @@ class Publisher:
         self._first_unsettled = self._wal.cursor.index  # all before it: acknowledged or done
         self._settled: set[int] = set()  # settled indices after _first_unsettled
         #: events the broker refused as too large in a batch: resent alone before judged
+        #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
         self._size_suspects: set[int] = set()
         self._inflight = InFlight()  # handed to librdkafka, no report yet
         self._buffer: list[SpoolRecord] = []  # accepted, not yet written to the WAL
@@ -609,8 +610,6 @@ class Publisher:
 
     def _settle(self, index: int) -> None:
         """Record that event ``index`` needs nothing more (acknowledged, found or dropped)."""
-        if self._size_suspects:
-            self._size_suspects.discard(index)
         if index == self._first_unsettled:
             index += 1
             settled = self._settled
@@ -739,6 +738,7 @@ class Publisher:
                 self._draining = False
                 self._backoff = self._backoff_min
                 self._warned_failure = False
+                self._size_suspects.clear()  # all settled (indices are never reused)
                 self._metrics.set_spool_depth(0)
                 log.info("spool drained; publishing directly again")
                 return
