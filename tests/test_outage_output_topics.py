@@ -252,30 +252,48 @@ def test_a_cache_record_too_large_for_its_producer_is_dead_lettered_and_the_serv
     assert entries == set(built) - too_large  # the canary's entries went through
 
 
+@pytest.mark.parametrize("outage", [False, True], ids=["broker-up", "broker-sigkilled"])
 def test_records_beside_one_too_large_for_the_topic_are_delivered_and_only_it_is_dropped(
-    kafka_bootstrap: str,
+    restartable_broker: LocalBroker, outage: bool
 ) -> None:
     """The broker refuses a whole batch over the topic's ``max.message.bytes`` and librdkafka
     reports the size error for every record in it: the small ones must be produced again
-    alone and land, and only the large one is reported too large."""
+    alone and land, and only the large one is reported too large; also when the three were
+    sent while the broker was SIGKILLed and the flush rode out the outage."""
+    bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(
-        kafka_bootstrap, unique_topic("small"), partitions=1, **{"max.message.bytes": "2000"}
+        bootstrap, unique_topic("small"), partitions=1, **{"max.message.bytes": "2000"}
     )
     dropped: list[tuple[Any, str]] = []
     out = OutputTopic(
-        Settings(bootstrap_servers=kafka_bootstrap),
+        Settings(bootstrap_servers=bootstrap),
         topic,
         client_id="too-large-test",
         on_too_large=lambda tag, detail: dropped.append((tag, detail)),
         overrides={"linger.ms": 200},  # all three in one produce batch
     )
+    if outage:
+        sigkill(restartable_broker)
     large = os.urandom(5000)  # incompressible: the producer compresses batches
     out.send(b"k", b"before", tag="before")
     out.send(b"k", large, tag="large")
     out.send(b"k", b"after", tag="after")
-    out.confirm(30)
+    if outage:
+        with pytest.raises(StoreUnavailable):
+            out.confirm(2)
+        restartable_broker.start()
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                out.confirm(5)
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline, "the topic never became available again"
+    else:
+        out.confirm(30)
     out.close()
+    bootstrap = restartable_broker.bootstrap_servers
     assert [tag for tag, _ in dropped] == ["large"]
     assert "5000-byte record" in dropped[0][1]
     assert out.unacknowledged == 0
-    assert [value for _, value, _ in read_topic(kafka_bootstrap, topic)] == [b"before", b"after"]
+    assert [value for _, value, _ in read_topic(bootstrap, topic)] == [b"before", b"after"]

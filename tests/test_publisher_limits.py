@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from runtrail.config import Settings
+from runtrail.kafka.broker import LocalBroker
 from runtrail.publisher import Publisher
 from tests.publisher_support import contents
+from tests.support import create_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -106,4 +108,30 @@ def test_events_beside_one_the_topic_refuses_as_too_large_are_sent(
         stats = pub.stats()
     assert (stats.rejected, stats.sent, stats.dropped) == (1, 2, 0)
     found = contents(kafka_bootstrap, topic, 2)
+    assert [e.event_id for e in found.events] == [first, last]
+
+
+def test_after_an_outage_the_spool_of_a_closed_agent_sends_the_events_beside_a_refused_one(
+    tmp_path: Path, restartable_broker: LocalBroker
+) -> None:
+    """The same refusal met by the next agent on the spool: the first published with the
+    broker stopped and closed with everything unsent; the next one drains the spool once the
+    broker is back, sends the canaries and rejects only the large event."""
+    bootstrap = restartable_broker.bootstrap_servers
+    topic = create_topic(
+        bootstrap, unique_topic("small"), partitions=1, **{"max.message.bytes": "4000"}
+    )
+    big = base64.b64encode(os.urandom(6000)).decode()
+    restartable_broker.stop()
+    with Publisher(settings(tmp_path, bootstrap, topic), retry_backoff_s=0.2) as first_agent:
+        first = first_agent.publish("MODEL_REASONING", "r", {"text": "canary 0"})
+        assert first_agent.publish("MODEL_RESPONSE", "r", {"message": big})
+        last = first_agent.publish("MODEL_REASONING", "r", {"text": "canary 1"})
+        first_agent.close(timeout=1.0)  # nothing reaches a stopped broker: all stay spooled
+    restartable_broker.start()
+    with Publisher(settings(tmp_path, bootstrap, topic), retry_backoff_s=0.2) as next_agent:
+        assert next_agent.drain(90), f"spool not drained: {next_agent.stats()}"
+        stats = next_agent.stats()
+    assert (stats.rejected, stats.sent, stats.dropped) == (1, 2, 0)
+    found = contents(bootstrap, topic, 2)
     assert [e.event_id for e in found.events] == [first, last]
