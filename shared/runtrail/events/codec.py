@@ -135,6 +135,11 @@ class EventCodec:
             Callable[[bytes | None, str | None, int | None], tuple[Event, tuple[str, ...]] | None]
             | None
         ) = decoder.decode_event if decoder is not None else None
+        #: ``decode_event`` over a run of consumed messages, sequence checks included (see
+        #: ``BatchDecoder.decode_batch``); None without runtrail_native
+        self.decode_run: Callable[..., tuple[int, tuple[Event, Any] | None]] | None = (
+            decoder.decode_run if decoder is not None else None
+        )
 
     # --- encoding ------------------------------------------------------------------------
     def encode(self, event: Event) -> bytes:

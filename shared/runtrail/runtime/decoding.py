@@ -17,10 +17,11 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Message
 
-from runtrail.events import EventCodec, EventError
+from runtrail.events import Event, EventCodec, EventError
 from runtrail.events.limits import EventLimits, TooDeep, TooLarge
+from runtrail.events.native import NATIVE
 from runtrail.runtime.delivery import Delivered
-from runtrail.runtime.sequencing import SequenceChecker, Verdict
+from runtrail.runtime.sequencing import SequenceChecks, Verdict
 
 ExtraHeaders = list[tuple[str, str | bytes | None]]
 #: (message, reason, detail)
@@ -60,7 +61,7 @@ class BatchDecoder:
     def __init__(
         self,
         codec: EventCodec,
-        sequences: SequenceChecker,
+        sequences: SequenceChecks,
         dead_letter: DeadLetterSink,
         limits: EventLimits | None = None,
         *,
@@ -94,6 +95,8 @@ class BatchDecoder:
         depth_limit = self._limits.max_json_depth if flat_ok else None
         # the event alone, without the written form (a whole-data walk needs that form)
         decode_event = None if self._with_written or not flat_ok else self._codec.decode_event
+        # the compiled loop over the common case (see _run_native); None: this loop alone
+        run = None if decode_event is None else self._run_native
         NEXT = Verdict.NEXT
         # LogAppendTime is stamped per produce request, so consecutive messages share it
         last_ts, last_iso = -1, None
@@ -101,8 +104,20 @@ class BatchDecoder:
         to_walk: tuple[str, ...]
         # the loop runs once per consumed message: no per-event helper calls (``cast`` is
         # one), one tuple per event handed on; the message getters return what their names
-        # say for a message without an error
-        for msg in messages:
+        # say for a message without an error. With the compiled loop, this one handles only
+        # the messages it stops at (errors, refusals, anything but NEXT), then hands back.
+        index, count = 0, len(messages)
+        while index < count:
+            checked: tuple[Event, Verdict] | None = None
+            if run is not None:
+                index, checked = run(
+                    messages, index, self._sequences, positions, delivered, Delivered,
+                    max_bytes, depth_limit, iso_from_ms,
+                )  # fmt: skip
+                if index >= count:
+                    break
+            msg = messages[index]
+            index += 1
             if msg.error() is not None:
                 skipped += 1
                 continue  # partition EOF and transient errors: nothing to process
@@ -116,6 +131,11 @@ class BatchDecoder:
             value = msg.value()
             if value is not None and len(value) > max_bytes:
                 self._dead(result, msg, TooLarge.reason, _too_large(len(value), max_bytes))
+                continue
+            if checked is not None:  # decoded and checked (not NEXT) by the compiled loop
+                event, verdict = checked
+                if verdict is NEXT or not self._anomaly(result, msg, event, verdict):
+                    append(Delivered(event, None, topic, partition, offset, ts, msg.key(), msg))
                 continue
             try:
                 direct = (
@@ -144,24 +164,40 @@ class BatchDecoder:
             verdict = check(
                 partition, event.tenant_id, event.run_id, event.sequence, event.event_id
             )
-            if verdict is not NEXT:
-                result.anomalies[verdict.value] = result.anomalies.get(verdict.value, 0) + 1
-                if verdict is Verdict.DUPLICATE:
-                    continue
-                if verdict is Verdict.CONFLICT:
-                    self._conflict(
-                        result,
-                        msg,
-                        partition,
-                        event.tenant_id,
-                        event.run_id,
-                        event.sequence,
-                        event.event_id,
-                    )
-                    continue
+            if verdict is not NEXT and self._anomaly(result, msg, event, verdict):
+                continue
             append(Delivered(event, written, topic, partition, offset, ts, msg.key(), msg))
         result.consumed = len(messages) - skipped
         return result
+
+    @property
+    def _run_native(self) -> Callable[..., tuple[int, tuple[Event, Verdict] | None]] | None:
+        """``EventDecoder.decode_run`` when both it and the compiled sequence checker are
+        there (it checks with the checker's own state) and the service does not read the
+        written form (the run builds events straight from the bytes), else None."""
+        run, native = self._codec.decode_run, NATIVE
+        if run is None or native is None or self._with_written:
+            return None
+        return run if isinstance(self._sequences, native.SequenceState) else None
+
+    def _anomaly(self, result: BatchResult, msg: Message, event: Event, verdict: Verdict) -> bool:
+        """Count a verdict other than NEXT; whether the event is kept from the service (a
+        duplicate is skipped, a conflict dead-lettered)."""
+        result.anomalies[verdict.value] = result.anomalies.get(verdict.value, 0) + 1
+        if verdict is Verdict.DUPLICATE:
+            return True
+        if verdict is Verdict.CONFLICT:
+            self._conflict(
+                result,
+                msg,
+                msg.partition(),  # type: ignore[arg-type]
+                event.tenant_id,
+                event.run_id,
+                event.sequence,
+                event.event_id,
+            )
+            return True
+        return False
 
     def _conflict(
         self,

@@ -57,7 +57,7 @@ from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Backoff, Problem, classify
-from runtrail.runtime.sequencing import SequenceChecker
+from runtrail.runtime.sequencing import new_sequence_checker
 from runtrail.runtime.service import Service, ServiceContext
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -93,7 +93,7 @@ class ServiceRunner:
         self._gc: FlushPacedGc | None = None
         self._assigned: set[Partition] = set()
         self._last_commit = time.monotonic()
-        self._sequences = SequenceChecker()
+        self._sequences = new_sequence_checker()
         self._limits = EventLimits.from_settings(settings)
         self._dlq = DeadLetterProducer(
             settings.kafka_config(),

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
+
+from runtrail.events.native import NATIVE
 
 WINDOW = 256
 MAX_RUNS_PER_PARTITION = 50_000
@@ -22,6 +25,30 @@ class Verdict(enum.Enum):
     DUPLICATE = "duplicate"  # same eventId already seen: skip
     REORDERED = "reordered"  # sequence <= last with a new eventId
     CONFLICT = "conflict"  # a different eventId already holds this sequence: dead-lettered
+
+
+class SequenceChecks(Protocol):
+    """What the consume loop asks of a checker: this module's, or the compiled one."""
+
+    def check(
+        self, partition: int, tenant_id: str, run_id: str, sequence: int, event_id: str
+    ) -> Verdict: ...
+
+    def holder(self, partition: int, tenant_id: str, run_id: str, sequence: int) -> str | None: ...
+
+    def drop(self, partitions: list[int]) -> None: ...
+
+
+def new_sequence_checker() -> SequenceChecks:
+    """The compiled checker (``runtrail_native.SequenceState``: the same verdicts from the same
+    state, held to :class:`SequenceChecker` by ``tests/test_sequencing_native.py``) when the
+    extension is there, else :class:`SequenceChecker`. The compiled one also lets the batch
+    decoder check a whole run of messages in one call."""
+    if NATIVE is None:
+        return SequenceChecker()
+    verdicts = [Verdict.NEXT, Verdict.GAP, Verdict.DUPLICATE, Verdict.REORDERED, Verdict.CONFLICT]
+    checker: SequenceChecks = NATIVE.SequenceState(verdicts, WINDOW, MAX_RUNS_PER_PARTITION)
+    return checker
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered
-from runtrail.runtime.sequencing import SequenceChecker
+from runtrail.runtime.sequencing import new_sequence_checker
 from runtrail.sessions.errors import SessionStoreError
 from runtrail.sessions.session import AgentSession
 from runtrail.sessions.snapshot import AgentSessionSnapshot
@@ -77,7 +77,9 @@ def read_events(
         if not assignment:
             return
         consumer.assign(assignment)
-        decoder = BatchDecoder(EventCodec(settings.extra_schema_dirs), SequenceChecker(), _skip)
+        decoder = BatchDecoder(
+            EventCodec(settings.extra_schema_dirs), new_sequence_checker(), _skip
+        )
         deadline = time.monotonic() + timeout_s
         while remaining:
             if time.monotonic() > deadline:

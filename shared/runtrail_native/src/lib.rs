@@ -828,6 +828,7 @@ fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AvroReader>()?;
     m.add_class::<ModelBuilder>()?;
     m.add_class::<EventDecoder>()?;
+    m.add_class::<SequenceState>()?;
     m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
     m.add_function(wrap_pyfunction!(json_copy, m)?)?;
     Ok(())
@@ -1333,6 +1334,105 @@ impl EventDecoder {
         Ok(Some((event, walk)))
     }
 
+    /// `BatchDecoder.decode_batch`'s common case, from `messages[start]` on: each message
+    /// without an error, within `max_bytes`, read straight from its bytes with nothing to walk
+    /// and NEXT in its run's sequence is appended to `out` as a `delivered` tuple (written
+    /// None) and its partition's next offset put in `positions`. Stops at the first message
+    /// it does not finish and returns its index, with `(event, verdict)` when the sequence
+    /// check was made (its state changed: the caller must not check again), else None; the
+    /// caller's Python path handles that message and calls again after it.
+    #[pyo3(signature = (messages, start, checker, positions, out, delivered, max_bytes, depth_limit, iso_from_ms))]
+    #[allow(clippy::too_many_arguments)]
+    fn decode_run<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'py, PyList>,
+        start: usize,
+        checker: &Bound<'py, SequenceState>,
+        positions: &Bound<'py, PyDict>,
+        out: &Bound<'py, PyList>,
+        delivered: &Bound<'py, PyType>,
+        max_bytes: usize,
+        depth_limit: Option<usize>,
+        iso_from_ms: &Bound<'py, PyAny>,
+    ) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
+        let mut checker = checker.borrow_mut();
+        let none = py.None().into_bound(py);
+        let (mut last_ts, mut last_iso) = (i64::MIN, none.clone());
+        let n = messages.len();
+        for i in start..n {
+            let msg = messages.get_item(i)?;
+            if !msg.call_method0(pyo3::intern!(py, "error"))?.is_none() {
+                return Ok((i, None));
+            }
+            let value = msg.call_method0(pyo3::intern!(py, "value"))?;
+            let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+                return Ok((i, None));
+            };
+            if bytes.as_bytes().len() > max_bytes {
+                return Ok((i, None));
+            }
+            let stamp = msg.call_method0(pyo3::intern!(py, "timestamp"))?;
+            let stamp = stamp.downcast::<PyTuple>()?;
+            let (ts_type, ts_obj) = (stamp.get_item(0)?, stamp.get_item(1)?);
+            let ts: i64 = ts_obj.extract()?;
+            if ts != last_ts || i == start {
+                last_ts = ts;
+                last_iso = if ts_type.is_truthy()? {
+                    iso_from_ms.call1((&ts_obj,))?
+                } else {
+                    none.clone()
+                };
+            }
+            let Some((event, walk)) = self.decode_event(py, &value, &last_iso, depth_limit)? else {
+                return Ok((i, None));
+            };
+            if !walk.bind(py).downcast::<PyTuple>()?.is_empty() {
+                return Ok((i, None));
+            }
+            let event = event.into_bound(py);
+            let partition_obj = msg.call_method0(pyo3::intern!(py, "partition"))?;
+            let partition: i64 = partition_obj.extract()?;
+            let verdict = checker.check_index(
+                partition,
+                event
+                    .getattr(pyo3::intern!(py, "tenant_id"))?
+                    .downcast::<PyString>()?
+                    .to_str()?,
+                event
+                    .getattr(pyo3::intern!(py, "run_id"))?
+                    .downcast::<PyString>()?
+                    .to_str()?,
+                event.getattr(pyo3::intern!(py, "sequence"))?.extract()?,
+                event
+                    .getattr(pyo3::intern!(py, "event_id"))?
+                    .downcast::<PyString>()?
+                    .to_str()?,
+            );
+            if verdict != NEXT {
+                let verdict = checker.verdicts[verdict].clone_ref(py);
+                return Ok((i, Some((event.unbind(), verdict))));
+            }
+            let topic = msg.call_method0(pyo3::intern!(py, "topic"))?;
+            let offset = msg.call_method0(pyo3::intern!(py, "offset"))?;
+            let next: i64 = offset.extract::<i64>()? + 1;
+            positions.set_item((&topic, &partition_obj), next)?;
+            let key = msg.call_method0(pyo3::intern!(py, "key"))?;
+            let items: [&Bound<'py, PyAny>; 8] = [
+                &event,
+                &none,
+                &topic,
+                &partition_obj,
+                &offset,
+                &ts_obj,
+                &key,
+                &msg,
+            ];
+            out.append(new_tuple_of(delivered, &items)?)?;
+        }
+        Ok((n, None))
+    }
+
     /// `(event, written, to_walk)` as `EventCodec.decode_parts` returns them, or None when
     /// the Python path must decide (a schema it was not given, anything odd, any refusal).
     #[pyo3(signature = (value, recorded_at, depth_limit))]
@@ -1443,5 +1543,187 @@ impl EventDecoder {
             (None, None) => schema.walked_all.clone_ref(py).into_any(),
         };
         Ok(Some((event, record.into_any().unbind(), walk)))
+    }
+}
+
+// --- per-run sequence checks -------------------------------------------------------------
+
+/// An instance of the tuple subclass `cls` (a named tuple) holding `items`, made as
+/// `tuple.__new__(cls, items)` makes it, without calling the class's Python `__new__`.
+fn new_tuple_of<'py>(
+    cls: &Bound<'py, PyType>,
+    items: &[&Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    unsafe {
+        let tp = cls.as_type_ptr();
+        if ffi::PyType_IsSubtype(tp, std::ptr::addr_of_mut!(ffi::PyTuple_Type)) == 0 {
+            return Err(PyValueError::new_err("not a tuple subclass"));
+        }
+        let alloc = (*tp)
+            .tp_alloc
+            .ok_or_else(|| PyValueError::new_err("type without tp_alloc"))?;
+        let obj = alloc(tp, items.len() as ffi::Py_ssize_t);
+        let obj = Bound::from_owned_ptr_or_err(cls.py(), obj)?;
+        for (index, item) in items.iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(
+                obj.as_ptr(),
+                index as ffi::Py_ssize_t,
+                (*item).clone().into_ptr(),
+            );
+        }
+        Ok(obj)
+    }
+}
+
+/// Indices into `SequenceState::verdicts`, in `runtrail.runtime.sequencing.Verdict` order.
+const NEXT: usize = 0;
+const GAP: usize = 1;
+const DUPLICATE: usize = 2;
+const REORDERED: usize = 3;
+const CONFLICT: usize = 4;
+
+/// One run's sequence state: the last sequence and the recent ones' event IDs, oldest first.
+struct RunSequences {
+    last: i64,
+    recent: std::collections::HashMap<i64, String>,
+    order: std::collections::VecDeque<i64>,
+}
+
+/// The runs of one partition, with their insertion order (the oldest are evicted first).
+#[derive(Default)]
+struct PartitionRuns {
+    runs: std::collections::HashMap<Vec<u8>, RunSequences>,
+    order: std::collections::VecDeque<Vec<u8>>,
+}
+
+/// A run's key: tenant and run ID, length-prefixed so that no two pairs share one.
+fn run_key(tenant_id: &str, run_id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + tenant_id.len() + run_id.len());
+    key.extend_from_slice(&(tenant_id.len() as u64).to_le_bytes());
+    key.extend_from_slice(tenant_id.as_bytes());
+    key.extend_from_slice(run_id.as_bytes());
+    key
+}
+
+/// `runtrail.runtime.sequencing.SequenceChecker`, compiled: the same verdicts from the same
+/// state (a window of recent sequences per run, runs capped per partition, oldest first).
+#[pyclass(module = "runtrail_native")]
+struct SequenceState {
+    partitions: std::collections::HashMap<i64, PartitionRuns>,
+    /// the `Verdict` members: NEXT, GAP, DUPLICATE, REORDERED, CONFLICT
+    verdicts: Vec<PyObject>,
+    window: usize,
+    max_runs: usize,
+}
+
+impl SequenceState {
+    fn check_index(
+        &mut self,
+        partition: i64,
+        tenant_id: &str,
+        run_id: &str,
+        sequence: i64,
+        event_id: &str,
+    ) -> usize {
+        let runs = self.partitions.entry(partition).or_default();
+        let key = run_key(tenant_id, run_id);
+        let Some(state) = runs.runs.get_mut(&key) else {
+            if runs.runs.len() >= self.max_runs {
+                for _ in 0..self.max_runs / 10 {
+                    if let Some(old) = runs.order.pop_front() {
+                        runs.runs.remove(&old);
+                    }
+                }
+            }
+            let mut recent = std::collections::HashMap::new();
+            recent.insert(sequence, event_id.to_owned());
+            let order = std::collections::VecDeque::from([sequence]);
+            runs.order.push_back(key.clone());
+            runs.runs.insert(
+                key,
+                RunSequences {
+                    last: sequence,
+                    recent,
+                    order,
+                },
+            );
+            return NEXT;
+        };
+        if let Some(seen) = state.recent.get(&sequence) {
+            return if seen == event_id {
+                DUPLICATE
+            } else {
+                CONFLICT
+            };
+        }
+        state.recent.insert(sequence, event_id.to_owned());
+        state.order.push_back(sequence);
+        if state.recent.len() > self.window {
+            if let Some(oldest) = state.order.pop_front() {
+                state.recent.remove(&oldest);
+            }
+        }
+        let last = state.last;
+        if last.checked_add(1) == Some(sequence) {
+            state.last = sequence;
+            return NEXT;
+        }
+        if sequence > last {
+            state.last = sequence;
+            return GAP;
+        }
+        REORDERED
+    }
+}
+
+#[pymethods]
+impl SequenceState {
+    #[new]
+    fn new(verdicts: Vec<PyObject>, window: usize, max_runs: usize) -> PyResult<Self> {
+        if verdicts.len() != 5 {
+            return Err(PyValueError::new_err(
+                "five verdicts: NEXT, GAP, DUPLICATE, REORDERED, CONFLICT",
+            ));
+        }
+        Ok(SequenceState {
+            partitions: std::collections::HashMap::new(),
+            verdicts,
+            window: window.max(1),
+            max_runs: max_runs.max(1),
+        })
+    }
+
+    /// The verdict on `sequence` of the run, recording it (`SequenceChecker.check`).
+    fn check(
+        &mut self,
+        py: Python<'_>,
+        partition: i64,
+        tenant_id: &str,
+        run_id: &str,
+        sequence: i64,
+        event_id: &str,
+    ) -> PyObject {
+        let index = self.check_index(partition, tenant_id, run_id, sequence, event_id);
+        self.verdicts[index].clone_ref(py)
+    }
+
+    /// The event ID that holds `sequence` of the run (`SequenceChecker.holder`).
+    fn holder(
+        &self,
+        partition: i64,
+        tenant_id: &str,
+        run_id: &str,
+        sequence: i64,
+    ) -> Option<String> {
+        let runs = self.partitions.get(&partition)?;
+        let state = runs.runs.get(&run_key(tenant_id, run_id))?;
+        state.recent.get(&sequence).cloned()
+    }
+
+    /// Forget the partitions' runs (`SequenceChecker.drop`).
+    fn drop(&mut self, partitions: Vec<i64>) {
+        for partition in partitions {
+            self.partitions.remove(&partition);
+        }
     }
 }
