@@ -64,7 +64,14 @@ class Settings(BaseSettings):
     group: str | None = Field(
         default=None, description="Consumer group (default: runtrail.<service>)."
     )
-    batch_size: int = Field(default=2000, ge=1, description="Most messages taken per consume call.")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Most messages taken per consume call (default: the service's own, 250 for most, "
+            "2000 for sessions)."
+        ),
+    )
     batch_timeout_ms: int = Field(default=200, ge=1, description="Longest wait for a batch.")
     commit_interval_ms: int = Field(
         default=1000, ge=0, description="Flush outputs and commit offsets at most this often."

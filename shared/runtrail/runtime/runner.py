@@ -119,6 +119,7 @@ class ServiceRunner:
             checkpoint=self.checkpoint,
         )
         self.service = factory(self.context)
+        self._batch_size = settings.batch_size or self.service.batch_size
         self._codec = EventCodec(settings.extra_schema_dirs)
         self._decoder = BatchDecoder(
             self._codec,
@@ -480,7 +481,7 @@ class ServiceRunner:
         """Serve the client's callbacks (the commit result) while waiting. Messages it hands
         out meanwhile are processed and held like any others; at the final commit they are
         dropped instead (never committed: the next start reads them again)."""
-        messages = self._consumer.consume(num_messages=self.settings.batch_size, timeout=timeout)
+        messages = self._consumer.consume(num_messages=self._batch_size, timeout=timeout)
         if messages and keep_messages:
             self._process(messages)
 
@@ -546,7 +547,7 @@ class ServiceRunner:
 
     def _step(self) -> None:
         messages = self._consumer.consume(
-            num_messages=self.settings.batch_size, timeout=self.settings.batch_timeout_ms / 1000
+            num_messages=self._batch_size, timeout=self.settings.batch_timeout_ms / 1000
         )
         if messages:
             self._process(messages)
@@ -580,9 +581,7 @@ class ServiceRunner:
         """Keep polling (membership, callbacks) until the backoff ends, then flush and commit."""
         wait = self._retry_at - time.monotonic()
         if wait > 0:
-            messages = self._consumer.consume(
-                num_messages=self.settings.batch_size, timeout=min(wait, 1.0)
-            )
+            messages = self._consumer.consume(num_messages=self._batch_size, timeout=min(wait, 1.0))
             if messages:  # fetched before the pause: processed and held like the rest
                 self._process(messages)
             return
