@@ -1356,9 +1356,9 @@ impl EventDecoder {
         depth_limit: Option<usize>,
         iso_from_ms: &Bound<'py, PyAny>,
     ) -> PyResult<(usize, Option<(PyObject, PyObject)>)> {
-        let mut checker = checker.borrow_mut();
         let none = py.None().into_bound(py);
-        let (mut last_ts, mut last_iso) = (i64::MIN, none.clone());
+        // LogAppendTime is stamped per produce request, so consecutive messages share it
+        let (mut last_ts, mut last_iso): (Option<i64>, Bound<'py, PyAny>) = (None, none.clone());
         let n = messages.len();
         for i in start..n {
             let msg = messages.get_item(i)?;
@@ -1376,8 +1376,8 @@ impl EventDecoder {
             let stamp = stamp.downcast::<PyTuple>()?;
             let (ts_type, ts_obj) = (stamp.get_item(0)?, stamp.get_item(1)?);
             let ts: i64 = ts_obj.extract()?;
-            if ts != last_ts || i == start {
-                last_ts = ts;
+            if last_ts != Some(ts) {
+                last_ts = Some(ts);
                 last_iso = if ts_type.is_truthy()? {
                     iso_from_ms.call1((&ts_obj,))?
                 } else {
@@ -1393,24 +1393,20 @@ impl EventDecoder {
             let event = event.into_bound(py);
             let partition_obj = msg.call_method0(pyo3::intern!(py, "partition"))?;
             let partition: i64 = partition_obj.extract()?;
-            let verdict = checker.check_index(
+            let tenant_id = event.getattr(pyo3::intern!(py, "tenant_id"))?;
+            let run_id = event.getattr(pyo3::intern!(py, "run_id"))?;
+            let sequence: i64 = event.getattr(pyo3::intern!(py, "sequence"))?.extract()?;
+            let event_id = event.getattr(pyo3::intern!(py, "event_id"))?;
+            // borrowed for the check alone: no Python code runs while it is held
+            let verdict = checker.borrow_mut().check_index(
                 partition,
-                event
-                    .getattr(pyo3::intern!(py, "tenant_id"))?
-                    .downcast::<PyString>()?
-                    .to_str()?,
-                event
-                    .getattr(pyo3::intern!(py, "run_id"))?
-                    .downcast::<PyString>()?
-                    .to_str()?,
-                event.getattr(pyo3::intern!(py, "sequence"))?.extract()?,
-                event
-                    .getattr(pyo3::intern!(py, "event_id"))?
-                    .downcast::<PyString>()?
-                    .to_str()?,
+                tenant_id.downcast::<PyString>()?.to_str()?,
+                run_id.downcast::<PyString>()?.to_str()?,
+                sequence,
+                event_id.downcast::<PyString>()?.to_str()?,
             );
             if verdict != NEXT {
-                let verdict = checker.verdicts[verdict].clone_ref(py);
+                let verdict = checker.borrow().verdicts[verdict].clone_ref(py);
                 return Ok((i, Some((event.unbind(), verdict))));
             }
             let topic = msg.call_method0(pyo3::intern!(py, "topic"))?;
