@@ -1,7 +1,10 @@
 # Developer entry points. CI (.ci/run) prepares the machine, then runs `make test`.
 #
-#   make install      venv + editable install with the dev extras, and runtrail_native (Rust)
-#   make test         ruff check, mypy, then the test suite (PYTEST_WORKERS=3 processes)
+#   make install      venv + editable install with the dev extras, and runtrail_native (Rust),
+#                     versions pinned by the lock (constraints.txt)
+#   make lock         write the lock anew: the newest versions pyproject.toml allows
+#   make test         ruff check, mypy, then the whole suite in tiers (tests/tiers.py)
+#   make test-fast    the tier that needs no broker: the inner loop
 #   make lint         ruff check + ruff format --check + mypy
 #   make bench        runtrail against Quix Streams and the bare client (BENCH_ARGS), in its own
 #                     venv: the bench extra's quixstreams pins an older confluent-kafka
@@ -11,38 +14,57 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-# test files run in this many processes (each starts its own broker); 0 runs them in this one
-PYTEST_WORKERS ?= 3
+# tests run in this many processes (tests/tiers.py): the two fault lanes, which mostly wait out
+# their outages, and two that take every other unit of work as they come free; the broker of
+# each process starts on the first test that needs it
+PYTEST_WORKERS ?= 4
+# the suite's brokers: the C1 compiler alone starts a broker on about half the CPU
+export RUNTRAIL_KAFKA_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1
 
 BENCH_ARGS ?= --events 300000 --profile
 
-.PHONY: bench venv install native test lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
+.PHONY: bench venv install lock native test test-fast lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
 
 venv: $(BIN)/python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: venv
-	$(BIN)/python -m pip install -q -e '.[dev]'
+# uv installs from the lock in seconds; it is itself pinned there
+$(BIN)/uv: constraints.txt | venv
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt uv
+
+install: venv $(BIN)/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -c constraints.txt -e '.[dev]'
 	$(MAKE) --no-print-directory native
 
+lock:
+	bash tools/lock.sh
+
 # the compiled consume path (shared/runtrail_native, Rust through maturin): optional for users,
-# installed for development so the suite runs the path the services run
-native: venv
-	$(BIN)/python -m pip install -q ./shared/runtrail_native
+# installed for development so the suite runs the path the services run; built once per
+# content hash of its sources (tools/native_wheel.py), then reused
+native: venv $(BIN)/uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --reinstall-package runtrail-native \
+		"$$($(BIN)/python tools/native_wheel.py)"
 
 typecheck:
 	$(BIN)/mypy
 
 lint: typecheck
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 test:
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
+
+# the tier that needs no broker (no Java, no services): the inner loop
+test-fast:
+	RUNTRAIL_TEST_FAST=1 $(BIN)/python -m pytest -q -n 2 -m unit --durations=5 $(PYTEST_ARGS)
 
 kafka-fetch:
 	$(BIN)/runtrail kafka fetch
