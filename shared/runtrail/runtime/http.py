@@ -1,9 +1,11 @@
 """Per-process HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``.
 
 Liveness means the consume loop has turned recently; readiness means it has joined its group,
-received an assignment and nothing it writes to is unavailable. A stuck loop therefore fails
-``/healthz`` and gets restarted; a service waiting out a broker outage or a full disk keeps
-turning (200 on ``/healthz``) but answers 503 on ``/readyz``, naming what it waits for.
+received an assignment, nothing it writes to is unavailable and no partition is stopped by the
+dead-letter limit. A stuck loop therefore fails ``/healthz`` and gets restarted; a service
+waiting out a broker outage or a full disk keeps turning (200 on ``/healthz``) but answers 503
+on ``/readyz``, naming what it waits for; so does one whose handler failed past the dead-letter
+limit (:mod:`runtrail.runtime.dlq_limit`), naming the partition and the error, until a restart.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class HealthState:
         self.stopping = False
         #: what the service waits for (output or link -> error text); ready only when empty
         self.unavailable: dict[str, str] = {}
+        #: partitions the dead-letter limit stopped ("topic[p]" -> why); kept until a restart
+        self.stopped: dict[str, str] = {}
         #: a call the loop is blocked in (what, since); not ready once it lasts block_ready_s
         self.blocked: tuple[str, float] | None = None
         self.block_ready_s = 5.0
@@ -61,6 +65,7 @@ class HealthState:
             self.ready
             and not self.stopping
             and not self.unavailable
+            and not self.stopped
             and self.healthy()
             and not self._blocked_too_long()
         )
@@ -68,6 +73,9 @@ class HealthState:
     def not_ready_text(self) -> bytes:
         waits = "".join(
             f"{what} unavailable: {detail}\n" for what, detail in dict(self.unavailable).items()
+        )
+        waits += "".join(
+            f"{what} stopped: {detail}\n" for what, detail in dict(self.stopped).items()
         )
         blocked = self.blocked
         if blocked is not None and self._blocked_too_long():

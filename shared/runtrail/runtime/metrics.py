@@ -111,6 +111,14 @@ class RuntimeMetrics:
             "what",
         )
         self.up = own(Gauge, "runtrail_service_up", "1 while the consume loop runs.")
+        self._dlq_limit_tripped = by(
+            Gauge,
+            "runtrail_dlq_limit_tripped",
+            "1 while a partition is stopped by the dead-letter limit (its handler failed for "
+            "too many events in a row or in its window): paused until a restart.",
+            "topic",
+            "partition",
+        )
 
     def dead_lettered(self, reason: str) -> Any:
         return self._dead.labels(self.service, reason)
@@ -120,6 +128,9 @@ class RuntimeMetrics:
 
     def retries(self, what: str) -> Any:
         return self._retries.labels(self.service, what)
+
+    def dlq_limit_tripped(self, topic: str, partition: int) -> Any:
+        return self._dlq_limit_tripped.labels(self.service, topic, str(partition))
 
     def sequence_anomaly(self, kind: str) -> Any:
         return self._sequence.labels(self.service, kind)

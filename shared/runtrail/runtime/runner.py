@@ -21,7 +21,13 @@ Guarantees:
   exist) stop the process with status 1 and the error;
 - one event can never stop a service: a batch whose :meth:`~Service.process` raises is run
   again one event at a time, and each event that still raises is dead-lettered
-  (``handler-error``, or ``too-deep`` for a RecursionError) while the others are processed.
+  (``handler-error``, or ``too-deep`` for a RecursionError) while the others are processed;
+- but a handler that fails for every event does not dead-letter the stream: past the
+  dead-letter limit (:mod:`.dlq_limit`: consecutive ``handler-error`` dead letters, or their
+  share in a window, per partition) the partition is paused for the rest of the process's life,
+  ``/readyz`` answers 503, ``runtrail_dlq_limit_tripped`` is 1 and one log line names the
+  error; nothing is committed from the first handler error of the run that tripped it, so a
+  restart with a fixed handler resumes there.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.dlq_limit import DlqLimit, DlqLimiter, Trip
 from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
@@ -95,6 +102,10 @@ class ServiceRunner:
         self._last_commit = time.monotonic()
         self._sequences = new_sequence_checker()
         self._limits = EventLimits.from_settings(settings)
+        #: handler errors per partition against the dead-letter limit, and the partitions it
+        #: stopped (paused until the process ends, even across a rebalance)
+        self._dlq_limit = DlqLimiter(DlqLimit.from_settings(settings))
+        self._stopped: dict[Partition, Trip] = {}
         self._dlq = DeadLetterProducer(
             settings.kafka_config(),
             settings.dlq_topic,
@@ -277,6 +288,9 @@ class ServiceRunner:
             consumer.pause(partitions)
         else:
             consumer.resume(partitions)
+            stopped = [p for p in partitions if (p.topic, p.partition) in self._stopped]
+            if stopped:  # the dead-letter limit stopped them in this process: they stay so
+                consumer.pause(stopped)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
         log.info("%s assigned %s", self.name, _fmt(parts))
@@ -378,6 +392,7 @@ class ServiceRunner:
     def _forget(self, parts: list[Partition]) -> None:
         self._generation += 1
         self.checkpoint.revoked(parts)
+        self._dlq_limit.forget(parts)
         for tp in parts:
             self.metrics.forget_partition(*tp)
         self._sequences.drop([p for _, p in parts])
@@ -490,6 +505,11 @@ class ServiceRunner:
 
     # --- the loop --------------------------------------------------------------------------
     def _process(self, messages: list[Message]) -> None:
+        if self._stopped:  # fetched before the pause: left for the next start
+            messages = [m for m in messages if (m.topic(), m.partition()) not in self._stopped]
+            if not messages:
+                return
+        limiter = self._dlq_limit
         with self.metrics.batch_seconds.time():
             result = self._decoder.decode_batch(messages)
             if result.delivered:
@@ -508,6 +528,11 @@ class ServiceRunner:
                         exc,
                     )
                     self._process_each(result.delivered, messages)
+                else:
+                    if limiter.counting:
+                        limiter.succeeded_batch(result.delivered)
+            if limiter.counting:  # no position passes an open run of handler errors
+                limiter.cap(result.positions)
             self.checkpoint.reached(result.positions)
         self.metrics.consumed.inc(result.consumed)
         self.metrics.processed.inc(len(result.delivered))
@@ -518,8 +543,13 @@ class ServiceRunner:
             log.warning("%s: %d per-run sequence %s(s) in this batch", self.name, count, kind)
 
     def _process_each(self, batch: list[Delivered], messages: list[Message]) -> None:
-        """Find the poison event(s) of a failed batch: each one that raises is dead-lettered."""
+        """Find the poison event(s) of a failed batch: each one that raises is dead-lettered,
+        up to the dead-letter limit of its partition (past it the partition stops)."""
+        limiter = self._dlq_limit
         for delivered in batch:
+            tp = (delivered.topic, delivered.partition)
+            if tp in self._stopped:
+                continue  # after the event that tripped the limit: left for the next start
             try:
                 self.service.process((delivered,))
             except StoreUnavailable:
@@ -528,9 +558,38 @@ class ServiceRunner:
             except RecursionError as exc:
                 self._dead_letter_delivered(delivered, TooDeep.reason, f"RecursionError: {exc}")
             except Exception as exc:
+                trip = limiter.failed(tp, delivered.offset)
+                if trip is not None:
+                    self._stop_partition(trip, exc)
+                    continue
                 self._dead_letter_delivered(
                     delivered, HANDLER_ERROR, f"{type(exc).__name__}: {exc}"
                 )
+            else:
+                limiter.succeeded(tp, delivered.offset)
+
+    def _stop_partition(self, trip: Trip, exc: Exception) -> None:
+        """The dead-letter limit tripped: stop consuming the partition for the rest of this
+        process, visibly; its positions stay at the run's first handler error (see
+        :mod:`.dlq_limit`), so a restart with a handler that works resumes there."""
+        topic, partition = tp = trip.partition
+        self._stopped[tp] = trip
+        self._consumer.pause([TopicPartition(topic, partition)])
+        error = f"{type(exc).__name__}: {exc}"
+        self.health.stopped[f"{topic}[{partition}]"] = f"dead-letter limit: {error}"
+        self.metrics.dlq_limit_tripped(topic, partition).set(1)
+        log.error(
+            "%s: dead-letter limit: stopped consuming %s[%d] at offset %d: %s; last error: %s; "
+            "nothing is committed from offset %d, where a restart with a fixed handler resumes "
+            "(not ready until then)",
+            self.name,
+            topic,
+            partition,
+            trip.offset,
+            trip.describe(),
+            error[:500],
+            trip.first_offset,
+        )
 
     def _rewind(self, messages: list[Message]) -> None:
         """Consume a batch again later: seek each partition back to its first message.
@@ -608,7 +667,9 @@ class ServiceRunner:
         self._problem = None
         self._backoff.reset()
         if self._paused:
-            self._consumer.resume([TopicPartition(t, p) for t, p in self._assigned])
+            self._consumer.resume(
+                [TopicPartition(t, p) for t, p in self._assigned if (t, p) not in self._stopped]
+            )
             self._paused = False
 
     def _turn(self) -> None:
