@@ -153,7 +153,15 @@ def main() -> None:
     count = long_chain_export(events, export)
     del events
     print("audit verify --file …", flush=True)
-    cli = [sys.executable, "-m", "runtrail.cli.main", "audit", "verify", "--file", str(export)]
+    cli = [
+        sys.executable,
+        "-m",
+        "runtrail_tools.cli.main",
+        "audit",
+        "verify",
+        "--file",
+        str(export),
+    ]
     rates.append(timed_verify("runtrail audit verify --file (links, process)", cli, count))
     script = [sys.executable, "-I", str(ROOT / "tools" / "verify_audit_export.py"), str(export)]
     rates.append(timed_verify("tools/verify_audit_export.py (links, process)", script, count))

@@ -48,7 +48,6 @@ from bench.profiles import top_entries
 from bench.table import Row, write_table
 from bench.workload import workload
 from runtrail.config import Settings
-from runtrail.kafka.ports import free_ports
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
 from runtrail_services.audit.service import AuditService
@@ -57,6 +56,7 @@ from runtrail_services.noop.service import NoopService
 from runtrail_services.projector.service import ProjectorService
 from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
+from runtrail_tools.kafka.ports import free_ports
 
 
 def publish_tight(settings: Settings, events: list[dict[str, Any]]) -> Rate:

@@ -43,8 +43,8 @@ def broker(bootstrap: str | None) -> Iterator[str]:
         yield address
         return
     from runtrail.config import Settings
-    from runtrail.kafka.broker import LocalBroker
-    from runtrail.kafka.ports import free_ports
+    from runtrail_tools.kafka.broker import LocalBroker
+    from runtrail_tools.kafka.ports import free_ports
 
     settings = Settings()
     port, controller_port = free_ports(2)

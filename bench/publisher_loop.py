@@ -124,7 +124,7 @@ def _measure(
             if mode == "cli":
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
-                cmd = [sys.executable, "-m", "runtrail.cli.main", "publish", str(path)]
+                cmd = [sys.executable, "-m", "runtrail_tools.cli.main", "publish", str(path)]
                 cmd += ["--topic", topic]
                 env = _env(root) | {
                     "RUNTRAIL_BOOTSTRAP_SERVERS": bootstrap,

@@ -27,11 +27,11 @@ from bench.harness import Rate, broker, create_topic, delete_topic, raw_consume,
 from bench.runtime import publish
 from bench.workload import workload
 from runtrail.config import Settings
-from runtrail.kafka.ports import free_ports
 from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.keys import Kind, Scope, model_key, tool_key
 from runtrail_services.resume_cache.service import ResumeCacheService
+from runtrail_tools.kafka.ports import free_ports
 
 TOKEN = "bench-token"
 

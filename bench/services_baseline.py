@@ -65,7 +65,7 @@ SERVICES: dict[str, tuple[str, Any, str]] = {
 
 
 def _free_port() -> int:
-    from runtrail.kafka.ports import free_ports
+    from runtrail_tools.kafka.ports import free_ports
 
     (port,) = free_ports(1)
     return port

@@ -109,7 +109,7 @@ def main() -> int:
         env["RUNTRAIL_BOOTSTRAP_SERVERS"] = bootstrap
         env["RUNTRAIL_EVENTS_TOPIC"] = topic
         log = Path(tmp) / "ui.log"
-        argv = [sys.executable, "-m", "runtrail.cli.main", "ui", "--state-dir", str(state)]
+        argv = [sys.executable, "-m", "runtrail_tools.cli.main", "ui", "--state-dir", str(state)]
         with log.open("w") as out:
             proc = subprocess.Popen([*argv, "--port", "0"], stdout=out, stderr=out, env=env)
         try:

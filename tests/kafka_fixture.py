@@ -5,7 +5,7 @@ Where the broker comes from, first that works:
 1. ``KAFKA_BOOTSTRAP_SERVERS``: an existing cluster;
 2. testcontainers' Kafka module, when it is installed and a Docker engine answers
    (``RUNTRAIL_KAFKA_IMAGE`` picks the image);
-3. a :class:`~runtrail.kafka.broker.LocalBroker` on free loopback ports in a temporary folder
+3. a :class:`~runtrail_tools.kafka.broker.LocalBroker` on free loopback ports in a temporary folder
    (jars from the shared cache, so Maven fetches them once per machine).
 
 ``RUNTRAIL_TEST_BROKER=local`` (or ``docker``) skips the other sources. When no broker can be
@@ -29,9 +29,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runtrail.config import Settings
-from runtrail.kafka.broker import BrokerError, LocalBroker
-from runtrail.kafka.ports import free_ports
 from runtrail.kafka.topics import TopicsError, delete_topics, wait_for_topics
+from runtrail_tools.kafka.broker import BrokerError, LocalBroker
+from runtrail_tools.kafka.ports import free_ports
 
 REQUIRE_ENV = "RUNTRAIL_REQUIRE_SERVICES"
 SOURCE_ENV = "RUNTRAIL_TEST_BROKER"
@@ -61,13 +61,15 @@ def start_local_broker(
     ``tried`` lists why other broker sources were passed over, for the skip/fail message.
     """
     last: BrokerError | None = None
+    settings = Settings()
     for _ in range(2):  # a free port can be taken between picking and binding: retry once
         port, controller_port = free_ports(2)
         broker = LocalBroker(
             home=home,
             port=port,
             controller_port=controller_port,
-            cache_dir=Settings().kafka_cache_dir,
+            cache_dir=settings.kafka_cache_dir,
+            jvm_options=settings.kafka_jvm_options.split(),
         )
         try:
             broker.start(timeout=timeout)

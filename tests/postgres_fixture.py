@@ -25,7 +25,7 @@ from typing import NoReturn
 
 import pytest
 
-from runtrail.kafka.ports import free_ports
+from runtrail_tools.kafka.ports import free_ports
 from tests.kafka_fixture import REQUIRE_ENV, services_required
 
 URL_ENV = "RUNTRAIL_TEST_POSTGRES_URL"

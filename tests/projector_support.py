@@ -18,11 +18,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from runtrail.cli.main import main
 from runtrail.config import Settings
 from runtrail.projection import ProjectionStore, open_projection_store
 from runtrail.runtime.runner import ServiceRunner
 from runtrail_services.projector.service import ProjectorService
+from runtrail_tools.cli.main import main
 from tests.projection_support import Run
 from tests.support import ServiceProcess, end_offsets, wait_for
 

@@ -12,10 +12,13 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def readme_block(marker: str, language: str = "python", what: str = "example") -> str:
-    """The first ``language`` block after ``marker`` in README.md (the test fails if gone)."""
-    text = README.read_text()
-    assert marker in text, f"the README lost the {what} (marker {marker!r})"
+def readme_block(
+    marker: str, language: str = "python", what: str = "example", source: Path = README
+) -> str:
+    """The first ``language`` block after ``marker`` in README.md, or in another document
+    ``source`` (the test fails if gone)."""
+    text = source.read_text()
+    assert marker in text, f"{source.name} lost the {what} (marker {marker!r})"
     match = re.search(rf"```{language}\n(.*?)```", text[text.index(marker) :], re.S)
-    assert match is not None, f"no {language} block after {marker!r} in the README"
+    assert match is not None, f"no {language} block after {marker!r} in {source.name}"
     return match.group(1)

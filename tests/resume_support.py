@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from runtrail.config import Settings
-from runtrail.kafka.ports import free_ports
 from runtrail.persistence.urls import sqlite_url
+from runtrail_tools.kafka.ports import free_ports
 from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from runtrail.config import Settings
 from runtrail.events import CURRENT_VERSIONS, EventCodec, validate_json_form
 
 FIXTURES = Path(__file__).resolve().parents[1] / "schemas" / "runtrail_schemas" / "fixtures"
@@ -152,11 +153,14 @@ class ServiceProcess:
         options: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
+        main_module: str = "runtrail_tools.cli.main",
     ) -> None:
+        """``main_module``: what ``python -m`` runs with the ``run`` arguments (a test's
+        wrapper of ``runtrail_tools.cli.main``, e.g. ``tests.broken_handler``)."""
         cmd = [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
+            main_module,
             "run",
             service,
             "--group",
@@ -281,3 +285,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, **config: str) 
 
 def unique_topic(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def stack_settings(bootstrap: str, state_dir: Path, prefix: str, **more: Any) -> Settings:
+    """Settings of a test's stack on the shared broker: every topic its own, named after
+    ``prefix`` (which the stack's consumer groups take too), so stacks never see each other."""
+    return Settings(
+        bootstrap_servers=bootstrap,
+        state_dir=state_dir,
+        events_topic=f"{prefix}.events",
+        dlq_topic=f"{prefix}.events.dlq",
+        resume_cache_topic=f"{prefix}.resume-cache",
+        sessions_topic=f"{prefix}.sessions",
+        audit_topic=f"{prefix}.audit",
+        **more,
+    )

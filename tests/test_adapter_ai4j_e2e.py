@@ -60,7 +60,7 @@ FAILING_SYNC_RUN = "ai4j-run-fails-sync"  # Agent.run: ai4j throws, no ERROR; ru
 TENANT = "acme"
 SECRETS = ("sk-live-0123456789abcdefXYZ", "ghp_abcdefghijklmnopqrstuvwx")
 PARTITIONS = 3
-VERIFY = (sys.executable, "-m", "runtrail.cli.main", "audit", "verify")
+VERIFY = (sys.executable, "-m", "runtrail_tools.cli.main", "audit", "verify")
 
 
 def python_partitions(bootstrap: str, keys: list[str]) -> dict[str, int]:

@@ -31,13 +31,14 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langchain_json import chat_prompt, message_json
 from runtrail.config import Settings
-from runtrail.demo.script import LANGGRAPH_SCRIPTS
-from runtrail.demo.targets import DemoSettings, from_stack
-from runtrail.devstack.catchup import wait_caught_up
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
-from runtrail.devstack.state import StackState
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.demo.script import LANGGRAPH_SCRIPTS
+from runtrail_tools.demo.targets import DemoSettings, from_stack
+from runtrail_tools.devstack.catchup import wait_caught_up
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
+from runtrail_tools.devstack.state import StackState
+from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -48,14 +49,10 @@ def stack(
 ) -> Iterator[tuple[DevStack, StackState]]:
     home = tmp_path_factory.mktemp("lgstack")
     prefix = f"lg-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=home / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        home / "state",
+        prefix,
         partitions=3,
     )
     options = StackOptions(
@@ -209,7 +206,7 @@ def test_the_langgraph_demo_runs_through_the_stack(
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_")}
     env["RUNTRAIL_SPOOL_DIR"] = str(tmp_path / "spool")
     done = subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", "demo", "--framework", "langgraph",
+        [sys.executable, "-m", "runtrail_tools.cli.main", "demo", "--framework", "langgraph",
          "--state-dir", state.state_dir],
         capture_output=True, text=True, timeout=400, env=env,
     )  # fmt: skip

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from runtrail.demo.script import script
 from runtrail.events import EventCodec
+from runtrail_tools.demo.script import script
 from tests.resume_support import TOKENS, CacheService, make_topics
 from tests.support import consume_all
 
@@ -51,7 +51,7 @@ def life(service: CacheService, home: Path, run_id: str, tag: str, *flags: str) 
     }
     return subprocess.run(
         [
-            sys.executable, "-m", "runtrail.demo.langgraph_agent", "--script", PLAN.key,
+            sys.executable, "-m", "runtrail_tools.demo.langgraph_agent", "--script", PLAN.key,
             "--run-id", run_id, "--ledger", str(home / "ledger.tsv"),
             "--spool-dir", str(home / f"spool-{tag}"), "--cache-url", service.url,
             "--tokens-file", str(tokens), *flags,

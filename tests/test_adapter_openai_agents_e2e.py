@@ -28,13 +28,14 @@ from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
 
 from runtrail.adapters import openai_agents
 from runtrail.config import Settings
-from runtrail.devstack.catchup import wait_caught_up
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
-from runtrail.devstack.state import StackState
 from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.devstack.catchup import wait_caught_up
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
+from runtrail_tools.devstack.state import StackState
 from tests.openai_agents_support import ScriptedModel, add, call, say
+from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -71,15 +72,11 @@ class Seen(TracingProcessor):
 @pytest.fixture
 def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, StackState, Settings]]:
     prefix = f"oaa-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=tmp_path / "state",
+    settings = stack_settings(
+        kafka_bootstrap,
+        tmp_path / "state",
+        prefix,
         spool_dir=tmp_path / "spool",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
         partitions=2,
     )
     options = StackOptions(

@@ -151,7 +151,7 @@ def test_published_by_cli_and_api_no_service_dead_letters_them(
         [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
+            "runtrail_tools.cli.main",
             "publish",
             str(lines),
             "--topic",

@@ -19,9 +19,9 @@ from runtrail.audit import (
 )
 from runtrail.audit.canonical import SealedEvent, link_hash
 from runtrail.audit.link import seal
-from runtrail.audit.testing import delete_link, overwrite_hash, swap_links, tamper_event
 from runtrail.events import Actor, Event
 from runtrail.events.runtime_events import ModelReasoning
+from tests.audit_tampering import delete_link, overwrite_hash, swap_links, tamper_event
 
 # --- known-answer vectors ------------------------------------------------------------------
 # The canonical strings were written out by hand from RFC 8785's rules (sorted keys, no

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtrail.audit import TopicPartition, read_export
-from runtrail.cli.main import main
+from runtrail_tools.cli.main import main
 from tests.test_audit_store_contract import BACKENDS, Backend, event, links_for, open_backend
 
 ROOT = Path(__file__).resolve().parents[1]

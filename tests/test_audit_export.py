@@ -20,6 +20,7 @@ from runtrail.audit import (
     verify_export,
     write_export,
 )
+from tests.examples import examples
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "verify_audit_export.py"
@@ -294,7 +295,7 @@ def test_script_imports_only_the_standard_library_and_rfc8785() -> None:
     assert imported - set(sys.stdlib_module_names) == {"rfc8785"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     run=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12),
     tenant=st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12),
@@ -321,7 +322,7 @@ def test_the_topic_line_of_a_link_is_the_rfc8785_export_line(
         link_line(too_far)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     runs=st.lists(
         st.tuples(  # IDs a link can hold: not blank

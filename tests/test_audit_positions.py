@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runtrail.cli.main import main
+from runtrail_tools.cli.main import main
 from tests.test_audit_cli import Cli, backend, cli, fill, script, verdict  # noqa: F401
 from tests.test_audit_store_contract import Backend
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.cli.main import main
+from runtrail_tools.cli.main import main
 from tests.test_audit_cli import backend, fill  # noqa: F401
 from tests.test_audit_store_contract import Backend
 

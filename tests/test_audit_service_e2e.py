@@ -87,7 +87,7 @@ def audit_process(
 def runtrail(*args: str) -> tuple[int, Any]:
     """``runtrail …`` as a child process: exit code and the JSON of its last output line."""
     proc = subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", *args],
+        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

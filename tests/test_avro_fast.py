@@ -30,6 +30,7 @@ from runtrail.events.avro_fast import (
     compile_schema,
 )
 from runtrail.events.codec import HEADER_LEN
+from tests.examples import examples
 
 FIXTURES = avro_schemas.schemas_dir() / "fixtures"
 SCHEMAS = avro_schemas.retained_schemas()
@@ -196,7 +197,7 @@ def test_random_records_of_every_schema_are_exact(schema: Any, data: st.DataObje
     _assert_exact(compile_schema(schema.parsed), schema.parsed, record)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record=records(SYNTHETIC))
 def test_random_records_of_every_avro_type_are_exact(record: Any) -> None:
     _assert_exact(compile_schema(SYNTHETIC), SYNTHETIC, record)

@@ -10,18 +10,18 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runtrail.cli.main import main
-from runtrail.kafka.broker import BrokerError, LocalBroker, _pid_alive, new_cluster_id
-from runtrail.kafka.deploy import (
+from runtrail.kafka.topics import wait_for_topics
+from runtrail_tools.cli.main import main
+from runtrail_tools.kafka.broker import BrokerError, LocalBroker, _pid_alive, new_cluster_id
+from runtrail_tools.kafka.deploy import (
     DEPLOY_DIR_ENV,
     kafka_deploy_dir,
     kafka_pom,
     kafka_version,
     render_template,
 )
-from runtrail.kafka.jars import distribution_libs, fetch_jars, find_java, parse_java_version
-from runtrail.kafka.ports import free_ports, port_accepts
-from runtrail.kafka.topics import wait_for_topics
+from runtrail_tools.kafka.jars import distribution_libs, fetch_jars, find_java, parse_java_version
+from runtrail_tools.kafka.ports import free_ports, port_accepts
 
 # --- without a JVM ------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from tests.test_resume_builder import PROMPT, events
 
 pytestmark = [pytest.mark.kafka]
 
-CLI = [sys.executable, "-m", "runtrail.cli.main", "cache"]
+CLI = [sys.executable, "-m", "runtrail_tools.cli.main", "cache"]
 
 
 def _cache(*args: str) -> subprocess.CompletedProcess[str]:

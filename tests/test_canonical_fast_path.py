@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from runtrail.events.jsonform import canonical_bytes as canonical_json
 from runtrail.events.jsonform import canonical_bytes_reference as canonical_bytes
+from tests.examples import examples
 
 numbers = (
     st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
@@ -23,7 +24,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(json_values)
 def test_fast_path_equals_the_reference(value: Any) -> None:
     assert canonical_json(value) == canonical_bytes(value)
@@ -51,7 +52,7 @@ wide = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(wide)
 def test_integers_beyond_2_53_anywhere_are_decided_by_the_reference(value: Any) -> None:
     assert _outcome(value, canonical_json) == _outcome(value, canonical_bytes)

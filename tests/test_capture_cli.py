@@ -19,13 +19,13 @@ from runtrail.capture import (
     open_sink,
     replay_model_mock,
 )
-from runtrail.cli.main import main
+from runtrail_tools.cli.main import main
 from tests import capture_replay_client
 from tests.capture_support import RunEvents, feed_all, sample_records, tool_records
 
 CLIENT = "tests.capture_replay_client:make_client"
 REINVOKER = "tests.capture_replay_client:make_reinvoker"
-RUNTRAIL = (sys.executable, "-m", "runtrail.cli.main")
+RUNTRAIL = (sys.executable, "-m", "runtrail_tools.cli.main")
 
 
 @pytest.fixture

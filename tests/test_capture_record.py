@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from runtrail.capture import NodeIoRecord, NodePairer, derive_record_id
 from tests.capture_support import RunEvents, feed_all, model_step, sample_records
+from tests.examples import examples
 
 SEED_FIELDS = {
     "recordId",
@@ -110,7 +111,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(inputs=JSON_VALUES, outputs=JSON_VALUES, text=st.text(), big=st.integers())
 def test_json_line_is_the_bytes_pydantic_writes(
     inputs: object, outputs: object, text: str, big: int

@@ -11,8 +11,8 @@ import zstandard
 
 from runtrail.capture import ObjectStoreSink, open_sink, read_records
 from runtrail.capture.object_sink import object_key
-from runtrail.capture.object_store import open_store
 from runtrail.capture.urls import split_options
+from runtrail.persistence.object_store import open_store
 from runtrail.runtime.unavailable import StoreUnavailable
 from tests.capture_support import T0_MS, sample_records, tool_records
 

@@ -20,10 +20,10 @@ import orjson
 import pytest
 
 from runtrail.capture import NodeIoRecord, NodePairer, read_records
-from runtrail.capture.object_store import open_store
 from runtrail.capture.repair import capture_files
 from runtrail.capture.urls import split_options
 from runtrail.events import EventCodec
+from runtrail.persistence.object_store import open_store
 from tests.capture_agent import observed, oracle, publish, publish_in_background, script
 from tests.support import (
     ServiceProcess,

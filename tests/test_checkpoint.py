@@ -16,6 +16,7 @@ from runtrail.capture import Hold
 from runtrail.runtime import Partition
 from runtrail.runtime.checkpoint import NOTHING_COMMITTED, Checkpoint
 from tests.checkpoint_support import GroupCommits
+from tests.examples import examples
 
 A: Partition = ("events", 0)
 B: Partition = ("events", 1)
@@ -165,7 +166,7 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(operations)
 def test_commit_points_never_pass_a_hold_never_move_back_and_carry_metadata_only_held(
     ops: list[Reach | SetHolds | Commit | Revoke],

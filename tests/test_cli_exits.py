@@ -11,7 +11,7 @@ from pathlib import Path
 from runtrail.projection import ProjectionBatch, open_projection_store
 from tests.test_projection_store import state_of
 
-RUNTRAIL = [sys.executable, "-m", "runtrail.cli.main"]
+RUNTRAIL = [sys.executable, "-m", "runtrail_tools.cli.main"]
 
 
 def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:

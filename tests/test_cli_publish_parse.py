@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtrail.cli.publish_cmd import parse_line
 from runtrail.events import loads_strict
+from runtrail_tools.cli.publish_cmd import parse_line
+from tests.examples import examples
 
 _SCALARS = (
     st.none()
@@ -38,7 +39,7 @@ def _same(a: Any, b: Any) -> bool:
     return repr(a) == repr(b)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.text(), _VALUES, max_size=6))
 def test_a_line_parses_as_loads_strict_parses_it(obj: dict[str, Any]) -> None:
     for text in (json.dumps(obj), json.dumps(obj, separators=(",", ":"), ensure_ascii=False)):

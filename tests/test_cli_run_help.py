@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtrail.cli.main import main
 from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
+from runtrail_tools.cli.main import main
 
 
 def help_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

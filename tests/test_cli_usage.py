@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtrail.cli.main import build_parser, main
+from runtrail_tools.cli.main import build_parser, main
 
 
 def test_kafka_up_takes_kafka_port_like_dev_up_and_keeps_port_as_a_hidden_alias(

@@ -117,7 +117,7 @@ def test_tenants_never_mix_and_a_token_is_required(api: Api) -> None:
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", *argv],
+        [sys.executable, "-m", "runtrail_tools.cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=60,

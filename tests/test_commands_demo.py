@@ -10,10 +10,10 @@ from pathlib import Path
 
 from runtrail.commands import open_event_store
 from runtrail.commands.client import CommandClient
-from runtrail.demo.approval import run_deploy, two_operators
 from runtrail.events import EventCodec
-from runtrail.kafka.ports import free_ports
 from runtrail.projection import replay_runs
+from runtrail_tools.demo.approval import run_deploy, two_operators
+from runtrail_tools.kafka.ports import free_ports
 from tests.kafka_fixture import TopicFactory
 from tests.support import ServiceProcess, consume_all, wait_for
 

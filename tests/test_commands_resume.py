@@ -176,7 +176,7 @@ def test_runtrail_resume_cli(command_backend: StoreBackend) -> None:
     def cli(run: str) -> subprocess.CompletedProcess[str]:
         argv = ["resume", run, "--store", command_backend.url, "--tenant", "acme"]
         return subprocess.run(
-            [sys.executable, "-m", "runtrail.cli.main", *argv],
+            [sys.executable, "-m", "runtrail_tools.cli.main", *argv],
             capture_output=True,
             text=True,
             timeout=60,

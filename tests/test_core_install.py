@@ -10,24 +10,23 @@ extras' modules gets imported.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
-from email.parser import Parser
-from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from runtrail.events import EventCodec
 from runtrail.extras import EXTRAS
 from tests.readme_blocks import readme_block
 from tests.support import consume_all, form, produce_forms, read_lines, wait_for
+from tests.venv_support import build_wheel, core_requirements, make_venv, run
 
-ROOT = Path(__file__).resolve().parents[1]
+#: wheels and venvs built from the checkout: an install, in the tier of the other installs
+pytestmark = pytest.mark.stack
+
 #: what an agent installs: the publisher, the events and the adapters' own code need only these
 CORE = {
     "confluent-kafka",
@@ -77,83 +76,9 @@ print(json.dumps({
 """
 
 
-def run(
-    *args: str | Path, cwd: Path = ROOT, check: bool = True, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=check,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})},
-    )
-
-
-def core_requirements(wheel: Path) -> tuple[list[Requirement], dict[str, list[Requirement]]]:
-    """The wheel's core ``Requires-Dist`` and those of each extra."""
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        fields = Parser().parsestr(archive.read(name).decode())
-    core: list[Requirement] = []
-    extras: dict[str, list[Requirement]] = {e: [] for e in fields.get_all("Provides-Extra") or []}
-    for line in fields.get_all("Requires-Dist") or []:
-        requirement = Requirement(line)
-        marker = requirement.marker
-        if marker is None or marker.evaluate({"extra": ""}):
-            core.append(requirement)
-        for extra in extras:
-            if marker is not None and marker.evaluate({"extra": extra}):
-                extras[extra].append(requirement)
-    return core, extras
-
-
-def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]:
-    """The installed distributions ``requirements`` (already selected) need, with their own
-    requirements (selected by their markers)."""
-    found: dict[str, metadata.Distribution] = {}
-    todo: list[tuple[Requirement, str | None]] = [(r, None) for r in requirements]
-    seen: set[tuple[str, str]] = set()
-    while todo:
-        requirement, extra = todo.pop()
-        marker = requirement.marker
-        if extra is not None and marker is not None and not marker.evaluate({"extra": extra}):
-            continue
-        name = canonicalize_name(requirement.name)
-        dist = found.setdefault(name, metadata.distribution(name))
-        for wanted in ("", *sorted(requirement.extras)):
-            if (name, wanted) not in seen:
-                seen.add((name, wanted))
-                todo += [(Requirement(r), wanted) for r in dist.requires or []]
-    return found
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    build = "import sys, hatchling.build as b; print(b.build_wheel(sys.argv[1]))"
-    built = run(sys.executable, "-c", build, out).stdout.strip().splitlines()[-1]
-    return out / built
-
-
-def make_venv(venv: Path, wheel: Path, extra: str | None = None) -> Path:
-    """A fresh venv holding the wheel and the files of the core distributions (plus those of
-    ``extra``), nothing else."""
-    run(sys.executable, "-m", "venv", "--without-pip", venv)
-    python = venv / "bin" / "python"
-    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    site = Path(run(python, "-c", where).stdout.strip())
-    core, extras = core_requirements(wheel)
-    for dist in closure(core + (extras[extra] if extra else [])).values():
-        for file in dist.files or []:
-            if file.parts[0] == ".." or "__pycache__" in file.parts:
-                continue  # console scripts and byte code: not needed to import
-            target = site / file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(str(dist.locate_file(file))), target)
-    pip = [sys.executable, "-m", "pip", "--python", python]
-    run(*pip, "install", "-q", "--no-deps", "--no-index", "--no-compile", wheel)
-    return venv
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +95,10 @@ def test_the_wheel_requires_exactly_the_core(wheel: Path) -> None:
     core, extras = core_requirements(wheel)
     assert {canonicalize_name(r.name) for r in core} == CORE
     services = {canonicalize_name(r.name) for r in extras["services"]}
-    assert {"prometheus-client", "cryptography", "zstandard"} <= services
+    assert {"prometheus-client", "cryptography", "starlette", "uvicorn"} <= services
     assert {canonicalize_name(r.name) for r in extras["postgres"]} >= {"psycopg"}
-    assert {canonicalize_name(r.name) for r in extras["s3"]} == {"obstore"}
-    assert not services & {"psycopg", "psycopg-pool", "obstore", "runtrail"}  # store drivers
+    assert {canonicalize_name(r.name) for r in extras["s3"]} == {"obstore", "zstandard"}
+    assert not services & {"psycopg", "psycopg-pool", "obstore", "zstandard", "runtrail"}
     dev = {canonicalize_name(r.name) for r in extras["dev"]}
     assert services | {"psycopg", "obstore"} <= dev  # (hatchling spells self-references out)
 
@@ -295,7 +220,7 @@ def test_the_readme_otel_example_publishes_with_only_the_core_and_otel(
 #: every service and the CLI, imported where the services extra is installed without a store extra
 SERVICES_IMPORT = """
 import importlib, json, sys
-from runtrail.cli.main import build_parser
+from runtrail_tools.cli.main import build_parser
 from runtrail.extras import EXTRAS
 from runtrail.runtime.registry import SERVICES
 build_parser()

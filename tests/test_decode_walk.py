@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from runtrail.events import EventCodec, EventError
 from runtrail.events.limits import EventLimits
+from tests.examples import examples
 from tests.poison_corpus import raw_encode
 from tests.support import form
 
@@ -52,7 +53,7 @@ def _narrowed(value: bytes) -> None:
         LIMITS.check_value(decoded.written["data"].get(name), f"data.{name}", 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(output=json_values, trace=json_values)
 def test_the_narrowed_walk_decides_as_the_full_walk(output: Any, trace: Any) -> None:
     f = form("TOOL_RESULT", data={"callId": "c-1", "output": None, "trace": None})

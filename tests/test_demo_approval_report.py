@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from runtrail.demo.approval import verdict
-from runtrail.demo.readback import CommandsView
-from runtrail.demo.report import DemoReport, RunReport
+from runtrail_tools.demo.approval import verdict
+from runtrail_tools.demo.readback import CommandsView
+from runtrail_tools.demo.report import DemoReport, RunReport
 
 
 def operator(by: str, accepted: bool, code: str, version: int) -> dict[str, object]:

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from runtrail.commands import EventStore, open_event_store
-from runtrail.config import Settings
-from runtrail.demo.script import SCRIPTS
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.scrape import fetch
-from runtrail.devstack.stack import DevStack, StackOptions, stack_names
-from runtrail.devstack.state import StackState
-from runtrail.kafka.ports import port_bindable
+from runtrail_tools.demo.script import SCRIPTS
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.scrape import fetch
+from runtrail_tools.devstack.stack import DevStack, StackOptions, stack_names
+from runtrail_tools.devstack.state import StackState
+from runtrail_tools.kafka.ports import port_bindable
+from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka]
 REPO = Path(__file__).resolve().parents[1]
@@ -40,14 +40,10 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, StackState]]:
     prefix = f"demo-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=tmp_path / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        tmp_path / "state",
+        prefix,
         partitions=3,
     )
     options = StackOptions(
@@ -133,7 +129,7 @@ def test_the_demo_prints_what_the_services_recorded(
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_")}
     env["RUNTRAIL_SPOOL_DIR"] = str(tmp_path / "spool")
     done = subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", "demo", "--state-dir", state.state_dir],
+        [sys.executable, "-m", "runtrail_tools.cli.main", "demo", "--state-dir", state.state_dir],
         capture_output=True,
         text=True,
         timeout=400,

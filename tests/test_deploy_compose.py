@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from runtrail.config import Settings
-from runtrail.demo.targets import DemoSettings
-from runtrail.devstack.ports import plan_ports
-from runtrail.devstack.service_settings import importable, settings_info
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.demo.targets import DemoSettings
+from runtrail_tools.devstack.ports import plan_ports
+from runtrail_tools.devstack.service_settings import importable, settings_info
 from tests.kafka_fixture import services_required
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,23 +7,23 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.devstack.ports import (
+from runtrail.runtime.registry import SERVICES, service_class
+from runtrail_tools.devstack.ports import (
     AGENT_OFFSET,
     DEFAULT_BASE,
     METRICS_OFFSETS,
     find_free_base,
     plan_ports,
 )
-from runtrail.devstack.scrape import parse
-from runtrail.devstack.service_settings import (
+from runtrail_tools.devstack.scrape import parse
+from runtrail_tools.devstack.service_settings import (
     DEV_TUNING,
     STACK_RECEIVERS,
     importable,
     settings_info,
 )
-from runtrail.devstack.stack import DevStack, StackError, StackOptions, stack_names
-from runtrail.devstack.state import ProcessRecord, StackState
-from runtrail.runtime.registry import SERVICES, service_class
+from runtrail_tools.devstack.stack import DevStack, StackError, StackOptions, stack_names
+from runtrail_tools.devstack.state import ProcessRecord, StackState
 
 
 def test_every_registered_service_gets_a_distinct_port_and_the_table_shifts_whole() -> None:
@@ -128,7 +128,7 @@ def test_the_receivers_get_ports_of_their_own_and_no_consumer_group(tmp_path: Pa
     assert len(taken) == len(set(taken))
     assert plan.metrics["outbox-relay"] == 9470 and "outbox-relay" not in plan.api
     assert (plan.metrics["command-api"], plan.api["command-api"]) == (9500, 9501)
-    from runtrail.kafka.ports import port_bindable
+    from runtrail_tools.kafka.ports import port_bindable
 
     base = find_free_base(SERVICES)  # callers name the services only: receivers still fit
     assert all(port_bindable(p - DEFAULT_BASE + base) for p in taken)
@@ -168,7 +168,7 @@ def test_scrape_sums_samples_by_labels() -> None:
 
 
 def test_a_free_base_is_free() -> None:
-    from runtrail.kafka.ports import port_bindable
+    from runtrail_tools.kafka.ports import port_bindable
 
     base = find_free_base(SERVICES)
     plan = plan_ports(list(SERVICES), base)

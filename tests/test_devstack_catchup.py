@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtrail.config import Settings
-from runtrail.devstack.catchup import data_ends, end_offsets, group_lag, wait_caught_up
+from runtrail_tools.devstack.catchup import data_ends, end_offsets, group_lag, wait_caught_up
 from tests.kafka_fixture import TopicFactory
 
 pytestmark = [pytest.mark.kafka]

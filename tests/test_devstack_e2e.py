@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.procs import cmdline, pid_alive
-from runtrail.devstack.service_settings import STACK_RECEIVERS
-from runtrail.devstack.stack import stack_names
-from runtrail.kafka.broker import BrokerError, LocalBroker
-from runtrail.kafka.ports import free_ports, port_accepts, port_bindable
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.procs import cmdline, pid_alive
+from runtrail_tools.devstack.service_settings import STACK_RECEIVERS
+from runtrail_tools.devstack.stack import stack_names
+from runtrail_tools.kafka.broker import BrokerError, LocalBroker
+from runtrail_tools.kafka.ports import free_ports, port_accepts, port_bindable
 from tests.kafka_fixture import unavailable
 
 pytestmark = [pytest.mark.kafka]
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.kafka]
 
 def runtrail(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", *args],
+        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

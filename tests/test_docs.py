@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtrail.settings_catalog import render_markdown, sections
+from runtrail_tools.settings_catalog import render_markdown, sections
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"

@@ -15,7 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: import name -> its source root (the top folder of the design that holds it)
-PACKAGES = {"runtrail": "shared", "runtrail_services": "services", "runtrail_schemas": "schemas"}
+PACKAGES = {
+    "runtrail": "shared",
+    "runtrail_services": "services",
+    "runtrail_schemas": "schemas",
+    "runtrail_tools": "tools",
+}
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 #: run outside the checkout (no cwd on sys.path): what the interpreter finds for each package
@@ -82,7 +87,7 @@ def test_the_editable_install_is_a_static_pth_of_the_source_roots() -> None:
     assert sorted(lines) == sorted(str(ROOT / root) for root in PACKAGES.values())
 
 
-def test_the_wheel_ships_the_three_packages_as_they_lie() -> None:
+def test_the_wheel_ships_the_packages_as_they_lie() -> None:
     wheel = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert wheel["packages"] == [f"{root}/{name}" for name, root in PACKAGES.items()]
     assert not {"sources", "force-include", "only-include"} & set(wheel)  # no name mapping

@@ -37,6 +37,7 @@ from runtrail.events.codec import HEADER_LEN, validate_json_form
 from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
 from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.events.upcasting import upcast
+from tests.examples import examples
 from tests.test_avro_fast import records
 
 if native.NATIVE is None:  # never a skip: the suite is run with the extension (make install)
@@ -75,6 +76,20 @@ def test_required_without_the_extension_names_the_way_to_build_it(
         native.load("required")
     assert native.load("auto") is None
     assert native.load("off") is None
+
+
+def test_the_crates_source_folder_is_not_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install without Rust finds ``shared/runtrail_native`` as a namespace package
+    (the folder holds no ``__init__.py``): that is no extension, and ``auto`` runs without it."""
+    import types
+
+    folder = types.ModuleType("runtrail_native")
+    folder.__path__ = [str(Path(native.__file__).parents[2] / "runtrail_native")]
+    folder.__file__ = None
+    monkeypatch.setitem(__import__("sys").modules, "runtrail_native", folder)
+    assert native.load("auto") is None
+    with pytest.raises(native.NativeUnavailable, match="not built"):
+        native.load("required")
 
 
 def test_an_unknown_mode_names_the_variable() -> None:
@@ -337,7 +352,7 @@ def _replace(form: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[st
     return out
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_forms_with_odd_fields_are_built_only_as_pydantic_builds_them(data: Any) -> None:
     form = data.draw(st.sampled_from(FORMS))
@@ -364,7 +379,7 @@ class _Stamped(BaseModel):
 _STAMP_CHARS = "0123456789-T:.Z+ \n\u0663"  # \u0663: ARABIC-INDIC DIGIT THREE (a \\d)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(
     base=st.sampled_from(
         ["2026-11-29T10:00:00Z", "2026-11-29T10:00:00.123456789+01:30", "1999-01-01T00:00:00-05:00"]
@@ -646,7 +661,7 @@ _json_like = st.recursive(
 )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(value=_json_like)
 def test_the_compiled_canonical_check_answers_as_the_python_one(value: Any) -> None:
     from runtrail.events.jsonform import _fast_ok
@@ -672,7 +687,7 @@ _ACTORS = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(picks=st.lists(st.integers(0, len(_ACTORS) - 1), min_size=1, max_size=12))
 def test_an_actor_is_made_once_for_the_same_bytes_and_never_for_others(picks: list[int]) -> None:
     """The compiled path hands out the actor it made last when the next event's actor bytes
@@ -723,7 +738,7 @@ def test_every_fixture_dumps_as_pydantic_dumps_it(form: dict[str, Any]) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's warnings on the odd values
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_odd_values_set_on_an_event_dump_as_pydantic_dumps_them_or_are_left_to_it(
     data: Any,

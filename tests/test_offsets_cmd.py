@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from runtrail.cli.main import main
 from runtrail.config import Settings
-from runtrail.offsets.group import Broker
 from runtrail.resume.partitioning import partition_for
 from runtrail.runtime import Delivered
 from runtrail.runtime.registry import service_class
 from runtrail.runtime.runner import ServiceRunner
+from runtrail_tools.cli.main import main
+from runtrail_tools.offsets.group import Broker
 from tests.support import create_topic, form, produce_forms, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka]

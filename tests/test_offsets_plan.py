@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtrail.offsets.group import OffsetsError, Watermarks
-from runtrail.offsets.plan import Target, current_position, parse_time, plan_moves
+from runtrail_tools.offsets.group import OffsetsError, Watermarks
+from runtrail_tools.offsets.plan import Target, current_position, parse_time, plan_moves
 
 MARKS = {0: Watermarks(10, 100), 1: Watermarks(0, 5)}
 

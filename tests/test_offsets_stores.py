@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.offsets.stores import StoreMissing, open_store_positions
 from runtrail.persistence.urls import sqlite_url
 from runtrail.projection import ProjectionBatch, StoreConflict, open_projection_store
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore, open_store
+from runtrail_tools.offsets.stores import StoreMissing, open_store_positions
 from tests.test_projection_store import new_url, store, store_url  # noqa: F401  (fixtures)
 
 TOPIC = "runtrail.events"

@@ -30,9 +30,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from runtrail.config import Settings
-from runtrail.devstack.scrape import fetch
 from runtrail.events import EventCodec
 from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
+from runtrail_tools.devstack.scrape import fetch
 from tests.otel_support import SECRET, run_agent
 from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
 
@@ -282,7 +282,7 @@ def test_a_mistyped_option_is_an_error_naming_it(tmp_path: Path) -> None:
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", "run", "otlp-ingest", "-o", "max_body=1"],
+        [sys.executable, "-m", "runtrail_tools.cli.main", "run", "otlp-ingest", "-o", "max_body=1"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -349,7 +349,7 @@ def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         done = subprocess.run(
             [
-                *(sys.executable, "-m", "runtrail.cli.main", "run", "otlp-ingest"),
+                *(sys.executable, "-m", "runtrail_tools.cli.main", "run", "otlp-ingest"),
                 *("-o", f"http_port={port}", "--metrics-port", "0"),
             ],
             capture_output=True,

@@ -31,15 +31,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from runtrail.adapters.otel import RuntrailSpanExporter
 from runtrail.capture.reader import iter_records
 from runtrail.config import Settings
-from runtrail.demo.readback import open_readers
-from runtrail.demo.targets import DemoSettings, from_stack
-from runtrail.devstack.catchup import wait_caught_up
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
-from runtrail.devstack.state import StackState
 from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.demo.readback import open_readers
+from runtrail_tools.demo.targets import DemoSettings, from_stack
+from runtrail_tools.devstack.catchup import wait_caught_up
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
+from runtrail_tools.devstack.state import StackState
 from tests.otel_support import SECRET, STEPS, expected_model_nodes, run_agent
+from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka]
 TOKEN = "otlp-e2e-token-0123456789"
@@ -54,14 +55,10 @@ def free_port() -> int:
 @pytest.fixture
 def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, StackState, Settings]]:
     prefix = f"otlp-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=tmp_path / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        tmp_path / "state",
+        prefix,
         partitions=2,
         spool_dir=tmp_path / "state" / "spool",
     )
@@ -92,7 +89,7 @@ def ingest(stack: tuple[DevStack, StackState, Settings], tmp_path: Path) -> Iter
     log = (tmp_path / "ingest.log").open("wb")
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "runtrail.cli.main", "run", "otlp-ingest"),
+            *(sys.executable, "-m", "runtrail_tools.cli.main", "run", "otlp-ingest"),
             *("-o", f"http_port={port}", "--metrics-port", str(metrics)),
         ],
         env=env,

@@ -33,12 +33,12 @@ from runtrail.audit.store import verify_stored
 from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
-from runtrail.kafka.broker import LocalBroker
 from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
 from runtrail.projection import open_projection_store
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.store import open_store as open_cache_store
 from runtrail.sessions.store_file import FileSessionStore
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.sessions_support import session_forms
 from tests.support import (
     ServiceProcess,
@@ -263,7 +263,7 @@ def stack(restartable_broker: LocalBroker, tmp_path: Path) -> Iterator[Stack]:
         [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
+            "runtrail_tools.cli.main",
             "topics",
             "ensure",
             "--bootstrap-servers",
@@ -292,7 +292,7 @@ def outage(broker: LocalBroker, stack: Stack, seconds: float, how: str) -> None:
             [
                 sys.executable,
                 "-m",
-                "runtrail.cli.main",
+                "runtrail_tools.cli.main",
                 "kafka",
                 "down",
                 "--state-dir",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtrail.kafka.broker import LocalBroker
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.test_outage_all_services import Stack, scenario, stack  # noqa: F401  (a fixture)
 
 

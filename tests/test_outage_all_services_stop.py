@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.kafka.broker import LocalBroker
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.support import wait_for
 from tests.test_outage_all_services import (  # stack is a fixture
     SERVICES,

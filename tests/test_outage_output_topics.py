@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
-from runtrail.kafka.broker import LocalBroker
 from runtrail.kafka.output_topic import OutputTopic, output_message_max_bytes
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.records import entry_record
@@ -32,6 +31,7 @@ from runtrail_services.audit.messages import KIND_HEADER
 from runtrail_services.audit.service import AuditService
 from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.checkpoint_support import held
 from tests.sessions_support import session_forms
 from tests.support import create_topic, form, unique_topic

@@ -21,11 +21,11 @@ from runtrail.audit.errors import NoteError
 from runtrail.audit.export import write_export
 from runtrail.audit.keys import generate_private_key, load_private_key, write_private_key
 from runtrail.audit.stores import open_link_store
-from runtrail.devstack.prometheus import scrape_config, write_config
 from runtrail.projection.store_sqlite import SqliteProjectionStore
 from runtrail.publisher.spool import Spool
 from runtrail.resume.store import open_store
 from runtrail_services.audit.signing import load_or_create_signer
+from runtrail_tools.devstack.prometheus import scrape_config, write_config
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from runtrail.config import Settings
-from runtrail.devstack.prometheus import scrape_config
-from runtrail.devstack.scrape import fetch, ready
 from runtrail.runtime import Delivered, Service
 from runtrail.runtime.runner import ServiceRunner
+from runtrail_tools.devstack.prometheus import scrape_config
+from runtrail_tools.devstack.scrape import fetch, ready
 from tests.support import create_topic, unique_topic, wait_for
 
 pytestmark = pytest.mark.kafka

@@ -1,5 +1,5 @@
 """A store made by the previous release opens under the migrations with its rows and its
-positions: the wave-1 tables are created here by the wave-1 DDL (``WAVE1_SCHEMA``, frozen as
+positions: the wave-1 tables are created here by the wave-1 DDL (``FIRST_SCHEMA``, frozen as
 the first release ran it), filled by hand, then opened by today's adapters."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_wave1_projection_store_keeps_its_rows_and_positions(
     old_store: tuple[str, str, Run],
 ) -> None:
     dialect, url, run = old_store
-    for statement in projection_sql.WAVE1_SCHEMA:
+    for statement in projection_sql.FIRST_SCHEMA:
         run(statement, ())
     mark = "?" if dialect == "sqlite" else "%s"
     run(
@@ -110,10 +110,10 @@ def test_a_wave1_audit_store_keeps_its_chains_and_positions(
 ) -> None:
     dialect, url, run = old_store
     if dialect == "sqlite":
-        for statement in audit_lite.WAVE1_SCHEMA:
+        for statement in audit_lite.FIRST_SCHEMA:
             run(statement, ())
     else:
-        run(audit_pg.WAVE1_SCHEMA, ())
+        run(audit_pg.FIRST_SCHEMA, ())
     mark = "?" if dialect == "sqlite" else "%s"
     links = links_for([event(seq) for seq in range(1, 5)])
     for row in rows_to_append(links, {}, lambda link: False):

@@ -71,7 +71,7 @@ def test_show_and_list_share_one_tenant_scope(url: str, monkeypatch: pytest.Monk
 
 
 def test_help_lists_tenant_with_the_run(capsys: pytest.CaptureFixture[str]) -> None:
-    from runtrail.cli.main import main
+    from runtrail_tools.cli.main import main
 
     with pytest.raises(SystemExit):
         main(["projection", "show", "--help"])

@@ -84,7 +84,16 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
             before = _progress(db, topic)
             proc = projector(kafka_bootstrap, topic, db, tmp_path / "svc.log", env=env)
             try:
-                wait_for(lambda b=before: _progress(db, topic) > b, 60, 0.05, what="progress")
+                # progress, or nothing left to make: the stream is all produced and consumed
+                wait_for(
+                    lambda b=before: (
+                        _progress(db, topic) > b
+                        or (not producer.is_alive() and _progress(db, topic) == len(events))
+                    ),
+                    60,
+                    0.05,
+                    what="progress",
+                )
                 time.sleep(rng.uniform(0.0, 0.7))
                 proc.kill()
                 kills += 1

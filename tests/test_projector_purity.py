@@ -25,7 +25,7 @@ from runtrail.config import Settings
 from runtrail.events import Event
 from runtrail.projection import open_projection_store, replay
 from runtrail.runtime import Delivered, ServiceContext
-from runtrail_services.projector.rebuild import ReplayFold
+from runtrail_services.projector.replay_fold import ReplayFold
 from runtrail_services.projector.service import ProjectorService
 from tests.projection_support import Run, full_run
 

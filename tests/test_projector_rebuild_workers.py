@@ -391,7 +391,11 @@ def test_ctrl_c_stops_the_cli_and_its_workers(
 ) -> None:
     """SIGINT to the command (Ctrl-C) while a worker runs: it exits 130 at once and leaves no
     worker behind."""
-    command = [sys.executable, "-c", "from runtrail.cli.main import main; raise SystemExit(main())"]
+    command = [
+        sys.executable,
+        "-c",
+        "from runtrail_tools.cli.main import main; raise SystemExit(main())",
+    ]
     command += ["replay", "projection", "--into", sqlite_url(tmp_path / "stopped.db")]
     command += ["--bootstrap-servers", kafka_bootstrap, "--events-topic", topic, "--workers", "2"]
     cli = subprocess.Popen(

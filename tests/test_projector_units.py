@@ -216,7 +216,7 @@ def test_settings_reject_unknown_options_and_default_the_store(tmp_path: Path) -
 
 
 def test_the_replay_group_is_shared_whichever_module_registers_first() -> None:
-    from runtrail.cli import replay_projection_cmd as mine
+    from runtrail_tools.cli import replay_projection_cmd as mine
 
     def plain(subparsers: Any) -> None:  # what capture_cmd does today: it creates the group
         replay = subparsers.add_parser("replay")
@@ -237,7 +237,7 @@ def test_the_replay_group_is_shared_whichever_module_registers_first() -> None:
 
 
 def test_timestamps_for_the_replay() -> None:
-    from runtrail.cli.replay_projection_cmd import parse_timestamp
+    from runtrail_tools.cli.replay_projection_cmd import parse_timestamp
 
     assert parse_timestamp("1764410400000") == 1764410400000
     assert parse_timestamp("2025-11-29T10:00:00Z") == 1764410400000

@@ -24,15 +24,15 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 
 from runtrail.config import Settings
-from runtrail.devstack.catchup import wait_caught_up
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
-from runtrail.devstack.state import StackState
-from runtrail.kafka.ports import free_ports
 from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.devstack.catchup import wait_caught_up
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
+from runtrail_tools.devstack.state import StackState
+from runtrail_tools.kafka.ports import free_ports
 from tests.kafka_fixture import services_required
-from tests.support import produce
+from tests.support import produce, stack_settings
 
 pytestmark = [pytest.mark.kafka]
 RUNS, EVENTS_PER_RUN, POISON = 4, 10, 3
@@ -46,14 +46,10 @@ def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, Stac
             pytest.fail(message)
         pytest.skip(message)
     prefix = f"prom-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=tmp_path / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        tmp_path / "state",
+        prefix,
         partitions=3,
     )
     options = StackOptions(

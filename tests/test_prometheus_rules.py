@@ -16,10 +16,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from runtrail.devstack import prometheus as prom
-from runtrail.devstack.ports import plan_ports
-from runtrail.devstack.service_settings import importable, service_package
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.devstack import prometheus as prom
+from runtrail_tools.devstack.ports import plan_ports
+from runtrail_tools.devstack.service_settings import importable, service_package
 from tests.kafka_fixture import services_required
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,6 +108,7 @@ def test_the_required_alerts_exist() -> None:
     wanted = {
         "RuntrailConsumerLagGrowing": "runtrail_consumer_lag",
         "RuntrailDeadLetters": "runtrail_dead_lettered_total",
+        "RuntrailDeadLetterLimitTripped": "runtrail_dlq_limit_tripped",
         "RuntrailAuditChainConflict": "runtrail_audit_events_refused_total",
         "RuntrailProjectionHalted": "runtrail_projection_halted_runs",
         "RuntrailPublisherSpoolNotDraining": "runtrail_publisher_spool_depth",

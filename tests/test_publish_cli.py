@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
-from runtrail.cli import publish_cmd
-from runtrail.cli.main import main
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher
+from runtrail_tools.cli import publish_cmd
+from runtrail_tools.cli.main import main
 from tests.fake_producer import FakeProducer
 from tests.publisher_support import contents
 

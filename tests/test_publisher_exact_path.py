@@ -24,6 +24,7 @@ from runtrail.events import CURRENT_VERSIONS, EventCodec, avro_schemas, validate
 from runtrail.events.codec import validate_exact
 from runtrail.events.envelope import ISO_8601
 from runtrail.publisher.envelope_defaults import new_event_id, utc_now_iso
+from tests.examples import examples
 
 CODEC = EventCodec()
 SAMPLE = list(workload(2000))
@@ -74,7 +75,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow])
 @given(arguments=JSON, output=JSON)
 def test_any_json_in_json_valued_fields_gives_the_same_bytes(arguments: Any, output: Any) -> None:
     base = _of_type("TOOL_CALL")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.kafka.broker import LocalBroker
 from runtrail.publisher import Publisher
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.publisher_support import assert_in_order, contents
 from tests.support import create_topic, unique_topic
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.kafka.broker import LocalBroker
 from runtrail.projection import open_projection_store
 from runtrail.publisher import Publisher
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.projector_support import caught_up, sqlite_url
 from tests.publisher_support import assert_in_order, contents
 from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
@@ -41,7 +41,7 @@ def kafka_down(broker: LocalBroker) -> None:
         [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
+            "runtrail_tools.cli.main",
             "kafka",
             "down",
             "--state-dir",

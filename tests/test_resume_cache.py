@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from runtrail.kafka.ports import free_ports
 from runtrail.resume import (
     CacheFileError,
     Intent,
@@ -29,6 +28,7 @@ from runtrail.resume import (
 )
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.partitioning import murmur2, partition_for
+from runtrail_tools.kafka.ports import free_ports
 from tests.resume_fakes import LedgerTools, ScriptedModel
 
 

@@ -146,7 +146,7 @@ def test_entries_are_served_per_tenant_and_written_to_the_compacted_topic(
         publisher.close()
 
     # the CLI reads the same store
-    cli = [sys.executable, "-m", "runtrail.cli.main", "cache"]
+    cli = [sys.executable, "-m", "runtrail_tools.cli.main", "cache"]
     store = ["--store-url", service.store_url]
     out = subprocess.run([*cli, "stats", *store], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["tenants"]["acme"] == {"model": 3, "tool": 3, "runs": 1}

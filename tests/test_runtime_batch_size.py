@@ -52,7 +52,7 @@ def _asked(factory: type[Service], settings: Settings, options: dict[str, str]) 
     [
         (NoopService, {}, 250),
         (CaptureService, {"sink_url": "memory://"}, 250),
-        (SessionsService, {}, 2000),
+        (SessionsService, {"http_port": "0"}, 2000),
     ],
 )
 def test_the_service_says_how_many(
@@ -67,5 +67,5 @@ def test_the_setting_overrides_the_service(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("RUNTRAIL_BATCH_SIZE", "77")
     settings = Settings(bootstrap_servers="127.0.0.1:9", state_dir=tmp_path)
     assert settings.batch_size == 77
-    assert _asked(SessionsService, settings, {}) == 77
+    assert _asked(SessionsService, settings, {"http_port": "0"}) == 77
     assert _asked(NoopService, settings, {}) == 77

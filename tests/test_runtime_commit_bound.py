@@ -23,11 +23,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtrail.config import Settings
-from runtrail.kafka.broker import LocalBroker
 from runtrail.runtime import Delivered, Service
 from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.retry import classify
 from runtrail.runtime.runner import ServiceRunner
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.support import (
     ServiceProcess,
     committed_offsets,

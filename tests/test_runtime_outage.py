@@ -23,10 +23,10 @@ import pytest
 from confluent_kafka import Producer
 
 from runtrail.audit.stores import open_link_store
-from runtrail.kafka.broker import LocalBroker
 from runtrail.projection import open_projection_store
 from runtrail.runtime.deadletter import H_OFFSET, H_SERVICE, H_VALUE_SIZE, DeadLetterProducer
 from runtrail.runtime.unavailable import StoreUnavailable
+from runtrail_tools.kafka.broker import LocalBroker
 from tests.projector_support import sqlite_url, stored_offsets
 from tests.support import (
     ServiceProcess,

@@ -43,7 +43,7 @@ def ensure_topics(bootstrap: str, env: dict[str, str], partitions: int = 1) -> N
         [
             sys.executable,
             "-m",
-            "runtrail.cli.main",
+            "runtrail_tools.cli.main",
             "topics",
             "ensure",
             "--bootstrap-servers",

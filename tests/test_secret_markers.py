@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from runtrail.publisher.secret_keys import KEY_QUALIFIERS, SECRET_SUFFIXES
 from runtrail.publisher.secret_markers import has_marker
+from tests.examples import examples
 from tests.secret_markers_reference import has_marker as reference
 
 FRAGMENTS = [
@@ -22,7 +23,7 @@ FRAGMENTS = [
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=12).map("".join) | st.text(max_size=80)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(texts)
 def test_the_same_answer_as_one_scan_per_marker(text: str) -> None:
     assert has_marker(text) == reference(text)

@@ -29,14 +29,14 @@ from typing import Any
 import pytest
 
 from runtrail.config import Settings
-from runtrail.devstack.catchup import end_offsets, wait_caught_up
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
 from runtrail.events import CURRENT_VERSIONS
 from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.devstack.catchup import end_offsets, wait_caught_up
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
 from tests.secret_shapes import Shape, shapes
-from tests.support import consume_all
+from tests.support import consume_all, stack_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -93,14 +93,10 @@ def stack(
     kafka_bootstrap: str, tmp_path: Path, no_umask: None
 ) -> Iterator[tuple[DevStack, Settings]]:
     prefix = f"secrets-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=tmp_path / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        tmp_path / "state",
+        prefix,
         partitions=2,
         spool_dir=tmp_path / "state" / "spool",
     )
@@ -129,7 +125,7 @@ def cli_env(settings: Settings, tenant: str) -> dict[str, str]:
 
 def runtrail(settings: Settings, tenant: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", *args],
+        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,

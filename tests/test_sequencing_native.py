@@ -22,6 +22,7 @@ from runtrail.events.native import NATIVE
 from runtrail.runtime import sequencing
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.sequencing import SequenceChecker, Verdict, new_sequence_checker
+from tests.examples import examples
 from tests.support import form
 
 if NATIVE is None:  # never a skip: the suite is run with the extension (make install)
@@ -40,7 +41,7 @@ _holder = st.tuples(st.just("holder"), *_run, st.integers(1, 9))
 _drop = st.tuples(st.just("drop"), st.lists(st.integers(0, 1), max_size=2))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     window=st.integers(1, 5),
     max_runs=st.integers(1, 12),

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.cli.main import main
 from runtrail.events import validate_json_form
 from runtrail.sessions import AgentSession, parse_snapshot
 from runtrail.sessions.store_file import FileSessionStore
+from runtrail_tools.cli.main import main
 from tests.sessions_support import built_snapshot, session_forms
 from tests.support import create_topic, produce_forms, unique_topic
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from runtrail.settings_catalog import masked
+from runtrail_tools.settings_catalog import masked
 
 SECRETS = {
     "sasl.password": "pw-kafka-1",
@@ -24,7 +24,7 @@ SECRETS = {
 def run_settings(env: dict[str, str]) -> str:
     base = {k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_")}
     done = subprocess.run(
-        [sys.executable, "-m", "runtrail.cli.main", "settings"],
+        [sys.executable, "-m", "runtrail_tools.cli.main", "settings"],
         capture_output=True,
         text=True,
         timeout=60,

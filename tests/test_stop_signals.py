@@ -43,7 +43,7 @@ def test_sigterm_while_the_service_imports_still_exits_0(
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
-                sys.executable, "-m", "runtrail.cli.main", "run", "noop",
+                sys.executable, "-m", "runtrail_tools.cli.main", "run", "noop",
                 "--group", f"g-{topic}", "--bootstrap-servers", kafka_bootstrap,
                 "--events-topic", topic, "--metrics-port", "0", "-v",
                 "-o", f"output={tmp_path / 'noop.out'}",

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from runtrail.cli.main import main
 from runtrail.config import Settings
 from runtrail.kafka.topics import (
     Difference,
@@ -21,6 +20,7 @@ from runtrail.kafka.topics import (
     ensure_topics,
     wait_for_topics,
 )
+from runtrail_tools.cli.main import main
 from tests.kafka_fixture import TopicFactory
 
 COMPACTED_ROLES = {"resume-cache", "sessions"}

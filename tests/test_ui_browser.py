@@ -27,10 +27,11 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from runtrail.config import Settings
-from runtrail.devstack.ports import find_free_base
-from runtrail.devstack.stack import DevStack, StackOptions
-from runtrail.devstack.state import StackState
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.devstack.ports import find_free_base
+from runtrail_tools.devstack.stack import DevStack, StackOptions
+from runtrail_tools.devstack.state import StackState
+from tests.support import stack_settings
 from tests.test_demo_e2e import Printed, parse_runs
 from tests.ui_support import chrome, explorer, ui_env
 
@@ -59,14 +60,10 @@ class DemoStack:
 def demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
     root = tmp_path_factory.mktemp("ui-demo")
     prefix = f"ui-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        state_dir=root / "state",
-        events_topic=f"{prefix}.events",
-        dlq_topic=f"{prefix}.events.dlq",
-        resume_cache_topic=f"{prefix}.resume-cache",
-        sessions_topic=f"{prefix}.sessions",
-        audit_topic=f"{prefix}.audit",
+    settings = stack_settings(
+        kafka_bootstrap,
+        root / "state",
+        prefix,
         partitions=3,
     )
     options = StackOptions(
@@ -79,7 +76,14 @@ def demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         env = ui_env(Path(state.state_dir))
         env["RUNTRAIL_SPOOL_DIR"] = str(root / "spool")
         done = subprocess.run(
-            [sys.executable, "-m", "runtrail.cli.main", "demo", "--state-dir", state.state_dir],
+            [
+                sys.executable,
+                "-m",
+                "runtrail_tools.cli.main",
+                "demo",
+                "--state-dir",
+                state.state_dir,
+            ],
             capture_output=True,
             text=True,
             timeout=400,
@@ -457,7 +461,7 @@ def read_events(
 
 
 def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: DemoStack) -> None:
-    from runtrail.ui.live import Partitions
+    from runtrail_tools.ui.live import Partitions
 
     tenant = "acme"
     run_id = demo.runs_of(tenant)[0].run_id

@@ -56,7 +56,7 @@ def chrome() -> Any:
 @contextmanager
 def explorer(state_dir: Path, env: Mapping[str, str], *flags: str, log: Path) -> Iterator[str]:
     """``runtrail ui`` as a process of its own on a free port; yields its URL."""
-    argv = [sys.executable, "-m", "runtrail.cli.main", "ui", "--state-dir", str(state_dir)]
+    argv = [sys.executable, "-m", "runtrail_tools.cli.main", "ui", "--state-dir", str(state_dir)]
     argv += ["--port", "0", *flags]
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env))

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runtrail.kafka.client_log import client_logger
+
 
 class Settings(BaseSettings):
     """Settings shared by the CLI, the publisher and every service."""
@@ -91,6 +93,27 @@ class Settings(BaseSettings):
         "path safe (librdkafka #4059).",
     )
     auto_offset_reset: str = Field(default="earliest", description="Where a new group starts.")
+    dlq_max_consecutive: int = Field(
+        default=100,
+        ge=0,
+        description="Dead-letter limit: at most this many handler-error dead letters in a row "
+        "per partition; the next handler error stops consuming that partition (paused, not "
+        "ready, nothing committed from the run's first event; a restart resumes there). "
+        "0: no bound.",
+    )
+    dlq_max_ratio: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Dead-letter limit: at most this share of handler errors among the last "
+        "dlq_ratio_window offsets of a partition; one more stops it like dlq_max_consecutive. "
+        "0 (or 1): no bound.",
+    )
+    dlq_ratio_window: int = Field(
+        default=1000,
+        ge=0,
+        description="Offsets per partition over which dlq_max_ratio is counted. 0: no bound.",
+    )
     metrics_host: str = Field(
         default="127.0.0.1", description="Bind address of /metrics, /healthz, /readyz."
     )
@@ -189,6 +212,11 @@ class Settings(BaseSettings):
         description="Where Maven-fetched broker jars are cached.",
     )
     kafka_heap: str = Field(default="512m", description="-Xmx of the local broker JVM.")
+    kafka_jvm_options: str = Field(
+        default="",
+        description="Extra JVM options of the local broker, space-separated (the suite uses "
+        "-XX:TieredStopAtLevel=1: a broker that starts on about half the CPU).",
+    )
 
     @field_validator("kafka_options", mode="before")
     @classmethod
@@ -200,10 +228,17 @@ class Settings(BaseSettings):
         return value
 
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
-        """librdkafka config for a client: bootstrap servers + passthrough options + overrides."""
+        """librdkafka config for a client: bootstrap servers + passthrough options + overrides.
+
+        It holds a ``logger`` (unless the caller passes one): librdkafka's log lines then go
+        through ``logging``, rate-limited, never raw to stderr. That object is no librdkafka
+        option: the config is for a client's constructor, never to be serialised (what is,
+        ``kafka_options``, stays plain strings).
+        """
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
         config.update(self.kafka_options)
         config.update(overrides)
+        config.setdefault("logger", client_logger())
         return config
 
 

@@ -11,17 +11,24 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-#: top-level module -> the extra of ``runtrail`` that installs it
+#: top-level module -> the extra of ``runtrail`` to install for it. A module several extras
+#: bring names the one that covers every feature using it: ``services`` holds all of
+#: ``commands`` (starlette, uvicorn, prometheus_client), so it is the answer for the run
+#: explorer and the command API alike.
 EXTRAS: dict[str, str] = {
     "prometheus_client": "services",
     "cryptography": "services",
-    "zstandard": "services",
+    "starlette": "services",
+    "uvicorn": "services",
     "psycopg": "postgres",
     "psycopg_pool": "postgres",
     "obstore": "s3",
+    "zstandard": "s3",
     "langchain_core": "langchain",
     "langgraph": "langgraph",
     "opentelemetry": "otel",
+    # protobuf (``google.protobuf``): opentelemetry-proto brings it, for the otlp-ingest receiver
+    "google": "otel",
     "agents": "openai-agents",
 }
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 from runtrail.capture import CaptureSink, Hold, NodeIoRecord, NodePairer
 from runtrail.capture.pairer import wall_ms
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import CAPTURE_RECORDS
+from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail_services.capture.metrics import CaptureMetrics
 from runtrail_services.capture.settings import CaptureSettings
@@ -31,12 +31,6 @@ log = logging.getLogger(__name__)
 
 #: Longest gap between two idle-expiry scans.
 MAX_SCAN_INTERVAL_MS = 1000
-
-
-def redacted(url: str) -> str:
-    """A sink URL fit for logs: no query (it may carry credentials), no user info."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
 
 
 class CaptureService(Service):
@@ -57,7 +51,7 @@ class CaptureService(Service):
         self._scan_every_ms = max(1, min(MAX_SCAN_INTERVAL_MS, self._idle_ms // 4))
         self._next_scan_ms = 0
         log.info(
-            "capture: sink %s, idle flush after %.1fs", redacted(url), self.settings.idle_flush_s
+            "capture: sink %s, idle flush after %.1fs", redact_url(url), self.settings.idle_flush_s
         )
 
     def pairer(self, topic: str) -> NodePairer:

@@ -1,1 +1,1 @@
-"""The command API: seed 002's commands over HTTP, per tenant by bearer token (issue 16)."""
+"""The command API: seed 002's commands over HTTP, per tenant by bearer token."""

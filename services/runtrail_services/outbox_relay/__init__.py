@@ -1,1 +1,1 @@
-"""The outbox relay: a command store's appended events onto the events topic (issue 16)."""
+"""The outbox relay: a command store's appended events onto the events topic."""

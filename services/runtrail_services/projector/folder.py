@@ -108,7 +108,7 @@ class Pending:
 
 class FolderOptions(TypedDict, total=False):
     """The keyword options of :class:`RunFolder`, passed on as they are by the rebuild's
-    :class:`~runtrail_services.projector.rebuild.ReplayFold`."""
+    :class:`~runtrail_services.projector.replay_fold.ReplayFold`."""
 
     snapshot_every: int
     cached_runs: int

@@ -58,12 +58,12 @@ from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.runtime.gc_tuning import service_gc
 from runtrail_services.projector.folder import FolderOptions, RunKey
-from runtrail_services.projector.rebuild import (
+from runtrail_services.projector.replay_fold import (
     Progress,
     ReplayFold,
     ReplaySummary,
     Unreadable,
-    _replay,
+    replay,
 )
 from runtrail_services.projector.topic_reader import BoundedTopicReader, PartitionRange
 
@@ -242,7 +242,7 @@ class _Share:
                 self.ranges.append(task)
                 self.reader.ranges = [task]  # the same consumer, assigned this one partition
                 part = ReplaySummary(topic=self.topic, ranges=[task])
-                _replay(
+                replay(
                     self.reader,
                     self.codec,
                     self.fold,

@@ -49,6 +49,7 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from runtrail.persistence.kinds import PROJECTIONS
 from runtrail.persistence.registry import open_store
+from runtrail.persistence.urls import redact_url
 from runtrail.projection import (
     PROJECTOR_VERSION,
     Halt,
@@ -66,14 +67,6 @@ from runtrail_services.projector.settings import ProjectorSettings
 log = logging.getLogger(__name__)
 
 
-def redacted(url: str) -> str:
-    """A store URL fit for logs: no password, no query."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        rest = rest.rsplit("@", 1)[1]
-    return f"{scheme}{sep}{rest.split('?', 1)[0]}"
-
-
 class ProjectorService(Service):
     """Applies every event to its run's projection; halts runs it cannot apply to."""
 
@@ -86,7 +79,7 @@ class ProjectorService(Service):
         self.settings = ProjectorSettings.load(context.options)
         url = self.settings.resolved_store_url(context.settings.state_dir)
         self.store = open_store(PROJECTIONS, url)
-        self._what = f"projection store {redacted(url)}"
+        self._what = f"projection store {redact_url(url)}"
         self.metrics = ProjectorMetrics(self.name, context.registry)
         self.metrics.halted_runs.set(len(self.store.list(halted=True)))
         self._folders: dict[Partition, RunFolder] = {}
@@ -96,7 +89,7 @@ class ProjectorService(Service):
         self._unconfirmed: dict[Partition, int] = {}
         log.info(
             "projector: store %s, snapshot every %d, projector v%d",
-            redacted(url),
+            redact_url(url),
             self.settings.snapshot_every,
             PROJECTOR_VERSION,
         )

@@ -55,7 +55,6 @@ from runtrail.events.jsonform import canonical_bytes
 GENESIS_HASH = "0" * 64
 
 _SEPARATOR = b"|"
-_HEX = frozenset("0123456789abcdef")
 
 
 class SealedEvent(Mapping[str, Any]):
@@ -122,8 +121,3 @@ def hash_canonical(prev_hash: str, canonical: bytes) -> str:
 def link_hash(prev_hash: str, event: Mapping[str, Any]) -> str:
     """``sha256(prevHash + "|" + JCS(event))`` as lowercase hex."""
     return hash_canonical(prev_hash, canonical_event(event))
-
-
-def is_hash(value: object) -> bool:
-    """Whether ``value`` is 64 lowercase hex characters (the only form a hash is stored in)."""
-    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)

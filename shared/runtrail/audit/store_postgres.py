@@ -49,7 +49,7 @@ from runtrail.persistence.registry import register
 from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 
 #: The tables and triggers as the first release created them (migration 1 adopts them as is).
-WAVE1_SCHEMA = """
+FIRST_SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_links (
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -108,7 +108,7 @@ CREATE OR REPLACE TRIGGER audit_checkpoint_heads_no_truncate BEFORE TRUNCATE
 AUDIT_POSTGRES = Component(
     "audit",
     (
-        Migration(1, "wave-1 tables", (WAVE1_SCHEMA,)),
+        Migration(1, "the first tables", (FIRST_SCHEMA,)),
         Migration(
             2,
             "offsets move into the tracking table",

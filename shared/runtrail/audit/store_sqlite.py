@@ -38,7 +38,7 @@ from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
 
 #: The tables and triggers as the first release created them (migration 1 adopts them as is).
-WAVE1_SCHEMA: tuple[str, ...] = (
+FIRST_SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS audit_links (
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -83,7 +83,7 @@ BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
 AUDIT_SQLITE = Component(
     "audit",
     (
-        Migration(1, "wave-1 tables", WAVE1_SCHEMA),
+        Migration(1, "the first tables", FIRST_SCHEMA),
         Migration(
             2,
             "offsets move into the tracking table",

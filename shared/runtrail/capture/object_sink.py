@@ -15,14 +15,15 @@ from typing import Any
 
 import obstore
 import obstore.exceptions
-import zstandard
 
 from runtrail.capture.layout import partition_dir
-from runtrail.capture.object_store import open_store
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.urls import pop_int, split_options
-from runtrail.persistence.kinds import CAPTURE_RECORDS, OBJECT_STORE_SCHEMES
+from runtrail.extras import require
+from runtrail.persistence.kinds import CAPTURE_RECORDS
+from runtrail.persistence.object_store import open_store
 from runtrail.persistence.registry import register
+from runtrail.persistence.urls import OBJECT_STORE_SCHEMES
 from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
@@ -57,6 +58,9 @@ class ObjectStoreSink:
     ) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
+        #: zstandard when compressing: asked for here, so a missing one fails at open, not
+        #: at the first upload
+        self._zstd = require("zstandard", "compression=zstd") if compression == "zstd" else None
         self.store = store
         self.compressed = compression == "zstd"
         self.zstd_level = zstd_level
@@ -116,8 +120,8 @@ class ObjectStoreSink:
 
     def _upload(self, key: tuple[str, str], batch: _Batch) -> None:
         body = b"".join(batch.lines.values())
-        if self.compressed:
-            body = zstandard.ZstdCompressor(level=self.zstd_level).compress(body)
+        if self._zstd is not None:
+            body = self._zstd.ZstdCompressor(level=self.zstd_level).compress(body)
         path = object_key(key[0], key[1], list(batch.lines), self.compressed)
         obstore.put(self.store, path, body)
         self.uploaded.append(path)

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import zstandard
 from pydantic import ValidationError
 
 from runtrail.capture.layout import tenant_segment
@@ -52,7 +51,7 @@ def _object_lines(
     require("obstore", f"reading capture records at {urlsplit(url).scheme}://")
     import obstore
 
-    from runtrail.capture.object_store import open_store
+    from runtrail.persistence.object_store import open_store
 
     store = open_store(url, options)
     prefix = tenant_segment(tenant) + "/" if tenant is not None else None
@@ -62,6 +61,7 @@ def _object_lines(
     for path in sorted(paths):
         body = bytes(obstore.get(store, path).bytes())
         if path.endswith(".zst"):
+            zstandard = require("zstandard", "reading compressed capture objects (.jsonl.zst)")
             body = zstandard.ZstdDecompressor().decompressobj().decompress(body)
         for number, line in enumerate(body.splitlines(keepends=True), 1):
             if line.endswith(b"\n"):

@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from runtrail.commands.store import EventStore, JsonDict, OutboxKey
 from runtrail.events import EventCodec
+from runtrail.kafka.client_log import with_client_logger
 from runtrail.publisher.headers import event_headers
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ class OutboxRelay:
         self.timeout_s = timeout_s
         self.codec = EventCodec()
         self.stats = RelayStats()
-        self._consumer_config = dict(consumer_config)
+        self._consumer_config = with_client_logger(consumer_config)
         config = {
-            **producer_config,
+            **with_client_logger(producer_config),
             "transactional.id": transactional_id,
             "enable.idempotence": True,
         }

@@ -22,7 +22,6 @@ from typing import Any
 import orjson
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
-from pydantic import BaseModel
 
 from runtrail.events.envelope import DATA_MODELS, EventData
 
@@ -214,7 +213,3 @@ def retained_schemas() -> tuple[WriterSchema, ...]:
     if not schemas:
         raise RuntimeError(f"no Avro schemas found in {schemas_dir()}")
     return schemas
-
-
-def model_fields_of(model: type[BaseModel]) -> list[str]:
-    return [info.alias or name for name, info in model.model_fields.items()]

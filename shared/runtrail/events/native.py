@@ -47,6 +47,10 @@ def load(mode: str | None = None) -> ModuleType | None:
         return None
     try:
         module = importlib.import_module("runtrail_native")
+        if getattr(module, "__file__", None) is None:
+            # an editable install puts shared/ on sys.path, where the crate's source folder
+            # imports as an empty namespace package: that is not the built extension
+            raise ImportError("runtrail_native is not built (only its source folder is found)")
     except ImportError as exc:
         if mode == "required":
             raise NativeUnavailable(

@@ -1,4 +1,4 @@
-"""The one persistence layer every store kind is built on (issue 14 item 1).
+"""The one persistence layer every store kind is built on.
 
 One module per job:
 
@@ -13,6 +13,7 @@ Each store kind keeps its own interface (e.g. :mod:`runtrail.projection.store`),
 once per adapter module (``store_sqlite``, ``store_postgres``) on these parts.
 """
 
+from runtrail.persistence import kinds  # noqa: F401  (defines the kinds a string may name)
 from runtrail.persistence.registry import StoreKind, UnsupportedStoreUrl, open_store, register
 from runtrail.persistence.urls import redact_url, sqlite_url
 

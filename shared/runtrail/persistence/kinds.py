@@ -20,17 +20,6 @@ if TYPE_CHECKING:
     from runtrail.sessions.checkpoints import CheckpointBackend
     from runtrail.sessions.store import AgentSessionStore
 
-#: The schemes obstore opens (capture records go to any object store it knows).
-OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl", "http", "https")
-
-#: The schemes whose adapters need a driver from an extra: a URL of one of them, opened where
-#: that extra is not installed, raises :class:`~runtrail.extras.MissingExtra` naming it.
-SCHEME_EXTRAS: dict[str, str] = {
-    "postgresql": "postgres",
-    "postgres": "postgres",
-    **dict.fromkeys(OBJECT_STORE_SCHEMES, "s3"),
-}
-
 PROJECTIONS: StoreKind[ProjectionStore] = define_kind(
     "projection",
     "projection store",

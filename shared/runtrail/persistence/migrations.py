@@ -10,9 +10,9 @@ order, and records each in ``runtrail_migrations`` (component, version, name, ap
   the second opener waits, then finds everything applied;
 * a store whose recorded version of a component is **newer than the code knows** is refused
   with :class:`StoreTooNew` (old code must not write a schema it does not understand);
-* **migration 1** of each component is the wave-1 schema (``IF NOT EXISTS`` only there), so
-  a store created by the previous release is adopted as it is, rows kept; later migrations
-  change it (e.g. move the old offset table into the tracking table).
+* **migration 1** of each component is its first schema (``IF NOT EXISTS`` only there), so
+  a store whose tables predate the migrations table is adopted as it is, rows kept; later
+  migrations change it (e.g. move the old offset table into the tracking table).
 
 A migration's steps are SQL statements, or a function given the transaction's cursor.
 """

@@ -9,7 +9,7 @@ A kind names the modules that register its adapters; they are imported on the ki
 open, so a process that never opens a PostgreSQL store never imports psycopg, and an adapter
 whose driver is not installed is reported by name (with the import error) instead of being
 an unknown scheme; when that driver comes with an extra (psycopg: ``postgres``, obstore:
-``s3``; see ``kinds.SCHEME_EXTRAS``) the error is a :class:`~runtrail.extras.MissingExtra`
+``s3``; see ``urls.SCHEME_EXTRAS``) the error is a :class:`~runtrail.extras.MissingExtra`
 naming the ``pip install`` to run.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
 from runtrail.extras import MissingExtra, explain
-from runtrail.persistence.urls import redact_url, scheme_of
+from runtrail.persistence.urls import SCHEME_EXTRAS, redact_url, scheme_of
 
 T = TypeVar("T")
 
@@ -79,8 +79,6 @@ def register(kind: StoreKind[Any] | str, schemes: tuple[str, ...], factory: Fact
 def _kind(kind: StoreKind[Any] | str) -> StoreKind[Any]:
     if not isinstance(kind, str):
         return kind
-    import runtrail.persistence.kinds  # noqa: F401  (defines the kinds)
-
     found = _kinds.get(kind)
     if found is None:
         raise ValueError(f"unknown store kind {kind!r} (known: {', '.join(sorted(_kinds))})")
@@ -120,7 +118,8 @@ def open_store(kind: StoreKind[Any] | str, url: str, **options: Any) -> Any:
     """The ``kind`` store at ``url``, opened by the adapter registered for its scheme.
 
     Raises :class:`~runtrail.extras.MissingExtra` when the scheme's adapter needs a driver
-    whose extra is not installed, else :class:`UnsupportedStoreUrl` (a ValueError) naming the
+    whose extra is not installed, or the kind's adapters an extra that is no driver's (the
+    audit store: ``services``), else :class:`UnsupportedStoreUrl` (a ValueError) naming the
     kind, the URL (redacted), the schemes known, and any adapter module of the kind that could
     not be imported.
     """
@@ -130,9 +129,13 @@ def open_store(kind: StoreKind[Any] | str, url: str, **options: Any) -> Any:
     factory = _factories.get(found.name, {}).get(scheme)
     if factory is not None:
         return cast(Any, factory(url, **options))
-    from runtrail.persistence.kinds import SCHEME_EXTRAS
-
-    lacking = _missing.get(found.name, {}).get(SCHEME_EXTRAS.get(scheme, ""))
+    missing_here = _missing.get(found.name, {})
+    lacking = missing_here.get(SCHEME_EXTRAS.get(scheme, ""))
+    if lacking is None:
+        # an extra that is no store driver (services: the audit store's signatures) is needed
+        # by the kind itself, whatever the scheme
+        drivers = set(SCHEME_EXTRAS.values())
+        lacking = next((m for e, m in sorted(missing_here.items()) if e not in drivers), None)
     if lacking is not None:
         raise MissingExtra(str(lacking.name), lacking.extra, f"{found.label} at {scheme}://")
     known = ", ".join(f"{s}://" for s in schemes(found)) or "none"

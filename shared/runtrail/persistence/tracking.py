@@ -124,7 +124,7 @@ def _percent(statement: str) -> str:
 
 
 def adopt_statements(component: str, old_table: str, partition_column: str) -> tuple[str, ...]:
-    """A migration's steps moving a wave-1 offset table into the tracking table (its
+    """A migration's steps moving a per-component offset table (the layout before tracking) into the tracking table (its
     positions kept; the old table dropped so no code can keep writing it unnoticed)."""
     return (
         f"INSERT INTO {TABLE} (component, topic, partition, next_offset) "

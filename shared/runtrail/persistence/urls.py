@@ -13,6 +13,17 @@ from urllib.parse import unquote, urlsplit
 #: ``sqlite:///:memory:``'s path: an in-process database, no file.
 MEMORY = ":memory:"
 
+#: The schemes obstore opens (capture records go to any object store it knows).
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl", "http", "https")
+
+#: The schemes whose adapters need a driver from an extra: a URL of one of them, opened where
+#: that extra is not installed, raises :class:`~runtrail.extras.MissingExtra` naming it.
+SCHEME_EXTRAS: dict[str, str] = {
+    "postgresql": "postgres",
+    "postgres": "postgres",
+    **dict.fromkeys(OBJECT_STORE_SCHEMES, "s3"),
+}
+
 
 def scheme_of(url: str) -> str:
     """The URL's scheme, lower case; ``""`` when ``url`` has none (a bare path)."""

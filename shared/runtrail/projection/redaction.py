@@ -20,11 +20,6 @@ from runtrail.projection.errors import InvalidTransition
 REDACTED = "[REDACTED]"
 
 
-def is_redacted(value: str | None) -> bool:
-    """Whether ``value`` is, or contains, the redaction marker."""
-    return value is not None and REDACTED in value
-
-
 def clear(event: Event, name: str, value: str) -> str:
     """``value`` if it is not redacted; otherwise the event is rejected."""
     if REDACTED in value:

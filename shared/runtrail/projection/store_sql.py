@@ -24,7 +24,7 @@ from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
 from runtrail.projection.store import EventCoordinates, Halt, StoreConflict, StoredProjection
 
 #: The tables as the first release created them (migration 1 adopts a store it made as is).
-WAVE1_SCHEMA: tuple[str, ...] = (
+FIRST_SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS projections (
         tenant_id TEXT NOT NULL,
         run_id TEXT NOT NULL,
@@ -64,7 +64,7 @@ WAVE1_SCHEMA: tuple[str, ...] = (
 PROJECTION = Component(
     "projection",
     (
-        Migration(1, "wave-1 tables", WAVE1_SCHEMA),
+        Migration(1, "the first tables", FIRST_SCHEMA),
         Migration(
             2,
             "offsets move into the tracking table",

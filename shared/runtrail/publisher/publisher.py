@@ -61,6 +61,7 @@ from runtrail.events import (
 )
 from runtrail.events.codec import validate_exact
 from runtrail.events.limits import EventLimits
+from runtrail.kafka.client_log import client_logger
 from runtrail.publisher.envelope_defaults import (
     DEFAULT_ACTOR,
     fill_defaults,
@@ -187,7 +188,7 @@ class Publisher:
         self._config = producer_config(
             settings,
             error_cb=self._on_kafka_error,
-            logger=logging.getLogger("runtrail.publisher.librdkafka"),
+            logger=client_logger("runtrail.publisher.librdkafka"),
             **dict(producer_overrides or {}),
         )
         self._factory: ProducerFactory = producer_factory or Producer
@@ -860,7 +861,7 @@ class Publisher:
                 if entry.index < start or entry.index >= until or record is None:
                     continue
                 if record.event_id is None or record.timestamp_ms is None:
-                    continue  # a wave-1 spool record: resent at least once
+                    continue  # a JSON-lines spool record (no id): resent at least once
                 ids.add(record.event_id)
                 if since is None or record.timestamp_ms < since:
                     since = record.timestamp_ms

@@ -19,6 +19,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from runtrail.kafka.client_log import client_logger
+
 log = logging.getLogger(__name__)
 
 #: Read from this long before the earliest accept time (clock steps, LogAppendTime topics).
@@ -48,7 +50,7 @@ def already_on_topic(
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            "logger": logging.getLogger("runtrail.publisher.librdkafka"),
+            "logger": client_logger("runtrail.publisher.librdkafka"),
         }
     )
     found: set[str] = set()

@@ -1,4 +1,4 @@
-"""The wave-1 spool file (JSON lines), kept to read and import old spools; and SpoolRecord.
+"""The JSON-lines spool file, read only to import one into the WAL; and SpoolRecord.
 
 The publisher now writes :mod:`runtrail.publisher.wal` (every accepted event, binary frames).
 A spool file left by an older publisher is moved into the WAL of the same slot when a new
@@ -54,7 +54,7 @@ class SpoolRecord(NamedTuple):
     value: bytes
     headers: Headers
     event_id: str | None = None
-    #: When publish() accepted it (the Kafka message timestamp; None in wave-1 spools).
+    #: When publish() accepted it (the Kafka message timestamp; None in JSON-lines spools written before it was recorded).
     timestamp_ms: int | None = None
     #: The event's per-run sequence (so a restarted publisher knows what its spool holds).
     sequence: int | None = None

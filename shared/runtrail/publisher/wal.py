@@ -18,8 +18,8 @@ holds that one; an exclusive ``flock`` on ``lock`` marks ownership), all 0700/06
   replaced atomically. It may lag (it is stored about once a second): the records between it
   and the true position are found on the topic by the recovery scan, not resent.
 
-A torn last frame (a crash mid-write) is cut off at open. A wave-1 spool file
-(``<topic>.spool`` JSON lines) of the same slot is imported at open, then removed.
+A torn last frame (a crash mid-write) is cut off at open. A JSON-lines spool file
+(``<topic>.spool``) of the same slot is imported at open, then removed.
 """
 
 from __future__ import annotations
@@ -389,13 +389,13 @@ class Wal:
         os.replace(tmp, self._cursor_path)
 
     def _import_legacy(self, path: Path) -> None:
-        """Move what a wave-1 spool file still holds into this log, then remove the file."""
+        """Move what a JSON-lines spool file still holds into this log, then remove the file."""
         if not path.exists():
             return
         try:
             old = Spool(path)
         except BlockingIOError:
-            return  # a wave-1 publisher still runs on it
+            return  # a publisher that writes JSON lines still runs on it
         moved = 0
         try:
             while True:

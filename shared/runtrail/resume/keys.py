@@ -52,14 +52,6 @@ def tool_key(tool_name: str, arguments: Any) -> str:
     return digest.hexdigest()
 
 
-def content_key(kind: Kind, subject: Any) -> str:
-    """The key of a MODEL prompt, or of a TOOL ``(name, arguments)`` pair."""
-    if kind is Kind.MODEL:
-        return model_key(subject)
-    name, arguments = subject
-    return tool_key(name, arguments)
-
-
 def idempotency_key(run_id: str, call_id: str) -> str:
     """The key a tool receives to make its side effect idempotent: stable across re-runs."""
     digest = hashlib.sha256(b"runtrail-idempotency\x00")

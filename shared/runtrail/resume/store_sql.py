@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 #: The component name of the resume-cache's migrations and positions.
 COMPONENT = "resume-cache"
 
-#: Migration 1: the wave-1 tables, as the previous release created them (adopted as they are).
-_WAVE1 = (
+#: Migration 1: the first tables (``IF NOT EXISTS``: a store that predates migrations is adopted).
+_FIRST_TABLES = (
     """CREATE TABLE IF NOT EXISTS rc_entries (
         tenant_id TEXT NOT NULL,
         run_id TEXT NOT NULL,
@@ -86,7 +86,7 @@ _WAVE1 = (
 MIGRATIONS = Component(
     COMPONENT,
     (
-        Migration(1, "the wave-1 tables", _WAVE1),
+        Migration(1, "the first tables", _FIRST_TABLES),
         Migration(
             2,
             "consumed offsets into the tracking table",

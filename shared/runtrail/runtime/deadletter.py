@@ -18,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from runtrail.kafka.client_log import with_client_logger
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.runtime.retry import retryable_kafka_error
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -96,7 +97,7 @@ class DeadLetterProducer:
         self.max_message_bytes = max_message_bytes(max_event_bytes)
         self._producer = Producer(
             {
-                **config,
+                **with_client_logger(config),
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,

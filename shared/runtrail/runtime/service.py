@@ -97,7 +97,7 @@ class Service(ABC):
     #: Most messages taken per consume call, unless ``RUNTRAIL_BATCH_SIZE`` says otherwise.
     #: Small enough that a batch's events are still in the CPU caches when :meth:`process`
     #: reads them: with 2000 the decode alone cost about twice as much an event, and capture
-    #: ran at about half the rate it has at 250 (docs/PERFORMANCE.md, Session 10). Per-batch
+    #: ran at about half the rate it has at 250 (docs/PERFORMANCE.md). Per-batch
     #: work stays per batch; a service whose batch pays for I/O (an fsync) sets a larger one.
     batch_size: ClassVar[int] = 250
 

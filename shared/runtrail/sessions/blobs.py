@@ -37,7 +37,7 @@ class SnapshotBlobStore:
             self._root = private_dir(file_path(base))
         else:
             require("obstore", f"session snapshot blobs at {urlsplit(base).scheme}://")
-            from runtrail.capture.object_store import open_store
+            from runtrail.persistence.object_store import open_store
 
             self._store = open_store(base, options)
 

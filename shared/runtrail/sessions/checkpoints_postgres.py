@@ -24,8 +24,8 @@ from runtrail.sessions.pg import PostgresBacked
 TABLE = "runtrail_thread_records"
 _KEY = "tenant_id, thread_id, kind, ns, k1, k2, k3"
 
-#: Migration 1 is the wave-1 table, as the previous release created it (adopted as it is).
-_WAVE1 = f"""
+#: Migration 1 is the first table (``IF NOT EXISTS``: a store that predates migrations is adopted).
+_FIRST_TABLE = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     tenant_id TEXT COLLATE "C" NOT NULL,
     thread_id TEXT COLLATE "C" NOT NULL,
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 )
 """
 MIGRATIONS = Component(
-    "checkpoints", (Migration(1, "the wave-1 checkpoint records table", (_WAVE1,)),)
+    "checkpoints", (Migration(1, "the checkpoint records table", (_FIRST_TABLE,)),)
 )
 
 _INSERT = f"""

@@ -29,8 +29,8 @@ from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
 
 TABLE = "runtrail_sessions"
 
-#: Migration 1 is the wave-1 table, as the previous release created it (adopted as it is).
-_WAVE1 = f"""
+#: Migration 1 is the first table (``IF NOT EXISTS``: a store that predates migrations is adopted).
+_FIRST_TABLE = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     tenant_id TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 )
 """
 
-MIGRATIONS = Component("sessions", (Migration(1, "the wave-1 sessions table", (_WAVE1,)),))
+MIGRATIONS = Component("sessions", (Migration(1, "the sessions table", (_FIRST_TABLE,)),))
 
 _COLUMNS = "tenant_id, session_id, revision, code_version, digest, snapshot, updated_at"
 _VALUES = "%s, %s, %s, %s, %s, %s, clock_timestamp()"

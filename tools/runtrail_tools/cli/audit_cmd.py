@@ -1,0 +1,423 @@
+"""``runtrail audit …``: verify, export, head, prove, checkpoint, keygen.
+
+Every command prints JSON on stdout. Exit status: 0 when all is well, 1 when a chain is invalid
+or a command found nothing to act on (``verify``/``export`` of a run with no chain fail, naming
+the tenant and run looked up: verifying nothing is never "valid"), 2 when the input cannot be used (a missing file, an
+unreachable store, an untrusted checkpoint). ``--store URL`` (or ``RUNTRAIL_AUDIT_STORE_URL``)
+picks the link store; the default is the embedded ``sqlite:///<state dir>/audit.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtrail.audit.checkpoint import verify_checkpoint
+from runtrail.audit.errors import AuditError
+from runtrail.audit.export import export_lines, read_export, verify_export, write_export
+from runtrail.audit.link import Link, genesis_head
+from runtrail.audit.store import LinkStore, verify_stored
+from runtrail.audit.verify import ChainVerification, nothing_verified
+from runtrail.config import Settings
+from runtrail.files import private_dir
+from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.registry import open_store
+from runtrail.persistence.urls import redact_url
+from runtrail_tools.cli.common import add_common_flags, settings_from_args
+
+if TYPE_CHECKING:  # the service package is imported only when a command runs
+    from runtrail_services.audit.settings import AuditSettings
+
+log = logging.getLogger(__name__)
+
+VALID, INVALID, UNUSABLE = 0, 1, 2
+
+
+class Unusable(Exception):
+    """The command cannot do its job with what it was given (exit status 2)."""
+
+
+class NothingFound(Exception):
+    """The store holds nothing for what was asked (exit status 1): never a silent success."""
+
+
+def _no_chain(command: str, tenant: str, run: str, url: str) -> NothingFound:
+    return NothingFound(
+        f"audit {command}: no audit chain for tenant {tenant!r}, run {run!r} in "
+        f"{redact_url(url)} (check --tenant and --run)"
+    )
+
+
+def _emit(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False), flush=True)
+
+
+def _verdict(result: ChainVerification) -> int:
+    _emit(result.to_json())
+    if result.detail and not result.valid:
+        print(f"audit verify: {result.reason}: {result.detail}", file=sys.stderr)
+    return VALID if result.valid else INVALID
+
+
+# --- registration ----------------------------------------------------------------------------
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="verify, export and prove the audit chains",
+        description="Verify, export and prove the per-run audit hash chains.",
+    )
+    commands = parser.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
+
+    verify, chain = _chain_command(
+        commands, "verify", "verify a run's chain (store) or an export (file)"
+    )
+    source = chain.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="run ID whose chain in the store to verify")
+    source.add_argument("--file", type=Path, help="an export (links.jsonl) to verify, no DB")
+    verify.add_argument(
+        "--checkpoint",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="NOTE",
+        help="a signed checkpoint you trust (repeat for several: a fork is then detected)",
+    )
+    verify.add_argument(
+        "--public-key",
+        type=Path,
+        help="key that signed the checkpoints: name+id+key string, PEM or raw Ed25519",
+    )
+    verify.add_argument(
+        "--proof",
+        type=Path,
+        action="append",
+        default=[],
+        help="head proof (from `audit prove`) per --checkpoint, in order; "
+        "missing ones are taken from the store",
+    )
+    verify.set_defaults(func=cmd_verify)
+
+    export, chain = _chain_command(commands, "export", "write a run's links as JSONL")
+    chain.add_argument("--run", required=True, help="run ID to export")
+    export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    export.set_defaults(func=cmd_export)
+
+    head, chain = _chain_command(
+        commands, "head", "print a run's head {tenantId, runId, length, hash}"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
+    head.set_defaults(func=cmd_head)
+
+    prove, chain = _chain_command(
+        commands, "prove", "inclusion proof of a run's head in a checkpoint"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
+    prove.add_argument("--checkpoint-id", type=int, help="a stored checkpoint (default: latest)")
+    prove.add_argument("-o", "--output", type=Path, help="also write the JSON to this file")
+    prove.set_defaults(func=cmd_prove)
+
+    checkpoint = _command(commands, "checkpoint", "sign a checkpoint over all run heads now")
+    checkpoint.add_argument("-o", "--output", type=Path, help="write the signed note here")
+    checkpoint.add_argument(
+        "--no-publish", action="store_true", help="do not publish it to the audit topic"
+    )
+    checkpoint.set_defaults(func=cmd_checkpoint)
+
+    keygen = _command(commands, "keygen", "generate the Ed25519 checkpoint signing key")
+    keygen.add_argument("--format", choices=["pem", "raw"], default="pem")
+    keygen.set_defaults(func=cmd_keygen)
+
+
+def _command(
+    commands: Any, name: str, help_text: str, chain: Any = None
+) -> argparse.ArgumentParser:
+    """A subcommand with the store, key and common flags (``--tenant`` among the connection
+    flags unless the command selects a chain: see :func:`_chain_command`)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help_text, description=help_text
+    )
+    if chain is not None:
+        chain(parser)
+    parser.add_argument(
+        "--store",
+        help="link store URL: sqlite:///path.db or postgresql://… (RUNTRAIL_AUDIT_STORE_URL)",
+    )
+    parser.add_argument("--key", type=Path, help="checkpoint key file (RUNTRAIL_AUDIT_KEY_PATH)")
+    parser.add_argument("--key-name", help="checkpoint key name (RUNTRAIL_AUDIT_KEY_NAME)")
+    parser.add_argument("--origin", help="checkpoint origin (RUNTRAIL_AUDIT_ORIGIN)")
+    add_common_flags(parser, tenant=chain is None)
+    return parser
+
+
+def _chain_command(commands: Any, name: str, help_text: str) -> tuple[Any, Any]:
+    """A subcommand whose help lists ``--tenant`` first in a "chain" section, where the caller
+    adds ``--run``: a chain is selected by tenant and run together, not by a connection flag."""
+    groups: list[Any] = []
+
+    def chain(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("chain", "which run's chain: --tenant with --run")
+        group.add_argument(
+            "--tenant", help="tenant ID of the run (RUNTRAIL_TENANT; default: default)"
+        )
+        groups.append(group)
+
+    parser = _command(commands, name, help_text, chain)
+    return parser, groups[0]
+
+
+# --- plumbing --------------------------------------------------------------------------------
+def _audit_settings(args: argparse.Namespace) -> AuditSettings:
+    from runtrail_services.audit.settings import AuditSettings
+
+    return AuditSettings.load(
+        {
+            "store_url": args.store,
+            "key_path": args.key,
+            "key_name": args.key_name,
+            "origin": args.origin,
+        }
+    )
+
+
+def _store_url(args: argparse.Namespace, settings: Settings) -> str:
+    return _audit_settings(args).resolved_store_url(settings.state_dir)
+
+
+@contextmanager
+def _store(args: argparse.Namespace, settings: Settings) -> Iterator[LinkStore]:
+    url = _store_url(args, settings)
+    try:
+        store = open_store(AUDIT_LINKS, url)
+    except Exception as exc:
+        raise Unusable(f"cannot open the audit store {redact_url(url)}: {exc}") from exc
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _guarded(func: Callable[[argparse.Namespace, Settings], int]) -> Callable[..., int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args, settings_from_args(args))
+        except NothingFound as exc:
+            print(json.dumps({"error": str(exc)}), file=sys.stderr)
+            return INVALID
+        except (Unusable, OSError, AuditError, ValueError) as exc:
+            print(json.dumps({"error": str(exc)}), file=sys.stderr)
+            return UNUSABLE
+
+    return run
+
+
+# --- commands --------------------------------------------------------------------------------
+@_guarded
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if args.checkpoint:
+        return _verify_anchored(args, settings)
+    if args.file is not None:
+        if not args.file.exists():
+            raise Unusable(f"no such file: {args.file}")
+        result = verify_export(args.file)
+        if result.length == 0:  # nothing verified is not "valid"
+            print(f"audit verify: {args.file} holds no links", file=sys.stderr)
+            return _verdict(nothing_verified())
+        return _verdict(result)
+    with _store(args, settings) as store:
+        result = verify_stored(store, settings.tenant, args.run)
+    if result.length == 0:
+        print(
+            _no_chain("verify", settings.tenant, args.run, _store_url(args, settings)),
+            file=sys.stderr,
+        )
+        return _verdict(nothing_verified())
+    return _verdict(result)
+
+
+def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail_services.audit.trust import (
+        Anchor,
+        load_verifier,
+        proof_from_store,
+        read_proof,
+        verify_anchored,
+    )
+
+    if args.public_key is None:
+        raise Unusable("--checkpoint needs --public-key (the key that signed it)")
+    if len(args.proof) > len(args.checkpoint):
+        raise Unusable("more --proof files than --checkpoint files")
+    audit = _audit_settings(args)
+    verifier = load_verifier(args.public_key, audit.key_name)
+    checkpoints = []
+    for path in args.checkpoint:
+        try:
+            checkpoints.append(verify_checkpoint(path.read_text("utf-8"), verifier))
+        except AuditError as exc:
+            raise Unusable(f"checkpoint {path} is not trusted: {exc}") from exc
+    proofs = [read_proof(path) for path in args.proof]
+    links: list[Link] = []
+    if args.file is not None:
+        own = verify_export(args.file)
+        if not own.valid:  # broken on its own: that is the finding
+            return _verdict(own)
+        links = read_export(args.file)
+        if links:
+            tenant, run = links[0].tenant_id, links[0].run_id
+        elif proofs:
+            tenant, run = proofs[0].head.tenant_id, proofs[0].head.run_id
+        else:
+            raise Unusable("an empty export names no run: give --proof")
+        if len(proofs) == len(checkpoints):  # everything at hand: no store needed
+            anchors = [Anchor(cp, pr) for cp, pr in zip(checkpoints, proofs, strict=True)]
+            return _verdict(verify_anchored(links, tenant, run, anchors))
+    else:
+        tenant, run = settings.tenant, args.run
+    with _store(args, settings) as store:
+        if args.file is None:
+            own = verify_stored(store, tenant, run)
+            if not own.valid:
+                return _verdict(own)
+            links = store.load_chain(tenant, run)
+        anchors = [
+            Anchor(cp, proofs[i] if i < len(proofs) else proof_from_store(store, cp, tenant, run))
+            for i, cp in enumerate(checkpoints)
+        ]
+    return _verdict(verify_anchored(links, tenant, run, anchors))
+
+
+@_guarded
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    with _store(args, settings) as store:
+        links = store.load_chain(settings.tenant, args.run)
+    if not links:  # checked before writing: no empty file is left to pass for an export
+        raise _no_chain("export", settings.tenant, args.run, _store_url(args, settings))
+    if args.output is not None:
+        count = write_export(args.output, links)
+        _emit({"file": str(args.output), "links": count})
+    else:
+        out = sys.stdout.buffer
+        for line in export_lines(links):
+            out.write(line)
+        out.flush()
+    return VALID
+
+
+@_guarded
+def cmd_head(args: argparse.Namespace, settings: Settings) -> int:
+    with _store(args, settings) as store:
+        head = store.head(settings.tenant, args.run)
+    if head is None:
+        # the genesis head is still printed (what a first link would chain onto), but a run with
+        # no links is not a head to trust: the wrong --tenant or a typo exits 1, like verify
+        print(
+            f"audit head: run {settings.tenant}/{args.run} has no links in this store",
+            file=sys.stderr,
+        )
+        _emit(genesis_head(settings.tenant, args.run).to_json())
+        return INVALID
+    _emit(head.to_json())
+    return VALID
+
+
+@_guarded
+def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.checkpoint import prove_head
+    from runtrail_services.audit.trust import proof_bundle
+
+    with _store(args, settings) as store:
+        if args.checkpoint_id is None:
+            stored = store.latest_checkpoint()
+        else:
+            stored = store.get_checkpoint(args.checkpoint_id)
+        if stored is None:
+            _emit({"error": "no such checkpoint in the store (see `runtrail audit checkpoint`)"})
+            return INVALID
+        heads = store.checkpoint_heads(stored.checkpoint_id)
+        chain = store.head(settings.tenant, args.run)
+    try:
+        proof = prove_head(heads, settings.tenant, args.run)
+    except KeyError:
+        if chain is None:  # no newer checkpoint can help: the run has no chain at all
+            raise _no_chain(
+                "prove", settings.tenant, args.run, _store_url(args, settings)
+            ) from None
+        _emit(
+            {
+                "error": f"run {settings.tenant}/{args.run} is not in checkpoint "
+                f"{stored.checkpoint_id} (sign a newer one)"
+            }
+        )
+        return INVALID
+    bundle = proof_bundle(stored.note, stored.checkpoint_id, proof)
+    if args.output is not None:
+        args.output.write_text(json.dumps(bundle, ensure_ascii=False) + "\n", "utf-8")
+    _emit(bundle)
+    return VALID
+
+
+@_guarded
+def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail_services.audit.checkpointing import sign_and_store
+    from runtrail_services.audit.signing import load_or_create_signer
+
+    audit = _audit_settings(args)
+    signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
+    with _store(args, settings) as store:
+        stored = sign_and_store(store, signer, audit.origin).stored
+    assert stored is not None
+    if args.output is not None:
+        args.output.write_text(stored.note, "utf-8")
+    checkpoint = stored.checkpoint
+    summary = {
+        "checkpointId": stored.checkpoint_id,
+        "origin": checkpoint.origin,
+        "size": checkpoint.size,
+        "rootHash": base64.b64encode(checkpoint.root_hash).decode(),
+        "createdAt": stored.created_at,
+        "note": stored.note,
+        "verifierKey": signer.verifier.vkey(),
+        "published": False,
+    }
+    if audit.publish and not args.no_publish:
+        from runtrail_services.audit.publishing import AuditPublishError, AuditTopic
+
+        topic = AuditTopic(settings, settings.audit_topic)
+        topic.send_checkpoint(stored)
+        try:
+            topic.confirm()
+        except AuditPublishError as exc:
+            _emit(summary)
+            print(f"audit checkpoint: kept in the store but not published: {exc}", file=sys.stderr)
+            return INVALID
+        summary["published"] = True
+    _emit(summary)
+    return VALID
+
+
+@_guarded
+def cmd_keygen(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.keys import generate_private_key, write_private_key, write_public_key
+    from runtrail.audit.note import NoteSigner
+    from runtrail_services.audit.signing import public_key_path
+
+    audit = _audit_settings(args)
+    path = audit.resolved_key_path(settings.state_dir)
+    if path.exists():
+        raise Unusable(f"{path} exists; a key is never overwritten (move it away first)")
+    private_dir(path.parent)
+    key = generate_private_key()
+    write_private_key(path, key, args.format)
+    pub = public_key_path(path)
+    if not pub.exists():
+        write_public_key(pub, key.public_key(), args.format)
+    signer = NoteSigner(audit.key_name, key)
+    _emit({"key": str(path), "publicKey": str(pub), "verifierKey": signer.verifier.vkey()})
+    return VALID

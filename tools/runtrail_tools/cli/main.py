@@ -1,0 +1,145 @@
+"""Entry point of the ``runtrail`` console script.
+
+Each command group lives in its own module exposing ``register(subparsers)``; a command sets
+``func`` on its parser, which receives the parsed args and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from runtrail import __version__
+from runtrail.extras import MissingExtra, explain
+
+#: Modules contributing commands, in the order they appear in ``--help``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "runtrail_tools.cli.kafka_cmd",
+    "runtrail_tools.cli.publish_cmd",
+    "runtrail_tools.cli.run_cmd",
+    "runtrail_tools.cli.audit_cmd",
+    "runtrail_tools.cli.capture_cmd",
+    "runtrail_tools.cli.cache_cmd",
+    "runtrail_tools.cli.offsets_cmd",
+    "runtrail_tools.cli.projection_cmd",
+    "runtrail_tools.cli.replay_projection_cmd",
+    "runtrail_tools.cli.sessions_cmd",
+    "runtrail_tools.cli.dev_cmd",
+    "runtrail_tools.cli.demo_cmd",
+    "runtrail_tools.cli.settings_cmd",
+    "runtrail_tools.cli.ui_cmd",
+    "runtrail_tools.cli.command_cmd",
+)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose leaf commands reject unknown arguments themselves.
+
+    Plain argparse hands a subcommand's unrecognized arguments up to the top-level parser,
+    which then prints ``usage: runtrail [-h] [--version] COMMAND ...`` — useless to someone
+    who mistyped an option of ``runtrail kafka up``. Subparsers inherit this class (argparse
+    makes them of the parent's type), so every error prints the usage of the command it is in.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self._is_leaf():
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def _is_leaf(self) -> bool:
+        return self.prog != ROOT_PROG and not any(
+            isinstance(a, argparse._SubParsersAction) for a in self._actions
+        )
+
+
+ROOT_PROG = "runtrail"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(
+        prog=ROOT_PROG,
+        description="The flight recorder for AI-agent runs, on Kafka.",
+    )
+    parser.add_argument("--version", action="version", version=f"runtrail {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # a command group not built yet
+                continue
+            command = name.rsplit(".", 1)[-1].removesuffix("_cmd").replace("_", "-")
+            missing = explain(exc, f"runtrail {command}")
+            if missing is None:
+                raise
+            register_missing(subparsers, command, missing)
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def register_missing(subparsers: Any, command: str, missing: MissingExtra) -> None:
+    """A command whose extra is not installed: listed, and run it says what to install."""
+    parser = subparsers.add_parser(
+        command,
+        help=f"(not installed: pip install 'runtrail[{missing.extra}]')",
+        description=str(missing),
+    )
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(func=lambda _args: _report(missing))
+
+
+def _report(missing: ImportError) -> int:
+    sys.stderr.write(f"runtrail: {missing}\n")
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["run"]:
+        # a long-running service: a stop asked for while it imports must still end in a clean
+        # stop, not Python's default death by SIGTERM (runtrail.runtime.stop_signals)
+        from runtrail.runtime import stop_signals
+
+        stop_signals.hold()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    from runtrail_tools.cli.common import configure_logging
+
+    configure_logging(getattr(args, "verbose", 0))
+    from runtrail_tools.cli.store_open import StoreUnreachable
+
+    try:
+        return int(func(args) or 0)
+    except StoreUnreachable as exc:
+        sys.stderr.write(f"runtrail: {exc}\n")
+        return 2
+    except MissingExtra as exc:
+        return _report(exc)
+    except ModuleNotFoundError as exc:
+        missing = explain(exc, f"runtrail {args.command}")
+        if missing is None:
+            raise
+        return _report(missing)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader went away (`runtrail projection list | head`): not an error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool a closed pipe stopped
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``runtrail ui``: the run explorer, a web page per run, on 127.0.0.1 by default.
+
+With no broker or topic given, a stack that ``runtrail dev up`` started in the state folder
+is followed (its broker and events topic, for live updates; its tokens file, for sign-in), so
+``runtrail ui`` after ``runtrail demo`` opens the demo's runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from runtrail_tools.cli.common import add_common_flags, settings_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ui",
+        help="serve the run explorer (web UI) on 127.0.0.1",
+        description="Serve the run explorer: runs per tenant, a run's timeline, its audit "
+        "proof, what a resume would use, node replay and live updates. Sign in with a "
+        "tenant's bearer token (RUNTRAIL_UI_TOKENS / --tokens-file; the dev stack's by "
+        "default).",
+    )
+    add_common_flags(parser, tenant=False)
+    parser.add_argument("--host", help="bind address (RUNTRAIL_UI_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (RUNTRAIL_UI_PORT, default 9480; 0: any)")
+    parser.add_argument("--tokens-file", type=Path, help="JSON {tenant: token}")
+    parser.add_argument(
+        "--model-client",
+        metavar="MODULE:FACTORY",
+        help="turns live replay on: FACTORY() returns an object with create(prompt)",
+    )
+    for name, what in (
+        ("projection-store", "projection store URL"),
+        ("audit-store", "audit link store URL"),
+        ("capture-sink", "capture sink URL"),
+        ("resume-cache-store", "resume-cache store URL"),
+        ("sessions-store", "session store URL"),
+    ):
+        parser.add_argument(f"--{name}", metavar="URL", help=f"{what} (default: the service's)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from runtrail_tools.devstack.state import StackState
+    from runtrail_tools.ui.server import serve
+    from runtrail_tools.ui.settings import UiSettings
+
+    settings = settings_from_args(args)
+    stack = StackState.load(settings.state_dir.expanduser().resolve())
+    if stack is not None:
+        follow: dict[str, Any] = {}
+        if args.bootstrap_servers is None and "RUNTRAIL_BOOTSTRAP_SERVERS" not in os.environ:
+            follow["bootstrap_servers"] = stack.bootstrap_servers
+        if args.events_topic is None and "RUNTRAIL_EVENTS_TOPIC" not in os.environ:
+            follow["events_topic"] = stack.events_topic
+        settings = settings.model_copy(update=follow)
+    given = {
+        "host": args.host,
+        "port": args.port,
+        "tokens_file": args.tokens_file,
+        "model_client": args.model_client,
+        "projection_store_url": args.projection_store,
+        "audit_store_url": args.audit_store,
+        "capture_sink_url": args.capture_sink,
+        "resume_cache_store_url": args.resume_cache_store,
+        "sessions_store_url": args.sessions_store,
+    }
+    ui = UiSettings(**{k: v for k, v in given.items() if v is not None})
+    return serve(settings, ui)

@@ -1,0 +1,339 @@
+"""The explorer's routes (Starlette). Store reads are synchronous endpoints (Starlette runs
+them in its thread pool); only the login form and the live stream are ``async``.
+
+Every route but ``/login``, ``/healthz`` and ``/static`` needs a token: HTML routes redirect
+to the login form, JSON and stream routes answer 401. A run is looked up under the token's
+tenant only, so another tenant's run is a plain 404.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from runtrail.audit.errors import MalformedLink
+from runtrail.audit.export import export_lines
+from runtrail.audit.link import LinkSummary
+from runtrail.capture.reader import CaptureReadError
+from runtrail.capture.replay import ReplayError
+from runtrail.projection.display import row_json
+from runtrail_tools.cli.capture_cmd import FactoryError, to_json
+from runtrail_tools.cli.store_open import StoreUnreachable
+from runtrail_tools.demo.tamper import independent_verifier
+from runtrail_tools.ui import live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.sources import Sources
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Explorer:
+    """What the routes share: the stores, the tokens, and whether live replay is on."""
+
+    sources: Sources
+    auth: Auth
+    partitions: live.Partitions
+
+    @property
+    def model_client(self) -> str | None:
+        return self.sources.ui.model_client
+
+    def verifier(self) -> Path | None:
+        return independent_verifier()
+
+
+def _explorer(request: Request) -> Explorer:
+    return request.app.state.explorer  # type: ignore[no-any-return]
+
+
+def _tenant(request: Request) -> str | None:
+    return _explorer(request).auth.tenant(request)
+
+
+def _html_auth(handler: Callable[[Request, str], Response]) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return RedirectResponse("/login", status_code=303)
+        return handler(request, tenant)
+
+    return endpoint
+
+
+def _api_auth(handler: Callable[[Request, str], Response]) -> Callable[[Request], Response]:
+    def endpoint(request: Request) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+        return handler(request, tenant)
+
+    return endpoint
+
+
+def _run_row(explorer: Explorer, tenant: str, run_id: str) -> dict[str, Any] | None:
+    row = explorer.sources.projections().get(tenant, run_id)
+    if row is not None:
+        return row_json(row)
+    if explorer.sources.audit().head(tenant, run_id) is not None:
+        return {"tenantId": tenant, "runId": run_id, "status": None, "version": "0"}
+    return None
+
+
+def _not_found(run_id: str) -> HTMLResponse:
+    return HTMLResponse(
+        markup.layout("not found", f"<h1>No run {markup.e(run_id)}</h1>"), status_code=404
+    )
+
+
+# --- pages --------------------------------------------------------------------------------------
+def login_form(request: Request) -> Response:
+    return HTMLResponse(markup.login_page())
+
+
+async def login(request: Request) -> Response:
+    body = (await request.body()).decode("utf-8", "replace")
+    token = (parse_qs(body).get("token") or [""])[0].strip()
+    if _explorer(request).auth.tenant_of_token(token) is None:
+        return HTMLResponse(markup.login_page("That token is not valid."), status_code=401)
+    response = RedirectResponse("/runs", status_code=303)
+    set_login(response, token, secure=request.url.scheme == "https")
+    return response
+
+
+def logout(request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    clear_login(response)
+    return response
+
+
+def runs_list(request: Request, tenant: str) -> Response:
+    explorer = _explorer(request)
+    status = request.query_params.get("status") or None
+    search = (request.query_params.get("run") or "").strip() or None
+    after = request.query_params.get("after") or None
+    page = runs.list_runs(
+        explorer.sources,
+        tenant,
+        status=status,
+        run_id=search,
+        after=after,
+        limit=explorer.sources.ui.page_size,
+    )
+    return HTMLResponse(markup.runs_page(tenant, page, status, search, after))
+
+
+def _sessions_of(links: list[LinkSummary]) -> list[str]:
+    return list(dict.fromkeys(link.session_id for link in links if link.session_id))
+
+
+def run_view(request: Request, tenant: str) -> Response:
+    explorer = _explorer(request)
+    run_id = request.path_params["run_id"]
+    run = _run_row(explorer, tenant, run_id)
+    if run is None:
+        return _not_found(run_id)
+    sources = explorer.sources
+    audit = sources.audit()
+    live_from = None
+    # the position first, then the chain: nothing between them is lost (see live.py); with
+    # no broker the page still shows what the stores hold, without live updates
+    partition = explorer.partitions.of(run_id)
+    if partition is not None:
+        stored = audit.stored_offsets(sources.settings.events_topic, [partition])
+        live_from = f"{partition}:{stored.get(partition, 0)}"
+    try:
+        links = audit.summaries(tenant, run_id)
+    except MalformedLink as exc:  # the page still opens: verifying it names the broken link
+        log.warning("ui: the chain of %s cannot be listed: %s", run_id, exc)
+        links = []
+    try:
+        records = timeline.node_records(sources, tenant, run_id)
+    except (CaptureReadError, OSError) as exc:
+        log.warning("ui: capture records of %s: %s", run_id, exc)
+        records = []
+    built = timeline.build_timeline(links, records)
+    checkpoint = proof.latest_checkpoint(sources, tenant, run_id)
+    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None)
+    try:
+        view = resume.resume_view(sources, tenant, run_id, _sessions_of(links))
+        resume_html = markup.resume_section(view, None)
+    except StoreUnreachable as exc:
+        resume_html = markup.resume_section(None, str(exc))
+    page = markup.run_page(
+        tenant, run, built, proof_html, resume_html, live_from, explorer.model_client is not None
+    )
+    return HTMLResponse(page)
+
+
+# --- JSON and downloads ------------------------------------------------------------------------
+def verify(request: Request, tenant: str) -> Response:
+    explorer = _explorer(request)
+    run_id = request.path_params["run_id"]
+    if _run_row(explorer, tenant, run_id) is None:
+        return JSONResponse({"error": "no such run"}, status_code=404)
+    return JSONResponse(proof.verify_now(explorer.sources, tenant, run_id).to_json())
+
+
+def export(request: Request, tenant: str) -> Response:
+    run_id = request.path_params["run_id"]
+    links = _explorer(request).sources.audit().load_chain(tenant, run_id)
+    if not links:
+        return JSONResponse({"error": "no such run"}, status_code=404)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    return Response(
+        b"".join(export_lines(links)),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{name}.links.jsonl"'},
+    )
+
+
+def link_json(request: Request, tenant: str) -> Response:
+    """One sealed link (its event as written), for the timeline's data on demand."""
+    run_id = request.path_params["run_id"]
+    try:
+        link = (
+            _explorer(request).sources.audit().link_at(tenant, run_id, request.path_params["index"])
+        )
+    except MalformedLink as exc:
+        return JSONResponse({"error": str(exc)}, status_code=422)
+    if link is None:
+        return JSONResponse({"error": "no such link"}, status_code=404)
+    return Response(to_json(link.to_json()), media_type="application/json")
+
+
+def node_io(request: Request, tenant: str) -> Response:
+    """A node's captured input and raw output, for the node card's prompt and raw response."""
+    record = _record(
+        _explorer(request), tenant, request.path_params["run_id"], request.path_params["record_id"]
+    )
+    if record is None:
+        return JSONResponse({"error": "no such node"}, status_code=404)
+    return Response(
+        to_json({"inputs": record.inputs, "outputs": record.outputs}),
+        media_type="application/json",
+    )
+
+
+def verifier_download(request: Request, tenant: str) -> Response:
+    path = _explorer(request).verifier()
+    if path is None:
+        return PlainTextResponse("the standalone verifier is not installed here", 404)
+    return FileResponse(path, media_type="text/x-python", filename="verify_audit_export.py")
+
+
+def _record(explorer: Explorer, tenant: str, run_id: str, record_id: str) -> Any:
+    for record in timeline.node_records(explorer.sources, tenant, run_id):
+        if record.record_id == record_id:
+            return record
+    return None
+
+
+def replay_node(request: Request, tenant: str) -> Response:
+    explorer = _explorer(request)
+    run_id, record_id = request.path_params["run_id"], request.path_params["record_id"]
+    mode = request.path_params["mode"]
+    if mode not in ("mock", "live"):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    record = _record(explorer, tenant, run_id, record_id)
+    if record is None:
+        return JSONResponse({"error": "no such node"}, status_code=404)
+    try:
+        if mode == "mock":
+            answer = replay.mock(record)
+        elif explorer.model_client is None:
+            return JSONResponse({"error": "live replay is off: no model client"}, 403)
+        else:
+            answer = replay.live(record, explorer.model_client)
+    except (ReplayError, FactoryError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return Response(to_json(answer), media_type="application/json")
+
+
+def live_stream(request: Request) -> Response:
+    explorer = _explorer(request)
+    tenant = explorer.auth.tenant(request)
+    if tenant is None:
+        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+    run_id = request.path_params["run_id"]
+    if _run_row(explorer, tenant, run_id) is None:
+        return JSONResponse({"error": "no such run"}, status_code=404)
+    resumed = live.parse_position(request.headers.get("last-event-id"))
+    start = live.parse_position(request.query_params.get("from"))
+    settings = explorer.sources.settings
+    partition = explorer.partitions.of(run_id)
+    if partition is None:
+        return JSONResponse({"error": "the events topic cannot be reached"}, status_code=503)
+    if resumed is not None and resumed[0] == partition:
+        offset = resumed[1] + 1
+    elif start is not None and start[0] == partition:
+        offset = start[1]
+    else:
+        offset = 0
+    return StreamingResponse(
+        live.stream(settings, tenant, run_id, partition, offset),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def healthz(request: Request) -> Response:
+    return PlainTextResponse("ok\n")
+
+
+def home(request: Request) -> Response:
+    return RedirectResponse("/runs", status_code=303)
+
+
+def build_app(sources: Sources, auth: Auth) -> Starlette:
+    static = StaticFiles(directory=str(files("runtrail_tools.ui") / "static"))
+    routes = [
+        Route("/", home),
+        Route("/healthz", healthz),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/runs", _html_auth(runs_list)),
+        Route("/verifier.py", _api_auth(verifier_download)),
+        Route("/runs/{run_id}", _html_auth(run_view)),
+        Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
+        Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
+        Route("/runs/{run_id}/live", live_stream),
+        Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
+        Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
+        Route(
+            "/runs/{run_id}/nodes/{record_id}/{mode:str}",
+            _api_auth(replay_node),
+            methods=["POST"],
+        ),
+        Mount("/static", app=static, name="static"),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        sources.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.explorer = Explorer(sources, auth, live.Partitions(sources.settings))
+    return app

@@ -1,0 +1,312 @@
+"""HTML of the explorer's pages, rendered on the server (every value escaped here).
+
+No template engine: a page is a few functions of plain data, so what is escaped is visible in
+one place. The layout, the JS and the CSS are the package's own (``static/``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from runtrail.capture.record import NodeIoRecord
+from runtrail_tools.ui.proof import CheckpointView
+from runtrail_tools.ui.resume import ResumeView
+from runtrail_tools.ui.runs import STATUSES, RunPage
+from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
+from runtrail_tools.ui.times import duration_text
+
+
+def e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def compact(value: Any) -> str:
+    """One-line JSON of a value (strings as they are): the page wraps it; bytes stay few."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def run_href(run_id: str, suffix: str = "") -> str:
+    return f"/runs/{quote(run_id, safe='')}{suffix}"
+
+
+def layout(title: str, body: str, tenant: str | None = None) -> str:
+    who = (
+        f'<span class="who">tenant <b id="tenant">{e(tenant)}</b> · '
+        f'<form method="post" action="/logout" class="inline">'
+        f'<button type="submit">log out</button></form></span>'
+        if tenant
+        else ""
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)} · runtrail</title>"
+        '<link rel="stylesheet" href="/static/app.css"></head><body>'
+        f'<header><a href="/runs" class="brand">runtrail</a> <span>run explorer</span>{who}'
+        f"</header><main>{body}</main>"
+        '<script src="/static/app.js"></script></body></html>'
+    )
+
+
+def login_page(error: str | None = None) -> str:
+    problem = f'<p class="error" id="login-error">{e(error)}</p>' if error else ""
+    body = (
+        '<section class="login"><h1>Sign in</h1>'
+        "<p>Paste your tenant's bearer token (the one the services' APIs take).</p>"
+        f"{problem}"
+        '<form method="post" action="/login">'
+        '<label>Token <input type="password" name="token" id="token" autocomplete="off" '
+        "required></label>"
+        '<button type="submit" id="login">Sign in</button></form></section>'
+    )
+    return layout("sign in", body)
+
+
+def _status_badge(status: str, halted: bool) -> str:
+    badge = f'<span class="status s-{e(status)}">{e(status or "—")}</span>'
+    if halted:
+        badge += ' <span class="mark halted" title="the projection halted">halted</span>'
+    return badge
+
+
+def runs_page(
+    tenant: str, page: RunPage, status: str | None, search: str | None, after: str | None
+) -> str:
+    options = "".join(
+        f'<option value="{e(s)}"{" selected" if s == status else ""}>{e(s)}</option>'
+        for s in STATUSES
+    )
+    rows = "".join(
+        f'<tr class="run" data-run="{e(r.run_id)}">'
+        f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
+        f"<td>{_status_badge(r.status, r.halted)}</td>"
+        f'<td class="num">{r.version}</td>'
+        f"<td>{e(r.last_update)}</td><td>{e(duration_text(r.duration_s))}</td>"
+        f'<td class="num">{r.tokens_in} / {r.tokens_out}</td>'
+        f'<td class="num" data-col="model">{r.model_nodes}</td>'
+        f'<td class="num" data-col="tool">{r.tool_nodes}</td>'
+        f'<td class="num">{r.retries}</td>'
+        f'<td><span class="audit a-{e(r.audit_state)}">{e(r.audit_state)} '
+        f"{r.audit_links}/{r.version}</span></td></tr>"
+        for r in page.rows
+    )
+    if not page.rows:
+        rows = '<tr><td colspan="10" class="empty" id="no-runs">no runs</td></tr>'
+    query = {k: v for k, v in (("status", status), ("run", search)) if v}
+    pager = ""
+    if after:
+        pager += f'<a href="/runs?{e(urlencode(query))}">first page</a> '
+    if page.next_after:
+        nxt = urlencode({**query, "after": page.next_after})
+        pager += f'<a id="next-page" href="/runs?{e(nxt)}">next page →</a>'
+    body = (
+        f"<h1>Runs of {e(tenant)}</h1>"
+        '<form class="filters" method="get" action="/runs">'
+        f'<input name="run" id="search" placeholder="run ID" value="{e(search or "")}">'
+        f'<select name="status" id="status"><option value="">any status</option>{options}'
+        '</select><button type="submit">filter</button></form>'
+        '<table id="runs"><thead><tr><th>run</th><th>status</th><th>events</th>'
+        "<th>last update</th><th>duration</th><th>tokens in / out</th><th>model nodes</th>"
+        "<th>tool nodes</th><th>retries</th><th>audit</th></tr></thead>"
+        f'<tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
+    )
+    return layout("runs", body, tenant)
+
+
+def _json_block(label: str, value: Any, cls: str = "") -> str:
+    if value is None or value == "" or value == [] or value == {}:
+        return ""
+    return (
+        f'<details class="{cls}"><summary>{e(label)}</summary>'
+        f"<pre>{e(compact(value))}</pre></details>"
+    )
+
+
+def _marks(marks: Iterable[str]) -> str:
+    return "".join(f'<span class="mark m-{e(m.replace(" ", "-"))}">{e(m)}</span>' for m in marks)
+
+
+def event_row(ev: EventView) -> str:
+    """One event, kept small (a long run lists thousands): its data is fetched when opened."""
+    seq = e(ev.sequence)
+    return (
+        f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
+        f"<b>#{seq}</b> <code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
+        f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
+        "<details><summary>data</summary></details></li>"
+    )
+
+
+def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
+    unknown = tool_outcome_unknown(record)
+    flags = ""
+    if record.incomplete:
+        flags += f'<span class="mark m-incomplete">incomplete: {e(record.incomplete_reason)}</span>'
+    if unknown:
+        flags += '<span class="mark m-outcome-unknown">outcome unknown</span>'
+    head = (
+        f'<div class="node-head"><b>{e(record.node_type)}</b> {e(record.node_id)} '
+        f'<span class="dim">{e(record.model_id or "")}</span> {flags}'
+        f'<span class="dim">{record.duration_ms} ms</span>'
+    )
+    if record.node_type == "MODEL":
+        head += (
+            f' <span class="tokens">tokens {e(record.input_tokens)} in / '
+            f"{e(record.output_tokens)} out</span>"
+        )
+        if record.retry_count:
+            head += f' <span class="mark m-retry">{record.retry_count} retries</span>'
+    head += "</div>"
+    if record.node_type == "MODEL":
+        body = (
+            '<details class="lazy-io" data-part="inputs"><summary>prompt</summary><pre></pre>'
+            "</details>"
+            + (
+                f'<div class="output"><span class="dim">output</span>'
+                f"<pre>{e(record.output_text)}</pre></div>"
+                if record.output_text
+                else ""
+            )
+            + _json_block("reasoning", record.reasoning_text, "reasoning")
+            + '<details class="lazy-io" data-part="outputs"><summary>raw response</summary>'
+            "<pre></pre></details>"
+        )
+        live_button = (
+            f'<button class="replay-live" data-record="{e(record.record_id)}">'
+            "live replay with the other model</button>"
+            if live_enabled
+            else '<span class="dim">live replay off (no model client configured)</span>'
+        )
+        body += (
+            f'<div class="replay"><button class="replay-mock" '
+            f'data-record="{e(record.record_id)}">mock replay</button> {live_button}'
+            '<div class="replay-out"></div></div>'
+        )
+    else:
+        body = _json_block("arguments", record.inputs, "args") + (
+            _json_block("result", record.outputs, "result")
+            if record.outputs is not None
+            else '<div class="dim">no result recorded</div>'
+        )
+    return (
+        f'<div class="node n-{e(record.node_type.lower())}" data-record="{e(record.record_id)}">'
+        f"{head}{body}</div>"
+    )
+
+
+def step_block(step: Step, live_enabled: bool) -> str:
+    nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
+    events = "".join(event_row(ev) for ev in step.events)
+    return (
+        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}</h3>'
+        f'<div class="step-body"><ol class="events">{events}</ol>'
+        f'<div class="nodes">{nodes}</div></div></section>'
+    )
+
+
+def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool) -> str:
+    if checkpoint is None:
+        cp = "<p>No signed checkpoint in the audit store yet.</p>"
+    else:
+        sig = {True: "valid", False: "INVALID", None: "not checked"}[checkpoint.signature_valid]
+        inc = {True: "valid", False: "INVALID", None: "run not in this checkpoint"}[
+            checkpoint.proof_valid
+        ]
+        cp = (
+            f'<dl><dt>checkpoint</dt><dd id="checkpoint-id">#{checkpoint.checkpoint_id} · '
+            f"{e(checkpoint.created_at)} · {checkpoint.size} runs · root "
+            f"<code>{e(checkpoint.root_b64)}</code></dd>"
+            f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(checkpoint.signature_detail)})'
+            f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}'
+            + (f" (head length {checkpoint.head_length})" if checkpoint.head_length else "")
+            + "</dd></dl>"
+            + _json_block("signed note", checkpoint.note)
+            + _json_block("inclusion proof", checkpoint.proof)
+        )
+    downloads = f'<a id="download-export" href="{e(run_href(run_id, "/export.jsonl"))}">export</a>'
+    if verifier:
+        downloads += ' · <a id="download-verifier" href="/verifier.py">standalone verifier</a>'
+    return (
+        '<section id="proof" class="panel"><h2>Proof</h2>'
+        '<p><button id="verify" data-url="' + e(run_href(run_id, "/verify")) + '">'
+        'verify the chain now</button> <span id="verdict"></span></p>'
+        f"{cp}<p>download: {downloads}</p></section>"
+    )
+
+
+def resume_section(view: ResumeView | None, problem: str | None) -> str:
+    if view is None:
+        return f'<section id="resume" class="panel"><h2>Resume</h2><p>{e(problem)}</p></section>'
+    entries = "".join(
+        f'<tr class="entry"><td>{e(x.kind.value)}</td><td>{e(x.step)}</td>'
+        f"<td>{e(x.tool_name or '')}</td><td><code>{e(x.key[:24])}…</code></td>"
+        f"<td>{_json_block('result', x.result)}</td></tr>"
+        for x in view.entries
+    )
+    intents = "".join(
+        f'<li class="intent">{e(i.tool_name)} (call {e(i.call_id)}, step {e(i.step)}) '
+        f'<span class="mark m-outcome-unknown">outcome unknown</span>'
+        f"{_json_block('arguments', i.arguments)}</li>"
+        for i in view.intents
+    )
+    sessions = "".join(
+        f'<li class="session" data-session="{e(s.session_id)}"><b>{e(s.session_id)}</b>: '
+        + (
+            f'digest <code class="digest">{e(s.digest)}</code>, {s.events} events'
+            + _json_block("memory", s.memory)
+            if s.digest
+            else e(s.problem or "no snapshot stored")
+        )
+        + "</li>"
+        for s in view.sessions
+    )
+    return (
+        '<section id="resume" class="panel"><h2>Resume</h2>'
+        f'<p>cache holds <b id="cache-count">{len(view.entries)}</b> entries for this run; '
+        f"last sequence seen {view.last_sequence}</p>"
+        f'<table class="entries"><tbody>{entries}</tbody></table>'
+        f'<h3>open intents ({len(view.intents)})</h3><ul id="intents">{intents or "<li>none</li>"}'
+        f'</ul><h3>sessions</h3><ul id="sessions">{sessions or "<li>none</li>"}</ul></section>'
+    )
+
+
+def run_page(
+    tenant: str,
+    run: dict[str, Any],
+    timeline: Timeline,
+    proof: str,
+    resume: str,
+    live_from: str | None,
+    live_enabled: bool,
+) -> str:
+    run_id = run["runId"]
+    steps = "".join(step_block(s, live_enabled) for s in timeline.steps)
+    unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
+    if unplaced:
+        steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
+    head = (
+        f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>'
+        f'<p class="summary">{_status_badge(run.get("status") or "", run.get("halted", False))} '
+        f'· version {e(run.get("version"))} · <span id="event-count">{timeline.events}</span> '
+        f"events · {len(timeline.nodes)} nodes"
+        + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
+        + "</p>"
+    )
+    live = (
+        f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}">'
+        '<span id="live-state">live: connecting</span><ol id="live-events"></ol></div>'
+        if live_from
+        else ""
+    )
+    body = (
+        f'{head}<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
+        f"{live}{steps}</div><aside>{proof}{resume}</aside></div>"
+    )
+    return layout(f"run {run_id}", body, tenant)
