@@ -31,10 +31,6 @@ DEV_TUNING: dict[str, dict[str, str]] = {
 }
 
 
-class ServiceNotBuilt(LookupError):
-    """The registry names the service but its code is not importable (yet)."""
-
-
 @dataclass(frozen=True)
 class ServiceSettingsInfo:
     """A service's settings class (None when it has none) and its env prefix."""

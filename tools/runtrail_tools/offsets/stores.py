@@ -158,10 +158,6 @@ _ADAPTERS: dict[str, Callable[[Settings, Mapping[str, str]], StorePositions]] = 
 }
 
 
-def has_store_positions(service: str) -> bool:
-    return service in _ADAPTERS
-
-
 def open_store_positions(
     service: str, settings: Settings, options: Mapping[str, str]
 ) -> StorePositions | None:
