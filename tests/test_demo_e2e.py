@@ -215,7 +215,7 @@ def test_the_demo_prints_what_the_services_recorded(
                 # sessions: the session store holds the whole run
                 snapshot = sessions.load(tenant, f"sess-{run_id}")
                 assert snapshot is not None
-                assert run.match("sessions", r"\S+: (\d+) events checkpointed") == (
+                assert run.match("sessions", r"\S+: (\d+) events saved") == (
                     str(len(snapshot.event_log)),
                 )
                 assert len(snapshot.event_log) == row.version

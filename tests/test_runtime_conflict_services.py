@@ -143,7 +143,7 @@ def test_every_store_holds_the_first_writers_events_and_the_dlq_the_conflicts(
     options = {
         "capture": {"sink_url": (tmp_path / "capture").as_uri(), "idle_flush_s": "86400"},
         "resume-cache": {"http_port": "0", "tokens": '{"tok": "t1"}'},
-        "sessions": {"http_enabled": "false", "idle_checkpoint_s": "1"},
+        "sessions": {"http_enabled": "false", "idle_save_s": "1"},
     }
     procs = {
         name: ServiceProcess(

@@ -167,7 +167,7 @@ def test_the_corpus_through_sessions(kafka_bootstrap: str, tmp_path: Path) -> No
         kafka_bootstrap,
         tmp_path,
         "sessions",
-        {"http_enabled": "false", "idle_checkpoint_s": "1"},
+        {"http_enabled": "false", "idle_save_s": "1"},
         group_at(kafka_bootstrap),
         sessions=True,
     )

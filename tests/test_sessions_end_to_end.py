@@ -145,7 +145,7 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
         # events it applied are unsaved, and only the held offsets bring them back
         "every_n_events": "40",
         "at_step_end": "false",
-        "idle_checkpoint_s": "600",
+        "idle_save_s": "600",
         "http_port": "0",
     }
     env = {

@@ -19,6 +19,7 @@ from runtrail.sessions.naming import session_key
 from runtrail.sessions.pointer import SessionPointer
 from runtrail.sessions.store_file import FileSessionStore
 from runtrail_services.sessions.service import SessionsService
+from runtrail_services.sessions.settings import SessionsSettings
 from tests.checkpoint_support import held
 from tests.s3_fixture import moto_s3, s3_url  # noqa: F401  (fixtures)
 from tests.sessions_support import read_pointers, session_forms
@@ -55,12 +56,12 @@ def delivered(
 
 def checkpoints(svc: SessionsService, trigger: str) -> float:
     value = svc.context.registry.get_sample_value(
-        "runtrail_sessions_checkpoints_total", {"service": "sessions", "trigger": trigger}
+        "runtrail_sessions_saves_total", {"service": "sessions", "trigger": trigger}
     )
     return value or 0.0
 
 
-def test_checkpoint_policy_and_held_offsets(tmp_path: Path) -> None:
+def test_save_policy_and_held_offsets(tmp_path: Path) -> None:
     svc = service(tmp_path, every_n_events=4, at_step_end="true")
     store = FileSessionStore(tmp_path / "sessions")  # the default store: <state dir>/sessions
     forms = session_forms(7)  # request, response, call, result, STEP_END, request, snapshot
@@ -96,9 +97,9 @@ def test_checkpoint_policy_and_held_offsets(tmp_path: Path) -> None:
     assert final.digest == whole.snapshot().digest
 
 
-def test_idle_sessions_are_checkpointed_and_saved_ones_forgotten(tmp_path: Path) -> None:
+def test_idle_sessions_are_saved_and_saved_ones_forgotten(tmp_path: Path) -> None:
     svc = service(
-        tmp_path, every_n_events=0, at_step_end="false", idle_checkpoint_s=5, evict_after_s=60
+        tmp_path, every_n_events=0, at_step_end="false", idle_save_s=5, evict_after_s=60
     )
     no_session = [
         dict(f, sessionId=sid)
@@ -258,3 +259,16 @@ def test_a_batch_of_saves_fsyncs_each_folder_once_and_a_failed_fsync_blocks_the_
     svc.flush()  # the folder is fsynced now: the commit may go
     assert synced.count(folder) == 2
     svc.close()
+
+
+def test_an_option_under_its_old_name_is_an_error_naming_the_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match=r"idle_checkpoint_s .* is now idle_save_s"):
+        SessionsSettings.load({"idle_checkpoint_s": "5"})
+    monkeypatch.setenv("RUNTRAIL_SESSIONS_IDLE_CHECKPOINT_S", "5")
+    with pytest.raises(ValueError, match="RUNTRAIL_SESSIONS_IDLE_SAVE_S"):
+        SessionsSettings.load({})
+    monkeypatch.delenv("RUNTRAIL_SESSIONS_IDLE_CHECKPOINT_S")
+    monkeypatch.setenv("RUNTRAIL_SESSIONS_IDLE_SAVE_S", "5")
+    assert SessionsSettings.load({}).idle_save_s == 5.0

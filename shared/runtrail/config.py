@@ -8,6 +8,7 @@ pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X ke
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -256,12 +257,22 @@ class ServiceSettings(BaseSettings):
 
     #: The service's name, used in error messages.
     service_name: ClassVar[str] = "service"
+    #: Options that took another name: old name -> new name. Given under the old name (``-o``
+    #: or the environment) they are an error naming the new one, never silently ignored.
+    renamed: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def load(cls, options: Mapping[str, Any] | None = None) -> Self:
         """The environment plus ``-o`` options (None values ignored); an unknown key is an
         error, never a silently ignored typo."""
         given = {k: v for k, v in (options or {}).items() if v is not None}
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        for old, new in cls.renamed.items():
+            if old in given or f"{prefix}{old}".upper() in {k.upper() for k in os.environ}:
+                raise ValueError(
+                    f"{cls.service_name} option {old} ({prefix}{old.upper()}) is now {new} "
+                    f"({prefix}{new.upper()}): rename it"
+                )
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
             known = ", ".join(cls.model_fields)

@@ -1,1 +1,1 @@
-"""``runtrail run sessions``: checkpoint every agent session from the events topic."""
+"""``runtrail run sessions``: save every agent session's snapshot from the events topic."""

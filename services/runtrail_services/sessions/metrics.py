@@ -10,8 +10,8 @@ SIZE_BUCKETS = (1e3, 1e4, 1e5, 2.5e5, 1e6, 4e6, 1.6e7, 6.4e7)
 class SessionsMetrics:
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
         self.service = service
-        self.checkpoints = Counter(
-            "runtrail_sessions_checkpoints_total",
+        self.saves = Counter(
+            "runtrail_sessions_saves_total",
             "Session snapshots saved, by what triggered them",
             ["service", "trigger"],
             registry=registry,
@@ -22,8 +22,8 @@ class SessionsMetrics:
             ["service"],
             registry=registry,
         ).labels(service)
-        self.checkpoint_seconds = Histogram(
-            "runtrail_sessions_checkpoint_seconds",
+        self.save_seconds = Histogram(
+            "runtrail_sessions_save_seconds",
             "Time to snapshot and durably save one session (saves overlapped in one batch share its time)",
             ["service"],
             registry=registry,
@@ -49,7 +49,7 @@ class SessionsMetrics:
         ).labels(service)
         self.halted = Gauge(
             "runtrail_sessions_halted",
-            "Sessions whose stored snapshot is corrupted or untrusted (not checkpointed; their "
+            "Sessions whose stored snapshot is corrupted or untrusted (not saved; their "
             "offsets are held until the snapshot is repaired)",
             ["service"],
             registry=registry,
@@ -61,6 +61,6 @@ class SessionsMetrics:
             registry=registry,
         )
 
-    def checkpointed(self, trigger: str, size: int) -> None:
-        self.checkpoints.labels(self.service, trigger).inc()
+    def saved(self, trigger: str, size: int) -> None:
+        self.saves.labels(self.service, trigger).inc()
         self.snapshot_bytes.observe(size)

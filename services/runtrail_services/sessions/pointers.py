@@ -2,8 +2,8 @@
 
 Sent only for snapshots already durable in the store, and flushed before the runtime commits
 offsets (:meth:`PointerPublisher.flush` raises ``StoreUnavailable`` until every pointer is
-acknowledged, so nothing is committed past a checkpoint whose pointer is not delivered). Large snapshots are uploaded first and the message
-carries their reference and digest.
+acknowledged, so nothing is committed past a save whose pointer is not delivered). Large
+snapshots are uploaded first and the message carries their reference and digest.
 """
 
 from __future__ import annotations

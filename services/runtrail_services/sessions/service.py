@@ -1,14 +1,14 @@
-"""``runtrail run sessions``: the latest checkpoint of every agent session, from the stream.
+"""``runtrail run sessions``: the latest snapshot of every agent session, from the stream.
 
 Each event that names a session (``sessionId`` in its envelope) is applied to that session's
 :class:`~runtrail.sessions.AgentSession`: the event log comes from the stream, memory and
 compact results from the ``session.snapshot`` events the agent publishes. A session is
-checkpointed to the store (file or PostgreSQL) every N unsaved events, at STEP_END, when it
+saved to the store (file or PostgreSQL) every N unsaved events, at STEP_END, when it
 has been quiet, and when its partitions are revoked or the service stops. Then:
 
 * **Commit only after durable.** Until a session is saved, the offset of its first unsaved
-  event is held (each :meth:`flush` tells the checkpoint): the runtime commits no further, so a crash re-reads
-  exactly what the store lacks. Re-applying what the store has is a no-op (events are keyed
+  event is held (each :meth:`flush` tells the offsets' checkpoint): the runtime commits no
+  further, so a crash re-reads exactly what the store lacks. Re-applying what the store has is a no-op (events are keyed
   by run and sequence).
 * **One session, several writers.** A session's runs may sit on partitions owned by different
   members. A save is compare-and-set on the digest the member last saw; if another member
@@ -25,11 +25,11 @@ has been quiet, and when its partitions are revoked or the service stops. Then:
   built by another code version is not built upon, and one edited while the session is held
   in memory is not overwritten: ``save_if`` verifies the stored content (not only its digest
   field) before replacing it, so the edited file or row stays as evidence. The session is not
-  checkpointed, its offsets are held (so nothing is lost), it is counted in
+  saved, its offsets are held (so nothing is lost), it is counted in
   ``runtrail_sessions_halted``, logged, and the session API answers 409 with the reason.
   Repair: ``runtrail sessions rebuild ID`` (from the topic), then restart the service.
 
-The runtime gives no signal before its last commit at shutdown, so the shutdown checkpoint
+The runtime gives no signal before its last commit at shutdown, so the shutdown save
 happens when the partitions are revoked (or in :meth:`close`); a restart then re-reads the
 events after the last commit and finds them already saved.
 """
@@ -58,7 +58,7 @@ from runtrail_services.sessions.http_api import SessionsApi
 from runtrail_services.sessions.metrics import SessionsMetrics
 from runtrail_services.sessions.pointers import PointerPublisher
 from runtrail_services.sessions.settings import SessionsSettings
-from runtrail_services.sessions.tracking import CheckpointPolicy, Tracked
+from runtrail_services.sessions.tracking import SavePolicy, Tracked
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,11 @@ def wall_ms() -> int:
 
 
 class SessionsService(Service):
-    """Keeps sessions from the stream and checkpoints them; see the module docstring."""
+    """Keeps sessions from the stream and saves their snapshots; see the module docstring."""
 
     name = "sessions"
     reads_written = False  # events built straight from the bytes on the compiled path
-    #: each batch's checkpoints are made durable together (one fsync per folder): smaller
+    #: each batch's saves are made durable together (one fsync per folder): smaller
     #: batches mean more of those, and 250 halved its rate
     batch_size = 2000
     default_port = 9430
@@ -95,10 +95,10 @@ class SessionsService(Service):
         state_dir = context.settings.state_dir
         self.metrics = SessionsMetrics(self.name, context.registry)
         self.store = open_store(SESSION_SNAPSHOTS, self.settings.resolved_store_url(state_dir))
-        self.policy = CheckpointPolicy(
+        self.policy = SavePolicy(
             every_n_events=self.settings.every_n_events,
             at_step_end=self.settings.at_step_end,
-            idle_ms=int(self.settings.idle_checkpoint_s * 1000),
+            idle_ms=int(self.settings.idle_save_s * 1000),
         )
         self._evict_ms = int(self.settings.evict_after_s * 1000)
         self._sessions: dict[SessionKey, Tracked] = {}
@@ -125,7 +125,7 @@ class SessionsService(Service):
             )
             self.api.start()
         log.info(
-            "sessions: store %s; checkpoint every %d events%s; session API on %s:%s",
+            "sessions: store %s; save every %d events%s; session API on %s:%s",
             self.store.describe(),
             self.settings.every_n_events,
             " and at STEP_END" if self.settings.at_step_end else "",
@@ -160,7 +160,7 @@ class SessionsService(Service):
         return tracked
 
     def _halt(self, tracked: Tracked, exc: Exception) -> None:
-        """Stop checkpointing a session whose stored snapshot cannot be trusted; its offsets
+        """Stop saving a session whose stored snapshot cannot be trusted; its offsets
         stay held, so after the repair a restart re-reads what it did not save."""
         # the API shows the reason, not the path or row (those stay in the log)
         if isinstance(exc, CorruptSnapshot):
@@ -205,9 +205,9 @@ class SessionsService(Service):
                 tracked.held(delivered.source, delivered.offset)
                 tracked.unsaved += 1
                 tracked.due = tracked.due or self.policy.after_event(tracked, event.type)
-        self._checkpoint(t for t in touched.values() if t.due)
+        self._save_all(t for t in touched.values() if t.due)
 
-    def _checkpoint(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
+    def _save_all(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
         """Save the dirty sessions; if the store cannot take writes now, leave them due (and
         their offsets held) for :meth:`flush` to retry, and stop trying for now.
 
@@ -243,9 +243,9 @@ class SessionsService(Service):
             if outcome is None or snapshot is None:
                 tracked.due = tracked.due or reason
             elif outcome is True:
-                self.metrics.checkpoint_seconds.observe(each)
+                self.metrics.save_seconds.observe(each)
                 tracked.saved(snapshot)
-                self.metrics.checkpointed(reason, len(snapshot.to_bytes()))
+                self.metrics.saved(reason, len(snapshot.to_bytes()))
             elif isinstance(outcome, (CorruptSnapshot, UntrustedSnapshot)):
                 self._halt(tracked, outcome)  # edited behind our back: kept as evidence
             elif isinstance(outcome, store_down()):
@@ -270,7 +270,7 @@ class SessionsService(Service):
         """Save durably (compare-and-set, merging another writer's snapshot if needed).
         ``after_conflict``: a save just found another writer's snapshot; merge it first."""
         session = tracked.session
-        with self.metrics.checkpoint_seconds.time():
+        with self.metrics.save_seconds.time():
             for attempt in range(self.settings.save_attempts):
                 if not after_conflict or attempt:
                     snapshot = session.snapshot()
@@ -282,7 +282,7 @@ class SessionsService(Service):
                         return
                     if replaced:
                         tracked.saved(snapshot)
-                        self.metrics.checkpointed(trigger, len(snapshot.to_bytes()))
+                        self.metrics.saved(trigger, len(snapshot.to_bytes()))
                         return
                     self.metrics.save_conflicts.inc()
                 try:
@@ -321,7 +321,7 @@ class SessionsService(Service):
         way the checkpoint then holds the first unsaved event of each partition."""
         try:
             self._store_error = None
-            self._checkpoint(t for t in self._sessions.values() if t.due)
+            self._save_all(t for t in self._sessions.values() if t.due)
             if self._store_error is not None:
                 raise StoreUnavailable(
                     f"session store {self.store.describe()}", str(self._store_error)
@@ -357,11 +357,11 @@ class SessionsService(Service):
         return held
 
     def tick(self, now_ms: int) -> None:
-        """Checkpoint sessions quiet with unsaved events; forget saved ones quiet for long."""
+        """Save sessions quiet with unsaved events; forget saved ones quiet for long."""
         if now_ms < self._next_scan_ms:
             return
         self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
-        self._checkpoint(
+        self._save_all(
             (t for t in self._sessions.values() if self.policy.idle(t, now_ms)), "idle"
         )
         stale = [
@@ -375,11 +375,11 @@ class SessionsService(Service):
 
     # --- membership and shutdown --------------------------------------------------------------
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
-        """Checkpoint the sessions with events from these partitions, then forget them (the
+        """Save the sessions with events from these partitions, then forget them (the
         next owner loads them from the store)."""
         gone = set(partitions)
         leaving = {k: t for k, t in self._sessions.items() if t.partitions() & gone}
-        self._checkpoint(leaving.values(), "revoke")
+        self._save_all(leaving.values(), "revoke")
         try:
             self._publish(leaving.values())
         except StoreUnavailable as exc:  # not committed: the next owner re-reads them
@@ -390,7 +390,7 @@ class SessionsService(Service):
 
     def close(self) -> None:
         try:
-            self._checkpoint(self._sessions.values(), "shutdown")
+            self._save_all(self._sessions.values(), "shutdown")
             self._publish(self._sessions.values())
         except StoreUnavailable as exc:  # not committed: the next start re-reads them
             log.warning("sessions: stopping with output not durable: %s", exc)

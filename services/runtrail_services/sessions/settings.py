@@ -34,6 +34,7 @@ class SessionsSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_SESSIONS_", extra="ignore")
     service_name = "sessions"
+    renamed = {"idle_checkpoint_s": "idle_save_s"}
 
     store_url: str | None = Field(
         default=None,
@@ -43,13 +44,13 @@ class SessionsSettings(ServiceSettings):
     every_n_events: int = Field(
         default=100,
         ge=0,
-        description="Checkpoint a session once this many of its events are unsaved (0: never).",
+        description="Save a session's snapshot once this many of its events are unsaved (0: never).",
     )
-    at_step_end: bool = Field(default=True, description="Checkpoint a session at each STEP_END.")
-    idle_checkpoint_s: float = Field(
+    at_step_end: bool = Field(default=True, description="Save a session's snapshot at each STEP_END.")
+    idle_save_s: float = Field(
         default=30.0,
         gt=0,
-        description="Checkpoint a session with unsaved events that has been quiet this long, so "
+        description="Save a session with unsaved events that has been quiet this long, so "
         "a session that stops mid-step does not hold offsets forever.",
     )
     evict_after_s: float = Field(

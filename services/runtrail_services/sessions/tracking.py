@@ -1,4 +1,4 @@
-"""What the service knows about each session it holds, and when a checkpoint is due."""
+"""What the service knows about each session it holds, and when a save is due."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ class Tracked:
     #: must not commit past it, so a crash re-reads what the store does not have.
     first_unsaved: dict[Partition, int] = field(default_factory=dict)
     unsaved: int = 0
-    #: Why a checkpoint is due (None: not due).
+    #: Why a save is due (None: not due).
     due: str | None = None
     #: A saved snapshot whose pointer is not on the sessions topic yet.
     unpublished: AgentSessionSnapshot | None = None
     touched_ms: int = 0
-    #: Why the session is not checkpointed (its stored snapshot cannot be trusted).
+    #: Why the session is not saved (its stored snapshot cannot be trusted).
     halted: str | None = None
 
     @property
@@ -53,7 +53,7 @@ class Tracked:
 
 
 @dataclass(frozen=True)
-class CheckpointPolicy:
+class SavePolicy:
     """Every N unsaved events, at STEP_END, and when a session has been quiet too long."""
 
     every_n_events: int
@@ -61,7 +61,7 @@ class CheckpointPolicy:
     idle_ms: int
 
     def after_event(self, tracked: Tracked, event_type: str) -> str | None:
-        """The trigger that makes a checkpoint due after an applied event, if any."""
+        """The trigger that makes a save due after an applied event, if any."""
         if self.at_step_end and event_type == STEP_END:
             return "step_end"
         if self.every_n_events and tracked.unsaved >= self.every_n_events:

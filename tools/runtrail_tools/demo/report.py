@@ -145,7 +145,7 @@ def _run_lines(r: RunReport) -> list[str]:
         lines.append(f"  audit         {a.links} links, {verdict}")
     if r.session is not None:
         lines.append(
-            f"  sessions      {r.session.session_id}: {r.session.events} events checkpointed"
+            f"  sessions      {r.session.session_id}: {r.session.events} events saved"
         )
     if r.commands is not None:
         cv = r.commands

@@ -25,7 +25,7 @@ STACK_RECEIVERS: tuple[str, ...] = ("outbox-relay", "command-api")
 #: that every key is still a field of its service's settings class).
 DEV_TUNING: dict[str, dict[str, str]] = {
     # a session with unsaved events holds its offsets until saved: save quiet ones sooner
-    "sessions": {"idle_checkpoint_s": "2"},
+    "sessions": {"idle_save_s": "2"},
     # sign a checkpoint over the run heads every 10 s instead of every minute
     "audit": {"checkpoint_interval_s": "10"},
 }
