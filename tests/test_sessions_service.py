@@ -98,9 +98,7 @@ def test_save_policy_and_held_offsets(tmp_path: Path) -> None:
 
 
 def test_idle_sessions_are_saved_and_saved_ones_forgotten(tmp_path: Path) -> None:
-    svc = service(
-        tmp_path, every_n_events=0, at_step_end="false", idle_save_s=5, evict_after_s=60
-    )
+    svc = service(tmp_path, every_n_events=0, at_step_end="false", idle_save_s=5, evict_after_s=60)
     no_session = [
         dict(f, sessionId=sid)
         for f, sid in zip(session_forms(2, session="x"), (None, ""), strict=True)

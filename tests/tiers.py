@@ -46,7 +46,9 @@ KAFKA_FIXTURES = frozenset({"kafka_bootstrap"})
 #: how many lanes the fault tests are dealt into (xdist groups ``fault-lane-N``)
 LANES_ENV = "RUNTRAIL_FAULT_LANES"
 #: each test's recorded seconds (``RUNTRAIL_TEST_DURATIONS`` names another file, for tests of this)
-DURATIONS = Path(os.environ.get("RUNTRAIL_TEST_DURATIONS") or Path(__file__).with_name("durations.json"))
+DURATIONS = Path(
+    os.environ.get("RUNTRAIL_TEST_DURATIONS") or Path(__file__).with_name("durations.json")
+)
 #: the guess for a test not in the durations file (new, renamed): about a median kafka test
 UNKNOWN_S = 2.0
 

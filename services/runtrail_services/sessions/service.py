@@ -361,9 +361,7 @@ class SessionsService(Service):
         if now_ms < self._next_scan_ms:
             return
         self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
-        self._save_all(
-            (t for t in self._sessions.values() if self.policy.idle(t, now_ms)), "idle"
-        )
+        self._save_all((t for t in self._sessions.values() if self.policy.idle(t, now_ms)), "idle")
         stale = [
             key
             for key, t in self._sessions.items()

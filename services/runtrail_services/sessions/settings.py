@@ -46,7 +46,9 @@ class SessionsSettings(ServiceSettings):
         ge=0,
         description="Save a session's snapshot once this many of its events are unsaved (0: never).",
     )
-    at_step_end: bool = Field(default=True, description="Save a session's snapshot at each STEP_END.")
+    at_step_end: bool = Field(
+        default=True, description="Save a session's snapshot at each STEP_END."
+    )
     idle_save_s: float = Field(
         default=30.0,
         gt=0,

@@ -144,9 +144,7 @@ def _run_lines(r: RunReport) -> list[str]:
         verdict = "chain valid" if a.valid else f"chain INVALID at {a.first_broken_index}"
         lines.append(f"  audit         {a.links} links, {verdict}")
     if r.session is not None:
-        lines.append(
-            f"  sessions      {r.session.session_id}: {r.session.events} events saved"
-        )
+        lines.append(f"  sessions      {r.session.session_id}: {r.session.events} events saved")
     if r.commands is not None:
         cv = r.commands
         lines.append(
