@@ -42,8 +42,8 @@ def _bare_child(mode: str, settings: Any, events: list[dict[str, Any]]) -> None:
     from confluent_kafka import Producer
 
     from runtrail.events import EventCodec
+    from runtrail.kafka.producer_config import producer_config
     from runtrail.publisher.headers import event_headers
-    from runtrail.publisher.producer_config import producer_config
 
     codec = EventCodec()
     records = [

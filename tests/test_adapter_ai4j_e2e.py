@@ -39,8 +39,8 @@ from runtrail.capture import NodeIoRecord
 from runtrail.capture.repair import capture_files
 from runtrail.config import Settings
 from runtrail.events.codec import EventCodec
+from runtrail.kafka.producer_config import producer_config
 from runtrail.persistence.urls import sqlite_url
-from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.redaction import redact_value
 from runtrail.resume import ResumeCache
 from runtrail.resume.http_client import ServiceCacheClient

@@ -23,6 +23,8 @@ import pytest
 from confluent_kafka import Producer
 
 from runtrail.audit.stores import open_link_store
+from runtrail.config import Settings
+from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.projection import open_projection_store
 from runtrail.runtime.deadletter import H_OFFSET, H_SERVICE, H_VALUE_SIZE, DeadLetterProducer
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -241,9 +243,8 @@ def test_dead_letters_wait_for_the_broker_and_are_sent_again(
     broker = restartable_broker
     bootstrap = broker.bootstrap_servers
     dlq = create_topic(bootstrap, unique_topic("dlq"), partitions=1)
-    producer = DeadLetterProducer(
-        {"bootstrap.servers": bootstrap, "message.timeout.ms": 3000}, dlq, "test"
-    )
+    config = dead_letter_config(Settings(bootstrap_servers=bootstrap), 8 * 1024 * 1024)
+    producer = DeadLetterProducer({**config, "message.timeout.ms": 3000}, dlq, "test")
     _kill(broker)
     for i in range(3):
         _dead_letter(producer, i, f"poison {i}".encode(), [("traceparent", b"00-abc-def-01")])
@@ -269,7 +270,8 @@ def test_dead_letters_beside_one_too_large_for_the_topic_keep_their_values(
     dlq = create_topic(
         kafka_bootstrap, unique_topic("dlq"), partitions=1, **{"max.message.bytes": "2000"}
     )
-    producer = DeadLetterProducer({"bootstrap.servers": kafka_bootstrap}, dlq, "test")
+    config = dead_letter_config(Settings(bootstrap_servers=kafka_bootstrap), 8 * 1024 * 1024)
+    producer = DeadLetterProducer(config, dlq, "test")
     large = os.urandom(5000)  # incompressible: the producer compresses batches
     for offset, value in enumerate([b"before", large, b"after"]):
         _dead_letter(producer, offset, value)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from runtrail.kafka.retry import BACKOFF_MAX_S, Backoff
 from runtrail.runtime.deadletter import DeadLetterError
-from runtrail.runtime.retry import BACKOFF_MAX_S, Backoff, classify
+from runtrail.runtime.retry import classify
 from runtrail.runtime.unavailable import StoreUnavailable
 
 

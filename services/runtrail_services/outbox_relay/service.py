@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from runtrail.commands import open_event_store
 from runtrail.commands.relay import OutboxRelay
 from runtrail.config import Settings
+from runtrail.kafka.producer_config import producer_config
 from runtrail.persistence.urls import redact_url
-from runtrail.publisher.producer_config import producer_config
 from runtrail.runtime.receiver import Receiver
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.outbox_relay.settings import OutboxRelaySettings

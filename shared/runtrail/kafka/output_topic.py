@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
+from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
-from runtrail.publisher.producer_config import producer_config
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ CONFIRM_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 2.0
 #: librdkafka's upper bound for ``message.max.bytes``.
 _LIBRDKAFKA_MAX = 1_000_000_000
-_SIZE_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE})
 
 Headers = list[tuple[str, bytes]] | None
 TooLargeFn = Callable[[Any, str], None]
@@ -81,10 +80,6 @@ class _Record:
     value: bytes | None
     headers: Headers
     tag: Any
-
-
-def _is_size_error(err: KafkaError) -> bool:
-    return err.code() in _SIZE_CODES
 
 
 class OutputTopic:
@@ -183,7 +178,7 @@ class OutputTopic:
             self._errors.append("local producer queue full")
             return
         err = exc.args[0] if exc.args else None
-        if isinstance(err, KafkaError) and _is_size_error(err):
+        if isinstance(err, KafkaError) and too_large(err):
             self._drop_too_large(rid, err.str())
         else:
             self._retry.add(rid)
@@ -192,9 +187,9 @@ class OutputTopic:
     def _delivered(self, rid: int, err: KafkaError | None, msg: Any = None) -> None:
         if err is None:
             self._unacked.pop(rid, None)
-        elif _is_size_error(err) and rid in self._suspect:
+        elif too_large(err) and rid in self._suspect:
             self._drop_too_large(rid, err.str())  # refused alone: it is the large one
-        elif _is_size_error(err):
+        elif too_large(err):
             self._suspect.add(rid)  # maybe only beside the large one in a refused batch
             self._retry.add(rid)
         else:

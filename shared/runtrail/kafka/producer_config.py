@@ -1,4 +1,7 @@
-"""librdkafka configuration of the publisher's producer.
+"""librdkafka configuration of every runtrail producer, and the one set of size errors.
+
+The publisher, the output topics (:mod:`runtrail.kafka.output_topic`) and the dead letters
+(:mod:`runtrail.runtime.deadletter`) build their config here, so each gets the invariants.
 
 Three settings are invariants, not tuning, and win over ``kafka_options``:
 
@@ -23,9 +26,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from runtrail.config import Settings
+from runtrail.kafka.topics import max_message_bytes
 
 log = logging.getLogger(__name__)
+
+#: What the client or the broker answers for a record, or the batch it went in, too large for
+#: the topic. A batch refused as too large gets the error for every record in it, so each
+#: producer sends such a record again alone before it judges it.
+SIZE_ERRORS: frozenset[int] = frozenset(
+    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_MSG_SIZE}
+)
+
+
+def too_large(err: KafkaError) -> bool:
+    """Whether ``err`` says the record (or its batch) is too large for the topic."""
+    return err.code() in SIZE_ERRORS
+
 
 #: Batching and buffering defaults; ``kafka_options`` may override them.
 TUNING_DEFAULTS: dict[str, Any] = {
@@ -70,3 +89,19 @@ def producer_config(settings: Settings, **overrides: Any) -> dict[str, Any]:
         config[key] = value
     config.update(overrides)
     return config
+
+
+def dead_letter_config(
+    settings: Settings, max_event_bytes: int, **overrides: Any
+) -> dict[str, Any]:
+    """Dead letters: the invariants, room for the largest legal event and what a dead letter
+    adds to it, and a short linger (dead letters are rare; each batch waits on them)."""
+    return producer_config(
+        settings,
+        **{
+            "client.id": "runtrail-dead-letters",
+            "linger.ms": 5,
+            "message.max.bytes": max_message_bytes(max_event_bytes),
+            **overrides,
+        },
+    )

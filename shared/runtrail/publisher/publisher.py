@@ -62,6 +62,8 @@ from runtrail.events import (
 from runtrail.events.codec import validate_exact
 from runtrail.events.limits import EventLimits
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
+from runtrail.kafka.retry import Backoff
 from runtrail.publisher.envelope_defaults import (
     DEFAULT_ACTOR,
     fill_defaults,
@@ -71,7 +73,6 @@ from runtrail.publisher.envelope_defaults import (
 from runtrail.publisher.headers import event_headers
 from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
-from runtrail.publisher.producer_config import producer_config
 from runtrail.publisher.recovery import already_on_topic
 from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
@@ -86,13 +87,10 @@ log = logging.getLogger(__name__)
 JsonDict = dict[str, Any]
 
 #: Broker verdicts that no resend can change: spooling such an event would block the spool.
-PERMANENT_ERRORS: frozenset[int] = frozenset(
-    {
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.INVALID_RECORD,
-        KafkaError._INVALID_ARG,
-    }
-)
+PERMANENT_ERRORS: frozenset[int] = SIZE_ERRORS | {
+    KafkaError.INVALID_RECORD,
+    KafkaError._INVALID_ARG,
+}
 #: What a purge reports for the events it took back (they are resent from the spool).
 _PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
@@ -173,9 +171,7 @@ class Publisher:
         self._lock = threading.RLock()
         self._commit_lock = threading.Lock()
         self._acked: dict[int, int] = {}
-        self._backoff_min = retry_backoff_s
-        self._backoff_max = max(retry_backoff_max_s, retry_backoff_s)
-        self._backoff = retry_backoff_s
+        self._backoff = Backoff(retry_backoff_s, max(retry_backoff_max_s, retry_backoff_s))
         self._drain_chunk = max(1, drain_chunk)
         self._timeout_s = settings.delivery_timeout_ms / 1000
         self._next_retry = 0.0
@@ -601,7 +597,7 @@ class Publisher:
         self._uncertain_until = max(self._uncertain_until, self._next_index)
         self._scanned = False
         self._probe_first = True
-        self._next_retry = time.monotonic() + self._backoff
+        self._next_retry = time.monotonic() + self._backoff.delay()
         if purge:
             self._purge_wanted = True
 
@@ -636,7 +632,7 @@ class Publisher:
             if err is None:
                 self._settle(index)
                 self._note_ack(msg)
-            elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE and index not in self._size_suspects:
+            elif too_large(err) and index not in self._size_suspects:
                 # the broker refuses a whole batch over the topic's max.message.bytes, and
                 # every event in it gets this error: resend each alone before rejecting any
                 self._size_suspects.add(index)
@@ -737,7 +733,7 @@ class Publisher:
                 return  # earlier deliveries are unsettled; their outcome comes first
             if self._pending_count() == 0:
                 self._draining = False
-                self._backoff = self._backoff_min
+                self._backoff.reset()
                 self._warned_failure = False
                 self._size_suspects.clear()  # all settled (indices are never reused)
                 self._metrics.set_spool_depth(0)
@@ -782,9 +778,9 @@ class Publisher:
                 self._wal.advance_to(end)
             if produced and produced[-1] >= self._first_unsettled:
                 self._enter_draining("a resent event was not acknowledged")
-                self._backoff = min(self._backoff * 2, self._backoff_max)
+                self._backoff.grow()
             else:
-                self._backoff = self._backoff_min
+                self._backoff.reset()
                 self._probe_first = False
                 self._next_retry = 0.0
 
@@ -884,8 +880,7 @@ class Publisher:
 
     def _retry_later(self) -> None:
         self._probe_first = True
-        self._next_retry = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self._backoff_max)
+        self._next_retry = time.monotonic() + self._backoff.next_delay()
 
     def _broker_reachable(self) -> bool:
         """A cheap metadata request, so a dead broker costs no message timeouts."""

@@ -19,8 +19,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from runtrail.kafka.client_log import with_client_logger
+from runtrail.kafka.producer_config import too_large
+from runtrail.kafka.retry import retryable_kafka_error
 from runtrail.kafka.topics import max_message_bytes
-from runtrail.runtime.retry import retryable_kafka_error
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -95,15 +96,8 @@ class DeadLetterProducer:
         self.topic = topic
         self.service = service
         self.max_message_bytes = max_message_bytes(max_event_bytes)
-        self._producer = Producer(
-            {
-                **with_client_logger(config),
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "message.max.bytes": self.max_message_bytes,
-            }
-        )
+        # built by ``dead_letter_config``: the invariants every runtrail producer keeps
+        self._producer = Producer(with_client_logger(config))
         self._retry: list[tuple[bytes | None, bytes | None, Headers]] = []
         #: dead letters the broker refused as too large in a batch: each is sent again alone
         #: before its value is replaced by a digest (the others in the batch got the error too)
@@ -173,7 +167,7 @@ class DeadLetterProducer:
                 self._producer.poll(0.1)
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.code() == KafkaError.MSG_SIZE_TOO_LARGE and value is not None:
+                if too_large(err) and value is not None:
                     value, headers = None, headers + digest_headers(value)
                     self.replaced += 1
                     continue
@@ -191,10 +185,9 @@ class DeadLetterProducer:
             return
         self._last_error = f"{err.name()}: {err.str()}"
         key, value, headers = record
-        too_large = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
-        if err.code() in too_large and value is not None and not alone:
+        if too_large(err) and value is not None and not alone:
             self._alone.append(record)  # maybe only beside the large one: try it alone
-        elif err.code() in too_large and value is not None:
+        elif too_large(err) and value is not None:
             self.replaced += 1
             self._retry.append((key, None, headers + digest_headers(value)))
         elif retryable_kafka_error(err):

@@ -52,6 +52,8 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.kafka.producer_config import dead_letter_config
+from runtrail.kafka.retry import Backoff
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.runtime import stop_signals
 from runtrail.runtime.checkpoint import Checkpoint, Committed
@@ -63,7 +65,7 @@ from runtrail.runtime.dlq_limit import DlqLimit, DlqLimiter, Trip
 from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
-from runtrail.runtime.retry import Backoff, Problem, classify
+from runtrail.runtime.retry import Problem, classify
 from runtrail.runtime.sequencing import new_sequence_checker
 from runtrail.runtime.service import Service, ServiceContext
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -107,7 +109,7 @@ class ServiceRunner:
         self._dlq_limit = DlqLimiter(DlqLimit.from_settings(settings))
         self._stopped: dict[Partition, Trip] = {}
         self._dlq = DeadLetterProducer(
-            settings.kafka_config(),
+            dead_letter_config(settings, self._limits.max_event_bytes),
             settings.dlq_topic,
             service_name,
             max_event_bytes=self._limits.max_event_bytes,
