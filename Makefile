@@ -14,6 +14,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# each test's seconds in the last make test; copy over tests/durations.json to reorder the suite
+DURATIONS_OUT ?= .ci/durations.json
 # tests run in this many processes (tests/tiers.py): the two fault lanes, which mostly wait out
 # their outages, and two that take every other unit of work as they come free; the broker of
 # each process starts on the first test that needs it
@@ -60,7 +62,8 @@ test:
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 \
+		--record-durations $(DURATIONS_OUT) $(PYTEST_ARGS)
 
 # the tier that needs no broker (no Java, no services): the inner loop
 test-fast:

@@ -160,10 +160,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
 
 
+#: seconds each xdist worker spent in tests (the controller's view), for the summary
+_busy: dict[str, float] = {}
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when in ("setup", "call", "teardown"):
         nodeid = report.nodeid.split("@", 1)[0]  # xdist appends @group to grouped tests
         _recorded[nodeid] = _recorded.get(nodeid, 0.0) + report.duration
+        node = getattr(report, "node", None)  # set on the controller: the worker that ran it
+        worker = getattr(node, "gateway", None)
+        if worker is not None:
+            _busy[worker.id] = _busy.get(worker.id, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How long each worker was busy: a worker far below the others idled at the end."""
+    if _busy:
+        busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_busy.items()))
+        terminalreporter.write_line(f"busy per worker: {busy}")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
