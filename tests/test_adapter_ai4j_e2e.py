@@ -18,7 +18,7 @@ runtrail's. Then, from the outside:
   adds run.accepted / run.state_transitioned / run.succeeded / run.failed);
 * the real sessions service checkpoints each run's ai4j session (ai4j's session ID is
   runtrail's sessionId), and the session restored from the store equals the whole topic's;
-* the README example runs as written, and the overhead per event is measured.
+* the ai4j example of docs/ADAPTERS.md runs as written, and the overhead per event is measured.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def test_overhead_per_event(kafka_bootstrap: str, published: dict[str, Any]) -> 
     assert result["overheadNsPerEvent"] < 1_000_000  # < 1 ms per event on a shared 2-core box
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ADAPTERS = Path(__file__).resolve().parents[1] / "docs" / "ADAPTERS.md"
 EXAMPLE = (
     Path(__file__).resolve().parents[1]
     / "adapters/ai4j/src/test/java/dev/runtrail/ai4j/ReadmeExample.java"
@@ -233,8 +233,8 @@ EXAMPLE = (
 
 
 def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
-    """The README's ai4j block is ``ReadmeExample``'s marked lines; run, its run is on the topic."""
-    section = README.read_text().split("### ai4j (Java)", 1)[1]
+    """The ai4j block of docs/ADAPTERS.md is ``ReadmeExample``'s marked lines; run, its run is on the topic."""
+    section = ADAPTERS.read_text().split("### ai4j (Java)", 1)[1]
     block = section.split("```java\n", 1)[1].split("```", 1)[0]
     marked = EXAMPLE.read_text().split("// readme:begin\n", 1)[1].split("// readme:end", 1)[0]
     assert block.strip().splitlines() == [

@@ -1,5 +1,5 @@
-"""The README's LangChain/LangGraph examples ("Point your agent at runtrail"), executed exactly as
-written: each code block is extracted from README.md and run against the real broker (and, for
+"""The LangChain/LangGraph examples ("Point your agent at runtrail"), executed exactly as
+written: each code block is extracted from docs/ADAPTERS.md and run against the real broker (and, for
 the resumable one, a running resume-cache service), with the user's parts — the graph, the
 model, the tools — supplied by the test."""
 

@@ -1,5 +1,5 @@
-"""The README's OpenAI Agents SDK example, executed exactly as written: its code block is
-extracted from README.md and run with the test's own ``model`` (no network) against the real
+"""The OpenAI Agents SDK example, executed exactly as written: its code block is
+extracted from docs/ADAPTERS.md and run with the test's own ``model`` (no network) against the real
 broker; the run it names is then read back from the topic."""
 
 from __future__ import annotations

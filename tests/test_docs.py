@@ -1,4 +1,4 @@
-"""The README's reference sections are generated from the code, so they cannot drift."""
+"""The settings reference (docs/CONFIGURATION.md) is generated from the code, so it cannot drift."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from pathlib import Path
 
 from runtrail_tools.settings_catalog import render_markdown, sections
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "CONFIGURATION.md"
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
 
-def test_readme_settings_table_is_current() -> None:
-    text = README.read_text()
-    assert BEGIN in text and END in text, "README lacks the settings markers"
+def test_the_settings_table_is_current() -> None:
+    text = REFERENCE.read_text()
+    assert BEGIN in text and END in text, "docs/CONFIGURATION.md lacks the settings markers"
     block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
     assert block == render_markdown(), (
-        "README settings are stale: regenerate with `runtrail settings --markdown`"
+        "docs/CONFIGURATION.md settings are stale: regenerate with `runtrail settings --markdown`"
     )
 
 

@@ -1,5 +1,5 @@
-"""The README's OpenTelemetry GenAI example, executed exactly as written: its code block,
-extracted from README.md, runs against the real broker, and the run it traced is on the topic
+"""The OpenTelemetry GenAI example, executed exactly as written: its code block,
+extracted from docs/ADAPTERS.md, runs against the real broker, and the run it traced is on the topic
 (lifecycle, the model call as one step, its tokens)."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The README's otlp-ingest example, run as written (issue 13: "The README examples run as
-written"): its shell block, read from README.md, starts `runtrail run otlp-ingest` with the
+"""The otlp-ingest example, run as written: its shell block, read from docs/ADAPTERS.md, starts `runtrail run otlp-ingest` with the
 token it shows, and the real OTLP/HTTP exporter, configured only by the block's `export`
 lines (endpoint and `Authorization` header from the environment), posts a traced agent run
 that lands on the topic under the token's tenant.

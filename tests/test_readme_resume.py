@@ -1,6 +1,6 @@
-"""The README's "resume it in a new process" example, executed exactly as written (issue 12):
-a scripted agent is SIGKILLed after step 2 of 4; the README's code block, extracted from
-README.md, resumes the run against the real broker and a running resume-cache service; the
+"""The "resume it in a new process" example, executed exactly as written:
+a scripted agent is SIGKILLed after step 2 of 4; its code block, extracted from
+docs/RESUME.md, resumes the run against the real broker and a running resume-cache service; the
 agent's loop then finishes it. Every side effect happens once, the model is called only for the
 steps after the crash, and the run's sequences go on without a gap or a reused number."""
 

@@ -15,7 +15,9 @@ def register(subparsers: Any) -> None:
         description="Every RUNTRAIL_* setting of the core and of each service, as resolved from "
         "the environment; --markdown prints the documented defaults instead.",
     )
-    parser.add_argument("--markdown", action="store_true", help="the reference table (README)")
+    parser.add_argument(
+        "--markdown", action="store_true", help="the reference table (docs/CONFIGURATION.md)"
+    )
     parser.set_defaults(func=run)
 
 
