@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from runtrail.events.codec import EventCodec
-from runtrail.publisher.spool import SpoolRecord
+from runtrail.publisher.spool_record import SpoolRecord
 from tests.ai4j_adapter import adapter
 from tests.support import consume_all, create_topic, unique_topic
 

@@ -22,8 +22,9 @@ import pytest
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec, validate_json_form
-from runtrail.publisher import Publisher, Spool, SpoolRecord
+from runtrail.publisher import Publisher, SpoolRecord
 from runtrail.publisher import wal as wal_module
+from runtrail.publisher.spool import Spool
 from runtrail.publisher.wal import Wal
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.publisher_support import assert_in_order, contents

@@ -18,8 +18,8 @@ from confluent_kafka import Consumer
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
-from runtrail.publisher import Publisher, Spool, SpoolRecord
-from runtrail.publisher.spool import SpoolError, path_component
+from runtrail.publisher import Publisher, SpoolRecord
+from runtrail.publisher.spool import Spool, SpoolError, path_component
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.support import create_topic, unique_topic
 

@@ -76,7 +76,7 @@ from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.recovery import already_on_topic
 from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
-from runtrail.publisher.spool import SpoolRecord
+from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
 
 if TYPE_CHECKING:

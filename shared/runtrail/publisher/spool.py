@@ -1,4 +1,4 @@
-"""The JSON-lines spool file, read only to import one into the WAL; and SpoolRecord.
+"""The JSON-lines spool file of an older publisher, read only to import one into the WAL.
 
 The publisher now writes :mod:`runtrail.publisher.wal` (every accepted event, binary frames).
 A spool file left by an older publisher is moved into the WAL of the same slot when a new
@@ -19,21 +19,16 @@ off when the spool is opened.
 
 from __future__ import annotations
 
-import base64
 import fcntl
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import orjson
 
 from runtrail.files import open_private, private_dir
+from runtrail.publisher.spool_record import SpoolRecord, path_component
 
 log = logging.getLogger(__name__)
-
-Headers = tuple[tuple[str, bytes], ...]
 
 #: How many ``<topic>.<n>.spool`` slots to try before giving up.
 MAX_SLOTS = 64
@@ -43,60 +38,12 @@ class SpoolError(Exception):
     """The spool cannot be opened (every slot is held, or the folder is unusable)."""
 
 
-class SpoolRecord(NamedTuple):
-    """One Kafka message, exactly as it was (or would have been) produced.
-
-    A named tuple, not a frozen dataclass: the publisher makes one per accepted event, and a
-    frozen dataclass's ``__init__`` is one ``object.__setattr__`` per field (about 1.5 µs an
-    event against 0.3)."""
-
-    key: bytes | None
-    value: bytes
-    headers: Headers
-    event_id: str | None = None
-    #: When publish() accepted it (the Kafka message timestamp; None in JSON-lines spools written before it was recorded).
-    timestamp_ms: int | None = None
-    #: The event's per-run sequence (so a restarted publisher knows what its spool holds).
-    sequence: int | None = None
-
-    def to_line(self) -> bytes:
-        doc: dict[str, Any] = {
-            "k": None if self.key is None else base64.b64encode(self.key).decode(),
-            "v": base64.b64encode(self.value).decode(),
-            "h": [[name, base64.b64encode(val).decode()] for name, val in self.headers],
-            "id": self.event_id,
-        }
-        return orjson.dumps(doc) + b"\n"
-
-    @classmethod
-    def from_line(cls, line: bytes) -> SpoolRecord:
-        doc = orjson.loads(line)
-        key = doc["k"]
-        return cls(
-            key=None if key is None else base64.b64decode(key, validate=True),
-            value=base64.b64decode(doc["v"], validate=True),
-            headers=tuple((str(n), base64.b64decode(v, validate=True)) for n, v in doc["h"]),
-            event_id=doc.get("id"),
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class SpoolEntry:
     """A record read from the spool and the offset just past it (``record`` None: unreadable)."""
 
     record: SpoolRecord | None
     end: int
-
-
-def path_component(name: str) -> str:
-    """``name`` made safe as one path component (tenant IDs are arbitrary strings)."""
-    safe = "".join(
-        c
-        if c.isascii() and (c.isalnum() or c in "-_")
-        else "".join(f"%{b:02X}" for b in c.encode())
-        for c in name
-    )
-    return safe or "_"
 
 
 class Spool:

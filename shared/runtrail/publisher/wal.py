@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtrail.files import fsync_dir, private_dir
-from runtrail.publisher.spool import Spool, SpoolError, SpoolRecord, path_component
+from runtrail.publisher.spool import Spool, SpoolError
+from runtrail.publisher.spool_record import SpoolRecord, path_component
 
 log = logging.getLogger(__name__)
 
