@@ -34,8 +34,8 @@ from bench.runtime import publish
 from bench.workload import workload
 from runtrail.audit.export import write_export
 from runtrail.audit.link import Link, genesis_head, seal
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
+from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail_services.audit.service import AuditService
 from runtrail_services.noop.service import NoopService
@@ -88,7 +88,7 @@ def main() -> None:
     events = list(workload(args.events))
     work = Path(tempfile.mkdtemp(prefix="bench-audit-"))
     store_url = args.store or sqlite_url(work / "audit.db")
-    store = open_link_store(store_url)
+    store = open_store(AUDIT_LINKS, store_url)
     if store.heads():  # the workload is deterministic: its events would all be sealed already
         raise SystemExit("the audit store is not empty: give an empty one (--store)")
     store.close()
@@ -144,7 +144,7 @@ def main() -> None:
         finally:
             delete_topic(bootstrap, topic)
             AdminClient({"bootstrap.servers": bootstrap}).delete_topics([audit_topic])
-    store = open_link_store(store_url)
+    store = open_store(AUDIT_LINKS, store_url)
     runs = len(store.heads())
     store.close()
 

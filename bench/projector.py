@@ -51,7 +51,8 @@ from bench.harness import (
 from bench.runtime import publish
 from bench.workload import workload
 from runtrail.config import Settings
-from runtrail.projection import compare_projections, open_projection_store
+from runtrail.persistence import PROJECTIONS, open_store
+from runtrail.projection import compare_projections
 from runtrail_services.noop.service import NoopService
 from runtrail_services.projector.rebuild import rebuild_projection
 from runtrail_services.projector.service import ProjectorService
@@ -74,7 +75,7 @@ def run_projector(settings: Settings, store_url: str, expected: int, snapshot_ev
 
 
 def run_rebuild(settings: Settings, store_url: str, snapshot_every: int) -> tuple[Rate, int]:
-    store = open_projection_store(store_url)
+    store = open_store(PROJECTIONS, store_url)
     try:
         summary = rebuild_projection(settings, store, snapshot_every=snapshot_every)
     finally:
@@ -90,7 +91,7 @@ def run_rebuild(settings: Settings, store_url: str, snapshot_every: int) -> tupl
 def _child(bootstrap: str, topic: str, snapshot_every: str, store_path: str) -> None:
     """One rebuild in this process (whichever runtrail is first on sys.path): JSON figures."""
     settings = Settings(bootstrap_servers=bootstrap, events_topic=topic)
-    store = open_projection_store(f"sqlite:///{store_path}")
+    store = open_store(PROJECTIONS, f"sqlite:///{store_path}")
     wall, before = time.monotonic(), os.times()
     try:
         summary = rebuild_projection(settings, store, snapshot_every=int(snapshot_every))
@@ -149,11 +150,11 @@ def compare_replay(args: argparse.Namespace, bootstrap: str) -> None:
 
 
 def _differences(stores: list[Path]) -> list[int]:
-    first = open_projection_store(f"sqlite:///{stores[0]}")
+    first = open_store(PROJECTIONS, f"sqlite:///{stores[0]}")
     counts = []
     try:
         for path in stores[1:]:
-            other = open_projection_store(f"sqlite:///{path}")
+            other = open_store(PROJECTIONS, f"sqlite:///{path}")
             try:
                 counts.append(len(compare_projections(first, other)))
             finally:
@@ -243,7 +244,7 @@ def main() -> None:
             rates.append(rebuilt)
         finally:
             delete_topic(bootstrap, topic)
-    live, again = open_projection_store(live_url), open_projection_store(rebuilt_url)
+    live, again = open_store(PROJECTIONS, live_url), open_store(PROJECTIONS, rebuilt_url)
     try:
         differences = len(compare_projections(live, again))
     finally:

@@ -30,12 +30,11 @@ from bench.harness import broker, create_topic, delete_topic
 from bench.workload import run_events
 from runtrail.audit.link import genesis_head, seal
 from runtrail.audit.store import TopicPartition
-from runtrail.audit.stores import open_link_store
 from runtrail.capture.file_sink import JsonlFileSink
 from runtrail.capture.pairer import NodePairer
 from runtrail.events.codec import validate_json_form
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail.projection.open_store import open_projection_store
 from runtrail.projection.replay import replay
 from runtrail.projection.store import ProjectionBatch
 
@@ -57,7 +56,7 @@ def one_run(events: int) -> list[dict[str, Any]]:
 
 def build_stores(state: Path, forms: list[dict[str, Any]]) -> str:
     run_id = str(forms[0]["runId"])
-    audit = open_link_store(sqlite_url(state / "audit.db"))
+    audit = open_store(AUDIT_LINKS, sqlite_url(state / "audit.db"))
     head = genesis_head(TENANT, run_id)
     links = []
     for form in forms:
@@ -67,7 +66,7 @@ def build_stores(state: Path, forms: list[dict[str, Any]]) -> str:
     audit.append_batch(links, {TopicPartition("runtrail.events", 0): len(forms)})
     audit.close()
     events = [validate_json_form(form) for form in forms]
-    projections = open_projection_store(f"sqlite:///{state / 'projection.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{state / 'projection.db'}")
     projections.apply_batch(ProjectionBatch(projections=[replay(events)]))
     projections.close()
     pairer = NodePairer(window=len(events) + 1)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from runtrail.commands import Command, EventStore, open_event_store
+from runtrail.commands import Command, EventStore
 from runtrail.events import Actor
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import sqlite_url
 
 OPERATOR = Actor(kind="operator", id="op-1")
@@ -52,7 +53,7 @@ class StoreBackend:
     opened: list[EventStore] = field(default_factory=list)
 
     def open(self, **options: Any) -> EventStore:
-        store = open_event_store(self.url, **options)
+        store = open_store(COMMAND_EVENTS, self.url, **options)
         self.opened.append(store)
         return store
 

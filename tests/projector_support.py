@@ -19,7 +19,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
-from runtrail.projection import ProjectionStore, open_projection_store
+from runtrail.persistence import PROJECTIONS, open_store
+from runtrail.projection import ProjectionStore
 from runtrail.runtime.runner import ServiceRunner
 from runtrail_services.projector.service import ProjectorService
 from runtrail_tools.cli.main import main
@@ -51,7 +52,7 @@ def sqlite_url(path: Path) -> str:
 def stored_offsets(db: Path, topic: str, partitions: int) -> dict[int, int]:
     if not db.exists():
         return {}
-    store = open_projection_store(sqlite_url(db))
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         return store.stored_offsets(topic, range(partitions))
     finally:
@@ -143,8 +144,8 @@ def copy_store(src: Path, dst: Path) -> Path:
 
 
 @contextlib.contextmanager
-def open_store(db: Path) -> Iterator[ProjectionStore]:
-    store = open_projection_store(sqlite_url(db))
+def projection_at(db: Path) -> Iterator[ProjectionStore]:
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         yield store
     finally:

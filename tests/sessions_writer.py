@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from runtrail.sessions import AgentSession, open_session_store
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.sessions import AgentSession
 from tests.sessions_support import built_snapshot, session_events
 
 GROW_LIMIT = 10_000
@@ -18,7 +19,7 @@ GROW_LIMIT = 10_000
 
 def main(argv: list[str]) -> int:
     command, url = argv[0], argv[1]
-    store = open_session_store(url)
+    store = open_store(SESSION_SNAPSHOTS, url)
     if command == "save":
         payload = int(argv[3]) if len(argv) > 3 else 0
         snapshot = built_snapshot(int(argv[2]), payload=payload)

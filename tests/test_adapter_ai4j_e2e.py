@@ -34,20 +34,19 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from runtrail.audit.stores import open_link_store
 from runtrail.capture import NodeIoRecord
 from runtrail.capture.repair import capture_files
 from runtrail.config import Settings
 from runtrail.events.codec import EventCodec
 from runtrail.kafka.producer_config import producer_config
+from runtrail.persistence import AUDIT_LINKS, SESSION_SNAPSHOTS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher.redaction import redact_value
 from runtrail.resume import ResumeCache
 from runtrail.resume.http_client import ServiceCacheClient
-from runtrail.sessions import open_session_store
 from runtrail.sessions.restore import build_from_topic, restore_session
 from tests.ai4j_adapter import adapter
-from tests.projector_support import open_store, projector, wait_caught_up
+from tests.projector_support import projection_at, projector, wait_caught_up
 from tests.resume_support import TOKENS, CacheService
 from tests.support import ServiceProcess, consume_all, create_topic, unique_topic, wait_for
 from tests.test_ai4j_conformance import from_ai4j, from_runtrail
@@ -188,7 +187,7 @@ def test_the_audit_chain_of_each_run_verifies(
         env={"RUNTRAIL_AUDIT_TOPIC": audit_topic, "RUNTRAIL_STATE_DIR": str(tmp_path / "state")},
         log_path=tmp_path / "audit.log",
     )
-    store = open_link_store(store_url)
+    store = open_store(AUDIT_LINKS, store_url)
     try:
         keys = {(TENANT, run): 0 for run in RUNS}
         wait_for(
@@ -293,7 +292,7 @@ def test_the_projector_projects_each_run(
         assert proc.terminate() == 0
     finally:
         proc.close()
-    with open_store(db) as store:
+    with projection_at(db) as store:
         for run in RUNS:
             stored = store.get(TENANT, run)
             assert stored is not None, run
@@ -342,7 +341,7 @@ def test_the_sessions_service_checkpoints_each_runs_session(
         },
         log_path=tmp_path / "sessions.log",
     )
-    store = open_session_store(store_url)
+    store = open_store(SESSION_SNAPSHOTS, store_url)
     per_run = published["stats"]["published"] // len(RUNS)
 
     def revision(session: str) -> int:

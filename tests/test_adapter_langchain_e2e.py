@@ -92,14 +92,17 @@ def agent_graph(model: Any) -> Any:
 
 def test_a_langgraph_run_reaches_every_service(stack: tuple[DevStack, StackState]) -> None:
     from runtrail.audit.store import verify_stored
-    from runtrail.audit.stores import open_link_store
     from runtrail.capture.reader import iter_records
-    from runtrail.projection.open_store import open_projection_store
+    from runtrail.persistence import (
+        AUDIT_LINKS,
+        PROJECTIONS,
+        RESUME_ENTRIES,
+        SESSION_SNAPSHOTS,
+        open_store,
+    )
     from runtrail.publisher import Publisher
     from runtrail.resume import ResumeCache
     from runtrail.resume.http_client import ServiceCacheClient
-    from runtrail.resume.store import open_store
-    from runtrail.sessions import open_session_store
 
     _, state = stack
     targets = from_stack(state, Settings(tenant="acme"), DemoSettings())
@@ -137,10 +140,10 @@ def test_a_langgraph_run_reaches_every_service(stack: tuple[DevStack, StackState
     tools = [m for m in seen if isinstance(m, ToolMessage)]
 
     state_dir = Path(state.state_dir)
-    audit = open_link_store(f"sqlite:///{state_dir / 'audit.db'}")
-    projections = open_projection_store(f"sqlite:///{state_dir / 'projection.db'}")
-    cache = open_store(f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
-    sessions = open_session_store((state_dir / "sessions").as_uri())
+    audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
+    cache = open_store(RESUME_ENTRIES, f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
+    sessions = open_store(SESSION_SNAPSHOTS, (state_dir / "sessions").as_uri())
     try:
         # capture: one MODEL record per model call, one TOOL record per tool call, equal to
         # the framework's messages

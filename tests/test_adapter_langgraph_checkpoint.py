@@ -200,7 +200,9 @@ def test_constructing_from_an_unknown_url_names_it() -> None:
     with pytest.raises(ValueError) as refused:
         RuntrailCheckpointSaver.from_url("s3://user:secret@bucket/x", tenant_id="acme")
     # the registry's one error text: the kind, the URL masked, the schemes it knows
-    assert "unsupported checkpoint store URL 's3://user:***@bucket/x'" in str(refused.value)
+    assert "unsupported LangGraph checkpoint store URL 's3://user:***@bucket/x'" in str(
+        refused.value
+    )
     assert "file://" in str(refused.value)
     assert "secret" not in str(refused.value)  # the URL is named without its password
 

@@ -120,18 +120,21 @@ def test_sdk_runs_reach_every_service_as_the_sdk_saw_them(
     assert set(lag.values()) == {0}, lag
 
     from runtrail.audit.store import verify_stored
-    from runtrail.audit.stores import open_link_store
     from runtrail.capture.reader import iter_records
-    from runtrail.projection.open_store import open_projection_store
-    from runtrail.resume.store import open_store
-    from runtrail.sessions import open_session_store
+    from runtrail.persistence import (
+        AUDIT_LINKS,
+        PROJECTIONS,
+        RESUME_ENTRIES,
+        SESSION_SNAPSHOTS,
+        open_store,
+    )
 
     state_dir = Path(state.state_dir)
     tenant = settings.tenant
-    audit = open_link_store(f"sqlite:///{state_dir / 'audit.db'}")
-    projections = open_projection_store(f"sqlite:///{state_dir / 'projection.db'}")
-    cache = open_store(f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
-    sessions = open_session_store((state_dir / "sessions").as_uri())
+    audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
+    cache = open_store(RESUME_ENTRIES, f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
+    sessions = open_store(SESSION_SNAPSHOTS, (state_dir / "sessions").as_uri())
     try:
         # capture: the records equal what the SDK traced
         records = list(iter_records((state_dir / "capture").as_uri(), ok_id, None, tenant))

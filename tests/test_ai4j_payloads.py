@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from runtrail.audit.chain import HashChainedEventLog
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import (
     CURRENT_VERSIONS,
@@ -31,6 +30,7 @@ from runtrail.events import (
 )
 from runtrail.events.ai4j import to_runtrail
 from runtrail.events.runtime_events import RUNTIME_TYPES, ModelRequest, ToolResult
+from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
 from runtrail.resume.builder import EntryBuilder, WriteBatch
@@ -224,7 +224,7 @@ def test_published_by_cli_and_api_no_service_dead_letters_them(
     assert dead == [], [dict(m.headers() or []) for m in dead]
 
     # the audit chain hashes the written form: re-sealing what the topic holds gives its links
-    store = open_link_store(sqlite_url(state / "audit.db"))
+    store = open_store(AUDIT_LINKS, sqlite_url(state / "audit.db"))
     try:
         for tenant, run in (("acme", cli_run), ("globex", api_run)):
             written = [

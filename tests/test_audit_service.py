@@ -29,9 +29,9 @@ from runtrail.audit import (
     verify_stored,
 )
 from runtrail.audit.store import LinkStore
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
+from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.audit import service as service_module
@@ -144,7 +144,7 @@ def interleave(*runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def opened(h: Harness) -> LinkStore:
-    return open_link_store(h.url)
+    return open_store(AUDIT_LINKS, h.url)
 
 
 # --- sealing ---------------------------------------------------------------------------------

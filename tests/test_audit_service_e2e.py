@@ -32,8 +32,8 @@ from bench.workload import run_events
 from runtrail.audit import NoteVerifier, verify_checkpoint, verify_stored
 from runtrail.audit.keys import load_public_key
 from runtrail.audit.store import LinkStore
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
+from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
 from runtrail_services.audit.messages import KIND_HEADER, link_line
@@ -222,7 +222,7 @@ def test_end_to_end_sealed_verified_exported_published(
         log=tmp_path / "audit.log",
         checkpoint_interval_s="1",
     )
-    store = open_link_store(postgres_url)
+    store = open_store(AUDIT_LINKS, postgres_url)
     try:
         wait_for(
             lambda: link_count(store, dict.fromkeys(published, 0)) == total,
@@ -363,7 +363,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
         "RUNTRAIL_BATCH_SIZE": "300",
         "RUNTRAIL_KAFKA_OPTIONS": json.dumps({"group.instance.id": f"victim-{events_topic}"}),
     }
-    store = open_link_store(postgres_url)
+    store = open_store(AUDIT_LINKS, postgres_url)
     rng = random.Random(3)
     kills: list[int] = []
     victim: ServiceProcess | None = None
@@ -402,7 +402,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
             checkpoint_interval_s="0.5",
         )
         wait_for(lambda: link_count(store, expected) == len(forms), 180, what="victim done")
-        reference_store = open_link_store(sqlite_store)
+        reference_store = open_store(AUDIT_LINKS, sqlite_store)
         try:
             wait_for(
                 lambda: link_count(reference_store, expected) == len(forms),

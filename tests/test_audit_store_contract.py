@@ -37,7 +37,7 @@ from runtrail.audit import (
     verify_stored,
 )
 from runtrail.audit.store_postgres import PostgresLinkStore, run_lock_key
-from runtrail.audit.stores import open_link_store
+from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import redact_url, sqlite_url
 
 TOPIC = "runtrail.events"
@@ -90,7 +90,7 @@ class Backend:
         self._drop_guards()
 
     def reopen(self) -> LinkStore:
-        return open_link_store(self.url)
+        return open_store(AUDIT_LINKS, self.url)
 
 
 def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
@@ -98,7 +98,7 @@ def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> B
     if kind == "sqlite":
         db = tmp_path / "audit" / "links.db"
         url = sqlite_url(db)
-        store = open_link_store(url)
+        store = open_store(AUDIT_LINKS, url)
         conn = sqlite3.connect(db, isolation_level=None)
         request.addfinalizer(conn.close)
 
@@ -112,7 +112,7 @@ def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> B
         backend = Backend(kind, url, store, raw_sqlite, (sqlite3.DatabaseError,), drop_sqlite)
     else:
         url = request.getfixturevalue("postgres_url")
-        store = open_link_store(url)
+        store = open_store(AUDIT_LINKS, url)
         pg = psycopg.connect(url, autocommit=True)
         request.addfinalizer(pg.close)
 
@@ -577,9 +577,9 @@ def test_a_writer_waits_for_the_lock_on_its_run(pg: Backend) -> None:
         holder.close()
 
 
-def test_open_link_store_by_url(tmp_path: Path, postgres_url: str) -> None:
-    sqlite_store = open_link_store(sqlite_url(tmp_path / "x.db"))
-    pg_store = open_link_store(postgres_url)
+def test_the_audit_store_opens_by_url(tmp_path: Path, postgres_url: str) -> None:
+    sqlite_store = open_store(AUDIT_LINKS, sqlite_url(tmp_path / "x.db"))
+    pg_store = open_store(AUDIT_LINKS, postgres_url)
     try:
         assert type(sqlite_store).__name__ == "SqliteLinkStore"
         assert isinstance(pg_store, PostgresLinkStore)
@@ -587,6 +587,6 @@ def test_open_link_store_by_url(tmp_path: Path, postgres_url: str) -> None:
         sqlite_store.close()
         pg_store.close()
     with pytest.raises(ValueError, match="unsupported"):
-        open_link_store("mysql://u:secret@h/db")
+        open_store(AUDIT_LINKS, "mysql://u:secret@h/db")
     assert redact_url("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.partitioning import partition_for
-from runtrail.resume.store import open_store
 from tests.support import create_topic, unique_topic
 from tests.test_resume_builder import PROMPT, events
 
@@ -30,7 +30,7 @@ def _cache(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _seed(url: str, topic: str) -> None:
     """Two tenants' entries and three open intents (calls whose outcome is unknown)."""
-    store = open_store(url, readers=1)
+    store = open_store(RESUME_ENTRIES, url, readers=1)
     try:
         builder = EntryBuilder()
         for tenant, run in (("acme", "run-a"), ("globex", "run-b")):
@@ -71,7 +71,7 @@ def test_export_import_export_is_byte_equal_with_open_intents(
 
     # Filed under the run's partition of the events topic (asked of the broker: 5), so the
     # service restores them on assignment and a later TOOL_RESULT closes them.
-    imported = open_store(target, readers=1)
+    imported = open_store(RESUME_ENTRIES, target, readers=1)
     try:
         partition = partition_for("run-a", 5)
         _, intents = imported.open_state(topic, [partition])

@@ -12,13 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from runtrail.capture import (
-    JsonlFileSink,
-    NodeIoRecord,
-    NodePairer,
-    open_sink,
-    replay_model_mock,
-)
+from runtrail.capture import JsonlFileSink, NodeIoRecord, NodePairer, replay_model_mock
+from runtrail.persistence import CAPTURE_RECORDS, open_store
 from runtrail_tools.cli.main import main
 from tests import capture_replay_client
 from tests.capture_support import RunEvents, feed_all, sample_records, tool_records
@@ -125,7 +120,7 @@ def test_query_defaults_to_the_capture_services_sink(
 def test_query_reads_an_object_store_sink(
     capsys: pytest.CaptureFixture[str], s3_url: str, records: dict[str, NodeIoRecord]
 ) -> None:
-    writer = open_sink(s3_url, compression="zstd")
+    writer = open_store(CAPTURE_RECORDS, s3_url, compression="zstd")
     writer.write([records["model"], records["tool"]])
     writer.close()
     status, out, _ = cli(capsys, "capture", "query", "--run", "run-1", "--sink", s3_url)

@@ -14,11 +14,11 @@ from runtrail.capture import (
     InMemoryIoCaptureSink,
     JsonlFileSink,
     ObjectStoreSink,
-    open_sink,
     read_records,
     repair_file,
 )
 from runtrail.capture.layout import tenant_from_segment, tenant_segment
+from runtrail.persistence import CAPTURE_RECORDS, open_store
 from tests.capture_support import T0_MS, sample_records, tool_records
 
 DAY_MS = 86_400_000
@@ -261,16 +261,20 @@ def test_writing_after_close_fails(tmp_path: Path) -> None:
     sink.close()  # closing twice is harmless
 
 
-def test_open_sink_picks_the_sink_by_url(tmp_path: Path) -> None:
-    assert isinstance(open_sink("memory://"), InMemoryIoCaptureSink)
-    sink = open_sink(f"file://{tmp_path}?max_bytes=1000&max_age_s=5&max_open=3&repair=false")
+def test_the_capture_sink_is_picked_by_url(tmp_path: Path) -> None:
+    assert isinstance(open_store(CAPTURE_RECORDS, "memory://"), InMemoryIoCaptureSink)
+    sink = open_store(
+        CAPTURE_RECORDS, f"file://{tmp_path}?max_bytes=1000&max_age_s=5&max_open=3&repair=false"
+    )
     assert isinstance(sink, JsonlFileSink)
     assert (sink.root, sink.max_bytes, sink.max_age_s, sink.max_open) == (tmp_path, 1000, 5.0, 3)
     sink.close()
-    s3 = open_sink("s3://bucket/prefix?region=us-east-1&compression=zstd&allow_http=true")
+    s3 = open_store(
+        CAPTURE_RECORDS, "s3://bucket/prefix?region=us-east-1&compression=zstd&allow_http=true"
+    )
     assert isinstance(s3, ObjectStoreSink) and s3.compressed
     with pytest.raises(ValueError, match="max_bites"):
-        open_sink(f"file://{tmp_path}?max_bites=10")
+        open_store(CAPTURE_RECORDS, f"file://{tmp_path}?max_bites=10")
 
 
 def test_memory_sink_is_queryable_by_node_type_and_keeps_each_record_once() -> None:

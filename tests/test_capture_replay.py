@@ -13,13 +13,13 @@ from runtrail.capture import (
     NodePairer,
     NotAPromptError,
     ReplayError,
-    open_sink,
     read_records,
     replay_model_live,
     replay_model_mock,
     replay_tool_live,
 )
 from runtrail.events.runtime_events import ToolCall
+from runtrail.persistence import CAPTURE_RECORDS, open_store
 from tests.capture_support import RunEvents, feed_all, prompt, sample_records
 
 
@@ -146,7 +146,7 @@ def test_records_read_back_from_jsonl_replay_mock_and_live(tmp_path: Path) -> No
 
 def test_records_read_back_from_object_storage_replay_mock_and_live(s3_url: str) -> None:
     originals = sample_records()
-    sink = open_sink(s3_url + "&compression=zstd")
+    sink = open_store(CAPTURE_RECORDS, s3_url + "&compression=zstd")
     sink.write(originals)
     sink.close()
     _replay_everything(read_records(s3_url), originals)

@@ -9,10 +9,11 @@ import orjson
 import pytest
 import zstandard
 
-from runtrail.capture import ObjectStoreSink, open_sink, read_records
+from runtrail.capture import ObjectStoreSink, read_records
 from runtrail.capture.object_sink import object_key
 from runtrail.capture.urls import split_options
-from runtrail.persistence.object_store import open_store
+from runtrail.persistence import CAPTURE_RECORDS, open_store
+from runtrail.persistence.object_store import open_object_store
 from runtrail.runtime.unavailable import StoreUnavailable
 from tests.capture_support import T0_MS, sample_records, tool_records
 
@@ -24,7 +25,7 @@ DAY_MS = 86_400_000
 
 def _store(url: str) -> Any:
     base, options = split_options(url)
-    return open_store(base, options)
+    return open_object_store(base, options)
 
 
 def _objects(url: str) -> dict[str, bytes]:
@@ -37,7 +38,7 @@ def test_flush_puts_one_jsonl_object_per_tenant_and_day(s3_url: str) -> None:
     model, tool = sample_records()
     late = tool_records(1, run_id="run-2", start_ms=T0_MS + DAY_MS)
     globex = tool_records(1, tenant="globex")
-    sink = open_sink(s3_url)
+    sink = open_store(CAPTURE_RECORDS, s3_url)
     assert isinstance(sink, ObjectStoreSink)
     sink.write([model, tool, *late, *globex])
     assert _objects(s3_url) == {}  # buffered until flush
@@ -59,7 +60,7 @@ def test_flush_puts_one_jsonl_object_per_tenant_and_day(s3_url: str) -> None:
 
 
 def test_objects_land_under_the_url_prefix(moto_s3: S3Endpoint) -> None:
-    sink = open_sink(moto_s3.url("deep/er/prefix"))
+    sink = open_store(CAPTURE_RECORDS, moto_s3.url("deep/er/prefix"))
     sink.write(tool_records(1))
     sink.close()
     [key] = [k for k in _objects(moto_s3.url()) if k.startswith("deep/")]
@@ -68,12 +69,14 @@ def test_objects_land_under_the_url_prefix(moto_s3: S3Endpoint) -> None:
 
 def test_uploading_the_same_batch_again_overwrites_instead_of_duplicating(s3_url: str) -> None:
     records = tool_records(3)
-    first = open_sink(s3_url)
+    first = open_store(CAPTURE_RECORDS, s3_url)
     first.write(records)
     first.flush()  # uploaded; the process dies before committing offsets
     before = _objects(s3_url)
 
-    retry = open_sink(s3_url)  # the restarted process captures the same records again
+    retry = open_store(
+        CAPTURE_RECORDS, s3_url
+    )  # the restarted process captures the same records again
     retry.write(list(reversed(records)))
     retry.close()
     after = _objects(s3_url)
@@ -86,7 +89,7 @@ def test_uploading_the_same_batch_again_overwrites_instead_of_duplicating(s3_url
 
 def test_a_record_repeated_in_one_batch_is_stored_once(s3_url: str) -> None:
     [record] = tool_records(1)
-    sink = open_sink(s3_url)
+    sink = open_store(CAPTURE_RECORDS, s3_url)
     sink.write([record, record])
     sink.write([record])
     sink.close()
@@ -96,7 +99,7 @@ def test_a_record_repeated_in_one_batch_is_stored_once(s3_url: str) -> None:
 
 def test_zstd_objects_are_compressed_and_read_back(s3_url: str) -> None:
     records = tool_records(20)
-    sink = open_sink(s3_url + "&compression=zstd&zstd_level=5")
+    sink = open_store(CAPTURE_RECORDS, s3_url + "&compression=zstd&zstd_level=5")
     sink.write(records)
     sink.close()
     [(key, body)] = _objects(s3_url).items()
@@ -112,7 +115,7 @@ def test_zstd_objects_are_compressed_and_read_back(s3_url: str) -> None:
 def test_big_buffers_are_uploaded_before_flush(s3_url: str) -> None:
     records = tool_records(10)
     line = len(records[0].to_json_line())
-    sink = open_sink(s3_url, batch_bytes=str(line * 4))
+    sink = open_store(CAPTURE_RECORDS, s3_url, batch_bytes=str(line * 4))
     sink.write(records[:3])
     assert _objects(s3_url) == {}
     sink.write(records[3:5])
@@ -125,7 +128,7 @@ def test_a_failed_upload_stays_buffered_for_the_next_flush(
     s3_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = tool_records(2)
-    sink = open_sink(s3_url)
+    sink = open_store(CAPTURE_RECORDS, s3_url)
     sink.write(records)
     real_put = obstore.put
     calls = []
@@ -149,7 +152,7 @@ def test_reader_deduplicates_across_objects_and_filters(s3_url: str) -> None:
     model, tool = sample_records()
     run2 = tool_records(2, run_id="run-2")
     globex = tool_records(1, tenant="globex")
-    sink = open_sink(s3_url)
+    sink = open_store(CAPTURE_RECORDS, s3_url)
     sink.write([model, tool])
     sink.flush()
     sink.write([tool, *run2, *globex])  # a different batch repeating ``tool``

@@ -23,7 +23,7 @@ from runtrail.capture import NodeIoRecord, NodePairer, read_records
 from runtrail.capture.repair import capture_files
 from runtrail.capture.urls import split_options
 from runtrail.events import EventCodec
-from runtrail.persistence.object_store import open_store
+from runtrail.persistence.object_store import open_object_store
 from tests.capture_agent import observed, oracle, publish, publish_in_background, script
 from tests.support import (
     ServiceProcess,
@@ -233,7 +233,7 @@ def test_capture_into_object_storage_end_to_end(
     )
     objects: list[dict[str, Any]] = []
     base, store_options = split_options(url)
-    for chunk in obstore.list(open_store(base, store_options)):
+    for chunk in obstore.list(open_object_store(base, store_options)):
         objects.extend(chunk)
     assert objects and all(str(o["path"]).endswith(".jsonl.zst") for o in objects)
 

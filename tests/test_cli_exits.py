@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtrail.projection import ProjectionBatch, open_projection_store
+from runtrail.persistence import PROJECTIONS, open_store
+from runtrail.projection import ProjectionBatch
 from tests.test_projection_store import state_of
 
 RUNTRAIL = [sys.executable, "-m", "runtrail_tools.cli.main"]
@@ -16,7 +17,7 @@ RUNTRAIL = [sys.executable, "-m", "runtrail_tools.cli.main"]
 
 def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'projection.db'}"
-    store = open_projection_store(url)
+    store = open_store(PROJECTIONS, url)
     # far more than a pipe buffer (64 KiB) of rows, so the CLI is still writing when head exits
     store.apply_batch(ProjectionBatch(projections=[state_of(f"run-{i:05d}") for i in range(3000)]))
     store.close()

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtrail.commands import open_event_store
 from runtrail.commands.client import CommandClient
 from runtrail.events import EventCodec
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.projection import replay_runs
 from runtrail_tools.demo.approval import run_deploy, two_operators
 from runtrail_tools.kafka.ports import free_ports
@@ -43,7 +43,7 @@ def test_the_deploy_run_is_approved_from_a_second_process_and_a_stale_approval_r
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     client = CommandClient(url, TOKEN)
-    store = open_event_store(postgres_url)
+    store = open_store(COMMAND_EVENTS, postgres_url)
     try:
         wait_for(
             lambda: (

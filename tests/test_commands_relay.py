@@ -10,9 +10,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from runtrail.commands import EventStore, open_event_store
+from runtrail.commands import EventStore
 from runtrail.commands.relay import OUTBOX_HEADER, OutboxRelay, _Batch
 from runtrail.events import EventCodec
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from tests.commands_support import StoreBackend, accept, command
 from tests.commands_support import command_backend as command_backend  # (a fixture)
 from tests.kafka_fixture import TopicFactory
@@ -79,7 +80,7 @@ def test_events_a_killed_relay_published_but_did_not_record_are_not_sent_again(
 ) -> None:
     """The crash window itself: published and committed, the outbox not yet told."""
     topic = kafka_topic_factory(2)
-    store = open_event_store(postgres_url)
+    store = open_store(COMMAND_EVENTS, postgres_url)
     _write(store, "run-1", 4)
     relay = _relay(store, kafka_bootstrap, topic)
     relay.start()
@@ -107,7 +108,7 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
     topic = kafka_topic_factory(3)
     per_run = 60
     rng = random.Random(16)
-    writers_store = open_event_store(postgres_url)
+    writers_store = open_store(COMMAND_EVENTS, postgres_url)
     writers = [
         threading.Thread(target=_write, args=(writers_store, f"run-{i}", per_run, 0.15))
         for i in range(RUNS)
@@ -116,7 +117,7 @@ def test_a_relay_sigkilled_repeatedly_under_load_loses_doubles_and_reorders_noth
         thread.start()
     log = tmp_path / "relay.log"
     options = {"store": postgres_url, "batch_size": "7", "idle_poll_s": "0.05"}
-    probe = open_event_store(postgres_url)
+    probe = open_store(COMMAND_EVENTS, postgres_url)
     kills = 0
     try:
         for _ in range(8):
@@ -173,7 +174,7 @@ def test_recovery_drops_only_the_stores_own_events(
     from confluent_kafka import Producer
 
     topic = kafka_topic_factory(1)
-    store = open_event_store(postgres_url)
+    store = open_store(COMMAND_EVENTS, postgres_url)
     first = _relay(store, kafka_bootstrap, topic)
     first.start()  # records the topic's end as its position
     _write(store, "run-1", 2)

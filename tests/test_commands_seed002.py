@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from runtrail.commands import EventStore, open_event_store
+from runtrail.commands import EventStore
 from runtrail.commands.relay import OutboxRelay
 from runtrail.commands.resume import ResumeRefused, rebuild, resume_run
 from runtrail.events import EventCodec
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.projection import replay, replay_runs, take_snapshot
 from runtrail.projection.snapshot import open_sealed
@@ -157,7 +158,7 @@ def test_unknown_event_versions_stop_projection(command_backend: StoreBackend) -
 
 
 def _race(url: str, index: int, start: Any, results: Any) -> None:
-    store = open_event_store(url)
+    store = open_store(COMMAND_EVENTS, url)
     grant = command(
         "grant_approval",
         "run-1",
@@ -283,7 +284,7 @@ def test_redacted_content_fails_safely(command_backend: StoreBackend) -> None:
 def test_reprocessing_never_calls_external_systems(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_event_store(sqlite_url(tmp_path / "commands.db"), snapshot_every=3)
+    store = open_store(COMMAND_EVENTS, sqlite_url(tmp_path / "commands.db"), snapshot_every=3)
     _lifecycle(store, "run-1")
     store.execute(accept("run-2"))
     store.execute(

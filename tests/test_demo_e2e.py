@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.commands import EventStore, open_event_store
+from runtrail.commands import EventStore
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail_tools.demo.script import SCRIPTS
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.scrape import fetch
@@ -142,17 +143,14 @@ def test_the_demo_prints_what_the_services_recorded(
     state_dir = Path(state.state_dir)
 
     from runtrail.audit.store import verify_stored
-    from runtrail.audit.stores import open_link_store
     from runtrail.capture.reader import iter_records
-    from runtrail.projection.open_store import open_projection_store
-    from runtrail.resume.store import open_store
-    from runtrail.sessions import open_session_store
+    from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, SESSION_SNAPSHOTS
 
-    audit = open_link_store(f"sqlite:///{state_dir / 'audit.db'}")
-    projections = open_projection_store(f"sqlite:///{state_dir / 'projection.db'}")
-    cache = open_store(f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
-    sessions = open_session_store((state_dir / "sessions").as_uri())
-    commands = open_event_store(f"sqlite:///{state_dir / 'commands.db'}")
+    audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
+    cache = open_store(RESUME_ENTRIES, f"sqlite:///{state_dir / 'resume-cache.db'}", readers=1)
+    sessions = open_store(SESSION_SNAPSHOTS, (state_dir / "sessions").as_uri())
+    commands = open_store(COMMAND_EVENTS, f"sqlite:///{state_dir / 'commands.db'}")
     ledger_files = list((state_dir / "demo").glob("*/side-effects.tsv"))
     assert len(ledger_files) == 1
     ledger = [line.split("\t") for line in ledger_files[0].read_text().splitlines()]

@@ -18,12 +18,10 @@ import orjson
 import pytest
 
 from runtrail.audit.store import verify_stored
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
-from runtrail.projection import open_projection_store
 from runtrail.publisher import Publisher
-from runtrail.resume.store import open_store as open_cache_store
 from runtrail.sessions.store_file import FileSessionStore
 from tests.capture_support import prompt
 from tests.support import ServiceProcess, end_offsets, wait_for
@@ -122,7 +120,9 @@ def test_a_5mb_model_response_goes_through_every_service(
     assert len(lines) == 1 and answer.encode() in lines[0]
     assert orjson.loads(lines[0])["runId"] == run
 
-    cache = open_cache_store(f"sqlite://{tmp_path / 'resume-cache' / 'resume-cache.db'}", readers=1)
+    cache = open_store(
+        RESUME_ENTRIES, f"sqlite://{tmp_path / 'resume-cache' / 'resume-cache.db'}", readers=1
+    )
     try:
         assert [e.run_id for e in cache.entries()] == [run]
     finally:
@@ -131,14 +131,14 @@ def test_a_5mb_model_response_goes_through_every_service(
     snapshot = FileSessionStore(tmp_path / "sessions" / "sessions").load("t1", session)
     assert snapshot is not None and snapshot.revision == 4
 
-    links = open_link_store(audit_sqlite_url(tmp_path / "audit" / "audit.db"))
+    links = open_store(AUDIT_LINKS, audit_sqlite_url(tmp_path / "audit" / "audit.db"))
     try:
         assert [str(link.event["eventId"]) for link in links.load_chain("t1", run)] == ids
         assert verify_stored(links, "t1", run).valid
     finally:
         links.close()
 
-    projections = open_projection_store(f"sqlite:///{tmp_path / 'projector' / 'projection.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{tmp_path / 'projector' / 'projection.db'}")
     try:
         stored = projections.get("t1", run)
         assert stored is not None and not stored.halted and stored.version == 4

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from runtrail.capture import NodePairer, read_records
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.resume.builder import EntryBuilder, WriteBatch
-from runtrail.resume.store import open_store
 from tests.capture_support import feed_all
 from tests.node_order_support import disorder, long_run
 from tests.resume_support import CacheService, make_topics
@@ -66,7 +66,7 @@ def test_figure_through_capture_and_resume_cache_on_the_broker(
             return all(committed.get(p, 0) >= end for p, end in ends.items() if end)
 
         def cache_done() -> bool:
-            store = open_store(cache.store_url)
+            store = open_store(RESUME_ENTRIES, cache.store_url)
             try:
                 stored = store.offsets(topic)
             finally:
@@ -86,7 +86,7 @@ def test_figure_through_capture_and_resume_cache_on_the_broker(
     assert len({r.record_id for r in complete}) > len(oracle_records) * 0.6
     assert any(r.incomplete_reason == "sequence-gap" for r in records)
 
-    store = open_store(cache.store_url)
+    store = open_store(RESUME_ENTRIES, cache.store_url)
     try:
         entries = store.entries("acme")
     finally:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
+from runtrail.persistence import PROJECTIONS, RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail.projection import ProjectionBatch, StoreConflict, open_projection_store
+from runtrail.projection import ProjectionBatch, StoreConflict
 from runtrail.projection.store import ProjectionStore
-from runtrail.resume.store import CacheStore, open_store
+from runtrail.resume.store import CacheStore
 from runtrail_tools.offsets.stores import StoreMissing, open_store_positions
 from tests.test_projection_store import new_url, store, store_url  # noqa: F401  (fixtures)
 
@@ -38,7 +39,7 @@ def cache_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cach
         url = sqlite_url(tmp_path / "cache.db")
     else:
         url = request.getfixturevalue("postgres_url")
-    opened = open_store(url, readers=1)
+    opened = open_store(RESUME_ENTRIES, url, readers=1)
     try:
         yield opened
     finally:
@@ -54,11 +55,11 @@ def test_resume_cache_store_rewinds(cache_store: CacheStore) -> None:
 
 def test_reopened_projection_store_keeps_the_rewind(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/p.db"
-    first = open_projection_store(url)
+    first = open_store(PROJECTIONS, url)
     first.apply_batch(ProjectionBatch(offsets={(TOPIC, 0): 9}))
     first.rewind_offsets(TOPIC, {0: 4})
     first.close()
-    again = open_projection_store(url)
+    again = open_store(PROJECTIONS, url)
     try:
         assert again.stored_offsets(TOPIC, [0]) == {0: 4}
     finally:
@@ -69,10 +70,10 @@ def test_reopened_projection_store_keeps_the_rewind(tmp_path: Path) -> None:
 def audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":
         return str(request.getfixturevalue("postgres_url"))
-    from runtrail.audit.stores import open_link_store
+    from runtrail.persistence import AUDIT_LINKS, open_store
 
     url = f"sqlite://{tmp_path / 'audit.db'}"
-    open_link_store(url).close()  # the service made it
+    open_store(AUDIT_LINKS, url).close()  # the service made it
     return url
 
 
@@ -86,10 +87,10 @@ def test_audit_positions_move_sealed_and_published_together(audit_url: str, tmp_
         assert positions.read(TOPIC, [0, 1, 2]) == {0: 3, 1: 9}
     finally:
         positions.close()
-    from runtrail.audit.stores import open_link_store
+    from runtrail.persistence import AUDIT_LINKS, open_store
     from runtrail_services.audit.positions import published_name
 
-    links = open_link_store(audit_url)
+    links = open_store(AUDIT_LINKS, audit_url)
     try:  # the service starts at the lower of the two: both moved
         assert links.stored_offsets(TOPIC, [0]) == {0: 3}
         assert links.stored_offsets(published_name(TOPIC), [0]) == {0: 3}

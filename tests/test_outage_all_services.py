@@ -30,13 +30,11 @@ import pytest
 from confluent_kafka import Producer
 
 from runtrail.audit.store import verify_stored
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
-from runtrail.projection import open_projection_store
 from runtrail.resume.builder import EntryBuilder, WriteBatch
-from runtrail.resume.store import open_store as open_cache_store
 from runtrail.sessions.store_file import FileSessionStore
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.sessions_support import session_forms
@@ -211,7 +209,7 @@ def missing(stack: Stack, expected: Expected, bootstrap: str) -> dict[str, str]:
         out["capture"] = "a record was written twice with different content"
     db = root / "resume-cache" / "resume-cache.db"
     if db.exists():
-        store = open_cache_store(f"sqlite://{db}", readers=1)
+        store = open_store(RESUME_ENTRIES, f"sqlite://{db}", readers=1)
         try:
             got = {(e.tenant_id, e.run_id, e.kind.value, e.key) for e in store.entries()}
         finally:
@@ -226,7 +224,7 @@ def missing(stack: Stack, expected: Expected, bootstrap: str) -> dict[str, str]:
         revision = snapshot.revision if snapshot is not None else 0
         if revision != count:
             out["sessions"] = out.get("sessions", "") + f" {tenant}/{session}: {revision}/{count}"
-    links = open_link_store(audit_sqlite_url(root / "audit" / "audit.db"))
+    links = open_store(AUDIT_LINKS, audit_sqlite_url(root / "audit" / "audit.db"))
     try:
         for (tenant, run), forms in expected.runs.items():
             chain = links.load_chain(tenant, run)
@@ -236,7 +234,7 @@ def missing(stack: Stack, expected: Expected, bootstrap: str) -> dict[str, str]:
                 out["audit"] = f"{tenant}/{run}: the chain does not verify"
     finally:
         links.close()
-    projections = open_projection_store(f"sqlite:///{root / 'projector' / 'projection.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{root / 'projector' / 'projection.db'}")
     try:
         for (tenant, run), forms in expected.runs.items():
             stored = projections.get(tenant, run)

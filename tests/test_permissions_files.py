@@ -20,10 +20,9 @@ import pytest
 from runtrail.audit.errors import NoteError
 from runtrail.audit.export import write_export
 from runtrail.audit.keys import generate_private_key, load_private_key, write_private_key
-from runtrail.audit.stores import open_link_store
+from runtrail.persistence import AUDIT_LINKS, RESUME_ENTRIES, open_store
 from runtrail.projection.store_sqlite import SqliteProjectionStore
 from runtrail.publisher.spool import Spool
-from runtrail.resume.store import open_store
 from runtrail_services.audit.signing import load_or_create_signer
 from runtrail_tools.devstack.prometheus import scrape_config, write_config
 
@@ -58,8 +57,8 @@ def assert_private(root: Path) -> None:
 
 @pytest.mark.usefixtures("no_umask")
 def test_sqlite_stores_and_their_wal_files(tmp_path: Path) -> None:
-    audit = open_link_store(f"sqlite:///{tmp_path}/audit/db/audit.db")
-    cache = open_store(f"sqlite:///{tmp_path}/resume/db/cache.db")
+    audit = open_store(AUDIT_LINKS, f"sqlite:///{tmp_path}/audit/db/audit.db")
+    cache = open_store(RESUME_ENTRIES, f"sqlite:///{tmp_path}/resume/db/cache.db")
     projection = SqliteProjectionStore(tmp_path / "projection" / "db" / "projection.db")
     try:  # checked while open: SQLite removes the -wal/-shm files at the last close
         assert any(p.name.endswith("-wal") for p in (tmp_path / "audit").rglob("*"))

@@ -3,19 +3,16 @@ clear error naming the kind, the URL (masked) and the schemes known."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runtrail.persistence import kinds
-from runtrail.persistence.registry import (
-    UnsupportedStoreUrl,
-    define_kind,
-    open_store,
-    register,
-    schemes,
-)
+from runtrail.persistence.kinds import KINDS, StoreKind
+from runtrail.persistence.registry import UnsupportedStoreUrl, open_store, opener, schemes
 from runtrail.persistence.urls import MEMORY, redact_url, scheme_of, sqlite_path, sqlite_url
 
 
@@ -54,7 +51,7 @@ def test_every_kind_has_its_schemes() -> None:
     assert {"memory", "file", "s3", "gs", "az"} <= set(schemes(kinds.CAPTURE_RECORDS))
 
 
-def test_wave1_kinds_open_through_the_registry(tmp_path: Path) -> None:
+def test_every_kind_opens_through_the_registry(tmp_path: Path) -> None:
     sink = open_store(kinds.CAPTURE_RECORDS, "memory://")
     assert type(sink).__name__ == "InMemoryIoCaptureSink"
     sink.close()
@@ -66,23 +63,42 @@ def test_wave1_kinds_open_through_the_registry(tmp_path: Path) -> None:
     cache.close()
 
 
-def test_adapters_register_themselves_and_options_reach_the_factory() -> None:
-    kind = define_kind("test-registry-kind", "test store", ())
+def test_every_opener_in_the_table_names_a_callable() -> None:
+    for kind in KINDS.values():
+        for scheme, target in kind.openers.items():
+            assert callable(opener(target)), (kind.name, scheme, target)
 
-    def factory(url: str, **options: Any) -> tuple[str, dict[str, Any]]:
-        return url, options
 
-    register(kind, ("tst",), factory)
-    register(kind, ("tst",), factory)  # the same adapter again: harmless
+def _factory(url: str, **options: Any) -> tuple[str, dict[str, Any]]:
+    return url, options
+
+
+def test_a_kind_is_data_and_options_reach_the_opener() -> None:
+    kind: StoreKind[Any] = StoreKind(
+        "test-kind", "test store", {"tst": "tests.test_persistence_registry:_factory"}
+    )
     assert open_store(kind, "tst://here", size=3) == ("tst://here", {"size": 3})
-    with pytest.raises(ValueError, match="already registered"):
-        register(kind, ("tst",), lambda url: url)
+    assert schemes(kind) == ("tst",)
 
 
-def test_an_adapter_that_cannot_import_is_named_in_the_error() -> None:
-    kind = define_kind("test-broken-kind", "broken store", ("runtrail.persistence.no_such_module",))
-    with pytest.raises(UnsupportedStoreUrl, match=r"runtrail\.persistence\.no_such_module"):
+def test_an_adapter_that_cannot_import_raises_its_import_error() -> None:
+    kind: StoreKind[Any] = StoreKind(
+        "broken-kind", "broken store", {"sqlite": "runtrail.persistence.no_such_module:x"}
+    )
+    with pytest.raises(ModuleNotFoundError, match=r"runtrail\.persistence\.no_such_module"):
         open_store(kind, "sqlite:///x.db")
+
+
+def test_opening_one_scheme_imports_no_other_adapter() -> None:
+    code = (
+        "import sys\n"
+        "from runtrail.persistence import PROJECTIONS, open_store\n"
+        "open_store(PROJECTIONS, 'memory://').close()\n"
+        "loaded = [m for m in ('runtrail.projection.store_postgres', 'psycopg') if m in sys.modules]\n"
+        "assert 'runtrail.projection.store_sqlite' in sys.modules\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from runtrail.projection import ProjectionBatch, open_projection_store
+from runtrail.persistence import PROJECTIONS, open_store
+from runtrail.projection import ProjectionBatch
 from tests.projector_support import cli
 from tests.test_projection_store import UrlFactory, new_url, state_of  # noqa: F401
 
@@ -18,7 +19,7 @@ from tests.test_projection_store import UrlFactory, new_url, state_of  # noqa: F
 def url(new_url: UrlFactory, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
     monkeypatch.delenv("RUNTRAIL_TENANT", raising=False)
     made = new_url("projection")
-    store = open_projection_store(made)
+    store = open_store(PROJECTIONS, made)
     store.apply_batch(
         ProjectionBatch(
             projections=[

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from runtrail.events import Event
+from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.projection import (
     PROJECTOR_VERSION,
     EventCoordinates,
@@ -29,7 +30,6 @@ from runtrail.projection import (
     StoreConflict,
     apply_event,
     compare_projections,
-    open_projection_store,
     replay,
     replay_runs,
     take_snapshot,
@@ -85,7 +85,7 @@ def store_url(new_url: UrlFactory) -> str:
 
 @pytest.fixture
 def store(store_url: str) -> Iterator[ProjectionStore]:
-    s = open_projection_store(store_url)
+    s = open_store(PROJECTIONS, store_url)
     yield s
     s.close()
 
@@ -313,7 +313,7 @@ def test_unreadable_snapshot_is_not_trusted(store: ProjectionStore, store_url: s
 # --- durability and URLs -------------------------------------------------------------------------
 def test_everything_survives_a_reopen(new_url: UrlFactory) -> None:
     url = new_url("nested/dir/p")
-    first = open_projection_store(url)
+    first = open_store(PROJECTIONS, url)
     first.apply_batch(
         ProjectionBatch(
             projections=[state_of("run-a")],
@@ -323,7 +323,7 @@ def test_everything_survives_a_reopen(new_url: UrlFactory) -> None:
         )
     )
     first.close()
-    again = open_projection_store(url)
+    again = open_store(PROJECTIONS, url)
     try:
         row = again.get("t1", "run-a")
         assert row is not None and row.state == state_of("run-a")
@@ -352,13 +352,13 @@ def test_relative_url_is_relative_to_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    s = open_projection_store("sqlite:///state/p.db")
+    s = open_store(PROJECTIONS, "sqlite:///state/p.db")
     s.close()
     assert (tmp_path / "state" / "p.db").exists()
 
 
 def test_memory_store_works() -> None:
-    s = open_projection_store("sqlite:///:memory:")
+    s = open_store(PROJECTIONS, "sqlite:///:memory:")
     s.apply_batch(ProjectionBatch(projections=[state_of("run-a")]))
     assert len(s.list()) == 1
     s.close()
@@ -374,7 +374,7 @@ def test_memory_store_works() -> None:
 )
 def test_bad_urls(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        open_projection_store(url)
+        open_store(PROJECTIONS, url)
 
 
 # --- the shadow rebuild ----------------------------------------------------------------------------
@@ -433,8 +433,8 @@ def _rebuild(store: ProjectionStore, stream: list[tuple[int, Event]]) -> None:
 
 def test_rebuild_into_a_fresh_store_matches_the_online_projection(new_url: UrlFactory) -> None:
     stream = _stream()
-    live = open_projection_store(new_url("live"))
-    shadow = open_projection_store(new_url("shadow"))
+    live = open_store(PROJECTIONS, new_url("live"))
+    shadow = open_store(PROJECTIONS, new_url("shadow"))
     try:
         _online(live, stream, seed=1)
         _rebuild(shadow, stream)
@@ -448,8 +448,8 @@ def test_rebuild_into_a_fresh_store_matches_the_online_projection(new_url: UrlFa
 
 
 def test_compare_reports_every_kind_of_difference(new_url: UrlFactory) -> None:
-    a = open_projection_store(new_url("a"))
-    b = open_projection_store(new_url("b"))
+    a = open_store(PROJECTIONS, new_url("a"))
+    b = open_store(PROJECTIONS, new_url("b"))
     try:
         a.apply_batch(
             ProjectionBatch(
@@ -484,8 +484,8 @@ def test_two_writers_cannot_both_move_a_run_or_an_offset_backwards(
     """Two stores (two connections) write the same run and partition. The first holds its
     transaction open after its writes; the second's older batch waits for it, then is refused
     whole — never interleaved, never a regression; a newer batch afterwards goes through."""
-    first = open_projection_store(store_url)
-    second = open_projection_store(store_url)
+    first = open_store(PROJECTIONS, store_url)
+    second = open_store(PROJECTIONS, store_url)
     try:
         first.apply_batch(
             ProjectionBatch(projections=[state_of("run-a", 3)], offsets={(TOPIC, 0): 3})
@@ -546,7 +546,7 @@ def test_racing_writers_keep_the_newest(new_url: UrlFactory) -> None:
     """Many rounds of two writers racing on one run and partition (and on a second run, in the
     opposite order, which must not deadlock): whatever commits first, the newest write stays."""
     url = new_url("race")
-    stores = [open_projection_store(url), open_projection_store(url)]
+    stores = [open_store(PROJECTIONS, url), open_store(PROJECTIONS, url)]
     barrier = threading.Barrier(2)
     failures: list[BaseException] = []
     try:
@@ -612,9 +612,9 @@ def test_postgres_returns_exactly_what_sqlite_returns(
     """The same writes into SQLite and PostgreSQL read back equal: every row (state, halts and
     their coordinates), the list order (bytewise, whatever the database's collation), offsets
     and snapshots; ``postgres://`` opens the PostgreSQL store too."""
-    lite = open_projection_store(f"sqlite:///{tmp_path}/p.db")
-    pg = open_projection_store(
-        locale_sorted_postgres_url.replace("postgresql://", "postgres://", 1)
+    lite = open_store(PROJECTIONS, f"sqlite:///{tmp_path}/p.db")
+    pg = open_store(
+        PROJECTIONS, locale_sorted_postgres_url.replace("postgresql://", "postgres://", 1)
     )
     assert isinstance(pg, PostgresProjectionStore)
     try:

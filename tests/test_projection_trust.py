@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.projection import (
     PROJECTOR_VERSION,
     Halt,
     ProjectionBatch,
     SnapshotMismatch,
     compare_projections,
-    open_projection_store,
     take_snapshot,
 )
 from runtrail.projection import replay as pure_replay
 from tests.projection_support import full_run
-from tests.projector_support import cli, forms, open_store, sqlite_url
+from tests.projector_support import cli, forms, projection_at, sqlite_url
 from tests.support import create_topic, produce_forms, unique_topic
 from tests.test_projection_store import (  # noqa: F401  (fixtures)
     UrlFactory,
@@ -45,7 +45,7 @@ def test_compare_reports_an_edited_column(
     column: str,
 ) -> None:
     live_url, shadow_url = new_url("live"), new_url("shadow")
-    live, shadow = open_projection_store(live_url), open_projection_store(shadow_url)
+    live, shadow = open_store(PROJECTIONS, live_url), open_store(PROJECTIONS, shadow_url)
     try:
         for store in (live, shadow):
             store.apply_batch(ProjectionBatch(projections=[state_of("run-a")]))
@@ -66,7 +66,7 @@ def test_compare_reports_an_edited_halt_position_in_the_same_topic(
     new_url: UrlFactory,  # noqa: F811
 ) -> None:
     live_url, shadow_url, moved_url = new_url("live"), new_url("shadow"), new_url("moved")
-    stores = [open_projection_store(u) for u in (live_url, shadow_url, moved_url)]
+    stores = [open_store(PROJECTIONS, u) for u in (live_url, shadow_url, moved_url)]
     live, shadow, moved = stores
     try:
         for store in stores:
@@ -89,7 +89,7 @@ def test_an_edited_snapshot_is_refused_with_its_reason(
     new_url: UrlFactory,  # noqa: F811
 ) -> None:
     url = new_url("snaps")
-    store = open_projection_store(url)
+    store = open_store(PROJECTIONS, url)
     try:
         snapshot = take_snapshot(state_of("run-a", 10))
         store.save_snapshot(snapshot)
@@ -169,7 +169,7 @@ def test_replay_refuses_an_edited_snapshot_and_says_it_replayed_from_zero(
     produce_forms(kafka_bootstrap, topic, forms(run))
     truth = pure_replay(run.events)
     snaps = new_url("snaps")
-    store = open_projection_store(snaps)
+    store = open_store(PROJECTIONS, snaps)
     store.save_snapshot(take_snapshot(pure_replay(run.events[:10])))
     store.close()
     status, out, err = replay_into(
@@ -188,7 +188,7 @@ def test_replay_refuses_an_edited_snapshot_and_says_it_replayed_from_zero(
     assert "snapshots not trusted (runs rebuilt from events): 1" in out
     assert "t1/run-a: snapshot refused (" in out and "digest mismatch" in out
     assert "replayed from zero instead" in out
-    with open_store(into) as store:
+    with projection_at(into) as store:
         row = store.get("t1", "run-a")
     assert row is not None and row.state == truth  # the edit did not reach the rebuild
     assert row.projector_version == PROJECTOR_VERSION

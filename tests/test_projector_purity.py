@@ -23,7 +23,8 @@ import pytest
 
 from runtrail.config import Settings
 from runtrail.events import Event
-from runtrail.projection import open_projection_store, replay
+from runtrail.persistence import PROJECTIONS, open_store
+from runtrail.projection import replay
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.projector.replay_fold import ReplayFold
 from runtrail_services.projector.service import ProjectorService
@@ -113,7 +114,7 @@ def test_the_service_reprocessing_events_calls_nothing(
 
 
 def test_the_rebuild_fold_calls_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_projection_store("sqlite:///:memory:")
+    store = open_store(PROJECTIONS, "sqlite:///:memory:")
     fold = ReplayFold(store, "events", snapshot_every=3)
     events = _events()
     with no_external_calls(monkeypatch):

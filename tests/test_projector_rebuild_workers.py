@@ -22,12 +22,12 @@ import pytest
 from confluent_kafka import Producer
 
 from runtrail.config import Settings
+from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.projection import (
     PROJECTOR_VERSION,
     ProjectionSnapshot,
     ProjectionStore,
     compare_projections,
-    open_projection_store,
 )
 from runtrail.projection import replay as pure_replay
 from runtrail.projection.store_sqlite import SqliteProjectionStore
@@ -39,7 +39,7 @@ from runtrail_services.projector.rebuild_workers import (
 )
 from runtrail_services.projector.topic_reader import PartitionRange
 from tests.projection_support import Run, full_run
-from tests.projector_support import forms, open_store, replay, sqlite_url
+from tests.projector_support import forms, projection_at, replay, sqlite_url
 from tests.support import create_topic, encode, unique_topic
 
 pytestmark = [pytest.mark.kafka]
@@ -109,7 +109,7 @@ LATER: dict[str, int] = {}
 
 
 def _rebuild(bootstrap: str, topic: str, db: Path, workers: int, **kw: Any) -> ReplaySummary:
-    store = open_projection_store(sqlite_url(db))
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         settings = Settings(bootstrap_servers=bootstrap, events_topic=topic)
         return rebuild_projection(settings, store, snapshot_every=3, workers=workers, **kw)
@@ -136,7 +136,7 @@ def _same_summary(a: ReplaySummary, b: ReplaySummary) -> None:
 
 
 def _same_store(a: Path, b: Path, topic: str) -> None:
-    with open_store(a) as one, open_store(b) as other:
+    with projection_at(a) as one, projection_at(b) as other:
         assert compare_projections(one, other) == []
         rows = one.list()
         assert rows == other.list()
@@ -168,7 +168,7 @@ def test_workers_build_what_one_process_builds(
     _same_summary(one, three)
     _same_store(tmp_path / "one.db", tmp_path / "three.db", topic)
     # every partition ends at its captured end, the empty one stays absent
-    with open_store(tmp_path / "three.db") as store:
+    with projection_at(tmp_path / "three.db") as store:
         assert store.stored_offsets(topic, range(PARTITIONS)) == {
             r.partition: r.end for r in three.ranges if r.end > 0
         }
@@ -177,7 +177,7 @@ def test_workers_build_what_one_process_builds(
     assert progress[-1].events == progress[-1].total == three.events
     assert progress[-1].runs == three.runs and progress[-1].halted == len(three.halted)
     # each run is what the pure fold of its events gives
-    with open_store(tmp_path / "three.db") as store:
+    with projection_at(tmp_path / "three.db") as store:
         row = store.get("t0", "run-0")
         assert row is not None and row.state == pure_replay(full_run("run-0", "t0").events)
 
@@ -195,7 +195,7 @@ def test_workers_start_from_a_timestamp_as_one_process_does(
     _same_store(tmp_path / "one.db", tmp_path / "two.db", topic)
     assert [h.run_id for h in two.halted] == ["spans"]
     assert {r.partition for r in two.ranges if r.size == 0 and r.end > 0} >= {2, 3}
-    with open_store(tmp_path / "two.db") as store:
+    with projection_at(tmp_path / "two.db") as store:
         offsets = store.stored_offsets(topic, range(PARTITIONS))
     assert offsets == {r.partition: r.end for r in two.ranges if r.end > 0}
 
@@ -204,7 +204,7 @@ def test_workers_start_from_snapshots_and_refuse_untrusted_ones_as_one_process_d
     kafka_bootstrap: str, topic: str, tmp_path: Path
 ) -> None:
     snaps = tmp_path / "snaps.db"
-    with open_store(snaps) as store:
+    with projection_at(snaps) as store:
         for i, version in [(0, PROJECTOR_VERSION), (3, PROJECTOR_VERSION + 1)]:
             run = full_run(f"run-{i}", f"t{i % 3}")
             state = pure_replay(run.events[:8])
@@ -213,7 +213,7 @@ def test_workers_start_from_snapshots_and_refuse_untrusted_ones_as_one_process_d
             )
     summaries = []
     for workers in (1, 2):
-        source = open_projection_store(sqlite_url(snaps))
+        source = open_store(PROJECTIONS, sqlite_url(snaps))
         try:
             summaries.append(
                 _rebuild(
@@ -234,13 +234,13 @@ def test_workers_rebuild_into_postgresql_what_one_process_builds_in_sqlite(
 ) -> None:
     """Each worker opens the PostgreSQL store again by its URL and writes its own batches."""
     one = _rebuild(kafka_bootstrap, topic, tmp_path / "one.db", 1)
-    into = open_projection_store(postgres_url)
+    into = open_store(PROJECTIONS, postgres_url)
     try:
         settings = Settings(bootstrap_servers=kafka_bootstrap, events_topic=topic)
         three = rebuild_projection(settings, into, snapshot_every=3, workers=3)
         assert three.workers == 3
         _same_summary(one, three)
-        with open_store(tmp_path / "one.db") as sqlite:
+        with projection_at(tmp_path / "one.db") as sqlite:
             assert compare_projections(sqlite, into) == []
             assert sqlite.list() == into.list()
             for row in sqlite.list():
@@ -427,12 +427,12 @@ def test_the_plan_gives_whole_partitions_and_folds_here_when_it_must(tmp_path: P
     def ranges(*sizes: int) -> list[PartitionRange]:
         return [PartitionRange(p, 0, size) for p, size in enumerate(sizes)]
 
-    store: ProjectionStore = open_projection_store("sqlite:///:memory:")
+    store: ProjectionStore = open_store(PROJECTIONS, "sqlite:///:memory:")
     try:
         assert plan(ranges(10, 10), 2, store, None) is None  # nothing another process opens
     finally:
         store.close()
-    disk = open_projection_store(sqlite_url(tmp_path / "plan.db"))
+    disk = open_store(PROJECTIONS, sqlite_url(tmp_path / "plan.db"))
     try:
         assert plan(ranges(10, 10), 1, disk, None) is None
         assert plan(ranges(10, 0, 0), 4, disk, None) is None  # one partition holds events

@@ -13,12 +13,12 @@ import pytest
 
 from runtrail.config import Settings
 from runtrail.events import Event
+from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.projection import (
     PROJECTOR_VERSION,
     ProjectionBatch,
     ProjectionSnapshot,
     StoreConflict,
-    open_projection_store,
     replay,
     take_snapshot,
 )
@@ -149,7 +149,7 @@ def test_snapshots_are_written_each_time_a_run_crosses_a_multiple(tmp_path: Path
 
 # --- where a run starts --------------------------------------------------------------------------
 def _store(tmp_path: Path, name: str) -> Any:
-    return open_projection_store(f"sqlite:///{tmp_path / name}")
+    return open_store(PROJECTIONS, f"sqlite:///{tmp_path / name}")
 
 
 def _fold(folder: RunFolder, events: Sequence[Event], start: int = 0) -> list[Outcome]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from runtrail.config import Settings
-from runtrail.projection import open_projection_store
+from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.projector_support import caught_up, sqlite_url
@@ -114,7 +114,7 @@ def test_a_30s_kafka_down_under_steady_publishing_keeps_order_and_halts_no_proje
         assert projector.terminate() == 0, (tmp_path / "projector.log").read_text()[-3000:]
     finally:
         projector.close()
-    store = open_projection_store(sqlite_url(db))
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         for (tenant, run), seqs in found.per_run.items():
             stored = store.get(tenant, run)

@@ -11,12 +11,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from runtrail.http_server import TokenAuth
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.resume import CacheEntry, Kind, NotCaughtUp, Scope
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.resume.remote import Lookup
-from runtrail.resume.store import CacheStore, open_store
+from runtrail.resume.store import CacheStore
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
@@ -27,7 +28,7 @@ ENTRY = CacheEntry("acme", "run-1", Kind.TOOL, "f" * 64, {"ok": True}, tool_name
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[CacheStore]:
-    opened = open_store(sqlite_url(tmp_path / "c.db"))
+    opened = open_store(RESUME_ENTRIES, sqlite_url(tmp_path / "c.db"))
     yield opened
     opened.close()
 

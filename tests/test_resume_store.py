@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.entry import CacheEntry
 from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.store import CacheStore, open_store
+from runtrail.resume.store import CacheStore
 from tests.test_resume_builder import PROMPT, events
 
 TOPIC = "runtrail.events"
@@ -23,7 +24,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CacheStore
         url = sqlite_url(tmp_path / "cache.db")
     else:
         url = request.getfixturevalue("postgres_url")
-    opened = open_store(url, readers=2)
+    opened = open_store(RESUME_ENTRIES, url, readers=2)
     try:
         yield opened
     finally:

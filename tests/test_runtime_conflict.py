@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtrail.audit.stores import open_link_store
-from runtrail.projection import open_projection_store
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.runtime.deadletter import H_REASON, H_SERVICE
 from runtrail.runtime.decoding import H_CONFLICT_EVENT, H_CONFLICT_FIRST
 from tests.projector_support import sqlite_url, stored_offsets
@@ -67,7 +66,7 @@ def _conflicts(bootstrap: str, topic: str, service: str, expect: int) -> dict[st
 
 
 def _audit_chain(url: str) -> list[str]:
-    store = open_link_store(url)
+    store = open_store(AUDIT_LINKS, url)
     try:
         return [str(link.event["eventId"]) for link in store.load_chain("t1", RUN)]
     finally:
@@ -77,7 +76,7 @@ def _audit_chain(url: str) -> list[str]:
 def _audit_at(url: str, db: Path, topic: str, end: dict[int, int]) -> bool:
     if not db.exists():
         return False
-    store = open_link_store(url)
+    store = open_store(AUDIT_LINKS, url)
     try:
         return _reached(store.stored_offsets(topic, range(PARTITIONS)), end)
     finally:
@@ -146,7 +145,7 @@ def test_a_second_writer_reusing_sequences_is_dead_lettered_alike_by_every_servi
     # the stores agree: the first writer's eleven events, none of the second's
     assert [line.split(" ")[0] for line in read_lines(out)] == FIRST_WRITER
     assert _audit_chain(audit_url) == FIRST_WRITER
-    store = open_projection_store(sqlite_url(projection_db))
+    store = open_store(PROJECTIONS, sqlite_url(projection_db))
     try:
         stored = store.get("t1", RUN)
         assert stored is not None and stored.version == 11 and not stored.halted

@@ -20,8 +20,8 @@ import pytest
 
 from runtrail.capture import NodePairer
 from runtrail.events import EventCodec, validate_json_form
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.resume.builder import EntryBuilder, WriteBatch
-from runtrail.resume.store import open_store as open_cache_store
 from runtrail.runtime.deadletter import H_REASON, H_SERVICE
 from runtrail.runtime.decoding import H_CONFLICT_EVENT, H_CONFLICT_FIRST
 from runtrail.sessions.store_file import FileSessionStore
@@ -185,7 +185,9 @@ def test_every_store_holds_the_first_writers_events_and_the_dlq_the_conflicts(
     for f in first:
         builder.feed(validate_json_form(f), 0, batch)
     expected = {(e.tenant_id, e.run_id, e.kind.value, e.key) for e in batch.entries.values()}
-    store = open_cache_store(f"sqlite://{tmp_path / 'resume-cache' / 'resume-cache.db'}", readers=1)
+    store = open_store(
+        RESUME_ENTRIES, f"sqlite://{tmp_path / 'resume-cache' / 'resume-cache.db'}", readers=1
+    )
     try:
         entries = list(store.entries())
     finally:

@@ -22,10 +22,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
 from runtrail.kafka.producer_config import dead_letter_config
-from runtrail.projection import open_projection_store
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.runtime.deadletter import H_OFFSET, H_SERVICE, H_VALUE_SIZE, DeadLetterProducer
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_tools.kafka.broker import LocalBroker
@@ -121,7 +120,7 @@ def _services(bootstrap: str, topic: str, tmp_path: Path) -> dict[str, ServicePr
 
 
 def _audit_offsets(url: str, topic: str) -> dict[int, int]:
-    store = open_link_store(url)
+    store = open_store(AUDIT_LINKS, url)
     try:
         return store.stored_offsets(topic, range(PARTITIONS))
     finally:
@@ -202,7 +201,7 @@ def _outage(restartable_broker: LocalBroker, tmp_path: Path, down_s: float) -> N
         for proc in procs.values():
             proc.close()
     per_run = Counter(str(f["runId"]) for f in events)
-    projections = open_projection_store(sqlite_url(projection_db))
+    projections = open_store(PROJECTIONS, sqlite_url(projection_db))
     try:
         assert projections.list(halted=True) == []
         for run, count in per_run.items():
@@ -210,7 +209,7 @@ def _outage(restartable_broker: LocalBroker, tmp_path: Path, down_s: float) -> N
             assert stored is not None and stored.version == count, run
     finally:
         projections.close()
-    links = open_link_store(audit_url)
+    links = open_store(AUDIT_LINKS, audit_url)
     try:
         sealed = Counter()
         for run, count in per_run.items():

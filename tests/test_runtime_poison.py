@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from runtrail.audit.stores import open_link_store
 from runtrail.config import Settings
-from runtrail.projection import open_projection_store
+from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.runtime import Delivered, Service, ServiceContext
 from runtrail.runtime.deadletter import (
     H_OFFSET,
@@ -117,7 +116,7 @@ def test_the_corpus_through_the_projector(kafka_bootstrap: str, tmp_path: Path) 
         assert proc.terminate() == 0
     finally:
         proc.close()
-    store = open_projection_store(sqlite_url(db))
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         processed = set()
         for record, offset in zip(records, offsets, strict=True):
@@ -142,7 +141,7 @@ def test_the_corpus_through_audit(kafka_bootstrap: str, tmp_path: Path) -> None:
     def done(topic: str, end: int) -> bool:
         if not (tmp_path / "audit.db").exists():
             return False
-        store = open_link_store(url)
+        store = open_store(AUDIT_LINKS, url)
         try:
             return store.stored_offsets(topic, [0]).get(0, 0) >= end
         finally:
@@ -159,7 +158,7 @@ def test_the_corpus_through_audit(kafka_bootstrap: str, tmp_path: Path) -> None:
         assert proc.terminate() == 0
     finally:
         proc.close()
-    store = open_link_store(url)
+    store = open_store(AUDIT_LINKS, url)
     try:
         processed = {
             offset

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from runtrail.resume.store import open_store as open_cache_store
+from runtrail.persistence import RESUME_ENTRIES, open_store
 from runtrail.sessions.store_file import FileSessionStore
 from tests.poison_corpus import (
     Poison,
@@ -146,7 +146,7 @@ def test_the_corpus_through_resume_cache(kafka_bootstrap: str, tmp_path: Path) -
     def at_end(topic: str, end: int) -> bool:
         if not db.exists():
             return False
-        store = open_cache_store(f"sqlite://{db}", readers=1)
+        store = open_store(RESUME_ENTRIES, f"sqlite://{db}", readers=1)
         try:
             return store.offsets(topic).get(0) == end
         finally:

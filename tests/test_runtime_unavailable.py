@@ -201,9 +201,9 @@ def test_projector_with_a_full_disk_waits_and_catches_up(
         assert proc.terminate() == 0
     finally:
         proc.close()
-    from runtrail.projection import open_projection_store
+    from runtrail.persistence import PROJECTIONS, open_store
 
-    store = open_projection_store(sqlite_url(db))
+    store = open_store(PROJECTIONS, sqlite_url(db))
     try:
         assert len(store.list()) == len(runs)
         assert store.list(halted=True) == []

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from runtrail.config import Settings
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
 from runtrail.publisher import Publisher
-from runtrail.sessions import AgentSessionStore, open_session_store
+from runtrail.sessions import AgentSessionStore
 from runtrail.sessions.naming import session_key
 from runtrail.sessions.pointer import SessionPointer
 from runtrail.sessions.restore import build_from_topic, restore_session
@@ -137,7 +138,7 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
         tenant="acme",
         spool_dir=tmp_path / "spool",
     )
-    store = open_session_store(postgres_url)
+    store = open_store(SESSION_SNAPSHOTS, postgres_url)
     group = f"g-{topic}"
     options = {
         "store_url": postgres_url,

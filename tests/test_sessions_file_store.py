@@ -11,12 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.sessions import (
-    AgentSessionSnapshot,
-    CorruptSnapshot,
-    SessionStoreError,
-    open_session_store,
-)
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.sessions import AgentSessionSnapshot, CorruptSnapshot, SessionStoreError
 from runtrail.sessions.store_file import FileSessionStore
 from tests.sessions_support import REPO, built_snapshot, writer_command
 
@@ -81,7 +77,7 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
 
 
 def test_a_corrupted_snapshot_file_is_refused_with_an_error_naming_it(tmp_path: Path) -> None:
-    store = open_session_store((tmp_path / "sessions").as_uri())
+    store = open_store(SESSION_SNAPSHOTS, (tmp_path / "sessions").as_uri())
     assert isinstance(store, FileSessionStore)
     snapshot = built_snapshot(20)
     store.save(snapshot)

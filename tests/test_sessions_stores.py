@@ -7,12 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.sessions import (
-    AgentSession,
-    AgentSessionSnapshot,
-    AgentSessionStore,
-    open_session_store,
-)
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.sessions import AgentSession, AgentSessionSnapshot, AgentSessionStore
 from tests.sessions_support import built_session, built_snapshot, run_writer
 
 
@@ -25,7 +21,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(store_url: str) -> AgentSessionStore:
-    return open_session_store(store_url)
+    return open_store(SESSION_SNAPSHOTS, store_url)
 
 
 def test_round_trip_across_processes(store_url: str, store: AgentSessionStore) -> None:
@@ -113,7 +109,7 @@ def test_list_delete_and_tenants_never_mix(store: AgentSessionStore) -> None:
 
 def test_file_paths_stay_inside_their_tenant_folder(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
-    store = open_session_store(root.as_uri())
+    store = open_store(SESSION_SNAPSHOTS, root.as_uri())
     store.save(built_snapshot(3, tenant="..", session="../../escape"))
     store.save(built_snapshot(3, tenant="t", session="x" * 400))  # too long for a file name
     files = sorted(p.relative_to(root) for p in root.rglob("*.json"))

@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from runtrail.sessions import CorruptSnapshot, open_session_store, parse_snapshot, seal
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.sessions import CorruptSnapshot, parse_snapshot, seal
 from runtrail.sessions.snapshot import verified_digest
 from runtrail.sessions.store_file import FileSessionStore
 from tests.checkpoint_support import held
@@ -54,7 +55,7 @@ def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
         yield Stored(root.as_uri(), path.read_bytes, path.write_bytes)
         return
     url = str(request.getfixturevalue("postgres_url"))
-    open_session_store(url).close()  # creates the table
+    open_store(SESSION_SNAPSHOTS, url).close()  # creates the table
     with psycopg.connect(url, autocommit=True) as conn:
         key = ("t1", "s1")
 
@@ -78,7 +79,7 @@ def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stored]:
 
 # --- the store contract ----------------------------------------------------------------------
 def test_save_if_refuses_to_replace_an_edited_snapshot(stored: Stored) -> None:
-    store = open_session_store(stored.url)
+    store = open_store(SESSION_SNAPSHOTS, stored.url)
     first = built_snapshot(10)
     assert store.save_if(first, None)
     assert store.save_if(built_snapshot(11), first.digest)  # an untouched one is replaced

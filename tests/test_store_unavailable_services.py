@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 from runtrail.audit.store import verify_stored
-from runtrail.audit.stores import open_link_store
 from runtrail.events import validate_json_form
+from runtrail.persistence import AUDIT_LINKS, RESUME_ENTRIES, open_store
 from runtrail.persistence.urls import sqlite_url as audit_sqlite_url
 from runtrail.resume.builder import EntryBuilder, WriteBatch
-from runtrail.resume.store import open_store as open_cache_store
 from runtrail.sessions.store_file import FileSessionStore
 from tests.sessions_support import session_forms
 from tests.support import ServiceProcess, end_offsets, produce_forms
@@ -107,7 +106,7 @@ def runs(forms: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
 @pytest.mark.parametrize("setup", ["audit"], indirect=True)
 def test_audit_with_a_full_disk_waits_and_seals_everything_once(setup: Setup) -> None:
     setup.ride_out("audit store")
-    links = open_link_store(audit_sqlite_url(setup.state / "audit.db"))
+    links = open_store(AUDIT_LINKS, audit_sqlite_url(setup.state / "audit.db"))
     try:
         for (tenant, run), ids in runs(setup.forms).items():
             chain = [str(link.event["eventId"]) for link in links.load_chain(tenant, run)]
@@ -129,7 +128,7 @@ def test_sessions_with_a_full_disk_waits_and_loses_nothing(setup: Setup) -> None
 @pytest.mark.parametrize("setup", ["resume-cache"], indirect=True)
 def test_resume_cache_with_a_full_disk_waits_and_loses_nothing(setup: Setup) -> None:
     setup.ride_out("resume-cache store")
-    store = open_cache_store(f"sqlite://{setup.state / 'resume-cache.db'}", readers=1)
+    store = open_store(RESUME_ENTRIES, f"sqlite://{setup.state / 'resume-cache.db'}", readers=1)
     try:
         got = {(e.tenant_id, e.run_id, e.kind.value, e.key) for e in store.entries()}
     finally:

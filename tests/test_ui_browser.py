@@ -126,11 +126,10 @@ def sign_in(driver: Any, url: str, token: str) -> None:
 
 
 def stores(state_dir: Path) -> tuple[Any, Any]:
-    from runtrail.audit.stores import open_link_store
-    from runtrail.projection.open_store import open_projection_store
+    from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 
-    audit = open_link_store(f"sqlite:///{state_dir / 'audit.db'}")
-    projections = open_projection_store(f"sqlite:///{state_dir / 'projection.db'}")
+    audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
+    projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
     return audit, projections
 
 

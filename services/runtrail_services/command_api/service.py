@@ -17,9 +17,9 @@ from collections.abc import Mapping
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from runtrail.commands import open_event_store
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.receiver import Receiver
 from runtrail_services.command_api.app import build_app
@@ -75,7 +75,7 @@ class CommandApiReceiver(Receiver):
         tokens = self.own.tenant_tokens()
         if not tokens:
             log.warning("command-api: no tenant tokens configured; every request gets 401")
-        self.store = open_event_store(self.own.resolved_store(settings.state_dir))
+        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(settings.state_dir))
         app = build_app(self.store, TokenAuth(tokens), max_body_bytes=self.own.max_body_bytes)
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
         self.endpoint = self.metrics_endpoint(metrics_port)

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from runtrail.commands import open_event_store
 from runtrail.commands.relay import OutboxRelay
 from runtrail.config import Settings
 from runtrail.kafka.producer_config import producer_config
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.receiver import Receiver
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -44,7 +44,7 @@ class OutboxRelayReceiver(Receiver):
     ) -> None:
         super().__init__(settings, registry)
         self.own = OutboxRelaySettings.load(options)
-        self.store = open_event_store(self.own.resolved_store(settings.state_dir))
+        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(settings.state_dir))
         self.published = Counter(
             "runtrail_outbox_relay_published", "Events relayed to the topic", registry=self.registry
         )

@@ -42,10 +42,8 @@ from runtrail.audit.sql_reads import (
 )
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
 from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
-from runtrail.persistence.kinds import AUDIT_LINKS
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Cursor, PostgresDatabase
-from runtrail.persistence.registry import register
 from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 
 #: The tables and triggers as the first release created them (migration 1 adopts them as is).
@@ -313,6 +311,3 @@ def _is_stored(conn: Cursor, link: Link) -> bool:
         (link.tenant_id, link.run_id, link.index),
     ).fetchone()
     return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
-
-
-register(AUDIT_LINKS, ("postgresql", "postgres"), PostgresLinkStore.from_url)

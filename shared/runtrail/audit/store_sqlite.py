@@ -30,9 +30,7 @@ from runtrail.audit.sql_reads import (
 )
 from runtrail.audit.store import StoredCheckpoint, TopicPartition
 from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
-from runtrail.persistence.kinds import AUDIT_LINKS
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.registry import register
 from runtrail.persistence.sqlite import SqliteDatabase
 from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
@@ -293,6 +291,3 @@ class SqliteLinkStore(CheckpointReads):
                 ],
             )
         return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
-
-
-register(AUDIT_LINKS, ("sqlite", "memory"), SqliteLinkStore.from_url)

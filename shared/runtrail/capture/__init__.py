@@ -1,7 +1,7 @@
 """Node I/O capture (seed 000 §1, §2): pair runtime events into records, store and replay them.
 
 :class:`NodePairer` turns the event stream into :class:`NodeIoRecord` s; sinks chosen by URL
-(:func:`open_sink`) store them; :func:`read_records` reads them back once each; the replay
+(``open_store(CAPTURE_RECORDS, url)``) store them; :func:`read_records` reads them back once each; the replay
 functions rebuild or re-invoke one node. :class:`ObjectStoreSink` is imported on first use: it
 needs obstore (the ``s3`` extra), which a process writing files never loads.
 """
@@ -31,7 +31,7 @@ from runtrail.capture.replay import (
     replay_model_mock,
     replay_tool_live,
 )
-from runtrail.capture.sink import CaptureSink, open_sink
+from runtrail.capture.sink import CaptureSink
 from runtrail.capture.tokens import parse_usage
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "find_record",
     "iter_records",
     "model_node_id",
-    "open_sink",
     "parse_usage",
     "read_records",
     "repair_file",

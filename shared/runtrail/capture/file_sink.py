@@ -29,8 +29,6 @@ from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.repair import FILE_RE, repair_tree
 from runtrail.capture.urls import as_bool, pop_float, pop_int, reject_unknown, split_options
 from runtrail.files import PRIVATE_FILE_MODE, fsync_dir, private_dir
-from runtrail.persistence.kinds import CAPTURE_RECORDS
-from runtrail.persistence.registry import register
 from runtrail.persistence.urls import file_path
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -246,6 +244,3 @@ class JsonlFileSink:
         open_file.sync()
         os.close(open_file.fd)
         del self._files[key]
-
-
-register(CAPTURE_RECORDS, ("file",), JsonlFileSink.from_url)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runtrail.capture.record import NodeIoRecord, NodeType
-from runtrail.persistence.kinds import CAPTURE_RECORDS
-from runtrail.persistence.registry import register
 
 
 class InMemoryIoCaptureSink:
@@ -39,10 +37,7 @@ class InMemoryIoCaptureSink:
         return len(self._records)
 
 
-def _open(url: str) -> InMemoryIoCaptureSink:
+def open_url(url: str) -> InMemoryIoCaptureSink:
     """``memory://``: a new, empty sink (the URL carries nothing else)."""
     del url
     return InMemoryIoCaptureSink()
-
-
-register(CAPTURE_RECORDS, ("memory",), _open)

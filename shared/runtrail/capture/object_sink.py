@@ -20,10 +20,7 @@ from runtrail.capture.layout import partition_dir
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.urls import pop_int, split_options
 from runtrail.extras import require
-from runtrail.persistence.kinds import CAPTURE_RECORDS
-from runtrail.persistence.object_store import open_store
-from runtrail.persistence.registry import register
-from runtrail.persistence.urls import OBJECT_STORE_SCHEMES
+from runtrail.persistence.object_store import open_object_store
 from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
@@ -78,7 +75,7 @@ class ObjectStoreSink:
         compression = str(options.pop("compression", "none") or "none")
         zstd_level = pop_int(options, "zstd_level", 3)
         batch_bytes = pop_int(options, "batch_bytes", DEFAULT_BATCH_BYTES)
-        store = open_store(base, options)
+        store = open_object_store(base, options)
         return cls(store, compression=compression, zstd_level=zstd_level, batch_bytes=batch_bytes)
 
     # --- CaptureSink ------------------------------------------------------------------------
@@ -125,6 +122,3 @@ class ObjectStoreSink:
         path = object_key(key[0], key[1], list(batch.lines), self.compressed)
         obstore.put(self.store, path, body)
         self.uploaded.append(path)
-
-
-register(CAPTURE_RECORDS, OBJECT_STORE_SCHEMES, ObjectStoreSink.from_url)

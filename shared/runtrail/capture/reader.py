@@ -51,9 +51,9 @@ def _object_lines(
     require("obstore", f"reading capture records at {urlsplit(url).scheme}://")
     import obstore
 
-    from runtrail.persistence.object_store import open_store
+    from runtrail.persistence.object_store import open_object_store
 
-    store = open_store(url, options)
+    store = open_object_store(url, options)
     prefix = tenant_segment(tenant) + "/" if tenant is not None else None
     paths: list[str] = []
     for chunk in obstore.list(store, prefix):

@@ -11,7 +11,7 @@ The consumer runtime writes records as they close, calls ``flush`` before commit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from runtrail.capture.record import NodeIoRecord
 
@@ -27,16 +27,3 @@ class CaptureSink(Protocol):
 
     def close(self) -> None:
         """Flush and release resources; the sink is unusable afterwards."""
-
-
-def open_sink(url: str, **options: Any) -> CaptureSink:
-    """The sink for ``url``: ``memory://``, ``file:///dir`` or an object store URL.
-
-    Object store URLs are every scheme obstore knows (``s3://bucket/prefix``, ``gs://``,
-    ``az://``…); their options come from the URL's query and the environment. Keyword options
-    override query parameters.
-    """
-    from runtrail.persistence.kinds import CAPTURE_RECORDS
-    from runtrail.persistence.registry import open_store
-
-    return open_store(CAPTURE_RECORDS, url, **options)

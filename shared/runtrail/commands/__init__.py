@@ -11,12 +11,9 @@ event store (SQLite or PostgreSQL), relayed to the events topic through an outbo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from runtrail.commands.model import Command, CommandOutcome
 from runtrail.commands.store import EventStore
-from runtrail.persistence.kinds import COMMAND_EVENTS
-from runtrail.persistence.registry import open_store
 
 
 def default_store_url(state_dir: Path) -> str:
@@ -24,9 +21,4 @@ def default_store_url(state_dir: Path) -> str:
     return f"sqlite:///{state_dir.expanduser().resolve() / 'commands.db'}"
 
 
-def open_event_store(url: str, **options: Any) -> EventStore:
-    """The command event store at ``url`` (``sqlite:///…``, ``postgresql://…``)."""
-    return open_store(COMMAND_EVENTS, url, **options)
-
-
-__all__ = ["Command", "CommandOutcome", "EventStore", "default_store_url", "open_event_store"]
+__all__ = ["Command", "CommandOutcome", "EventStore", "default_store_url"]

@@ -5,15 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from runtrail.commands.store import EventStore
-from runtrail.persistence.kinds import COMMAND_EVENTS
 from runtrail.persistence.postgres import PostgresDatabase
-from runtrail.persistence.registry import register
 
 
 def open_url(url: str, *, pool_size: int = 8, **options: Any) -> EventStore:
     return EventStore(
         PostgresDatabase(url, what="command event store", max_size=pool_size), **options
     )
-
-
-register(COMMAND_EVENTS, ("postgresql", "postgres"), open_url)

@@ -1,15 +1,19 @@
-"""Every kind of store runtrail keeps, and the modules whose adapters open it.
+"""Every kind of store runtrail keeps, and which adapter opens each URL scheme: data, not code.
 
-Why one list: a newcomer finds any store adapter from here in one hop, and
-:func:`~runtrail.persistence.registry.open_store` imports only the adapters of the kind it is
-asked for.
+Why a table: a newcomer finds any store adapter from here in one hop, and
+:func:`~runtrail.persistence.registry.open_store` imports only the adapter of the scheme it is
+asked for (so a process that never opens a PostgreSQL store never imports psycopg). An opener is
+``"module:attribute"``; the attribute may be dotted (``Class.from_url``) and is called with the
+URL and the caller's options.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from runtrail.persistence.registry import StoreKind, define_kind
+from runtrail.persistence.urls import OBJECT_STORE_SCHEMES
 
 if TYPE_CHECKING:
     from runtrail.audit.store import LinkStore
@@ -20,42 +24,94 @@ if TYPE_CHECKING:
     from runtrail.sessions.checkpoints import CheckpointBackend
     from runtrail.sessions.store import AgentSessionStore
 
-PROJECTIONS: StoreKind[ProjectionStore] = define_kind(
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreKind(Generic[T]):
+    """A kind of store: its name, how errors call it, and its opener per URL scheme."""
+
+    name: str
+    label: str
+    openers: Mapping[str, str]
+
+
+def _postgres(opener: str) -> dict[str, str]:
+    return {"postgresql": opener, "postgres": opener}
+
+
+PROJECTIONS: StoreKind[ProjectionStore] = StoreKind(
     "projection",
     "projection store",
-    ("runtrail.projection.store_sqlite", "runtrail.projection.store_postgres"),
+    {
+        "sqlite": "runtrail.projection.store_sqlite:SqliteProjectionStore.from_url",
+        "memory": "runtrail.projection.store_sqlite:SqliteProjectionStore.from_url",
+        **_postgres("runtrail.projection.store_postgres:PostgresProjectionStore"),
+    },
 )
-AUDIT_LINKS: StoreKind[LinkStore] = define_kind(
+AUDIT_LINKS: StoreKind[LinkStore] = StoreKind(
     "audit",
     "audit store",
-    ("runtrail.audit.store_sqlite", "runtrail.audit.store_postgres"),
+    {
+        "sqlite": "runtrail.audit.store_sqlite:SqliteLinkStore.from_url",
+        "memory": "runtrail.audit.store_sqlite:SqliteLinkStore.from_url",
+        **_postgres("runtrail.audit.store_postgres:PostgresLinkStore.from_url"),
+    },
 )
-COMMAND_EVENTS: StoreKind[EventStore] = define_kind(
+COMMAND_EVENTS: StoreKind[EventStore] = StoreKind(
     "commands",
     "command event store",
-    ("runtrail.commands.store_sqlite", "runtrail.commands.store_postgres"),
+    {
+        "sqlite": "runtrail.commands.store_sqlite:open_url",
+        **_postgres("runtrail.commands.store_postgres:open_url"),
+    },
 )
-RESUME_ENTRIES: StoreKind[CacheStore] = define_kind(
+RESUME_ENTRIES: StoreKind[CacheStore] = StoreKind(
     "resume-cache",
     "resume-cache store",
-    ("runtrail.resume.store_sqlite", "runtrail.resume.store_postgres"),
+    {
+        "sqlite": "runtrail.resume.store_sqlite:open_sqlite",
+        **_postgres("runtrail.resume.store_postgres:open_postgres"),
+    },
 )
-SESSION_SNAPSHOTS: StoreKind[AgentSessionStore] = define_kind(
+SESSION_SNAPSHOTS: StoreKind[AgentSessionStore] = StoreKind(
     "sessions",
     "session store",
-    ("runtrail.sessions.store_file", "runtrail.sessions.store_postgres"),
+    {
+        "file": "runtrail.sessions.store_file:FileSessionStore.from_url",
+        **_postgres("runtrail.sessions.store_postgres:PostgresSessionStore"),
+    },
 )
-LANGGRAPH_CHECKPOINTS: StoreKind[CheckpointBackend] = define_kind(
+LANGGRAPH_CHECKPOINTS: StoreKind[CheckpointBackend] = StoreKind(
     "checkpoints",
-    "checkpoint store",
-    ("runtrail.sessions.checkpoints_file", "runtrail.sessions.checkpoints_postgres"),
+    "LangGraph checkpoint store",
+    {
+        "file": "runtrail.sessions.checkpoints_file:FileCheckpointBackend.from_url",
+        **_postgres("runtrail.sessions.checkpoints_postgres:PostgresCheckpointBackend"),
+    },
 )
-CAPTURE_RECORDS: StoreKind[CaptureSink] = define_kind(
+CAPTURE_RECORDS: StoreKind[CaptureSink] = StoreKind(
     "capture",
     "capture sink",
-    (
-        "runtrail.capture.memory_sink",
-        "runtrail.capture.file_sink",
-        "runtrail.capture.object_sink",
-    ),
+    {
+        "memory": "runtrail.capture.memory_sink:open_url",
+        "file": "runtrail.capture.file_sink:JsonlFileSink.from_url",
+        **dict.fromkeys(
+            OBJECT_STORE_SCHEMES, "runtrail.capture.object_sink:ObjectStoreSink.from_url"
+        ),
+    },
 )
+
+#: Every kind by name, for callers that name a kind by string (``open_store("projection", …)``).
+KINDS: Mapping[str, StoreKind[Any]] = {
+    kind.name: kind
+    for kind in (
+        PROJECTIONS,
+        AUDIT_LINKS,
+        COMMAND_EVENTS,
+        RESUME_ENTRIES,
+        SESSION_SNAPSHOTS,
+        LANGGRAPH_CHECKPOINTS,
+        CAPTURE_RECORDS,
+    )
+}

@@ -41,7 +41,7 @@ _CLIENT_BOOLS = frozenset(
 )
 
 
-def open_store(base_url: str, options: dict[str, Any]) -> Any:
+def open_object_store(base_url: str, options: dict[str, Any]) -> Any:
     """An obstore store for ``base_url``; consumes the store options from ``options``."""
     client: dict[str, Any] = {}
     config: dict[str, Any] = {}

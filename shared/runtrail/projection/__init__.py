@@ -30,7 +30,6 @@ from runtrail.projection.model import (
     ToolIntent,
     ToolOutcome,
 )
-from runtrail.projection.open_store import open_projection_store
 from runtrail.projection.projector import PROJECTOR_VERSION, RULES, apply_event, rule_for
 from runtrail.projection.replay import RunsReplay, replay, replay_runs
 from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot, take_snapshot
@@ -78,7 +77,6 @@ __all__ = [
     "apply_event",
     "compare_projections",
     "from_snapshot",
-    "open_projection_store",
     "replay",
     "replay_runs",
     "rule_for",

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from runtrail.persistence.kinds import PROJECTIONS
 from runtrail.persistence.postgres import PostgresDatabase, lock_id
-from runtrail.persistence.registry import register
 from runtrail.persistence.tracking import TRACKING
 from runtrail.projection import store_sql as sql
 from runtrail.projection.snapshot import ProjectionSnapshot
@@ -137,6 +135,3 @@ class PostgresProjectionStore:
     def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
         rows = self._db.query(_SELECT_SNAPSHOT, (tenant_id, run_id))
         return sql.stored_snapshot(tenant_id, run_id, rows[0]) if rows else None
-
-
-register(PROJECTIONS, ("postgresql", "postgres"), PostgresProjectionStore)

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from runtrail.persistence.kinds import PROJECTIONS
-from runtrail.persistence.registry import register
 from runtrail.persistence.sqlite import SqliteDatabase
 from runtrail.persistence.tracking import TRACKING
 from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
@@ -105,6 +103,3 @@ class SqliteProjectionStore:
 
     def close(self) -> None:
         self._db.close()
-
-
-register(PROJECTIONS, ("sqlite", "memory"), SqliteProjectionStore.from_url)

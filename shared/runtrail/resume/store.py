@@ -80,12 +80,3 @@ class CacheStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the store's connections."""
-
-
-def open_store(url: str, *, readers: int = 8) -> CacheStore:
-    """The store at ``url`` (``sqlite:///path.db`` or ``postgresql://…``), through the registry;
-    ``readers``: how many lookups may run at once (PostgreSQL)."""
-    from runtrail.persistence.kinds import RESUME_ENTRIES
-    from runtrail.persistence.registry import open_store as open_kind
-
-    return open_kind(RESUME_ENTRIES, url, readers=readers)

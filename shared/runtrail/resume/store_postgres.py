@@ -8,9 +8,7 @@ plus ``readers`` connections for the lookups.
 
 from __future__ import annotations
 
-from runtrail.persistence.kinds import RESUME_ENTRIES
 from runtrail.persistence.postgres import PostgresDatabase
-from runtrail.persistence.registry import register
 from runtrail.resume.store_sql import SqlCacheStore
 
 
@@ -22,6 +20,3 @@ def open_postgres(url: str, *, readers: int = 8) -> SqlCacheStore:
     except BaseException:
         db.close()
         raise
-
-
-register(RESUME_ENTRIES, ("postgresql", "postgres"), open_postgres)

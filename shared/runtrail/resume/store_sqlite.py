@@ -9,8 +9,6 @@ never an entry without its positions or the other way round.
 
 from __future__ import annotations
 
-from runtrail.persistence.kinds import RESUME_ENTRIES
-from runtrail.persistence.registry import register
 from runtrail.persistence.sqlite import SqliteDatabase
 from runtrail.persistence.urls import MEMORY, sqlite_path
 from runtrail.resume.store_sql import SqlCacheStore
@@ -30,6 +28,3 @@ def open_sqlite(url: str, *, readers: int = 8) -> SqlCacheStore:
         reads.close()
         db.close()
         raise
-
-
-register(RESUME_ENTRIES, ("sqlite",), open_sqlite)

@@ -2,7 +2,7 @@
 
 :class:`AgentSession` is rebuilt from a session's events and can :meth:`~AgentSession.snapshot`
 and :meth:`~AgentSession.restore`; :class:`AgentSessionSnapshot` is sealed by a digest of its
-canonical bytes; :func:`open_session_store` picks the store a URL names (``file:///dir``,
+canonical bytes; ``open_store(SESSION_SNAPSHOTS, url)`` (:mod:`runtrail.persistence`) opens the store a URL names (``file:///dir``,
 ``postgresql://…``). Object storage for large snapshots (:mod:`.blobs`), the sessions-topic
 pointer (:mod:`.pointer`) and the restore from the topic (:mod:`.restore`) are imported on
 their own, so the file store needs nothing but the filesystem.
@@ -18,11 +18,7 @@ from runtrail.sessions.snapshot import (
     parse_snapshot,
     seal,
 )
-from runtrail.sessions.store import (
-    AgentSessionStore,
-    SessionSummary,
-    open_session_store,
-)
+from runtrail.sessions.store import AgentSessionStore, SessionSummary
 
 __all__ = [
     "CODE_VERSION",
@@ -35,7 +31,6 @@ __all__ = [
     "SessionStoreError",
     "SessionSummary",
     "UntrustedSnapshot",
-    "open_session_store",
     "parse_snapshot",
     "seal",
 ]

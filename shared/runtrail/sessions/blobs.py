@@ -37,9 +37,9 @@ class SnapshotBlobStore:
             self._root = private_dir(file_path(base))
         else:
             require("obstore", f"session snapshot blobs at {urlsplit(base).scheme}://")
-            from runtrail.persistence.object_store import open_store
+            from runtrail.persistence.object_store import open_object_store
 
-            self._store = open_store(base, options)
+            self._store = open_object_store(base, options)
 
     def _put(self, key: str, data: bytes) -> None:
         if self._root is None:

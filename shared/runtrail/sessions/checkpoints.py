@@ -10,7 +10,7 @@ about LangGraph; it keeps the rules every record obeys, the same rules as sessio
   ``digest`` (``sha256:<hex>`` over everything else), so an edited byte, or a record copied under
   another key (another tenant or thread), is refused on read with :class:`CorruptCheckpoint`
   naming the file or row, never silently used;
-* :func:`open_checkpoint_backend` takes the same URLs as the session store (``file:///dir``,
+* ``open_store(LANGGRAPH_CHECKPOINTS, url)`` takes the same URLs as the session store (``file:///dir``,
   ``postgresql://…``); the records live beside the session snapshots without touching them.
 """
 
@@ -217,12 +217,3 @@ class CheckpointBackend(ClosableStore):
             records.append((sealed, fields))
         records.sort(key=lambda r: r[0])
         return records
-
-
-def open_checkpoint_backend(url: str) -> CheckpointBackend:
-    """The backend a session-store URL names (``file:///dir`` or ``postgresql://…``), through
-    the registry."""
-    from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
-    from runtrail.persistence.registry import open_store
-
-    return open_store(LANGGRAPH_CHECKPOINTS, url)

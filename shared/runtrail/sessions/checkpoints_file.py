@@ -19,8 +19,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
-from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
-from runtrail.persistence.registry import register
 from runtrail.persistence.urls import file_path
 from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row, open_record
 from runtrail.sessions.errors import SessionStoreError
@@ -214,10 +212,3 @@ def _visible(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
-
-
-def _open(url: str) -> FileCheckpointBackend:
-    return FileCheckpointBackend.from_url(url)
-
-
-register(LANGGRAPH_CHECKPOINTS, ("file",), _open)

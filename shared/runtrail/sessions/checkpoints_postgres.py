@@ -14,10 +14,8 @@ from typing import Any
 
 import orjson
 
-from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Connection
-from runtrail.persistence.registry import register
 from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row
 from runtrail.sessions.pg import PostgresBacked
 
@@ -175,6 +173,3 @@ class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
 def _digest(data: bytes) -> str:
     """The digest a sealed record names (for the column; verification reads the record)."""
     return str(orjson.loads(data)["digest"])
-
-
-register(LANGGRAPH_CHECKPOINTS, ("postgresql", "postgres"), PostgresCheckpointBackend)

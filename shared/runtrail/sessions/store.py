@@ -1,7 +1,7 @@
 """``AgentSessionStore``: where session snapshots survive restarts, chosen by URL.
 
 One adapter module per back end, the same contract behind each, registered in
-:mod:`runtrail.persistence.registry` (open one with :func:`open_session_store`):
+:mod:`runtrail.persistence.registry` (open one with ``open_store(SESSION_SNAPSHOTS, url)``):
 
 * ``file:///dir`` — one JSON file per session (:mod:`.store_file`), the lightweight default;
 * ``postgresql://…`` — one row per session (:mod:`.store_postgres`), for shared production use.
@@ -115,12 +115,3 @@ class AgentSessionStore(ClosableStore):
         without an error, not when it returns. The caller commits and publishes nothing
         in between. The default: every save is durable when it returns."""
         yield
-
-
-def open_session_store(url: str) -> AgentSessionStore:
-    """The store a URL names (``file:///dir`` or ``postgresql://user@host:port/db``), through
-    the registry."""
-    from runtrail.persistence.kinds import SESSION_SNAPSHOTS
-    from runtrail.persistence.registry import open_store
-
-    return open_store(SESSION_SNAPSHOTS, url)

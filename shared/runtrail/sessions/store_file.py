@@ -22,8 +22,6 @@ from pathlib import Path
 import orjson
 
 from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
-from runtrail.persistence.kinds import SESSION_SNAPSHOTS
-from runtrail.persistence.registry import register
 from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
@@ -270,10 +268,3 @@ def _outcome(future: Future[bool]) -> SaveOutcome:
     if isinstance(exc, Exception):
         return exc
     raise exc  # KeyboardInterrupt and the like are not an outcome
-
-
-def _open(url: str) -> FileSessionStore:
-    return FileSessionStore.from_url(url)
-
-
-register(SESSION_SNAPSHOTS, ("file",), _open)

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtrail.persistence.kinds import SESSION_SNAPSHOTS
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Connection
-from runtrail.persistence.registry import register
 from runtrail.sessions.errors import CorruptSnapshot
 from runtrail.sessions.pg import PostgresBacked
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
@@ -182,6 +180,3 @@ def _row(snapshot: AgentSessionSnapshot) -> tuple[Any, ...]:
         snapshot.digest,
         snapshot.to_bytes().decode(),
     )
-
-
-register(SESSION_SNAPSHOTS, ("postgresql", "postgres"), PostgresSessionStore)

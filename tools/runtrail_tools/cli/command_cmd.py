@@ -187,10 +187,10 @@ def _resume(args: argparse.Namespace) -> int:
                 args.store = default_store_url(Settings().state_dir)
             if not args.tenant:
                 raise CommandApiError(None, "--tenant (or RUNTRAIL_TENANT) is needed with --store")
-            from runtrail.commands import open_event_store
             from runtrail.commands.resume import resume_run
+            from runtrail.persistence import COMMAND_EVENTS, open_store
 
-            store = open_event_store(args.store)
+            store = open_store(COMMAND_EVENTS, args.store)
             try:
                 report = resume_run(store, args.tenant, args.run).json_form()
             finally:

@@ -201,11 +201,11 @@ class Readers:
     # --- command-api (and its outbox relay): the command store ---------------------------------
     def command_store(self) -> Any:
         if self._commands is None:
-            from runtrail.commands import open_event_store
+            from runtrail.persistence import COMMAND_EVENTS, open_store
             from runtrail_services.command_api.settings import CommandApiSettings
 
             url = CommandApiSettings.load().resolved_store(self.state_dir)
-            self._commands = self._closing(open_event_store(url))
+            self._commands = self._closing(open_store(COMMAND_EVENTS, url))
         return self._commands
 
     def commands(self, tenant: str, run_id: str) -> CommandsView | None:
