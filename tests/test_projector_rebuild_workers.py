@@ -371,7 +371,11 @@ def _workers_of(pid: int) -> list[int]:
     tracker, which ignores SIGINT and leaves when its parent does)."""
     found = []
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in children.read_text().split():
+        try:
+            listed = children.read_text().split()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        for child in listed:
             with contextlib.suppress(OSError):
                 if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
                     found.append(int(child))
