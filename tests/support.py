@@ -222,7 +222,12 @@ class ServiceProcess:
             lambda: not self.alive() or catches_sigterm(self.proc.pid), 30, 0.01, what="handler"
         )
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        status = self.proc.wait(timeout)
+        if status != 0 and self.log_path is not None:
+            # pytest shows a failing test's output: the reason is in the child's last lines
+            tail = self.log_path.read_text(errors="replace").splitlines()[-40:]
+            print(f"{self.log_path} (exit status {status}):", *tail, sep="\n", file=sys.stderr)
+        return status
 
     def alive(self) -> bool:
         return self.proc.poll() is None
