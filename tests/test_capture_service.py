@@ -268,7 +268,7 @@ def test_the_runtime_commits_the_hold_with_its_metadata(
         deliver([a.call("c", "t", {}), b.request(prompt()), a.step_end(), a.result("c", "t", 1)])
     )
     runtime.checkpoint.reached({(TOPIC, 0): 4})
-    runtime._commit(force=True)
+    runtime.commits.commit(runtime._consumer, force=True)
     assert recorder.commits == [(TOPIC, 0, 1, encode_marks(1, [3]))]
 
 
@@ -285,7 +285,7 @@ def test_a_hold_at_the_position_keeps_its_metadata(
     other = RunEvents("run-x").event("run.accepted", {"goalRef": "g", "policyVersion": "p"})
     service.process(deliver([other], start=5))
     runtime.checkpoint.reached({(TOPIC, 0): 6})
-    runtime._commit(force=True)
+    runtime.commits.commit(runtime._consumer, force=True)
     assert recorder.commits == [(TOPIC, 0, 6, encode_marks(6, [7]))]
 
 

@@ -211,7 +211,7 @@ def _runner_with_a_silent_request(tmp_path: Path, generation: int) -> ServiceRun
     runner = ServiceRunner(_Idle, settings, service_name="idle", metrics_port=0)
     request = CommitRequest([TopicPartition("t", 0, 74)], generation=generation)
     request.sent_at -= 200.0
-    runner._committer.requests.append(request)
+    runner.commits._committer.requests.append(request)
     return runner
 
 
@@ -230,10 +230,10 @@ def test_a_commit_left_in_flight_by_lost_partitions_is_given_up_not_waited_for_f
     after a 30 s broker outage: audit stopped committing)."""
     runner = _runner_with_a_silent_request(tmp_path, generation=0)
     try:
-        runner._generation = 1  # the partitions were lost, then assigned again
+        runner.commits.generation = 1  # the partitions were lost, then assigned again
         with caplog.at_level(logging.WARNING):
-            assert runner._finish(None, keep_messages=True) is True
-        assert not runner._committer.requests
+            assert runner.commits.finish(None, keep_messages=True) is True
+        assert runner.commits.requests == 0
         assert "gave up a commit of t[0]@74 from before a rebalance" in caplog.text
     finally:
         _close(runner)
@@ -245,7 +245,7 @@ def test_a_commit_of_this_assignment_with_no_result_is_still_a_timeout(tmp_path:
     runner = _runner_with_a_silent_request(tmp_path, generation=0)
     try:
         with pytest.raises(CommitTimedOut, match=r"t\[0\]@74"):
-            runner._finish(None, keep_messages=True)
-        assert len(runner._committer.requests) == 1
+            runner.commits.finish(None, keep_messages=True)
+        assert runner.commits.requests == 1
     finally:
         _close(runner)

@@ -88,6 +88,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier}: test tier (tests/tiers.py)")
+    # the groups are xdist's; registered here too so that a run without xdist accepts them
+    config.addinivalue_line("markers", "xdist_group(name): tests/tiers.py's unit of work")
     # xdist would reorder the units by their number of tests; keep the heaviest-first order
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False

@@ -40,7 +40,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from confluent_kafka import (
-    OFFSET_INVALID,
     Consumer,
     KafkaError,
     KafkaException,
@@ -57,7 +56,7 @@ from runtrail.kafka.retry import Backoff
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.runtime import stop_signals
 from runtrail.runtime.checkpoint import Checkpoint, Committed
-from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
+from runtrail.runtime.commit_procedure import CommitProcedure
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered, Partition
@@ -101,7 +100,6 @@ class ServiceRunner:
         #: collections paced by flushes while run() consumes (see runtime.gc_tuning)
         self._gc: FlushPacedGc | None = None
         self._assigned: set[Partition] = set()
-        self._last_commit = time.monotonic()
         self._sequences = new_sequence_checker()
         self._limits = EventLimits.from_settings(settings)
         #: handler errors per partition against the dead-letter limit, and the partitions it
@@ -151,10 +149,20 @@ class ServiceRunner:
             EndpointAuth.from_settings(settings),
         )
         self._consumer = Consumer(self._consumer_config())
-        self._committer = Committer(service_name)
-        #: bumped whenever partitions are given up: a commit result from an older
-        #: generation confirms nothing (its partitions may belong to someone else now)
-        self._generation = 0
+        #: flush order, requests in flight, generations, restart points: every commit
+        self.commits = CommitProcedure(
+            service_name,
+            settings,
+            self.checkpoint,
+            self.metrics,
+            self.health,
+            flush_service=lambda: self.service.flush(),
+            after_flush=self._after_flush,
+            flush_dead_letters=lambda timeout: self._dlq.flush(timeout),
+            serve=self._serve,
+            waiting_out=lambda: self._problem is not None,
+            stopping=self._stop.is_set,
+        )
 
     # --- configuration ---------------------------------------------------------------------
     def _consumer_config(self) -> dict[str, Any]:
@@ -244,7 +252,7 @@ class ServiceRunner:
             log.debug("%s: Kafka client: %s", self.name, err)
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        self._committer.on_commit(err, partitions)
+        self.commits.on_commit(err, partitions)
 
     def _on_stats(self, stats_json: str) -> None:
         """Every ``statistics.interval.ms``: the Kafka link is down when no broker connection
@@ -278,7 +286,7 @@ class ServiceRunner:
             offset = starts.get((p.topic, p.partition))
             if offset is not None:
                 p.offset = offset
-        self._skip_durable(consumer, partitions)
+        self.commits.skip_durable(consumer, partitions)
         if self._cooperative(consumer):
             consumer.incremental_assign(partitions)
             self._assigned.update(parts)
@@ -302,40 +310,6 @@ class ServiceRunner:
         committed = self._consumer.committed([TopicPartition(t, p) for t, p in parts], timeout=30)
         return {(c.topic, c.partition): (c.offset, c.metadata) for c in committed}
 
-    def _skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Partitions lost while their commit could not be made (a broker outage outlasting
-        the session) come back here: start them after what this process already made durable
-        rather than at the stale commit, so an outage does not double the output (not those
-        the service starts itself or resumes from the group's commit: see the checkpoint).
-
-        Safe for any owner in between: it committed what it made durable, and starting at
-        max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
-        """
-        points = self.checkpoint.restart_points((p.topic, p.partition) for p in partitions)
-        lost = [p for p in partitions if (p.topic, p.partition) in points]
-        if not lost:
-            return
-        try:
-            committed = consumer.committed(lost, timeout=10)
-        except KafkaException as exc:
-            log.info(
-                "%s: committed offsets unavailable (%s); starting at the group's", self.name, exc
-            )
-            return
-        by_tp = {(c.topic, c.partition): c.offset for c in committed}
-        self.checkpoint.restarted(points)
-        for p in lost:
-            tp = (p.topic, p.partition)
-            durable = points[tp]
-            if by_tp.get(tp, OFFSET_INVALID) < durable:
-                p.offset = durable
-                log.info(
-                    "%s: %s[%d] starts at %d, where its output was durable before it was lost",
-                    self.name,
-                    *tp,
-                    durable,
-                )
-
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
         parts = [(p.topic, p.partition) for p in partitions]
@@ -344,7 +318,7 @@ class ServiceRunner:
             if not self._failed and self._problem is None:
                 # sent, not awaited (no consume() inside a callback): it is queued ahead of
                 # the rejoin; if the next owner reads the commit first, it re-reads (at least once)
-                self._commit(force=True, only=set(parts))
+                self.commits.commit(self._consumer, force=True, only=set(parts))
                 outcome = "commit sent"
         except Exception as exc:
             outcome = "not committed"
@@ -392,7 +366,7 @@ class ServiceRunner:
         self.metrics.assigned.set(len(self._assigned))
 
     def _forget(self, parts: list[Partition]) -> None:
-        self._generation += 1
+        self.commits.given_up()
         self.checkpoint.revoked(parts)
         self._dlq_limit.forget(parts)
         for tp in parts:
@@ -400,99 +374,10 @@ class ServiceRunner:
         self._sequences.drop([p for _, p in parts])
         self.service.on_revoked(parts)
 
-    # --- commits ---------------------------------------------------------------------------
-    def _commit(
-        self,
-        *,
-        force: bool = False,
-        only: set[Partition] | None = None,
-        wait_s: float | None = None,
-        keep_messages: bool = True,
-    ) -> None:
-        """Flush, then commit what is durable, asynchronously: one request in flight at a
-        time, its result taken before the next is sent.
-
-        Without ``wait_s`` (the loop, the revoke path) a request still in flight within its
-        bound makes this a no-op until a later turn; past its bound it raises
-        :class:`CommitTimedOut`. With ``wait_s`` (a retry, the final commit) the client is
-        served until the result came, at most that long, or it raises."""
-        now = time.monotonic()
-        if not force and (now - self._last_commit) * 1000 < self.settings.commit_interval_ms:
-            return
-        self._last_commit = now
-        with self.metrics.commit_seconds.time():
-            if not self._finish(wait_s, keep_messages, revoking=only is not None):
-                return  # still in flight, within its bound: a later turn looks again
-            self.service.flush()
-            if self._gc is not None:  # the flushed work is gone: a cheap collection now
-                self._gc.after_flush()
-            # while waiting out a failure or stopping, a short wait keeps within the bounds
-            short = self._problem is not None or self._stop.is_set()
-            self._dlq.flush(_DLQ_RETRY_FLUSH_S if short else _DLQ_FLUSH_S)
-            due = self.checkpoint.due(only)
-            offsets = [_topic_partition(tp, *point) for tp, point in due.items()]
-            if offsets:
-                self._committer.submit(self._consumer, offsets, self._generation)
-                if wait_s is not None:
-                    self._finish(wait_s, keep_messages)
-
-    def _finish(self, wait_s: float | None, keep_messages: bool, revoking: bool = False) -> bool:
-        """Take the results of the requests in flight, oldest first, waiting up to ``wait_s``
-        for them: True when none is left (each one's offsets are committed, or its error
-        raised); False when one is still in flight within its bound (``revoking``: True then,
-        a revoke's commit may follow it); past the bound :class:`CommitTimedOut`, or, for a
-        request from before a rebalance, it is given up (:meth:`_abandon`)."""
-        requests = self._committer.requests
-        while requests:
-            request = requests[0]
-            if wait_s is not None and not request.done.is_set():
-                with self.health.blocking("kafka commit"):
-                    self._committer.wait(
-                        request,
-                        wait_s,
-                        self._stop.is_set,
-                        lambda timeout: self._serve(timeout, keep_messages),
-                    )
-            if not request.done.is_set():
-                age = time.monotonic() - request.sent_at
-                if wait_s is None and age < self._commit_bound():
-                    return revoking
-                if request.generation != self._generation:
-                    self._abandon(request, age)
-                    continue
-                raise CommitTimedOut(age, request.offsets)
-            requests.popleft()
-            self._take(request)
-        return True
-
-    def _abandon(self, request: CommitRequest, age: float) -> None:
-        """Give up a request from before a rebalance that got no result in its bound. Its
-        result would confirm nothing (see :meth:`_take`), and when partitions are *lost*
-        with it in flight the client may never deliver one: waiting for it would hold every
-        later commit back for good. Should it still land, it can only move the group back to
-        an older offset (events read again, never lost)."""
-        self._committer.requests.popleft()
-        log.warning(
-            "%s: gave up a commit of %s from before a rebalance: no result in %.1fs "
-            "(it would confirm nothing)",
-            self.name,
-            ", ".join(f"{o.topic}[{o.partition}]@{o.offset}" for o in request.offsets),
-            age,
-        )
-
-    def _take(self, request: CommitRequest) -> None:
-        if request.generation != self._generation:
-            log.info(
-                "%s: a commit from before a rebalance returned (%s); it confirms nothing",
-                self.name,
-                request.error or "ok",
-            )
-            return
-        if request.error is not None:
-            raise request.error
-        for o in request.offsets:
-            self.checkpoint.confirmed((o.topic, o.partition), o.offset, o.metadata)
-        self.metrics.commits.inc()
+    # --- commits (the sequence: :class:`CommitProcedure`) ------------------------------------
+    def _after_flush(self) -> None:
+        if self._gc is not None:
+            self._gc.after_flush()
 
     def _serve(self, timeout: float, keep_messages: bool) -> None:
         """Serve the client's callbacks (the commit result) while waiting. Messages it hands
@@ -501,9 +386,6 @@ class ServiceRunner:
         messages = self._consumer.consume(num_messages=self._batch_size, timeout=timeout)
         if messages and keep_messages:
             self._process(messages)
-
-    def _commit_bound(self) -> float:
-        return min(self.settings.commit_timeout_s, self.settings.shutdown_timeout_s)
 
     # --- the loop --------------------------------------------------------------------------
     def _process(self, messages: list[Message]) -> None:
@@ -613,7 +495,7 @@ class ServiceRunner:
         if messages:
             self._process(messages)
         self.service.tick(int(time.time() * 1000))
-        self._commit()
+        self.commits.commit(self._consumer)
 
     # --- waiting out a retryable failure ---------------------------------------------------
     def _enter_outage(self, problem: Problem) -> None:
@@ -647,7 +529,7 @@ class ServiceRunner:
                 self._process(messages)
             return
         self.service.tick(int(time.time() * 1000))
-        self._commit(force=True, wait_s=self._commit_bound())
+        self.commits.commit(self._consumer, force=True, wait_s=self.commits.bound())
         self._recovered()
 
     def _recovered(self) -> None:
@@ -769,9 +651,9 @@ class ServiceRunner:
         """The last flush and commit, within the shutdown bound; a commit with no result in
         time (the broker went away) is not retried: the next start re-reads from the last one."""
         # the close and the other outputs' closes need some of the bound too
-        bound = max(0.1, min(self._commit_bound(), (deadline - time.monotonic()) / 3))
+        bound = max(0.1, min(self.commits.bound(), (deadline - time.monotonic()) / 3))
         try:
-            self._commit(force=True, wait_s=bound, keep_messages=False)
+            self.commits.commit(self._consumer, force=True, wait_s=bound, keep_messages=False)
         except Exception as exc:
             if classify(exc) is None:
                 raise
@@ -793,7 +675,7 @@ class ServiceRunner:
         )
         closer.start()
         bound = deadline - time.monotonic() - _SHUTDOWN_MARGIN_S
-        if self._failed or self._committer.requests:  # it would wait for the broker
+        if self._failed or self.commits.requests:  # it would wait for the broker
             bound = min(bound, _CLOSE_UNREACHABLE_S)
         closer.join(max(0.1, bound))
         if closer.is_alive():
@@ -808,12 +690,10 @@ _PINNED = {"enable.auto.commit", "enable.auto.offset.store", "group.id"}
 #: librdkafka's default fetch.max.bytes; raised when max_event_bytes needs more
 _LIBRDKAFKA_FETCH_MAX = 52_428_800
 _LIBRDKAFKA_RECEIVE_MAX = 100_000_000
-_DLQ_FLUSH_S = 30.0
 #: left of the shutdown bound for the outputs' own closes after the Kafka client's
 _SHUTDOWN_MARGIN_S = 2.0
 #: how long close() gets when a commit is in flight or the broker is known away
 _CLOSE_UNREACHABLE_S = 3.0
-_DLQ_RETRY_FLUSH_S = 5.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
 #: errors the client reports that waiting cannot fix
@@ -828,12 +708,6 @@ _FATAL_LINK_CODES = frozenset(
 )
 
 
-def _topic_partition(tp: Partition, offset: int, metadata: str | None) -> TopicPartition:
-    if metadata:
-        return TopicPartition(tp[0], tp[1], offset, metadata)
-    return TopicPartition(tp[0], tp[1], offset)
-
-
 def _force_exit() -> None:
     log.error("shutdown exceeded its time bound; exiting")
     os._exit(2)
@@ -843,4 +717,4 @@ def _fmt(parts: list[Partition]) -> str:
     return ", ".join(f"{t}[{p}]" for t, p in sorted(parts)) or "nothing"
 
 
-__all__ = ["OFFSET_INVALID", "ServiceRunner"]
+__all__ = ["ServiceRunner"]
