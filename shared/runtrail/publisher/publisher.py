@@ -49,32 +49,22 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
 from runtrail.events import (
-    CURRENT_VERSIONS,
     Actor,
     Event,
     EventCodec,
     EventData,
     EventError,
-    InvalidEvent,
-    UnknownEventType,
-    validate_json_form,
 )
-from runtrail.events.codec import validate_exact
 from runtrail.events.limits import EventLimits
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
-from runtrail.publisher.envelope_defaults import (
-    DEFAULT_ACTOR,
-    fill_defaults,
-    new_event_id,
-    utc_now_iso,
-)
-from runtrail.publisher.headers import event_headers
 from runtrail.publisher.inflight import InFlight
+from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
+from runtrail.publisher.pipeline import Rejected, Validated, encode, envelope, prepare, validate
 from runtrail.publisher.recovery import already_on_topic
-from runtrail.publisher.redaction import Redactor, SecretInIdentifier, default_redactor
+from runtrail.publisher.redaction import Redactor, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
@@ -121,20 +111,8 @@ class Submitted:
         return self.event_id is not None
 
 
-class _Rejected(Exception):
-    """Internal: the producer refused an event for good."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
 def _is_permanent(err: KafkaError) -> bool:
     return err.code() in PERMANENT_ERRORS
-
-
-def _known_types() -> str:
-    return ", ".join(sorted(CURRENT_VERSIONS))
 
 
 class Publisher:
@@ -192,9 +170,7 @@ class Publisher:
         self._wal = Wal.open_for(settings.spool_dir, settings.tenant, self._topic)
 
         # Every accepted event has an index (its place in publish order, continuing the WAL's).
-        self._next_index = self._wal.end.index  # the index the next accepted event gets
-        self._first_unsettled = self._wal.cursor.index  # all before it: acknowledged or done
-        self._settled: set[int] = set()  # settled indices after _first_unsettled
+        self._ledger = Ledger(self._wal.cursor.index, self._wal.end.index)
         #: events the broker refused as too large in a batch: resent alone before judged
         #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
         self._size_suspects: set[int] = set()
@@ -206,7 +182,7 @@ class Publisher:
         self._found: set[str] = set()
         self._draining = self._wal.depth > 0
         self._probe_first = self._draining
-        self._progress = (self._first_unsettled, time.monotonic())
+        self._progress = (self._ledger.first_unsettled, time.monotonic())
         self._last_store = time.monotonic()
         self._metrics.set_spool_depth(self._wal.depth)
         # (tenant, run) -> the sequence after the last one the unsent spool holds
@@ -265,36 +241,19 @@ class Publisher:
     ) -> str | None:
         """Build the envelope around ``data`` and publish it; the eventId, or None if rejected."""
         try:
-            version = (
-                schema_version if schema_version is not None else CURRENT_VERSIONS.get(event_type)
+            form = envelope(
+                event_type,
+                run_id,
+                data,
+                tenant_id=tenant_id if tenant_id is not None else self._settings.tenant,
+                session_id=session_id,
+                turn_id=turn_id,
+                step=step,
+                actor=actor,
+                causation_event_id=causation_event_id,
+                correlation_id=correlation_id,
+                schema_version=schema_version,
             )
-            if version is None:
-                raise UnknownEventType(
-                    f"unknown event type {event_type!r}; known types: {_known_types()}"
-                )
-            if isinstance(data, EventData):
-                payload: Any = data.model_dump(mode="json", by_alias=True)
-            else:
-                payload = dict(data)
-            if isinstance(actor, Actor):
-                who: Any = actor.model_dump(mode="json", by_alias=True)
-            else:
-                who = dict(actor) if actor is not None else dict(DEFAULT_ACTOR)
-            form: JsonDict = {
-                "eventId": new_event_id(),
-                "runId": run_id,
-                "tenantId": tenant_id if tenant_id is not None else self._settings.tenant,
-                "type": event_type,
-                "schemaVersion": version,
-                "occurredAt": utc_now_iso(),
-                "actor": who,
-                "causationEventId": causation_event_id,
-                "correlationId": correlation_id if correlation_id is not None else run_id,
-                "sessionId": session_id,
-                "turnId": turn_id,
-                "step": step,
-                "data": payload,
-            }
         except EventError as exc:
             return self._reject(exc.reason, str(exc)).event_id
         except Exception as exc:
@@ -308,17 +267,11 @@ class Publisher:
         try:
             if self._closed:
                 return self._reject("closed", "the publisher is closed")
-            form = self._prepare(event)
-            assign = form.get("sequence") is None
-            if assign:
-                form["sequence"] = "1"  # placeholder: the real number is taken at enqueue
-            exact = validate_exact(form)
-            if exact is None:  # coerced, or invalid: the lax validation says which, and why
-                return self._enqueue(validate_json_form(form), None, assign, trace_context)
-            return self._enqueue(exact[0], exact[1], assign, trace_context)
+            form = prepare(event, self._limits, self._settings.tenant, self._redactor)
+            return self._enqueue(validate(form), trace_context)
         except EventError as exc:
             return self._reject(exc.reason, str(exc))
-        except _Rejected as exc:
+        except Rejected as exc:
             return self._reject(exc.reason, str(exc))
         except Exception as exc:  # never into the agent
             log.exception("unexpected error while publishing")
@@ -424,14 +377,14 @@ class Publisher:
             if self._inflight:
                 log.warning("%d events unconfirmed at close stay in the spool", len(self._inflight))
                 self._inflight.clear()
-            if self._pending_count():
+            if self._ledger.pending:
                 self._draining = True
         try:
             self._commit(store=True)
             self._wal.close()
         except OSError:
             log.exception("error while closing the spool %s", self._wal.folder)
-        depth = self._pending_count()
+        depth = self._ledger.pending
         self._metrics.set_spool_depth(depth)
         if depth:
             log.warning("closed with %d events in the spool %s", depth, self._wal.folder)
@@ -450,78 +403,21 @@ class Publisher:
     def stats(self) -> PublisherStats:
         with self._lock:
             draining = self._draining
-            depth = self._pending_count() if draining else 0
+            depth = self._ledger.pending if draining else 0
         self._metrics.set_spool_depth(depth)
         return self._metrics.snapshot(spooling=draining)
 
-    # --- preparing an event ----------------------------------------------------------------
-    def _prepare(self, event: Event | Mapping[str, Any]) -> JsonDict:
-        """The checked, redacted JSON form with envelope defaults filled in."""
-        if isinstance(event, Event):
-            form = event.json_form()
-        elif isinstance(event, Mapping):
-            form = dict(event)
-        else:
-            raise InvalidEvent(
-                f"expected an Event or a JSON-form object, got {type(event).__name__}"
-            )
-        # first: a value nested 5,000 deep must be measured here, not recursed into below
-        self._limits.check_value(form)
-        event_type = form.get("type")
-        if isinstance(event_type, str) and event_type not in CURRENT_VERSIONS:
-            raise UnknownEventType(
-                f"unknown event type {event_type!r}; known types: {_known_types()}"
-            )
-        if form.get("schemaVersion") is None and isinstance(event_type, str):
-            form["schemaVersion"] = CURRENT_VERSIONS[event_type]  # writers that do not know ours
-        if form.get("runId") is None:
-            raise InvalidEvent("runId: Field required")
-        form = fill_defaults(form, self._settings.tenant)
-        try:
-            redacted = self._redactor(form)
-        except SecretInIdentifier as exc:  # its message names the field, never the value
-            raise _Rejected("secret-in-identifier", str(exc)) from exc
-        except Exception as exc:
-            raise _Rejected(
-                "redaction-failed", f"the redactor raised {type(exc).__name__}"
-            ) from exc
-        if not isinstance(redacted, dict):
-            raise _Rejected("redaction-failed", "the redactor did not return a dict")
-        return redacted
-
-    def _enqueue(
-        self,
-        event: Event,
-        exact: JsonDict | None,
-        assign: bool,
-        trace_context: Mapping[str, str] | None,
-    ) -> Submitted:
-        """Number, encode and route ``event``. ``exact``: the record of
-        :func:`~runtrail.events.codec.validate_exact`, encoded as it is (no ``json_form()``)."""
-        wire = exact if exact is not None else event.json_form()
+    # --- numbering and routing an event ------------------------------------------------------
+    def _enqueue(self, valid: Validated, trace_context: Mapping[str, str] | None) -> Submitted:
+        """Number, encode and route one validated event, under the lock: sequences are taken
+        in the order the events are routed."""
+        event = valid.event
         tenant, run = event.tenant_id, event.run_id
         with self._lock:
             if self._closed:
-                raise _Rejected("closed", "the publisher is closed")
-            sequence = self._sequences.peek(tenant, run) if assign else event.sequence
-            value = None
-            if exact is not None:
-                exact["sequence"] = sequence
-                value = self._codec.encode_exact(exact)
-                if value is None:  # a JSON value orjson would convert its own way
-                    wire = event.json_form()
-            if value is None:
-                wire["sequence"] = str(sequence)
-                value = self._codec.encode_json_form(wire)
-            self._limits.check_size(len(value))
-            record = SpoolRecord(
-                key=run.encode("utf-8"),
-                value=value,
-                headers=event_headers(wire, trace_context),
-                event_id=event.event_id,
-                timestamp_ms=time.time_ns() // 1_000_000,
-                sequence=sequence,
-            )
+                raise Rejected("closed", "the publisher is closed")
+            sequence = self._sequences.peek(tenant, run) if valid.assign else event.sequence
+            record = encode(self._codec, self._limits, valid, sequence, trace_context)
             self._route(record)
             self._sequences.commit(tenant, run, sequence)
         return Submitted(event.event_id)
@@ -539,7 +435,7 @@ class Publisher:
     # --- routing (caller holds the lock) ----------------------------------------------------
     def _route(self, record: SpoolRecord) -> None:
         """Give the record its index, queue it for the WAL and, in direct mode, produce it."""
-        index = self._next_index
+        index = self._ledger.next_index  # taken below, once the record is certainly kept
         if not self._draining:
             try:
                 if self._produce_with_backpressure(record):
@@ -549,13 +445,13 @@ class Publisher:
             except KafkaException as exc:
                 err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 if err is not None and _is_permanent(err):
-                    raise _Rejected("refused-by-producer", err.str()) from exc
+                    raise Rejected("refused-by-producer", err.str()) from exc
                 if err is not None and err.fatal():
                     self._fatal = True
                 self._enter_draining(f"produce failed: {exc}")
         if self._draining:
             self._metrics.count("spooled")
-        self._next_index = index + 1
+        self._ledger.take()
         self._buffer.append(record)
 
     def _produce_with_backpressure(self, record: SpoolRecord) -> bool:
@@ -592,30 +488,14 @@ class Publisher:
         """Stop producing directly; what is unconfirmed may be on the topic (look first)."""
         if not self._draining:
             self._draining = True
-            self._metrics.count("spooled", self._pending_count())
+            self._metrics.count("spooled", self._ledger.pending)
             log.warning("events go through the spool %s: %s", self._wal.folder, why)
-        self._uncertain_until = max(self._uncertain_until, self._next_index)
+        self._uncertain_until = max(self._uncertain_until, self._ledger.next_index)
         self._scanned = False
         self._probe_first = True
         self._next_retry = time.monotonic() + self._backoff.delay()
         if purge:
             self._purge_wanted = True
-
-    def _pending_count(self) -> int:
-        """Accepted events not acknowledged (nor found on the topic, nor dropped)."""
-        return self._next_index - self._first_unsettled - len(self._settled)
-
-    def _settle(self, index: int) -> None:
-        """Record that event ``index`` needs nothing more (acknowledged, found or dropped)."""
-        if index == self._first_unsettled:
-            index += 1
-            settled = self._settled
-            while index in settled:
-                settled.remove(index)
-                index += 1
-            self._first_unsettled = index
-        elif index > self._first_unsettled:
-            self._settled.add(index)
 
     def _note_ack(self, msg: Any) -> None:
         partition, offset = msg.partition(), msg.offset()
@@ -630,7 +510,7 @@ class Publisher:
             if index is None:
                 return  # abandoned after a purge that did not report it
             if err is None:
-                self._settle(index)
+                self._ledger.settle(index)
                 self._note_ack(msg)
             elif too_large(err) and index not in self._size_suspects:
                 # the broker refuses a whole batch over the topic's max.message.bytes, and
@@ -639,7 +519,7 @@ class Publisher:
                 self._enter_draining("the broker refused a batch as too large", purge=True)
             elif _is_permanent(err):
                 self._size_suspects.discard(index)
-                self._settle(index)
+                self._ledger.settle(index)
                 self._metrics.count("rejected")
                 log.error("broker refused an event for good: %s", err.str())
             else:
@@ -690,7 +570,7 @@ class Publisher:
                     log.error("cannot write the spool %s: %s", self._wal.folder, exc)
                     return
             with self._lock:
-                first = self._first_unsettled
+                first = self._ledger.first_unsettled
             self._wal.advance(first)
             now = time.monotonic()
             if store or now - self._last_store >= 1.0:
@@ -720,7 +600,7 @@ class Publisher:
         is taken back at once and no later event of a run is delivered before an earlier."""
         now = time.monotonic()
         with self._lock:
-            mark = self._first_unsettled
+            mark = self._ledger.first_unsettled
             if not self._inflight or mark != self._progress[0]:
                 self._progress = (mark, now)
                 return
@@ -731,7 +611,7 @@ class Publisher:
         with self._lock:
             if self._inflight or self._purge_wanted:
                 return  # earlier deliveries are unsettled; their outcome comes first
-            if self._pending_count() == 0:
+            if self._ledger.pending == 0:
                 self._draining = False
                 self._backoff.reset()
                 self._warned_failure = False
@@ -739,7 +619,7 @@ class Publisher:
                 self._metrics.set_spool_depth(0)
                 log.info("spool drained; publishing directly again")
                 return
-            start = self._first_unsettled
+            start = self._ledger.first_unsettled
             if start >= self._wal.end.index:
                 return  # not written yet: the next group commit writes it
             scan = not self._scanned and start < self._uncertain_until
@@ -771,12 +651,12 @@ class Publisher:
         with self._lock:
             end = None
             for entry in entries:
-                if entry.index >= self._first_unsettled:
+                if entry.index >= self._ledger.first_unsettled:
                     break
                 end = entry.end
             if end is not None:
                 self._wal.advance_to(end)
-            if produced and produced[-1] >= self._first_unsettled:
+            if produced and produced[-1] >= self._ledger.first_unsettled:
                 self._enter_draining("a resent event was not acknowledged")
                 self._backoff.grow()
             else:
@@ -789,9 +669,9 @@ class Publisher:
         or corrupt. Count what is skipped as dropped, loudly, rather than stall for ever."""
         with self._lock:
             end = self._wal.end
-            lost = [i for i in range(start, end.index) if i not in self._settled]
+            lost = [i for i in range(start, end.index) if not self._ledger.is_settled(i)]
             for index in lost:
-                self._settle(index)
+                self._ledger.settle(index)
         self._metrics.count("dropped", len(lost))
         log.error(
             "%d spooled events from %d are unreadable in %s: LOST",
@@ -809,15 +689,15 @@ class Publisher:
                 return produced  # close() has begun: it must not race a new chunk
             for entry in entries:
                 index, record = entry.index, entry.record
-                if index < self._first_unsettled or index in self._settled:
+                if self._ledger.is_settled(index):
                     continue
                 if record is None:
-                    self._settle(index)
+                    self._ledger.settle(index)
                     self._metrics.count("dropped")
                     continue
                 if record.event_id is not None and record.event_id in self._found:
                     self._found.discard(record.event_id)
-                    self._settle(index)
+                    self._ledger.settle(index)
                     self._metrics.count("recovered")
                     continue
                 alone = index in self._size_suspects
@@ -830,7 +710,7 @@ class Publisher:
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                     if err is not None and _is_permanent(err):
-                        self._settle(index)
+                        self._ledger.settle(index)
                         self._metrics.count("rejected")
                         log.error("dropping a spooled event the producer refuses: %s", exc)
                         continue
