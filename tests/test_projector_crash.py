@@ -26,7 +26,7 @@ from tests.projection_support import Run
 from tests.projector_support import (
     Form,
     forms,
-    open_store,
+    projection_at,
     projector,
     stored_offsets,
     wait_caught_up,
@@ -126,7 +126,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
         assert calm.terminate() == 0
     finally:
         calm.close()
-    with open_store(db) as killed, open_store(reference) as uninterrupted:
+    with projection_at(db) as killed, projection_at(reference) as uninterrupted:
         assert compare_projections(killed, uninterrupted) == []
         halted = {r.run_id: r.halt_coordinates for r in uninterrupted.list(halted=True)}
         assert sorted(halted) == [f"broken-{i}" for i in range(6)]

@@ -17,7 +17,7 @@ from tests.projection_support import Run
 from tests.projector_support import (
     InProcessProjector,
     forms,
-    open_store,
+    projection_at,
     replay,
     sqlite_url,
     wait_caught_up,
@@ -68,7 +68,7 @@ def test_duplicate_delivery_appends_no_duplicate_effect(
     finally:
         assert service.stop() == 0
     assert (applied, duplicates) == (1, 3)  # the last event's own resend: the runtime's
-    with open_store(db) as store:
+    with projection_at(db) as store:
         row = store.get("t1", "dup")
     assert row is not None and not row.halted and row.state is not None
     state = row.state

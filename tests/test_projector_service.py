@@ -29,7 +29,7 @@ from tests.projector_support import (
     forms,
     interleave,
     metric,
-    open_store,
+    projection_at,
     projector,
     replay,
     scrape,
@@ -180,7 +180,7 @@ def scenario(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _row(s: Scenario, tenant: str, run: str) -> Any:
-    with open_store(s.db) as store:
+    with projection_at(s.db) as store:
         row = store.get(tenant, run)
     assert row is not None, f"{tenant}/{run} not projected"
     return row
@@ -267,7 +267,7 @@ def test_tenants_never_mix(scenario: Scenario) -> None:
     a, b = _row(scenario, "t1", "ok-1"), _row(scenario, "t2", "ok-1")
     assert (a.tenant_id, b.tenant_id) == ("t1", "t2")
     assert a.state.last_event_id.startswith("t1/") and b.state.last_event_id.startswith("t2/")
-    with open_store(scenario.db) as store:
+    with projection_at(scenario.db) as store:
         assert {r.run_id for r in store.list(tenant="t2")} == {"ok-1"}
 
 

@@ -24,7 +24,7 @@ from tests.projector_support import (
     InProcessProjector,
     forms,
     interleave,
-    open_store,
+    projection_at,
     replay,
     sqlite_url,
     wait_caught_up,
@@ -47,7 +47,7 @@ def _runs() -> list[Run]:
 
 def _snapshot_store(db: Path, runs: list[Run], cut: int) -> Path:
     """Snapshots of every run after its first ``cut`` events (or all, if shorter)."""
-    with open_store(db) as store:
+    with projection_at(db) as store:
         for run in runs:
             store.save_snapshot(take_snapshot(pure_replay(run.events[:cut])))
     return db
@@ -68,7 +68,7 @@ def test_replay_from_zero_equals_replay_from_each_valid_snapshot(
     zero = tmp_path / "zero.db"
     status, out, err = replay(kafka_bootstrap, topic, zero, "--quiet")
     assert status == 0, out + err
-    with open_store(zero) as store:
+    with projection_at(zero) as store:
         for run in runs:
             row = store.get(run.tenant, run.run_id)
             assert row is not None and row.state == pure_replay(run.events)
@@ -79,7 +79,7 @@ def test_replay_from_zero_equals_replay_from_each_valid_snapshot(
         wait_caught_up(kafka_bootstrap, live, topic, PARTITIONS)
     finally:
         assert service.stop() == 0
-    with open_store(live) as store:
+    with projection_at(live) as store:
         snapshot = store.load_snapshot("t1", "run-a")
         assert snapshot is not None and snapshot.last_applied_sequence == 24  # 27 events
     starts = [sqlite_url(live)]
@@ -119,12 +119,12 @@ def test_a_replay_starts_from_a_trusted_snapshot_and_refuses_an_untrusted_one(
     produce_forms(kafka_bootstrap, topic, forms(run))
     for version, used in [(PROJECTOR_VERSION, True), (PROJECTOR_VERSION + 1, False)]:
         snaps = tmp_path / f"snaps-v{version}.db"
-        with open_store(snaps) as store:
+        with projection_at(snaps) as store:
             store.save_snapshot(_doctored(run, 10, version))
         into = tmp_path / f"into-v{version}.db"
         status, out, err = replay(kafka_bootstrap, topic, into, "--snapshots", sqlite_url(snaps))
         assert status == 0, out + err
-        with open_store(into) as store:
+        with projection_at(into) as store:
             row = store.get("t1", "run-a")
         assert row is not None and row.state is not None
         truth = pure_replay(run.events)
@@ -186,7 +186,7 @@ def test_a_replay_from_a_timestamp_needs_snapshots_covering_what_it_skips(
     assert status == 0
     assert "halted runs: 3" in out
     assert out.count("missing-events: ") == 3
-    with open_store(tmp_path / "bare.db") as store:
+    with projection_at(tmp_path / "bare.db") as store:
         late_row = store.get("t1", "late")
         assert late_row is not None and late_row.status == "succeeded"
 
@@ -213,7 +213,7 @@ def test_a_row_of_another_projector_version_halts_and_a_rebuild_replaces_the_sto
         wait_caught_up(kafka_bootstrap, live, topic, PARTITIONS)
     finally:
         assert service.stop() == 0
-    with open_store(live) as store:
+    with projection_at(live) as store:
         row = store.get("t1", "run-a")
         assert row is not None and row.halted and row.halt_reason is not None
         assert row.halt_reason.startswith("snapshot-mismatch: ")
@@ -237,7 +237,7 @@ def test_a_row_of_another_projector_version_halts_and_a_rebuild_replaces_the_sto
     finally:
         assert service.stop() == 0
     assert applied == len(rest)  # nothing before the rebuild's offsets was read again
-    with open_store(rebuilt) as store:
+    with projection_at(rebuilt) as store:
         for run in runs:
             final = store.get(run.tenant, run.run_id)
             assert final is not None and final.state == pure_replay(run.events)

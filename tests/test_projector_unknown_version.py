@@ -26,7 +26,7 @@ from tests.projector_support import (
     InProcessProjector,
     forms,
     interleave,
-    open_store,
+    projection_at,
     wait_caught_up,
 )
 from tests.support import consume_all, create_topic, produce, produce_forms, unique_topic
@@ -81,7 +81,7 @@ def test_a_version_without_a_projector_rule_halts_only_its_run(
         skipped = service.sample("runtrail_projection_events_total", outcome="skipped")
     finally:
         assert service.stop() == 0
-    with open_store(db) as store:
+    with projection_at(db) as store:
         row = store.get("t1", "needs-v2")
         assert row is not None and row.halted
         assert row.halt_reason == (
@@ -127,7 +127,7 @@ def test_a_newer_writers_version_is_dead_lettered_and_its_run_stops(
         wait_caught_up(kafka_bootstrap, db, topic, PARTITIONS)
     finally:
         assert service.stop() == 0
-    with open_store(db) as store:
+    with projection_at(db) as store:
         row = store.get("t1", "from-newer-writer")
         assert row is not None and row.halted
         assert row.halt_reason is not None
