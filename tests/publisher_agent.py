@@ -2,7 +2,8 @@
 
     python tests/publisher_agent.py --bootstrap B --topic T --spool-dir D --log L --runs a,b
 
-Each event ``publish()`` accepted is logged as one line ``<eventId> <runId> <monotonic ns>``,
+Each event ``publish()`` accepted is logged as one line ``<eventId> <runId> <monotonic ns>
+<durable before ns>`` (the publisher's :attr:`~runtrail.publisher.Publisher.durable_before_ns`),
 written with one unbuffered ``os.write`` right after publish() returned, so a SIGKILL loses
 at most the line of the event being published. ``--count N`` publishes N events, then drains
 and closes cleanly (exit 0); without it the agent publishes until it is killed.
@@ -47,7 +48,8 @@ def main() -> None:
         run = runs[i % len(runs)]
         event_id = publisher.publish("MODEL_REASONING", run, {"text": f"thought {i}"})
         if event_id is not None:
-            os.write(log_fd, f"{event_id} {run} {time.monotonic_ns()}\n".encode())
+            accepted_at, durable = time.monotonic_ns(), publisher.durable_before_ns
+            os.write(log_fd, f"{event_id} {run} {accepted_at} {durable}\n".encode())
         i += 1
         time.sleep(args.interval)
     ok = publisher.drain(120)

@@ -150,8 +150,9 @@ class Settings(BaseSettings):
         ge=1,
         le=10_000,
         description="Group commit of the write-ahead spool: accepted events are written and "
-        "fsynced this often. An agent killed within this window after publish() returned may "
-        "lose those events; anything older survives it.",
+        "fsynced this often. An agent killed before the group commit that holds an event is "
+        "complete (this interval plus one write and fsync) may lose it; anything older "
+        "survives.",
     )
     publish_max_block_ms: int = Field(
         default=1000,

@@ -183,6 +183,8 @@ class Publisher:
         self._draining = self._wal.depth > 0
         self._probe_first = self._draining
         self._progress = (self._ledger.first_unsettled, time.monotonic())
+        #: every event accepted before this time (``time.monotonic_ns``) is written and fsynced
+        self._durable_before_ns = time.monotonic_ns()
         self._last_store = time.monotonic()
         self._metrics.set_spool_depth(self._wal.depth)
         # (tenant, run) -> the sequence after the last one the unsent spool holds
@@ -211,6 +213,14 @@ class Publisher:
     @property
     def topic(self) -> str:
         return self._topic
+
+    @property
+    def durable_before_ns(self) -> int:
+        """A ``time.monotonic_ns()`` time: every event ``publish()`` accepted before it is in
+        the spool on disk (written and fsynced), so it survives a SIGKILL. It is the start of
+        the last completed group commit; what came later waits for the next one (about
+        ``spool_commit_ms`` plus one write and fsync)."""
+        return self._durable_before_ns
 
     @property
     def spool_path(self) -> str:
@@ -560,6 +570,7 @@ class Publisher:
         cursor past what is settled, and store it about once a second."""
         with self._commit_lock:
             with self._lock:
+                started = time.monotonic_ns()  # everything accepted before it is in the batch
                 batch, self._buffer = self._buffer, []
             if batch:
                 try:
@@ -569,6 +580,7 @@ class Publisher:
                         self._buffer[:0] = batch  # kept in memory; retried next commit
                     log.error("cannot write the spool %s: %s", self._wal.folder, exc)
                     return
+            self._durable_before_ns = started
             with self._lock:
                 first = self._ledger.first_unsettled
             self._wal.advance(first)
