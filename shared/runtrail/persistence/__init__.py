@@ -3,6 +3,7 @@
 One module per job:
 
 * :mod:`.urls` — masking a store URL for logs, naming an SQLite file;
+* :mod:`.url_options` — the options a store URL carries in its query string;
 * :mod:`.kinds` — every store kind and its adapter per URL scheme, as data;
 * :mod:`.registry` — opening any kind's store by URL (``open_store(kind, url)``);
 * :mod:`.dialect` — the two SQL dialects, and the one placeholder conversion between them;
