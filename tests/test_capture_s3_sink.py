@@ -11,9 +11,9 @@ import zstandard
 
 from runtrail.capture import ObjectStoreSink, read_records
 from runtrail.capture.object_sink import object_key
-from runtrail.capture.urls import split_options
 from runtrail.persistence import CAPTURE_RECORDS, open_store
 from runtrail.persistence.object_store import open_object_store
+from runtrail.persistence.url_options import split_options
 from runtrail.runtime.unavailable import StoreUnavailable
 from tests.capture_support import T0_MS, sample_records, tool_records
 

@@ -21,9 +21,9 @@ import pytest
 
 from runtrail.capture import NodeIoRecord, NodePairer, read_records
 from runtrail.capture.repair import capture_files
-from runtrail.capture.urls import split_options
 from runtrail.events import EventCodec
 from runtrail.persistence.object_store import open_object_store
+from runtrail.persistence.url_options import split_options
 from tests.capture_agent import observed, oracle, publish, publish_in_background, script
 from tests.support import (
     ServiceProcess,

@@ -12,8 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from runtrail.audit import store_postgres as audit_pg
-from runtrail.audit import store_sqlite as audit_lite
+from runtrail.audit import store_sql as audit_sql
 from runtrail.audit.appending import rows_to_append
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.store import TopicPartition, verify_stored
@@ -110,10 +109,10 @@ def test_a_wave1_audit_store_keeps_its_chains_and_positions(
 ) -> None:
     dialect, url, run = old_store
     if dialect == "sqlite":
-        for statement in audit_lite.FIRST_SCHEMA:
+        for statement in audit_sql.SQLITE_SCHEMA:
             run(statement, ())
     else:
-        run(audit_pg.FIRST_SCHEMA, ())
+        run(audit_sql.POSTGRES_SCHEMA, ())
     mark = "?" if dialect == "sqlite" else "%s"
     links = links_for([event(seq) for seq in range(1, 5)])
     for row in rows_to_append(links, {}, lambda link: False):

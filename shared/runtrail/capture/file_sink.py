@@ -27,8 +27,14 @@ from typing import Any
 from runtrail.capture.layout import partition_dir
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.repair import FILE_RE, repair_tree
-from runtrail.capture.urls import as_bool, pop_float, pop_int, reject_unknown, split_options
 from runtrail.files import PRIVATE_FILE_MODE, fsync_dir, private_dir
+from runtrail.persistence.url_options import (
+    as_bool,
+    pop_float,
+    pop_int,
+    reject_unknown,
+    split_options,
+)
 from runtrail.persistence.urls import file_path
 from runtrail.runtime.unavailable import StoreUnavailable
 

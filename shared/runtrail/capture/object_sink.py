@@ -18,9 +18,9 @@ import obstore.exceptions
 
 from runtrail.capture.layout import partition_dir
 from runtrail.capture.record import NodeIoRecord
-from runtrail.capture.urls import pop_int, split_options
 from runtrail.extras import require
 from runtrail.persistence.object_store import open_object_store
+from runtrail.persistence.url_options import pop_int, split_options
 from runtrail.runtime.unavailable import StoreUnavailable
 
 DEFAULT_BATCH_BYTES = 8 * 1024 * 1024

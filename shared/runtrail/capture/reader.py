@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from runtrail.capture.layout import tenant_segment
 from runtrail.capture.record import NODE_TYPES, NodeIoRecord, NodeType
 from runtrail.capture.repair import capture_files, files_of_day
-from runtrail.capture.urls import split_options
 from runtrail.extras import require
+from runtrail.persistence.url_options import split_options
 from runtrail.persistence.urls import file_path
 
 OBJECT_RE = re.compile(r"(^|/)capture-[0-9a-f]+\.jsonl(\.zst)?$")

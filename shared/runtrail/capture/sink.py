@@ -1,6 +1,6 @@
 """The one interface every capture sink implements, and the URL that picks one.
 
-The sinks register themselves in :mod:`runtrail.persistence.registry`: ``memory://``
+The sinks, named in the table of :mod:`runtrail.persistence.kinds`: ``memory://``
 (:mod:`.memory_sink`), ``file:///dir`` (:mod:`.file_sink`) and every object store scheme obstore
 knows (:mod:`.object_sink`).
 

@@ -3,8 +3,10 @@
 One module per job:
 
 * :mod:`.urls` — masking a store URL for logs, naming an SQLite file;
+* :mod:`.url_options` — the options a store URL carries in its query string;
 * :mod:`.kinds` — every store kind and its adapter per URL scheme, as data;
 * :mod:`.registry` — opening any kind's store by URL (``open_store(kind, url)``);
+* :mod:`.dialect` — the two SQL dialects, and the one placeholder conversion between them;
 * :mod:`.sqlite` — the one SQLite connection configuration;
 * :mod:`.postgres` — the one PostgreSQL connection management (a health-checked pool);
 * :mod:`.tracking` — the one table of consumed positions, fenced: positions never move back;

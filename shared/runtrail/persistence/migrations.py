@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-Dialect = Literal["sqlite", "postgresql"]
+from runtrail.persistence.dialect import Dialect, placeholders
 
 TABLE = "runtrail_migrations"
 
@@ -90,16 +90,18 @@ def migrate(
 ) -> dict[str, int]:
     """Bring ``components`` up to date in one ``transaction()`` (whose cursor or connection
     executes statements); returns each component's version before the run."""
-    mark = "%s" if dialect == "postgresql" else "?"
+    select_version = placeholders(f"SELECT MAX(version) FROM {TABLE} WHERE component = ?", dialect)
+    record = placeholders(
+        f"INSERT INTO {TABLE} (component, version, name, applied_at) VALUES (?, ?, ?, ?)",
+        dialect,
+    )
     with transaction() as cur:
         if dialect == "postgresql":
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (PG_LOCK,))
         cur.execute(_CREATE)
         before: dict[str, int] = {}
         for component in components:
-            row = cur.execute(
-                f"SELECT MAX(version) FROM {TABLE} WHERE component = {mark}", (component.name,)
-            ).fetchone()
+            row = cur.execute(select_version, (component.name,)).fetchone()
             stored = int(row[0]) if row and row[0] is not None else 0
             before[component.name] = stored
             if stored > component.latest:
@@ -111,8 +113,7 @@ def migrate(
             for migration in component.migrations[stored:]:
                 migration.run(cur)
                 cur.execute(
-                    f"INSERT INTO {TABLE} (component, version, name, applied_at) "
-                    f"VALUES ({mark}, {mark}, {mark}, {mark})",
+                    record,
                     (
                         component.name,
                         migration.version,

@@ -12,7 +12,7 @@ from typing import Any
 
 import obstore.store
 
-from runtrail.capture.urls import as_bool
+from runtrail.persistence.url_options import as_bool
 
 CLIENT_KEYS = frozenset(
     {

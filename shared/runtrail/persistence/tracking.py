@@ -13,17 +13,17 @@ with one rule:
 * a rewind is explicit: :meth:`Tracking.rewind` sets positions back or forward, for the
   operator (``runtrail offsets set``) and replay paths, never for a service's own writes.
 
-The statements take ``?`` placeholders (sqlite3) or ``%s`` (psycopg), per ``dialect``.
+The statements are written once and take each ``dialect``'s placeholders
+(:func:`~runtrail.persistence.dialect.placeholders`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
+from runtrail.persistence.dialect import Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-
-Dialect = Literal["sqlite", "postgresql"]
 
 TABLE = "runtrail_positions"
 
@@ -76,12 +76,11 @@ class Tracking:
     def __init__(self, component: str, dialect: Dialect) -> None:
         self.component = component
         self.dialect = dialect
-        convert = _percent if dialect == "postgresql" else _same
-        self._upsert = convert(_UPSERT)
-        self._fenced = convert(_FENCED)
-        self._select = convert(_SELECT)
-        self._select_one = convert(_SELECT_ONE)
-        self._select_all = convert(_SELECT_ALL)
+        self._upsert = placeholders(_UPSERT, dialect)
+        self._fenced = placeholders(_FENCED, dialect)
+        self._select = placeholders(_SELECT, dialect)
+        self._select_one = placeholders(_SELECT_ONE, dialect)
+        self._select_all = placeholders(_SELECT_ALL, dialect)
 
     def record(self, cur: Any, positions: Mapping[tuple[str, int], int]) -> None:
         """Store next offsets per (topic, partition), fenced; :class:`PositionRegressed` if one
@@ -113,14 +112,6 @@ class Tracking:
         for topic, partition, offset in cur.execute(self._select_all, (self.component,)):
             out.setdefault(str(topic), {})[int(partition)] = int(offset)
         return out
-
-
-def _same(statement: str) -> str:
-    return statement
-
-
-def _percent(statement: str) -> str:
-    return statement.replace("?", "%s")
 
 
 def adopt_statements(component: str, old_table: str, partition_column: str) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from runtrail.persistence.dialect import placeholders
 from runtrail.persistence.postgres import PostgresDatabase, lock_id
 from runtrail.persistence.tracking import TRACKING
 from runtrail.projection import store_sql as sql
@@ -36,8 +37,8 @@ from runtrail.projection.store import (
     StoredProjection,
 )
 
-_SELECT_ONE = sql.format_style(sql.SELECT_ONE)
-_SELECT_SNAPSHOT = sql.format_style(sql.SELECT_SNAPSHOT)
+_SELECT_ONE = placeholders(sql.SELECT_ONE, "postgresql")
+_SELECT_SNAPSHOT = placeholders(sql.SELECT_SNAPSHOT, "postgresql")
 _LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
 
@@ -126,7 +127,9 @@ class PostgresProjectionStore:
             after=after,
             bytewise=' COLLATE "C"',
         )
-        return [sql.stored_row(r) for r in self._db.query(sql.format_style(statement), params)]
+        return [
+            sql.stored_row(r) for r in self._db.query(placeholders(statement, "postgresql"), params)
+        ]
 
     def stored_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         with self._db.connection() as conn:

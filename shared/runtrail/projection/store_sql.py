@@ -1,7 +1,7 @@
 """The projection store's SQL, portable between SQLite and PostgreSQL, and its row decoding.
 
-Statements use ``?`` placeholders (sqlite3); :func:`format_style` rewrites one to ``%s``
-(psycopg). Upserts use ``INSERT … ON CONFLICT … DO UPDATE … WHERE``, which both databases
+Statements use ``?`` placeholders (sqlite3);
+:func:`~runtrail.persistence.dialect.placeholders` rewrites one to ``%s`` (psycopg). Upserts use ``INSERT … ON CONFLICT … DO UPDATE … WHERE``, which both databases
 support; the ``WHERE`` clauses are the store's fences. A fenced upsert that does not apply
 reports ``rowcount == 0`` in both. State is stored as TEXT (the projection's JSON) in both, so
 both adapters return exactly the same rows for the same writes.
@@ -13,11 +13,11 @@ written in the batch's transaction and fenced there: an offset never moves back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from runtrail.persistence.dialect import Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.tracking import Dialect, PositionRegressed, Tracking, adopt_statements
+from runtrail.persistence.tracking import PositionRegressed, Tracking, adopt_statements
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
@@ -127,14 +127,6 @@ SELECT_SNAPSHOT = """SELECT projector_version, last_applied_sequence, state
 FROM projection_snapshots WHERE tenant_id = ? AND run_id = ?"""
 
 
-def format_style(statement: str) -> str:
-    """``statement`` with ``%s`` placeholders instead of ``?`` (no statement here holds a
-    literal ``?`` or ``%``; one that did would be refused rather than mangled)."""
-    if "%" in statement:
-        raise ValueError("statement holds a literal %; cannot convert its placeholders")
-    return statement.replace("?", "%s")
-
-
 #: ``list`` order: SQLite compares TEXT bytewise; PostgreSQL needs ``COLLATE "C"`` to do the
 #: same (its default collation follows the locale), so both list rows in one order.
 ORDER_ROWS = "tenant_id, run_id"
@@ -217,18 +209,17 @@ class BatchWriter:
     """The fenced writes of ``apply_batch``, for any DB-API cursor (sqlite3 or psycopg).
 
     Both adapters run exactly these statements inside their own transaction, in their
-    ``dialect``'s placeholders (:func:`format_style` for psycopg). A fence that refuses a write
-    raises :class:`StoreConflict`, and the adapter's transaction rolls the whole batch back.
+    ``dialect``'s placeholders. A fence that refuses a write raises :class:`StoreConflict`,
+    and the adapter's transaction rolls the whole batch back.
     """
 
     def __init__(self, dialect: Dialect = "sqlite") -> None:
-        convert: Callable[[str], str] = format_style if dialect == "postgresql" else str
         #: The projector's consumed offsets (component ``projection``).
         self.tracking = Tracking("projection", dialect)
-        self._projection = convert(UPSERT_PROJECTION)
-        self._fence = convert(SELECT_FENCE)
-        self._halt = convert(UPSERT_HALT)
-        self._snapshot = convert(UPSERT_SNAPSHOT)
+        self._projection = placeholders(UPSERT_PROJECTION, dialect)
+        self._fence = placeholders(SELECT_FENCE, dialect)
+        self._halt = placeholders(UPSERT_HALT, dialect)
+        self._snapshot = placeholders(UPSERT_SNAPSHOT, dialect)
 
     def projection(self, cur: Any, state: RunProjection) -> None:
         cur.execute(

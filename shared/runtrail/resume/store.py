@@ -1,9 +1,9 @@
 """The resume-cache store's interface: entries, open state and consumed positions.
 
-Adapters, one module each, register themselves in :mod:`runtrail.persistence.registry`:
+Adapters, one module each, named in the table of :mod:`runtrail.persistence.kinds`:
 :mod:`.store_sqlite` (``sqlite:///path.db``, the embedded default) and :mod:`.store_postgres`
 (``postgresql://…``, production; several service instances share it), both built on the
-statements of :mod:`.store_sql`. Open one with :func:`open_store`.
+statements of :mod:`.store_sql`. Open one with ``open_store(RESUME_ENTRIES, url)``.
 """
 
 from __future__ import annotations

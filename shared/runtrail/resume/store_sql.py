@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from runtrail.persistence.dialect import Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 from runtrail.resume.builder import ModelNode, WriteBatch
@@ -109,17 +110,15 @@ class SqlCacheStore(CacheStore):
     another handle on the same database, so they never wait for the consume loop's writes."""
 
     def __init__(self, db: Database, *, reads: Database | None = None) -> None:
-        self.dialect = db.dialect
+        self.dialect: Dialect = db.dialect
         self._db = db
         self._reads = reads if reads is not None else db
-        self._tracking = Tracking(
-            COMPONENT, "postgresql" if db.dialect == "postgresql" else "sqlite"
-        )
+        self._tracking = Tracking(COMPONENT, db.dialect)
         db.migrate((TRACKING, MIGRATIONS))
 
     # --- plumbing -------------------------------------------------------------------------
     def _sql(self, statement: str) -> str:
-        return statement.replace("?", "%s") if self.dialect == "postgresql" else statement
+        return placeholders(statement, self.dialect)
 
     def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._reads.query(self._sql(statement), params)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtrail.capture.urls import split_options
 from runtrail.extras import require
 from runtrail.files import private_dir, write_atomic
+from runtrail.persistence.url_options import split_options
 from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import segment

@@ -1,7 +1,7 @@
 """``AgentSessionStore``: where session snapshots survive restarts, chosen by URL.
 
-One adapter module per back end, the same contract behind each, registered in
-:mod:`runtrail.persistence.registry` (open one with ``open_store(SESSION_SNAPSHOTS, url)``):
+One adapter module per back end, the same contract behind each, named in the table of
+:mod:`runtrail.persistence.kinds` (open one with ``open_store(SESSION_SNAPSHOTS, url)``):
 
 * ``file:///dir`` — one JSON file per session (:mod:`.store_file`), the lightweight default;
 * ``postgresql://…`` — one row per session (:mod:`.store_postgres`), for shared production use.

@@ -1,5 +1,6 @@
-"""Sink URLs: the location part and the options carried in the query string (a ``file://``
-URL's folder is :func:`runtrail.persistence.urls.file_path`)."""
+"""A store URL's options, carried in its query string (``file:///d?fsync=false``): split off
+the location, read as the option's type, and refused when nobody consumed them (a typo must not
+be silently ignored). The location's own parts are :mod:`runtrail.persistence.urls`."""
 
 from __future__ import annotations
 

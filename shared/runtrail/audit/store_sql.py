@@ -1,0 +1,492 @@
+"""The audit link store's SQL, once for both dialects, and what both adapters do alike.
+
+Every statement is here, written with ``?`` placeholders
+(:func:`~runtrail.persistence.dialect.placeholders` gives psycopg its ``%s``). Most are the
+same in both dialects; where one does better its own way, each has its own statement, named for
+its dialect: PostgreSQL reads the heads of a batch's runs in one statement (``unnest`` and one
+backward index probe per run), finds events by array and writes links by ``COPY``; SQLite
+probes run by run, finds events in chunks of ``IN (…)`` and inserts links many rows a statement.
+
+:class:`SqlLinkStore` is both adapters' base: the append transaction (links checked against
+their heads, then written with the batch's positions, all or nothing), the reads, and the
+checkpoints. The adapters (:mod:`.store_sqlite`, :mod:`.store_postgres`) open the database and
+provide what their dialect does its own way.
+
+The schema is the ``audit`` component's migrations, one list per dialect (:data:`AUDIT_SQLITE`,
+:data:`AUDIT_POSTGRES`): the column types and the triggers that refuse UPDATE and DELETE are
+each dialect's own. Links are stored with their event as the RFC 8785 text that was hashed
+(TEXT, not ``jsonb``, which would re-order it), so ``sha256(prev_hash || '|' || event)`` can be
+checked straight off a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
+from runtrail.audit.checkpoint import Checkpoint, order_heads
+from runtrail.audit.errors import ChainConflict, MalformedLink
+from runtrail.audit.link import Link, LinkSummary, RunHead
+from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
+from runtrail.events.errors import EventError
+from runtrail.events.jsonform import loads_strict
+from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.migrations import Component, Migration
+from runtrail.persistence.tracking import Tracking, adopt_statements
+
+if TYPE_CHECKING:
+    from runtrail.persistence.postgres import PostgresDatabase
+    from runtrail.persistence.sqlite import SqliteDatabase
+
+    #: The :mod:`runtrail.persistence` databases the store runs on.
+    Database = SqliteDatabase | PostgresDatabase
+
+# --- the schema ----------------------------------------------------------------------------
+
+#: SQLite: the tables and triggers as the first release created them (migration 1 adopts them).
+SQLITE_SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS audit_links (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    idx INTEGER NOT NULL CHECK (idx >= 0),
+    event_id TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, idx),
+    UNIQUE (tenant_id, event_id))""",
+    """CREATE TRIGGER IF NOT EXISTS audit_links_no_update BEFORE UPDATE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_links_no_delete BEFORE DELETE ON audit_links
+BEGIN SELECT RAISE(ABORT, 'audit links are append-only'); END""",
+    """CREATE TABLE IF NOT EXISTS audit_offsets (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition))""",
+    """CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS audit_checkpoint_heads (
+    checkpoint_id INTEGER NOT NULL REFERENCES audit_checkpoints (id),
+    leaf_index INTEGER NOT NULL,
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, leaf_index))""",
+    """CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+)
+
+#: PostgreSQL: the tables and triggers as the first release created them (migration 1 adopts them).
+POSTGRES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit_links (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    idx BIGINT NOT NULL CHECK (idx >= 0),
+    event_id TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, idx),
+    UNIQUE (tenant_id, event_id)
+);
+CREATE TABLE IF NOT EXISTS audit_offsets (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset BIGINT NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    origin TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_checkpoints_body ON audit_checkpoints (body);
+CREATE TABLE IF NOT EXISTS audit_checkpoint_heads (
+    checkpoint_id BIGINT NOT NULL REFERENCES audit_checkpoints (id),
+    leaf_index BIGINT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    length BIGINT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, leaf_index)
+);
+CREATE OR REPLACE FUNCTION audit_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'audit records are append-only (% on %)', TG_OP, TG_TABLE_NAME;
+END
+$$;
+CREATE OR REPLACE TRIGGER audit_links_append_only BEFORE UPDATE OR DELETE ON audit_links
+    FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
+CREATE OR REPLACE TRIGGER audit_links_no_truncate BEFORE TRUNCATE ON audit_links
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
+CREATE OR REPLACE TRIGGER audit_checkpoints_append_only BEFORE UPDATE OR DELETE
+    ON audit_checkpoints FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
+CREATE OR REPLACE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON audit_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
+CREATE OR REPLACE TRIGGER audit_checkpoint_heads_append_only BEFORE UPDATE OR DELETE
+    ON audit_checkpoint_heads FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
+CREATE OR REPLACE TRIGGER audit_checkpoint_heads_no_truncate BEFORE TRUNCATE
+    ON audit_checkpoint_heads FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
+"""
+
+
+def _component(first_schema: Sequence[str]) -> Component:
+    """The ``audit`` component on ``first_schema`` (the tracking table's migrations come first)."""
+    return Component(
+        "audit",
+        (
+            Migration(1, "the first tables", first_schema),
+            Migration(
+                2,
+                "offsets move into the tracking table",
+                adopt_statements("audit", "audit_offsets", "partition"),
+            ),
+        ),
+    )
+
+
+#: The SQLite audit store's schema, in order.
+AUDIT_SQLITE = _component(SQLITE_SCHEMA)
+#: The PostgreSQL audit store's schema, in order.
+AUDIT_POSTGRES = _component((POSTGRES_SCHEMA,))
+
+# --- statements both dialects run ----------------------------------------------------------
+
+LINK_COLUMNS = "idx, prev_hash, hash, event"
+SELECT_CHAIN = (
+    f"SELECT {LINK_COLUMNS} FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx"
+)
+SELECT_LINK_AT = (
+    f"SELECT {LINK_COLUMNS} FROM audit_links WHERE tenant_id = ? AND run_id = ? AND idx = ?"
+)
+SELECT_EVENT = f"SELECT {LINK_COLUMNS} FROM audit_links WHERE tenant_id = ? AND event_id = ?"
+#: A run's last link (one backward probe of the primary key).
+SELECT_HEAD = (
+    "SELECT idx, hash FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx DESC LIMIT 1"
+)
+#: What a retried link must match to be skipped as already stored.
+SELECT_STORED = (
+    "SELECT prev_hash, hash, event_id FROM audit_links "
+    "WHERE tenant_id = ? AND run_id = ? AND idx = ?"
+)
+INSERT_CHECKPOINT = (
+    "INSERT INTO audit_checkpoints (origin, size, body, note, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+_CHECKPOINT_COLUMNS = "SELECT id, body, note, created_at FROM audit_checkpoints"
+SELECT_LATEST_CHECKPOINT = f"{_CHECKPOINT_COLUMNS} ORDER BY id DESC LIMIT 1"
+SELECT_CHECKPOINT = f"{_CHECKPOINT_COLUMNS} WHERE id = ?"
+SELECT_CHECKPOINT_BY_BODY = f"{_CHECKPOINT_COLUMNS} WHERE body = ? ORDER BY id DESC LIMIT 1"
+SELECT_CHECKPOINT_HEADS = (
+    "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
+    "WHERE checkpoint_id = ? ORDER BY leaf_index"
+)
+
+#: The envelope fields a summary reads from each stored event (JSON members, in this order).
+SUMMARY_FIELDS = (
+    "eventId", "type", "sequence", "step", "turnId", "sessionId", "occurredAt", "recordedAt"
+)  # fmt: skip
+
+#: How each dialect reads a member of the stored event text.
+_JSON_MEMBER: Mapping[Dialect, str] = {
+    "sqlite": "json_extract(event, '$.{name}')",
+    "postgresql": "event::jsonb ->> '{name}'",
+}
+
+
+def select_summaries(dialect: Dialect) -> str:
+    """A run's links as (idx, *SUMMARY_FIELDS), read by the database from the event text."""
+    members = ", ".join(_JSON_MEMBER[dialect].format(name=name) for name in SUMMARY_FIELDS)
+    return f"SELECT idx, {members} FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx"
+
+
+#: Every run's head: SQLite joins each run's greatest index; PostgreSQL keeps the first row
+#: of each run in descending index order.
+SELECT_HEADS: Mapping[Dialect, str] = {
+    "sqlite": (
+        "SELECT l.tenant_id, l.run_id, l.idx, l.hash FROM audit_links AS l "
+        "JOIN (SELECT tenant_id, run_id, MAX(idx) AS idx FROM audit_links "
+        "GROUP BY tenant_id, run_id) AS m USING (tenant_id, run_id, idx)"
+    ),
+    "postgresql": (
+        "SELECT DISTINCT ON (tenant_id, run_id) tenant_id, run_id, idx, hash "
+        "FROM audit_links ORDER BY tenant_id, run_id, idx DESC"
+    ),
+}
+
+# --- SQLite's own statements ---------------------------------------------------------------
+
+#: Rows per INSERT statement (7 variables each: far below any SQLite's limit of 999 or more).
+SQLITE_INSERT_ROWS = 128
+_INSERT_LINKS = (
+    "INSERT INTO audit_links (tenant_id, run_id, idx, event_id, prev_hash, hash, event) VALUES "
+)
+_ROW_MARKS = "(?, ?, ?, ?, ?, ?, ?)"
+_INSERT_LINKS_FULL = _INSERT_LINKS + ", ".join([_ROW_MARKS] * SQLITE_INSERT_ROWS)
+
+
+def sqlite_insert_links(rows: int) -> str:
+    """One INSERT of ``rows`` links (at most :data:`SQLITE_INSERT_ROWS`)."""
+    if rows == SQLITE_INSERT_ROWS:
+        return _INSERT_LINKS_FULL
+    return _INSERT_LINKS + ", ".join([_ROW_MARKS] * rows)
+
+
+#: Most eventIds in one ``IN (…)`` list (SQLite allows 32766 variables since 3.32; stay far below).
+SQLITE_IN_CHUNK = 500
+
+
+def sqlite_select_events(count: int) -> str:
+    """The links that sealed ``count`` eventIds of a tenant, by an ``IN (…)`` list."""
+    marks = ", ".join("?" * count)
+    return (
+        f"SELECT event_id, {LINK_COLUMNS} FROM audit_links "
+        f"WHERE tenant_id = ? AND event_id IN ({marks})"
+    )
+
+
+SQLITE_INSERT_CHECKPOINT_HEAD = (
+    "INSERT INTO audit_checkpoint_heads "
+    "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+# --- PostgreSQL's own statements -----------------------------------------------------------
+
+#: One transaction-scoped advisory lock per run of a batch, keys in ascending order.
+POSTGRES_LOCK_RUNS = "SELECT pg_advisory_xact_lock(k) FROM unnest(?::bigint[]) AS k"
+
+#: Last link of each (tenant, run) given as two arrays: one backward index probe per run.
+POSTGRES_HEADS_OF = """
+SELECT k.tenant_id, k.run_id, l.idx, l.hash
+FROM unnest(?::text[], ?::text[]) AS k (tenant_id, run_id)
+CROSS JOIN LATERAL (
+    SELECT idx, hash FROM audit_links
+    WHERE tenant_id = k.tenant_id AND run_id = k.run_id
+    ORDER BY idx DESC LIMIT 1
+) AS l
+"""
+
+#: COPY, not INSERT: about ten times faster for a batch of links, with the same constraints.
+POSTGRES_COPY_LINKS = (
+    "COPY audit_links (tenant_id, run_id, idx, event_id, prev_hash, hash, event) FROM STDIN"
+)
+
+POSTGRES_SELECT_EVENTS = (
+    f"SELECT event_id, {LINK_COLUMNS} FROM audit_links "
+    "WHERE tenant_id = ? AND event_id = ANY(?::text[])"
+)
+
+POSTGRES_INSERT_CHECKPOINT = INSERT_CHECKPOINT + " RETURNING id"
+
+POSTGRES_INSERT_CHECKPOINT_HEADS = (
+    "INSERT INTO audit_checkpoint_heads "
+    "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) "
+    "SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::text[])"
+)
+
+# --- rows --------------------------------------------------------------------------------
+
+
+def link_from_row(row: Sequence[Any], position: int | None = None) -> Link:
+    """A stored (index, prevHash, hash, event JSON) row; a row that is not one is malformed.
+
+    ``position`` is the row's place in the chain as read (``load_chain``); the error carries
+    it rather than the stored ``idx`` label, which an attacker could have rewritten.
+    """
+    idx, prev_hash, hash_, text = row
+    where = int(idx) if position is None else position
+    try:
+        event = loads_strict(str(text))
+    except (ValueError, EventError) as exc:
+        raise MalformedLink(f"stored link {idx}: event is not JSON ({exc})", where) from exc
+    if not isinstance(event, dict):
+        raise MalformedLink(f"stored link {idx}: event is not a JSON object", where)
+    return Link(int(idx), event, str(prev_hash), str(hash_))
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def summary_from_row(row: Sequence[Any]) -> LinkSummary:
+    """A (idx, *SUMMARY_FIELDS) row; a member missing or of another type reads as None."""
+    idx, event_id, etype, sequence, step, turn, session, occurred, recorded = row
+    return LinkSummary(
+        index=int(idx),
+        event_id=_text(event_id),
+        event_type=_text(etype),
+        sequence=_int(sequence),
+        step=_int(step),
+        turn_id=_text(turn),
+        session_id=_text(session),
+        occurred_at=_text(occurred),
+        recorded_at=_text(recorded),
+    )
+
+
+def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
+    checkpoint_id, body, note, created = row
+    return StoredCheckpoint(
+        int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
+    )
+
+
+def head_from_row(row: Sequence[Any]) -> RunHead:
+    """A (tenant, run, last index, hash) row as the run's head."""
+    tenant, run, idx, hash_ = row
+    return RunHead(str(tenant), str(run), int(idx) + 1, str(hash_))
+
+
+# --- the adapters' base --------------------------------------------------------------------
+
+
+class SqlLinkStore:
+    """:class:`~runtrail.audit.store.LinkStore` on a :mod:`runtrail.persistence` database, as
+    both dialects do it alike; an adapter opens the database and provides the rest."""
+
+    #: What the driver raises when a constraint refuses a row (a link not extending its head).
+    INTEGRITY_ERROR: ClassVar[type[Exception]]
+    #: What the database raises reading a member of a stored event that is not JSON.
+    MALFORMED_JSON: ClassVar[type[Exception]]
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.dialect: Dialect = db.dialect
+        self._tracking = Tracking(AUDIT_TRACKING, db.dialect)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _sql(self, statement: str) -> str:
+        return placeholders(statement, self.dialect)
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._db.query(self._sql(statement), params)
+
+    # --- what each dialect does its own way ---------------------------------------------------
+    def _heads_for_append(self, cur: Any, runs: Sequence[RunKey]) -> dict[RunKey, tuple[int, str]]:
+        """(length, hash) of the runs' heads in the append's transaction, after taking
+        whatever lock keeps another writer from extending them meanwhile."""
+        raise NotImplementedError
+
+    def _insert_links(self, cur: Any, rows: Sequence[LinkRow]) -> None:
+        raise NotImplementedError
+
+    def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
+        """Insert :data:`INSERT_CHECKPOINT`'s ``values``; the new checkpoint's id."""
+        raise NotImplementedError
+
+    def _insert_checkpoint_heads(
+        self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
+    ) -> None:
+        raise NotImplementedError
+
+    # --- writing ----------------------------------------------------------------------------
+    def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
+        """Append links and set offsets in one transaction; all or nothing."""
+        runs = sorted({(link.tenant_id, link.run_id) for link in links})
+        with self._db.transaction() as cur:
+            heads = self._heads_for_append(cur, runs)
+            rows = rows_to_append(links, heads, lambda link: self._is_stored(cur, link))
+            if rows:
+                try:
+                    self._insert_links(cur, rows)
+                except self.INTEGRITY_ERROR as exc:
+                    raise ChainConflict(f"link refused by the store: {exc}") from exc
+            record_offsets(self._tracking, cur, offsets)
+
+    def _is_stored(self, cur: Any, link: Link) -> bool:
+        row = cur.execute(
+            self._sql(SELECT_STORED), (link.tenant_id, link.run_id, link.index)
+        ).fetchone()
+        return row is not None and tuple(row) == (link.prev_hash, link.hash, link.event_id)
+
+    def rewind_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set positions back or forward, past the fence (``runtrail offsets set``)."""
+        with self._db.transaction() as cur:
+            for (topic, partition), offset in offsets.items():
+                self._tracking.rewind(cur, topic, {partition: offset})
+
+    # --- reading ----------------------------------------------------------------------------
+    def load_chain(self, tenant_id: str, run_id: str) -> list[Link]:
+        rows = self._query(SELECT_CHAIN, (tenant_id, run_id))
+        return [link_from_row(row, position) for position, row in enumerate(rows)]
+
+    def summaries(self, tenant_id: str, run_id: str) -> list[LinkSummary]:
+        try:
+            rows = self._query(select_summaries(self.dialect), (tenant_id, run_id))
+        except self.MALFORMED_JSON as exc:  # a row edited behind the store's back
+            raise MalformedLink(f"a stored link of {tenant_id}/{run_id}: {exc}") from exc
+        return [summary_from_row(row) for row in rows]
+
+    def link_at(self, tenant_id: str, run_id: str, index: int) -> Link | None:
+        rows = self._query(SELECT_LINK_AT, (tenant_id, run_id, index))
+        return link_from_row(rows[0]) if rows else None
+
+    def head(self, tenant_id: str, run_id: str) -> RunHead | None:
+        rows = self._query(SELECT_HEAD, (tenant_id, run_id))
+        if not rows:
+            return None
+        idx, hash_ = rows[0]
+        return RunHead(tenant_id, run_id, int(idx) + 1, str(hash_))
+
+    def heads(self) -> list[RunHead]:
+        return order_heads(head_from_row(row) for row in self._query(SELECT_HEADS[self.dialect]))
+
+    def find_event(self, tenant_id: str, event_id: str) -> Link | None:
+        rows = self._query(SELECT_EVENT, (tenant_id, event_id))
+        return link_from_row(rows[0]) if rows else None
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def save_checkpoint(
+        self, note: str, checkpoint: Checkpoint, heads: Sequence[RunHead]
+    ) -> StoredCheckpoint:
+        ordered = order_heads(heads)
+        if len(ordered) != checkpoint.size:
+            raise ValueError(f"{len(ordered)} heads for a checkpoint of size {checkpoint.size}")
+        created = datetime.now(UTC).isoformat()
+        with self._db.transaction() as cur:
+            checkpoint_id = self._insert_checkpoint(
+                cur, (checkpoint.origin, checkpoint.size, checkpoint.body(), note, created)
+            )
+            if ordered:
+                self._insert_checkpoint_heads(cur, checkpoint_id, ordered)
+        return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        rows = self._query(SELECT_LATEST_CHECKPOINT)
+        return stored_checkpoint(rows[0]) if rows else None
+
+    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
+        rows = self._query(SELECT_CHECKPOINT, (checkpoint_id,))
+        return stored_checkpoint(rows[0]) if rows else None
+
+    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
+        rows = self._query(SELECT_CHECKPOINT_BY_BODY, (checkpoint.body(),))
+        return stored_checkpoint(rows[0]) if rows else None
+
+    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
+        rows = self._query(SELECT_CHECKPOINT_HEADS, (checkpoint_id,))
+        return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]
