@@ -14,9 +14,8 @@ A record too large for the broker is not an outage: it is reported once to ``on_
 service goes on. The producers' ``message.max.bytes`` is what ``runtrail topics ensure`` sizes
 the topics to (``max_event_bytes`` plus headroom), so a legal event's content fits.
 
-The broker refuses a whole produce batch when it exceeds the topic's ``max.message.bytes``,
-and librdkafka then reports the size error for every record in it, the small ones beside the
-large one too. So a size error from the broker is first a suspicion: the record is produced
+Records are kept, sent again and judged "too large" by the producer core all runtrail
+producers share (:mod:`runtrail.kafka.unacked`): a record refused inside a batch is produced
 again alone, and only a second size error, for it alone, drops it. A record cleared this way
 can land after records sent after it (they were in flight while the batch failed); losing it
 would be worse.
@@ -35,6 +34,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runtrail.config import Settings
 from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
+from runtrail.kafka.unacked import Unacked, resend
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -102,15 +102,9 @@ class OutputTopic:
         self._factory = producer_factory
         self._producer = producer_factory(self._config)
         self._on_too_large = on_too_large
-        self._next_id = 0
         #: every record not yet confirmed, in the order it was sent (librdkafka reports
         #: failures only: what is here when the queue has drained with no report is delivered)
-        self._unacked: dict[int, _Record] = {}
-        #: records to produce again (or for the first time) once nothing is in flight
-        self._retry: set[int] = set()
-        #: records the broker refused as too large in a batch: produced again alone, and
-        #: dropped only if refused again
-        self._suspect: set[int] = set()
+        self._unacked: Unacked[_Record] = Unacked()
         self._errors: list[str] = []
         self._fatal = False
         #: records dropped as too large since the last confirm
@@ -121,29 +115,23 @@ class OutputTopic:
         self, key: bytes | None, value: bytes | None, headers: Headers = None, tag: Any = None
     ) -> None:
         """Queue a record; never raises for an outage (``confirm`` reports it)."""
-        rid = self._next_id
-        self._next_id += 1
-        self._unacked[rid] = _Record(key, value, headers, tag)
-        if self._retry:  # an earlier record waits to be sent again: queue behind it
-            self._retry.add(rid)
-        else:
+        rid, now = self._unacked.add(_Record(key, value, headers, tag))
+        if now:
             self._produce(rid)
 
     def send_many(self, records: Iterable[tuple[bytes, bytes]], headers: Headers = None) -> int:
         """Queue ``(key, value)`` records that share ``headers``, as :meth:`send` would one by
-        one; how many. One loop with no call layer per record: the audit service sends one
-        link per event, and the layers cost more than the client's own ``produce``."""
-        unacked = self._unacked
+        one; how many. One loop with no call layer per record but the bookkeeping: the audit
+        service sends one link per event, and layers cost more than the client's ``produce``."""
+        add = self._unacked.add
         produce = self._producer.produce
         topic = self.topic
         delivered = self._delivered
-        rid = self._next_id
-        first = rid
+        count = 0
         for key, value in records:
-            unacked[rid] = _Record(key, value, headers, None)
-            if self._retry:  # an earlier record waits to be sent again: queue behind it
-                self._retry.add(rid)
-            else:
+            rid, now = add(_Record(key, value, headers, None))
+            count += 1
+            if now:
                 try:
                     produce(
                         topic,
@@ -154,12 +142,10 @@ class OutputTopic:
                     )
                 except (BufferError, KafkaException) as exc:
                     self._refused(rid, exc)
-            rid += 1
-        self._next_id = rid
-        return rid - first
+        return count
 
     def _produce(self, rid: int) -> None:
-        record = self._unacked[rid]
+        record = self._unacked.records[rid]
         try:
             self._producer.produce(
                 self.topic,
@@ -174,33 +160,31 @@ class OutputTopic:
     def _refused(self, rid: int, exc: BufferError | KafkaException) -> None:
         """``produce`` raised for record ``rid``: retry it later, or drop it as too large."""
         if isinstance(exc, BufferError):
-            self._retry.add(rid)  # the local queue is full: the broker is slow or away
+            self._unacked.fail(rid)  # the local queue is full: the broker is slow or away
             self._errors.append("local producer queue full")
             return
         err = exc.args[0] if exc.args else None
         if isinstance(err, KafkaError) and too_large(err):
             self._drop_too_large(rid, err.str())
         else:
-            self._retry.add(rid)
+            self._unacked.fail(rid)
             self._errors.append(str(exc))
 
     def _delivered(self, rid: int, err: KafkaError | None, msg: Any = None) -> None:
         if err is None:
-            self._unacked.pop(rid, None)
-        elif too_large(err) and rid in self._suspect:
-            self._drop_too_large(rid, err.str())  # refused alone: it is the large one
+            self._unacked.acked(rid)
         elif too_large(err):
-            self._suspect.add(rid)  # maybe only beside the large one in a refused batch
-            self._retry.add(rid)
+            if self._unacked.refused_too_large(rid):
+                self._drop_too_large(rid, err.str())  # refused alone: it is the large one
         else:
-            self._retry.add(rid)
+            self._unacked.fail(rid)
             self._errors.append(err.str())
             self._fatal = self._fatal or err.fatal()
 
     def _drop_too_large(self, rid: int, detail: str) -> None:
-        record = self._unacked.pop(rid)
-        self._retry.discard(rid)
-        self._suspect.discard(rid)
+        record = self._unacked.drop(rid)
+        if record is None:
+            return
         self.too_large += 1
         size = len(record.value or b"")
         log.error("%s: a %d-byte record is too large for the topic: %s", self.topic, size, detail)
@@ -219,53 +203,27 @@ class OutputTopic:
         is in flight (so none of them can be overtaken by a newer record).
         """
         in_flight = self._producer.flush(timeout_s)
-        if not in_flight and self._retry:  # failed before this call or while it waited
-            self._settle()
+        if not in_flight and self._unacked.failed:  # failed before this call or meanwhile
+            self._unacked.drained()
             self._resend(timeout_s)
             in_flight = self._producer.flush(timeout_s)
-        if in_flight or self._retry:
+        if in_flight or self._unacked.failed:
             raise self._unavailable(in_flight)
         self._unacked.clear()  # drained, and no record failed: all are acknowledged
-        self._suspect.clear()
         self._errors.clear()
-
-    def _settle(self) -> None:
-        """Nothing is in flight: every record but those that failed is acknowledged."""
-        retry = self._retry
-        self._unacked = {rid: r for rid, r in self._unacked.items() if rid in retry}
-        self._suspect &= retry
 
     def _resend(self, timeout_s: float) -> None:
         if self._fatal:
             log.warning("%s: the producer failed fatally; starting a new one", self.topic)
             self._producer = self._factory(self._config)
             self._fatal = False
-        again = sorted(self._retry)
-        self._retry.clear()
-        log.info("%s: producing %d undelivered record(s) again", self.topic, len(again))
-        for position, rid in enumerate(again):
-            if rid not in self._unacked:
-                continue
-            alone = rid in self._suspect
-            if alone and self._producer.flush(timeout_s):  # the suspect gets a batch alone
-                self._retry.update(again[position:])
-                return
-            self._produce(rid)
-            if alone and not self._retry:
-                if self._producer.flush(timeout_s):  # still in flight: the rest waits
-                    self._retry.update(again[position + 1 :])
-                    return
-                if rid not in self._retry:  # no failure report: delivered (or dropped)
-                    self._unacked.pop(rid, None)
-                    self._suspect.discard(rid)
-            if self._retry:  # failed at once again: keep the rest behind it, in order
-                self._retry.update(again[position + 1 :])
-                return
+        log.info("%s: producing %d undelivered record(s) again", self.topic, self._unacked.failed)
+        resend(self._unacked, self._produce, self._producer.flush, timeout_s)
 
     def _unavailable(self, in_flight: int) -> StoreUnavailable:
         detail = (
             f"{len(self._unacked)} record(s) unacknowledged: {in_flight} in flight, "
-            f"{len(self._retry)} failed and to be sent again"
+            f"{self._unacked.failed} failed and to be sent again"
         )
         if self._errors:
             detail += f"; last error: {self._errors[-1]}"
@@ -281,7 +239,7 @@ class OutputTopic:
         """Give in-flight records a last chance; what is left is logged (the next start resends)."""
         left = self._producer.flush(timeout_s)
         if not left:
-            self._settle()
+            self._unacked.drained()
         if left or self._unacked:
             log.warning(
                 "%s: closing with %d record(s) unacknowledged; the next start writes them again",

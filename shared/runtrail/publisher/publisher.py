@@ -59,6 +59,7 @@ from runtrail.events.limits import EventLimits
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
+from runtrail.kafka.unacked import SizeSuspects
 from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
@@ -173,7 +174,7 @@ class Publisher:
         self._ledger = Ledger(self._wal.cursor.index, self._wal.end.index)
         #: events the broker refused as too large in a batch: resent alone before judged
         #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
-        self._size_suspects: set[int] = set()
+        self._size_suspects = SizeSuspects()
         self._inflight = InFlight()  # handed to librdkafka, no report yet
         self._buffer: list[SpoolRecord] = []  # accepted, not yet written to the WAL
         # Events below _uncertain_until may be on the topic already: look before resending.
@@ -522,10 +523,9 @@ class Publisher:
             if err is None:
                 self._ledger.settle(index)
                 self._note_ack(msg)
-            elif too_large(err) and index not in self._size_suspects:
-                # the broker refuses a whole batch over the topic's max.message.bytes, and
-                # every event in it gets this error: resend each alone before rejecting any
-                self._size_suspects.add(index)
+            elif too_large(err) and not self._size_suspects.refused(index):
+                # maybe refused only beside the large one in a batch: resent alone, from the
+                # spool, before it is judged
                 self._enter_draining("the broker refused a batch as too large", purge=True)
             elif _is_permanent(err):
                 self._size_suspects.discard(index)

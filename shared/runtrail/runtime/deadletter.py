@@ -3,9 +3,11 @@
 Dead letters must be durable before the runtime commits past them. :meth:`flush` therefore
 raises :class:`StoreUnavailable` while any of them is still undelivered for a reason waiting can
 fix (broker down, request timeout): the failed ones are kept and produced again at the next
-flush, and the runtime backs off meanwhile without committing. A dead letter the broker refuses
-as too large is sent again with its value replaced by a digest (sha256 and size headers, the
-reason kept), so no event can make the dead-letter path itself crash. Only errors waiting cannot
+flush, and the runtime backs off meanwhile without committing (the producer core all runtrail
+producers share, :mod:`runtrail.kafka.unacked`, keeps them). A dead letter the broker refuses as
+too large, alone and not merely inside a refused batch, is sent again with its value replaced by
+a digest (sha256 and size headers, the reason kept), so no event can make the dead-letter path
+itself crash. Only errors waiting cannot
 fix (authorization, a missing topic) raise :class:`DeadLetterError`, which stops the service.
 """
 
@@ -22,6 +24,7 @@ from runtrail.kafka.client_log import with_client_logger
 from runtrail.kafka.producer_config import too_large
 from runtrail.kafka.retry import retryable_kafka_error
 from runtrail.kafka.topics import max_message_bytes
+from runtrail.kafka.unacked import Unacked, resend
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,8 @@ MAX_DETAIL_BYTES = 2000
 MAX_COPIED_HEADER_BYTES = 64 * 1024
 
 Headers = list[tuple[str, str | bytes | None]]
+#: a dead letter as produced: key, value (None once replaced by its digest) and headers
+DeadLetter = tuple[bytes | None, bytes | None, Headers]
 
 
 class DeadLetterError(RuntimeError):
@@ -98,13 +103,11 @@ class DeadLetterProducer:
         self.max_message_bytes = max_message_bytes(max_event_bytes)
         # built by ``dead_letter_config``: the invariants every runtrail producer keeps
         self._producer = Producer(with_client_logger(config))
-        self._retry: list[tuple[bytes | None, bytes | None, Headers]] = []
-        #: dead letters the broker refused as too large in a batch: each is sent again alone
-        #: before its value is replaced by a digest (the others in the batch got the error too)
-        self._alone: list[tuple[bytes | None, bytes | None, Headers]] = []
+        #: every dead letter produced and not yet acknowledged; the failed ones are produced
+        #: again at the next :meth:`flush`
+        self._unacked: Unacked[DeadLetter] = Unacked()
         self._fatal: list[str] = []
         self._last_error = ""
-        self.pending = 0
         #: dead letters whose value was replaced by a digest (too large for the topic)
         self.replaced = 0
 
@@ -142,57 +145,68 @@ class DeadLetterProducer:
             reason,
             detail[:500],
         )
-        self._produce(key, value, out_headers)
+        rid, now = self._unacked.add(self._fitted(key, value, out_headers))
+        if now:
+            self._produce(rid)
         self._producer.poll(0)
 
-    def _produce(
-        self, key: bytes | None, value: bytes | None, headers: Headers, alone: bool = False
-    ) -> None:
+    @property
+    def pending(self) -> int:
+        """Dead letters produced and not yet acknowledged."""
+        return len(self._unacked)
+
+    def _fitted(self, key: bytes | None, value: bytes | None, headers: Headers) -> DeadLetter:
+        """The dead letter, its value replaced by a digest when it cannot fit the topic."""
         if value is not None and len(value) > self.max_message_bytes:
-            value, headers = None, headers + digest_headers(value)
-            self.replaced += 1
+            return self._digest_of((key, value, headers))
+        return key, value, headers
+
+    def _digest_of(self, record: DeadLetter) -> DeadLetter:
+        key, value, headers = record
+        self.replaced += 1
+        return key, None, headers + digest_headers(value)
+
+    def _produce(self, rid: int) -> None:
+        """Hand dead letter ``rid`` to the client; an error waiting cannot fix raises (and the
+        dead letter is no longer kept: the service stops)."""
         while True:
+            key, value, headers = self._unacked.records[rid]
             try:
                 self._producer.produce(
                     self.topic,
                     value=value,
                     key=key,
                     headers=headers,
-                    # the record itself, not the report's message: delivery reports carry no
-                    # headers, and a failed dead letter is produced again as it was
-                    on_delivery=functools.partial(self._on_delivery, (key, value, headers), alone),
+                    on_delivery=functools.partial(self._on_delivery, rid),
                 )
-                break
+                return
             except BufferError:
                 self._producer.poll(0.1)
             except KafkaException as exc:
                 err = exc.args[0]
                 if too_large(err) and value is not None:
-                    value, headers = None, headers + digest_headers(value)
-                    self.replaced += 1
+                    self._unacked.records[rid] = self._digest_of((key, value, headers))
                     continue
+                self._unacked.drop(rid)
                 raise
-        self.pending += 1
 
-    def _on_delivery(
-        self,
-        record: tuple[bytes | None, bytes | None, Headers],
-        alone: bool,
-        err: KafkaError | None,
-        msg: Message,
-    ) -> None:
+    def _on_delivery(self, rid: int, err: KafkaError | None, msg: Message) -> None:
         if err is None:
+            self._unacked.acked(rid)
             return
         self._last_error = f"{err.name()}: {err.str()}"
-        key, value, headers = record
-        if too_large(err) and value is not None and not alone:
-            self._alone.append(record)  # maybe only beside the large one: try it alone
-        elif too_large(err) and value is not None:
-            self.replaced += 1
-            self._retry.append((key, None, headers + digest_headers(value)))
+        record = self._unacked.records.get(rid)
+        if record is None:
+            return
+        if too_large(err) and not self._unacked.refused_too_large(rid):
+            return  # maybe refused only beside a large one: sent again alone
+        if too_large(err) and record[1] is not None:  # refused alone: send its digest
+            self._unacked.records[rid] = self._digest_of(record)
+            self._unacked.fail(rid)
         elif retryable_kafka_error(err):
-            self._retry.append(record)
+            self._unacked.fail(rid)
         else:
+            self._unacked.drop(rid)
             self._fatal.append(self._last_error)
 
     def flush(self, timeout: float = 30.0) -> None:
@@ -203,41 +217,26 @@ class DeadLetterProducer:
         again, is usually delivered by the same call.
         """
         for _ in range(3):
-            if self._alone:
-                self._send_alone(timeout)
-            if self._retry:
-                retry, self._retry = self._retry, []
-                for key, value, headers in retry:
-                    self._produce(key, value, headers)
-            if self.pending:
-                remaining = self._producer.flush(timeout)
-                self.pending = remaining
-                if remaining:
-                    raise StoreUnavailable(
-                        f"dead-letter topic {self.topic}",
-                        f"{remaining} dead letters still undelivered after {timeout}s "
-                        f"({self._last_error or 'no error reported yet'})",
-                    )
+            if self._unacked.failed:
+                resend(self._unacked, self._produce, self._producer.flush, timeout)
+            remaining = self._producer.flush(timeout)
+            if remaining:
+                raise StoreUnavailable(
+                    f"dead-letter topic {self.topic}",
+                    f"{remaining} dead letters still undelivered after {timeout}s "
+                    f"({self._last_error or 'no error reported yet'})",
+                )
+            self._unacked.drained()
             if self._fatal:
                 fatal, self._fatal = self._fatal, []
                 raise DeadLetterError(f"dead letters to {self.topic} failed: {fatal[:3]}")
-            if not self._retry and not self._alone:
+            if not self._unacked.failed:
                 return
         raise StoreUnavailable(
             f"dead-letter topic {self.topic}",
-            f"{len(self._retry) + len(self._alone)} dead letters failed and will be sent again "
+            f"{self._unacked.failed} dead letters failed and will be sent again "
             f"({self._last_error})",
         )
-
-    def _send_alone(self, timeout: float) -> None:
-        """Produce each size suspect in a batch of its own (nothing else in flight)."""
-        alone, self._alone = self._alone, []
-        for position, (key, value, headers) in enumerate(alone):
-            if self._producer.flush(timeout):
-                self._alone[:0] = alone[position:]  # still in flight: the rest waits
-                return
-            self._produce(key, value, headers, alone=True)
-            self.pending = self._producer.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         self._producer.flush(timeout)
