@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from runtrail.adapters.otel import RuntrailSpanExporter
-from runtrail.adapters.otel_mapping import SpanView, TraceMapper
+from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.adapters.otel_spans import SpanView
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from runtrail.adapters.otel_mapping import SpanEvent, SpanView
+from runtrail.adapters.otel_spans import SpanEvent, SpanView
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -17,7 +17,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
 from runtrail.adapters.otel import PublishOutcome, Submitter, publish_mapped
-from runtrail.adapters.otel_mapping import SpanView, TraceMapper
+from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.adapters.otel_spans import SpanView
 from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail_services.otlp_ingest.decoding import (
     JSON,

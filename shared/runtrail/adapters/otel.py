@@ -26,7 +26,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
-from runtrail.adapters.otel_mapping import Mapped, SpanEvent, SpanView, TraceMapper
+from runtrail.adapters.otel_mapping import Mapped, TraceMapper
+from runtrail.adapters.otel_spans import SpanEvent, SpanView
 from runtrail.events import CURRENT_VERSIONS
 
 log = logging.getLogger(__name__)

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from runtrail.adapters.otel_conventions import as_genai
+from runtrail.adapters.otel_spans import SpanView
 
 SEMCONV_VERSION = "1.37"
 POLICY_VERSION = "otel-genai-1"
@@ -62,34 +65,6 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-
-
-@dataclass(frozen=True)
-class SpanEvent:
-    name: str
-    attributes: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class SpanView:
-    """What the mapping reads of a span, from the SDK or from OTLP alike."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: Mapping[str, Any]
-    events: Sequence[SpanEvent] = ()
-    error: bool = False
-    status_message: str | None = None
-    #: the parent is in another process: this span is the local root
-    parent_remote: bool = False
-
-    @property
-    def local_root(self) -> bool:
-        return not self.parent_span_id or self.parent_remote
 
 
 @dataclass(frozen=True)
@@ -261,7 +236,7 @@ class TraceMapper:
 
     def map(self, spans: Iterable[SpanView]) -> Mapped:
         """Events of ``spans`` in the order they ended (a parent after its children)."""
-        batch = list(spans)
+        batch = [as_genai(span) for span in spans]
         parents = {s.parent_span_id for s in batch if s.parent_span_id}
         batch.sort(key=lambda s: (s.end_ns, s.span_id in parents))
         out = Mapped()

@@ -1,0 +1,35 @@
+"""What the mapping reads of a span: one view, built from the OTel SDK or from OTLP alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    name: str
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SpanView:
+    """What the mapping reads of a span, from the SDK or from OTLP alike."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any]
+    events: Sequence[SpanEvent] = ()
+    error: bool = False
+    status_message: str | None = None
+    #: the parent is in another process: this span is the local root
+    parent_remote: bool = False
+
+    @property
+    def local_root(self) -> bool:
+        return not self.parent_span_id or self.parent_remote
