@@ -252,7 +252,7 @@ def test_refusals_answer_in_otlp_terms_and_record_nothing(
     assert len(bomb) < 256 * 1024
     status, answer, _ = post(receiver.url, bomb, {**auth, "Content-Encoding": "gzip"})
     assert status == 413 and "inflates past" in json.loads(answer)["message"]
-    assert post(receiver.url.replace("/v1/traces", "/v1/logs"), good, auth)[0] == 404
+    assert post(receiver.url.replace("/v1/traces", "/v1/metrics"), good, auth)[0] == 404
     # nothing above was recorded; the one good body still is (gzip accepted)
     status, _, _ = post(receiver.url, gzip.compress(good), {**auth, "Content-Encoding": "gzip"})
     assert status == 200

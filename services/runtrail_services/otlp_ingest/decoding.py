@@ -1,4 +1,4 @@
-"""OTLP/HTTP trace bodies → span views: protobuf or JSON, plain, gzip or deflate, size-bounded.
+"""OTLP/HTTP trace and log bodies → span and log views: protobuf or JSON, plain, gzip or deflate, size-bounded.
 
 OTLP's JSON differs from protobuf's canonical JSON in one way that matters: trace and span IDs
 are hex, not base64; they are turned into base64 before the protobuf JSON parser reads them.
@@ -15,6 +15,10 @@ from typing import Any
 import orjson
 from google.protobuf import json_format  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -22,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from runtrail.adapters.otel_logs import LogView, event_name
 from runtrail.adapters.otel_spans import SpanEvent, SpanView
 
 PROTOBUF = "application/x-protobuf"
@@ -66,31 +71,55 @@ def inflate(body: bytes, encoding: str | None, limit: int) -> bytes:
 
 def parse_request(body: bytes, kind: str) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
+    _parse(
+        body,
+        kind,
+        request,
+        "resourceSpans",
+        "scopeSpans",
+        "spans",
+        ("traceId", "spanId", "parentSpanId"),
+    )
+    return request
+
+
+def parse_logs_request(body: bytes, kind: str) -> ExportLogsServiceRequest:
+    request = ExportLogsServiceRequest()
+    _parse(body, kind, request, "resourceLogs", "scopeLogs", "logRecords", ("traceId", "spanId"))
+    return request
+
+
+def _parse(
+    body: bytes,
+    kind: str,
+    request: Any,
+    resources: str,
+    scopes: str,
+    items: str,
+    ids: tuple[str, ...],
+) -> None:
+    """Parse ``body`` into ``request``; in JSON, the hex IDs of ``items`` read as OTLP writes them."""
+    name = type(request).__name__
     if kind == PROTOBUF:
         try:
             request.ParseFromString(body)
         except DecodeError as exc:
-            raise BodyError(400, f"not an ExportTraceServiceRequest: {exc}") from exc
-        return request
+            raise BodyError(400, f"not an {name}: {exc}") from exc
+        return
     try:
         document = orjson.loads(body)
         if not isinstance(document, dict):
             raise BodyError(400, "the JSON body is not an object")
-        _ids_to_base64(document)
+        for resource in document.get(resources) or ():
+            for scope in (resource or {}).get(scopes) or ():
+                for item in (scope or {}).get(items) or ():
+                    for key in ids:
+                        value = item.get(key) if isinstance(item, dict) else None
+                        if isinstance(value, str) and value:
+                            item[key] = _hex_to_base64(value, key)
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (orjson.JSONDecodeError, json_format.ParseError) as exc:
-        raise BodyError(400, f"not an OTLP JSON ExportTraceServiceRequest: {exc}") from exc
-    return request
-
-
-def _ids_to_base64(document: dict[str, Any]) -> None:
-    for resource in document.get("resourceSpans") or ():
-        for scope in (resource or {}).get("scopeSpans") or ():
-            for span in (scope or {}).get("spans") or ():
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    value = span.get(key) if isinstance(span, dict) else None
-                    if isinstance(value, str) and value:
-                        span[key] = _hex_to_base64(value, key)
+        raise BodyError(400, f"not an OTLP JSON {name}: {exc}") from exc
 
 
 def _hex_to_base64(value: str, key: str) -> str:
@@ -100,11 +129,15 @@ def _hex_to_base64(value: str, key: str) -> str:
         raise BodyError(400, f"{key} {value[:40]!r} is not hex") from exc
 
 
-def response_body(kind: str, rejected: int, message: str) -> bytes:
-    """ExportTraceServiceResponse, in the request's encoding; partial success when rejected."""
-    response = ExportTraceServiceResponse()
+def response_body(kind: str, rejected: int, message: str, *, logs: bool = False) -> bytes:
+    """The Export(Trace|Logs)ServiceResponse, in the request's encoding; partial success when
+    something was rejected."""
+    response: Any = ExportLogsServiceResponse() if logs else ExportTraceServiceResponse()
     if rejected or message:
-        response.partial_success.rejected_spans = rejected
+        if logs:
+            response.partial_success.rejected_log_records = rejected
+        else:
+            response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
     if kind == PROTOBUF:
         return bytes(response.SerializeToString())
@@ -161,6 +194,20 @@ def span_view(span: Span) -> SpanView:
         status_message=span.status.message or None,
         parent_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
     )
+
+
+def logs_of(request: ExportLogsServiceRequest) -> Iterator[LogView]:
+    for resource in request.resource_logs:
+        for scope in resource.scope_logs:
+            for record in scope.log_records:
+                attrs = attributes(record.attributes)
+                yield LogView(
+                    trace_id=record.trace_id.hex(),
+                    span_id=record.span_id.hex(),
+                    event_name=event_name(record.event_name, attrs),
+                    attributes=attrs,
+                    body=any_value(record.body) if record.HasField("body") else None,
+                )
 
 
 def attributes(pairs: Any) -> dict[str, Any]:

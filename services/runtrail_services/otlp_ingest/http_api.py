@@ -1,4 +1,4 @@
-"""``POST /v1/traces``: the OTLP/HTTP trace endpoint, per tenant by bearer token.
+"""``POST /v1/traces`` and ``POST /v1/logs``: the OTLP/HTTP endpoints, per tenant by bearer token.
 
 Answers as the OTLP specification asks, every body in the request's encoding (a refusal's body
 is a ``google.rpc.Status``): 200 with an ``ExportTraceServiceResponse`` — with
@@ -7,6 +7,11 @@ without ``gen_ai.*`` attributes, events the publisher refused); 400 for a body t
 decode (not retryable), 401 without a valid token, 413 for a body over the limits, 415 for an
 encoding other than protobuf/JSON (gzip/deflate/none), 503 while stopping (retryable). Spans
 are recorded only after the whole body decoded: a bad body records nothing.
+
+Log records carry GenAI content for instrumentations in their default mode: each waits for its
+span (:class:`~runtrail.adapters.otel_logs.LogJoin`) and is recorded with it; the ones that
+cannot be (not a GenAI event, no span context, arrived after their span) are in the answer's
+``partial_success`` (``rejected_log_records`` and why).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 
 from runtrail.adapters.otel import PublishOutcome, Submitter, publish_mapped
+from runtrail.adapters.otel_logs import LogJoin, LogView
 from runtrail.adapters.otel_mapping import TraceMapper
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.http_server import BackgroundServer, TokenAuth
@@ -25,7 +31,9 @@ from runtrail_services.otlp_ingest.decoding import (
     PROTOBUF,
     BodyError,
     inflate,
+    logs_of,
     media_type,
+    parse_logs_request,
     parse_request,
     response_body,
     spans_of,
@@ -35,7 +43,8 @@ from runtrail_services.otlp_ingest.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
 
-PATH = "/v1/traces"
+TRACES = "/v1/traces"
+LOGS = "/v1/logs"
 
 
 class Ingest:
@@ -48,11 +57,31 @@ class Ingest:
         self.metrics = metrics
         self.max_traces = max_traces
         self._mappers: dict[str, TraceMapper] = {}
+        self._joins: dict[str, LogJoin] = {}
         self._lock = threading.Lock()
         self.accepting = True
 
+    def _join(self, tenant: str) -> LogJoin:
+        join = self._joins.get(tenant)
+        if join is None:
+            join = self._joins[tenant] = LogJoin(max_waiting=self.max_traces)
+        return join
+
+    def record_logs(self, tenant: str, logs: list[LogView]) -> Counter[str]:
+        """Keep the GenAI log records for their spans; those that cannot be, by reason."""
+        with self._lock:
+            join = self._join(tenant)
+            evicted = join.evicted
+            refused = join.add(logs)
+            if join.evicted > evicted:
+                refused["log-waited-too-long"] += join.evicted - evicted
+        self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
+        self.metrics.logs("dropped", refused)
+        return refused
+
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
         with self._lock:
+            spans = self._join(tenant).attach(spans)
             mapper = self._mappers.get(tenant)
             if mapper is None:
                 mapper = self._mappers[tenant] = TraceMapper(max_traces=self.max_traces)
@@ -70,14 +99,18 @@ class Ingest:
 
 
 def _message(outcome: PublishOutcome) -> str:
-    parts = []
-    if outcome.dropped:
-        reasons = ", ".join(f"{n} {r}" for r, n in sorted(outcome.dropped.items()))
-        parts.append(f"not recorded (no runtime event): {reasons}")
-    if outcome.rejected:
-        reasons = ", ".join(f"{n} {r}" for r, n in sorted(outcome.rejected.items()))
-        parts.append(f"events refused by the publisher: {reasons}")
-    return "; ".join(parts)
+    parts = [
+        _reasons("not recorded (no runtime event)", outcome.dropped),
+        _reasons("events refused by the publisher", outcome.rejected),
+    ]
+    return "; ".join(part for part in parts if part)
+
+
+def _reasons(what: str, counts: Counter[str]) -> str:
+    """``what: 2 reason-a, 1 reason-b`` (empty when nothing was counted)."""
+    if not counts:
+        return ""
+    return f"{what}: " + ", ".join(f"{n} {r}" for r, n in sorted(counts.items()))
 
 
 def _handler(
@@ -110,11 +143,14 @@ def _handler(
             self._send(status, kind, status_body(kind, status, message), close=close)
 
         def do_POST(self) -> None:
-            if self.path.split("?", 1)[0] != PATH:
+            path = self.path.split("?", 1)[0]
+            if path not in (TRACES, LOGS):
                 self._drain_or_close()
-                return self._error(404, "bad_request", f"not found: only POST {PATH}")
+                return self._error(
+                    404, "bad_request", f"not found: only POST {TRACES} and POST {LOGS}"
+                )
             try:
-                self._export()
+                self._export(logs=path == LOGS)
             except Exception:
                 log.exception("otlp-ingest: request failed")
                 self._error(500, "error", "internal error", close=True)
@@ -126,7 +162,7 @@ def _handler(
             else:
                 self.close_connection = True
 
-        def _export(self) -> None:
+        def _export(self, *, logs: bool) -> None:
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
                 return self._error(411, "bad_request", "Content-Length is required", close=True)
@@ -144,10 +180,19 @@ def _handler(
             try:
                 kind = media_type(self.headers.get("Content-Type"))
                 raw = inflate(body, self.headers.get("Content-Encoding"), max_decoded)
-                spans = list(spans_of(parse_request(raw, kind)))
+                if logs:
+                    records = list(logs_of(parse_logs_request(raw, kind)))
+                else:
+                    spans = list(spans_of(parse_request(raw, kind)))
             except BodyError as exc:
                 outcome = {400: "bad_request", 413: "too_large", 415: "unsupported"}[exc.status]
                 return self._error(exc.status, outcome, str(exc))
+            if logs:
+                refused = ingest.record_logs(tenant, records)
+                ingest.metrics.request("partial" if refused else "ok")
+                message = _reasons("log records not recorded", refused)
+                body = response_body(kind, sum(refused.values()), message, logs=True)
+                return self._send(200, kind, body)
             result = ingest.record(tenant, spans)
             rejected = sum(result.dropped.values()) + result.rejected_spans
             ingest.metrics.request("partial" if rejected else "ok")

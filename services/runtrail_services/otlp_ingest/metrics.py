@@ -1,7 +1,8 @@
 """Prometheus series of the OTLP receiver (beside the publisher's own in the same registry).
 
 Every span that did not become events is counted with its reason, so "telemetry dropped under
-load without a counter" cannot happen here: ``runtrail_otlp_ingest_spans{outcome,reason}``.
+load without a counter" cannot happen here: ``runtrail_otlp_ingest_spans{outcome,reason}``;
+so is every log record that was not kept for its span: ``runtrail_otlp_ingest_log_records``.
 Counters move once per request, not per span.
 """
 
@@ -18,7 +19,7 @@ class IngestMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._requests = Counter(
             "runtrail_otlp_ingest_requests",
-            "POST /v1/traces requests by outcome (ok, partial, unauthorized, bad_request, "
+            "POST /v1/traces and /v1/logs requests by outcome (ok, partial, unauthorized, bad_request, "
             "too_large, unsupported, unavailable, error).",
             ["outcome"],
             registry=registry,
@@ -28,6 +29,14 @@ class IngestMetrics:
             "Spans received, by outcome: recorded; dropped (published nothing), by reason "
             "(not-genai, unmapped-operation:NAME, after-run-end); rejected: the events of "
             "spans the publisher refused, by its reason.",
+            ["outcome", "reason"],
+            registry=registry,
+        )
+        self._logs = Counter(
+            "runtrail_otlp_ingest_log_records",
+            "Log records received, by outcome: kept (joined to their span when it comes); "
+            "dropped, by reason (log-not-genai, log-without-span, log-after-span, "
+            "log-waited-too-long).",
             ["outcome", "reason"],
             registry=registry,
         )
@@ -50,6 +59,7 @@ class IngestMetrics:
             self._requests.labels(outcome)
         self._spans.labels("recorded", "")
         self._spans.labels("dropped", "not-genai")
+        self._logs.labels("kept", "")
 
     def request(self, outcome: str) -> None:
         self._requests.labels(outcome).inc()
@@ -58,3 +68,8 @@ class IngestMetrics:
         for reason, n in counts.items():
             if n:
                 self._spans.labels(outcome, reason).inc(n)
+
+    def logs(self, outcome: str, counts: Tally[str]) -> None:
+        for reason, n in counts.items():
+            if n:
+                self._logs.labels(outcome, reason).inc(n)

@@ -73,7 +73,7 @@ class OtlpIngestReceiver(Receiver):
         self.server.start()
         self.health.ready = True
         log.info(
-            "otlp-ingest (pid %d) on %s:%d/v1/traces -> %s; metrics on %s:%d",
+            "otlp-ingest (pid %d) on %s:%d (/v1/traces, /v1/logs) -> %s; metrics on %s:%d",
             os.getpid(),
             self.own.http_host,
             self.server.port,

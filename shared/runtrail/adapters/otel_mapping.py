@@ -174,7 +174,8 @@ def output_text(messages: Any) -> str | None:
             content = message["message"].get("content")
             if isinstance(content, str):
                 texts.append(content)
-    return "".join(texts) if texts else None
+    text = "".join(texts)
+    return text or None  # no text (a streamed tool call opens with ""), not an empty one
 
 
 def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
