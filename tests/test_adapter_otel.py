@@ -255,3 +255,15 @@ def test_a_span_ending_after_its_root_is_dropped_not_a_new_run() -> None:
     late = mapper.map([view("t1", "a", "execute_tool", 3)])
     assert late.events == [] and late.dropped == {"after-run-end": 1}
     assert mapper.open_traces == 0
+
+
+def test_only_the_structured_attributes_are_parsed_every_other_text_stays_text() -> None:
+    mapper = TraceMapper()
+    tool = {
+        "gen_ai.tool.call.arguments": '{"city": "Oslo"}',  # the semconv's JSON-serialized object
+        "gen_ai.tool.call.result": '{"a": 1}',  # what the tool returned: text
+    }
+    mapped = mapper.map([view("t1", "a", "execute_tool", 1, attrs=tool)])
+    call, result = (e.data for e in mapped.events[2:4])
+    assert call["arguments"] == {"city": "Oslo"}
+    assert result["output"] == '{"a": 1}'

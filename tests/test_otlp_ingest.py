@@ -33,7 +33,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
 from runtrail_tools.devstack.scrape import fetch
-from tests.otel_support import SECRET, run_agent
+from tests.otel_support import SECRET, STEPS, run_agent
 from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -144,6 +144,11 @@ def test_real_otlp_exporter_posts_an_agent_run_that_lands_on_the_topic(
     assert response["message"] == "Let me look."
     call = events[4].data.model_dump(mode="json", by_alias=True)
     assert call["arguments"]["city"] == "Oslo" and SECRET not in json.dumps(call)
+    # the tool returned text that reads as JSON: it stays that text (only the attributes the
+    # semconv defines as structured, such as the arguments, are parsed)
+    result = events[5].data.model_dump(mode="json", by_alias=True)
+    assert result["output"] == json.dumps(STEPS[0]["tool"][3])
+    assert isinstance(result["output"], str)
     scrape = fetch(receiver.metrics_url + "/metrics")
     assert scrape is not None
     assert scrape.total("runtrail_otlp_ingest_spans_total", outcome="recorded") == 4

@@ -111,20 +111,45 @@ def iso(ns: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def _json(value: Any) -> Any:
-    """Attributes carrying JSON as text (messages, tool arguments) are parsed; other text stays."""
+#: the attributes the GenAI semconv defines as structured (JSON text on a span): parsed
+STRUCTURED = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.definitions",
+        "gen_ai.tool.call.arguments",  # "the JSON-serialized arguments object"
+    }
+)
+#: the structured fields of the pre-1.37 message events (``gen_ai.choice`` and the rest)
+_STRUCTURED_EVENT_FIELDS = frozenset({"message", "tool_calls"})
+
+
+def _parsed(value: Any) -> Any:
+    """A structured attribute: its JSON text parsed (text that is not JSON stays text)."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)
         except ValueError:
             return value
     if isinstance(value, tuple):
-        return [_json(v) for v in value]
+        return [_parsed(v) for v in value]
     return value
 
 
 def _plain(value: Any) -> Any:
+    """Any other attribute as it was sent: text stays text (a tool result that reads as JSON is
+    still the text the tool returned), arrays become lists."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def _attribute(attrs: Mapping[str, Any], key: str) -> Any:
+    value = attrs.get(key)
+    return _parsed(value) if key in STRUCTURED else _plain(value)
+
+
+def _event_field(key: str, value: Any) -> Any:
+    return _parsed(value) if key in _STRUCTURED_EVENT_FIELDS else _plain(value)
 
 
 def _details(span: SpanView) -> Mapping[str, Any]:
@@ -146,10 +171,12 @@ def _legacy_messages(span: SpanView) -> tuple[list[Any], list[Any]]:
     for event in span.events:
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None:
-            body = {k: _json(v) for k, v in event.attributes.items() if k != "gen_ai.system"}
+            body = {
+                k: _event_field(k, v) for k, v in event.attributes.items() if k != "gen_ai.system"
+            }
             inputs.append({"role": role, **body})
         elif event.name == "gen_ai.choice":
-            choices.append({k: _json(v) for k, v in event.attributes.items()})
+            choices.append({k: _event_field(k, v) for k, v in event.attributes.items()})
     return inputs, choices
 
 
@@ -185,11 +212,10 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
         "model": attrs.get("gen_ai.request.model"),
         "operation": operation,
         "provider": attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system")),
-        "messages": _json(attrs.get("gen_ai.input.messages")) or legacy_in or None,
+        "messages": _attribute(attrs, "gen_ai.input.messages") or legacy_in or None,
     }
-    system = attrs.get("gen_ai.system_instructions")
-    if system is not None:
-        prompt["system"] = _json(system)
+    if attrs.get("gen_ai.system_instructions") is not None:
+        prompt["system"] = _attribute(attrs, "gen_ai.system_instructions")
     params = {
         name: _plain(attrs[f"gen_ai.request.{name}"])
         for name in _PARAMS
@@ -197,9 +223,8 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
     }
     if params:
         prompt["params"] = params
-    tools = attrs.get("gen_ai.tool.definitions")
-    if tools is not None:
-        prompt["tools"] = _json(tools)
+    if attrs.get("gen_ai.tool.definitions") is not None:
+        prompt["tools"] = _attribute(attrs, "gen_ai.tool.definitions")
     return prompt
 
 
@@ -211,7 +236,7 @@ def model_raw(span: SpanView) -> dict[str, Any]:
         "model": attrs.get("gen_ai.response.model"),
         "id": attrs.get("gen_ai.response.id"),
         "finishReasons": _plain(attrs.get("gen_ai.response.finish_reasons")),
-        "outputMessages": _json(attrs.get("gen_ai.output.messages")) or choices or None,
+        "outputMessages": _attribute(attrs, "gen_ai.output.messages") or choices or None,
     }
     usage = {
         key: attrs[f"gen_ai.usage.{key}"]
@@ -423,7 +448,7 @@ class TraceMapper:
         attrs = span.attributes
         call_id = str(attrs.get("gen_ai.tool.call.id") or span.span_id)
         name = str(attrs.get("gen_ai.tool.name") or span.name)
-        arguments = _json(attrs.get("gen_ai.tool.call.arguments"))
+        arguments = _attribute(attrs, "gen_ai.tool.call.arguments")
         self._emit(
             out,
             trace,
@@ -439,5 +464,5 @@ class TraceMapper:
             detail = span.status_message or str(attrs.get("error.type") or "error")
             result["error"] = detail[:2000]
         else:
-            result["output"] = _json(attrs.get("gen_ai.tool.call.result"))
+            result["output"] = _attribute(attrs, "gen_ai.tool.call.result")
         self._emit(out, trace, span, "TOOL_RESULT", result, turn=turn_id, step=step)
