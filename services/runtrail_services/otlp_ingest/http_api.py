@@ -42,11 +42,17 @@ class Ingest:
     """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order)."""
 
     def __init__(
-        self, publisher: Submitter, metrics: IngestMetrics, *, max_traces: int = 10_000
+        self,
+        publisher: Submitter,
+        metrics: IngestMetrics,
+        *,
+        max_traces: int = 10_000,
+        session_resource_attribute: str | None = None,
     ) -> None:
         self.publisher = publisher
         self.metrics = metrics
         self.max_traces = max_traces
+        self.session_resource_attribute = session_resource_attribute
         self._mappers: dict[str, TraceMapper] = {}
         self._lock = threading.Lock()
         self.accepting = True
@@ -55,7 +61,10 @@ class Ingest:
         with self._lock:
             mapper = self._mappers.get(tenant)
             if mapper is None:
-                mapper = self._mappers[tenant] = TraceMapper(max_traces=self.max_traces)
+                mapper = self._mappers[tenant] = TraceMapper(
+                    max_traces=self.max_traces,
+                    session_resource_attribute=self.session_resource_attribute,
+                )
             evicted = mapper.evicted
             outcome = publish_mapped(self.publisher, mapper.map(spans), tenant=tenant)
             self.metrics.evicted.inc(mapper.evicted - evicted)
@@ -63,6 +72,7 @@ class Ingest:
         dropped = sum(outcome.dropped.values())
         recorded = len(spans) - dropped - outcome.rejected_spans
         self.metrics.events.inc(outcome.published)
+        self.metrics.late.inc(outcome.late)
         self.metrics.spans("recorded", Counter({"": recorded}))
         self.metrics.spans("dropped", outcome.dropped)
         self.metrics.spans("rejected", outcome.rejected)
