@@ -7,24 +7,49 @@ Mapped: the GenAI semantic conventions (``gen_ai.*``, semconv 1.37 to 1.38, stat
 ``system_instructions`` (as attributes or on the ``gen_ai.client.inference.operation.details``
 span event), and the older per-message events (``gen_ai.user.message``, ``gen_ai.choice``, …).
 
-* **run** = the trace ID (32 hex digits); **session** = the first ``gen_ai.conversation.id``
-  seen in the trace, else the run;
+* **run** = the trace ID (32 hex digits); **session** = by the precedence of
+  :mod:`runtrail.adapters.otel_grouping` (``gen_ai.conversation.id``, ``session.id``,
+  ``langfuse.session.id``, a configured resource attribute, else the run);
 * **turn** = the span a model/tool span hangs under (its parent: the ``invoke_agent`` span),
   the run when it has none; a tool under a model span takes that model span's turn and step;
 * **step** = the ordinal of the model span within its turn (``chat``/``text_completion``/
   ``generate_content`` open a step, STEP_END closes the one before, and the turn's own span
-  ending closes the last); a model span right after a failed one retries that step;
+  ending closes the last); a model span right after a failed one retries that step; a tool
+  span that hangs under the turn takes the step of the last model call started before it;
 * a model span → MODEL_REQUEST + MODEL_RESPONSE (or MODEL_RETRY when its status is ERROR);
   ``execute_tool`` → TOOL_CALL + TOOL_RESULT (``error`` when its status is ERROR);
-* the first span of a trace opens the run (``run.accepted``, then ``executing``); its local
-  root span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR).
+* the run opens with its first event (``run.accepted``, then ``executing``); its local root
+  span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR), after everything
+  of its trace in that batch.
+
+**Values keep their types.** Only the attributes the semconv defines as structured
+(:data:`STRUCTURED`: the messages, system instructions, tool definitions and the
+JSON-serialized tool arguments) are parsed from JSON text; every other attribute — the tool
+result included — stays as sent (a string that reads as JSON is still a string).
+
+**Order: by start, not arrival.** A span arrives when it ends, parents after children, and
+Google ADK ends a model span after the tool span inside it. Each trace's spans in a batch are
+mapped in :func:`~runtrail.adapters.otel_order.mapping_order`: a model/tool span at its start
+(a parent before its children), any other span at its end, the local root last. Across
+batches:
+
+* a tool span whose parent has not been seen (neither a model span nor a known turn) waits
+  in its trace until the parent arrives — then it is placed under it (in the model call's
+  step, or in the turn) — or until a model span of that turn arrives, or until the run ends
+  (placed in its parent's turn); at most :data:`MAX_PENDING` wait per trace;
+* a span is *late* when a span started after it was already mapped. A late tool span is
+  placed by its start (the step of the last model call started before it): its events carry
+  the right turn and step, come after that step's STEP_END, and are counted in
+  :attr:`Mapped.late`. A late model span, or a tool that started before the turn's first
+  step, has no right place (its step number is taken): it is dropped, counted as
+  ``late-span``, and so are the tools under it. Nothing late is placed with wrong content.
 
 Spans without ``gen_ai.operation.name`` (HTTP, DB, … spans) and GenAI operations with no
 runtime event (``embeddings``, ``create_agent``…) publish nothing and are counted in
 :attr:`Mapped.dropped` by reason — except a local root span of a trace that published
 something: it still ends the run. A span of a trace whose run already ended (it ended after
 its root) is counted as ``after-run-end`` and dropped. State is per trace, bounded (oldest
-traces forgotten first).
+traces forgotten first, with their waiting tools).
 """
 
 from __future__ import annotations
