@@ -126,3 +126,40 @@ def expected_model_nodes() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def run_nested_agent(provider: TracerProvider, **session: Any) -> str:
+    """Trace one run nested the way Google ADK nests it: each tool span inside the model span
+    that asked for it, so the model span ends after its tool's. ``session``: attributes of the
+    agent and model spans (as ADK sets its session on both). Its trace ID."""
+    tracer = provider.get_tracer("tests.nested-agent")
+    with tracer.start_as_current_span(
+        "invoke_agent weather-bot",
+        attributes={"gen_ai.operation.name": "invoke_agent", **session},
+    ) as agent:
+        run_id = f"{agent.get_span_context().trace_id:032x}"
+        for step in STEPS:
+            with tracer.start_as_current_span(
+                "call_llm",
+                attributes={
+                    "gen_ai.operation.name": "generate_content",
+                    "gen_ai.request.model": "gemini-test",
+                    "gen_ai.input.messages": json.dumps(step["input"]),
+                    "gen_ai.output.messages": json.dumps(step["output"]),
+                    **session,
+                },
+            ):
+                if step["tool"] is not None:
+                    call_id, name, arguments, result = step["tool"]
+                    with tracer.start_as_current_span(
+                        f"execute_tool {name}",
+                        attributes={
+                            "gen_ai.operation.name": "execute_tool",
+                            "gen_ai.tool.name": name,
+                            "gen_ai.tool.call.id": call_id,
+                            "gen_ai.tool.call.arguments": json.dumps(arguments),
+                            "gen_ai.tool.call.result": json.dumps(result),
+                        },
+                    ):
+                        pass
+    return run_id

@@ -255,3 +255,187 @@ def test_a_span_ending_after_its_root_is_dropped_not_a_new_run() -> None:
     late = mapper.map([view("t1", "a", "execute_tool", 3)])
     assert late.events == [] and late.dropped == {"after-run-end": 1}
     assert mapper.open_traces == 0
+
+
+def test_only_the_structured_attributes_are_parsed_every_other_text_stays_text() -> None:
+    mapper = TraceMapper()
+    tool = {
+        "gen_ai.tool.call.arguments": '{"city": "Oslo"}',  # the semconv's JSON-serialized object
+        "gen_ai.tool.call.result": '{"a": 1}',  # what the tool returned: text
+    }
+    mapped = mapper.map([view("t1", None, "execute_tool", 1, attrs=tool)])
+    call, result = (e.data for e in mapped.events[2:4])
+    assert call["arguments"] == {"city": "Oslo"}
+    assert result["output"] == '{"a": 1}'
+
+
+# --- order by start, grouping ------------------------------------------------------------------
+NESTED_ORDER = [
+    ("run.accepted", None),
+    ("run.state_transitioned", None),
+    ("MODEL_REQUEST", 1),
+    ("MODEL_RESPONSE", 1),
+    ("TOOL_CALL", 1),
+    ("TOOL_RESULT", 1),
+    ("STEP_END", 1),
+    ("MODEL_REQUEST", 2),
+    ("MODEL_RESPONSE", 2),
+    ("STEP_END", 2),
+    ("run.succeeded", None),
+]
+
+
+class Recorder:
+    """A Submitter that keeps what it is given (the mapping and exporter, without a broker)."""
+
+    def __init__(self) -> None:
+        self.forms: list[dict[str, Any]] = []
+
+    def submit(self, event: Any, *, trace_context: Any = None) -> Any:
+        from types import SimpleNamespace
+
+        self.forms.append(event)
+        return SimpleNamespace(event_id=str(len(self.forms)), reason=None)
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+    def forget_run(self, run_id: str) -> None:
+        pass
+
+
+def nested_spans(**kw: Any) -> tuple[str, list[Any]]:
+    """The nested (ADK-like) run's real SDK spans, in the order they ended."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.otel_support import run_nested_agent
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.instance.id": "inst-7"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    run_id = run_nested_agent(provider, **kw)
+    provider.shutdown()
+    return run_id, list(memory.get_finished_spans())
+
+
+@pytest.mark.parametrize("split", ["one-batch", "each-span-alone", "tool-and-model-first"])
+def test_a_tool_span_inside_its_model_span_lands_in_that_step_however_it_is_batched(
+    split: str,
+) -> None:
+    """ADK ends the model span after the tool span it produced: the model call still comes
+    first, the tool in its step, whether the spans arrive together or one by one."""
+    run_id, spans = nested_spans(**{"gen_ai.conversation.id": "conv-9"})
+    assert [s.name for s in spans][:2] == ["execute_tool weather", "call_llm"]  # ended so
+    batches = {
+        "one-batch": [spans],
+        "each-span-alone": [[s] for s in spans],
+        "tool-and-model-first": [spans[:2], spans[2:]],
+    }[split]
+    recorder = Recorder()
+    exporter = RuntrailSpanExporter(recorder)
+    for batch in batches:
+        exporter.export(batch)
+    got = [(f["type"], f["step"]) for f in recorder.forms]
+    assert got == NESTED_ORDER
+    assert {f["runId"] for f in recorder.forms} == {run_id}
+    assert {f["sessionId"] for f in recorder.forms} == {"conv-9"}
+    request, call = recorder.forms[2], recorder.forms[4]
+    assert call["turnId"] == request["turnId"]
+    assert exporter.stats.late == 0 and exporter.stats.dropped == {}
+
+
+def test_the_session_is_the_first_found_by_precedence_then_the_resource_then_the_run() -> None:
+    _, spans = nested_spans(**{"session.id": "s-1", "langfuse.session.id": "lf-1"})
+    recorder = Recorder()
+    RuntrailSpanExporter(recorder).export(spans)
+    assert {f["sessionId"] for f in recorder.forms} == {"s-1"}
+
+    _, spans = nested_spans(**{"langfuse.session.id": "lf-1"})
+    recorder = Recorder()
+    RuntrailSpanExporter(recorder, session_resource_attribute="service.instance.id").export(spans)
+    assert {f["sessionId"] for f in recorder.forms} == {"lf-1"}
+
+    _, spans = nested_spans()
+    recorder = Recorder()
+    RuntrailSpanExporter(recorder, session_resource_attribute="service.instance.id").export(spans)
+    assert {f["sessionId"] for f in recorder.forms} == {"inst-7"}
+
+    run_id, spans = nested_spans()
+    recorder = Recorder()
+    RuntrailSpanExporter(recorder).export(spans)  # no resource attribute configured
+    assert {f["sessionId"] for f in recorder.forms} == {run_id}
+
+
+def test_gen_ai_conversation_id_wins_even_on_a_later_span() -> None:
+    mapper = TraceMapper()
+    mapped = mapper.map(
+        [
+            view("c1", "a", "chat", 1, attrs={"session.id": "s-1"}),
+            view("c2", "a", "chat", 2, attrs={"gen_ai.conversation.id": "conv-2"}),
+        ]
+    )
+    assert {e.session_id for e in mapped.events} == {"conv-2"}
+
+
+def test_the_user_goes_with_the_first_model_request_only() -> None:
+    mapper = TraceMapper()
+    resource = {"enduser.id": "from-resource"}
+    mapped = mapper.map(
+        [
+            view("c1", "a", "chat", 1, resource=resource),
+            view("c2", "a", "chat", 2, attrs={"user.id": "u-1"}, resource=resource),
+        ]
+    )
+    requests = [e.data["prompt"] for e in mapped.events if e.event_type == "MODEL_REQUEST"]
+    assert requests[0]["metadata"] == {"user.id": "u-1"}  # a span's before a resource's
+    assert "metadata" not in requests[1]
+
+
+def test_a_late_model_call_whose_step_is_taken_is_dropped_and_counted() -> None:
+    """Two model calls of one turn overlap; the one started first ends (arrives) last. Its step
+    number is taken by the other: it cannot be placed right, so it is counted, not placed."""
+    mapper = TraceMapper()
+    first = mapper.map(
+        [SpanView(TRACE, "c2", "a", "chat", 5, 6, {"gen_ai.operation.name": "chat"})]
+    )
+    assert kinds(first.events)[2:] == [("MODEL_REQUEST", "a", 1), ("MODEL_RESPONSE", "a", 1)]
+    late = mapper.map(
+        [
+            SpanView(TRACE, "c1", "a", "chat", 1, 9, {"gen_ai.operation.name": "chat"}),
+            SpanView(
+                TRACE, "t1", "c1", "execute_tool", 2, 3, {"gen_ai.operation.name": "execute_tool"}
+            ),
+        ]
+    )
+    assert late.events == [] and late.dropped == {"late-span": 2}  # the call and its tool
+
+
+def test_a_late_tool_span_is_placed_in_the_step_it_started_in_and_counted() -> None:
+    mapper = TraceMapper()
+    tool = {"gen_ai.operation.name": "execute_tool"}
+    mapper.map(
+        [
+            SpanView(TRACE, "c1", "a", "chat", 1, 2, {"gen_ai.operation.name": "chat"}),
+            SpanView(TRACE, "c2", "a", "chat", 5, 6, {"gen_ai.operation.name": "chat"}),
+        ]
+    )
+    late = mapper.map([SpanView(TRACE, "t1", "a", "execute_tool", 3, 8, tool)])
+    assert kinds(late.events) == [("TOOL_CALL", "a", 1), ("TOOL_RESULT", "a", 1)]
+    assert late.late == 1 and late.dropped == {}
+    early = mapper.map([SpanView(TRACE, "t0", "a", "execute_tool", 0, 9, tool)])
+    assert early.events == [] and early.dropped == {"late-span": 1}  # before step 1: no step
+
+
+def test_a_tool_whose_parent_never_arrives_is_placed_when_the_run_ends() -> None:
+    mapper = TraceMapper()
+    waiting = mapper.map([view("t1", "lost", "execute_tool", 2)])
+    assert waiting.events == [] and waiting.dropped == {}  # it waits; the run is not open yet
+    done = mapper.map([view("a", None, "invoke_agent", 9)])
+    assert kinds(done.events)[2:] == [
+        ("TOOL_CALL", "lost", 1),
+        ("TOOL_RESULT", "lost", 1),
+        ("STEP_END", "lost", 1),
+        ("run.succeeded", None, None),
+    ]

@@ -33,7 +33,7 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
 from runtrail_tools.devstack.scrape import fetch
-from tests.otel_support import SECRET, run_agent
+from tests.otel_support import SECRET, STEPS, run_agent
 from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -76,6 +76,7 @@ def receiver(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Running]:
         "tokens": json.dumps({"acme": TOKEN}),
         "max_body_bytes": str(256 * 1024),
         "max_decoded_bytes": str(1024 * 1024),
+        "session_resource_attribute": "service.instance.id",
     }
     receiver = OtlpIngestReceiver(settings, options=options, metrics_port=0)
     thread = threading.Thread(target=receiver.run, daemon=True)
@@ -144,11 +145,46 @@ def test_real_otlp_exporter_posts_an_agent_run_that_lands_on_the_topic(
     assert response["message"] == "Let me look."
     call = events[4].data.model_dump(mode="json", by_alias=True)
     assert call["arguments"]["city"] == "Oslo" and SECRET not in json.dumps(call)
+    # the tool returned text that reads as JSON: it stays that text (only the attributes the
+    # semconv defines as structured, such as the arguments, are parsed)
+    result = events[5].data.model_dump(mode="json", by_alias=True)
+    assert result["output"] == json.dumps(STEPS[0]["tool"][3])
+    assert isinstance(result["output"], str)
     scrape = fetch(receiver.metrics_url + "/metrics")
     assert scrape is not None
     assert scrape.total("runtrail_otlp_ingest_spans_total", outcome="recorded") == 4
     assert scrape.total("runtrail_otlp_ingest_spans_total", outcome="dropped") == 1
     assert scrape.total("runtrail_otlp_ingest_requests_total", outcome="partial") == 1
+
+
+def test_nested_spans_posted_one_by_one_map_by_start_in_the_resource_session(
+    receiver: Running, kafka_bootstrap: str
+) -> None:
+    """The ADK nesting (each tool span inside its model span, so it ends, and is posted,
+    first), every span in a request of its own: the model call still comes before its tool
+    call, in one step; with no session attribute on any span, the resource attribute the
+    receiver is configured with names the session."""
+    from opentelemetry.sdk.resources import Resource
+
+    from tests.otel_support import run_nested_agent
+
+    exporter = OTLPSpanExporter(receiver.url, headers={"Authorization": f"Bearer {TOKEN}"})
+    provider = TracerProvider(resource=Resource.create({"service.instance.id": "inst-7"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    run_id = run_nested_agent(provider)
+    provider.shutdown()
+    assert receiver.receiver.publisher.flush(30) == 0
+    events = events_of(kafka_bootstrap, receiver.topic, run_id, expect=len(EXPECTED_TYPES))
+    assert [(e.type, e.step) for e in events][2:7] == [
+        ("MODEL_REQUEST", 1),
+        ("MODEL_RESPONSE", 1),
+        ("TOOL_CALL", 1),
+        ("TOOL_RESULT", 1),
+        ("STEP_END", 1),
+    ]
+    assert [e.type for e in events] == EXPECTED_TYPES
+    assert {e.session_id for e in events} == {"inst-7"}
+    assert events[5].data.output == json.dumps(STEPS[0]["tool"][3])  # text stays text
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:

@@ -172,12 +172,13 @@ def _varint(value: int) -> bytes:
 
 def spans_of(request: ExportTraceServiceRequest) -> Iterator[SpanView]:
     for resource in request.resource_spans:
+        shared = attributes(resource.resource.attributes)
         for scope in resource.scope_spans:
             for span in scope.spans:
-                yield span_view(span)
+                yield span_view(span, shared)
 
 
-def span_view(span: Span) -> SpanView:
+def span_view(span: Span, resource: dict[str, Any] | None = None) -> SpanView:
     if len(span.trace_id) != 16 or len(span.span_id) != 8:
         raise BodyError(400, f"span {span.name!r}: traceId must be 16 bytes and spanId 8")
     flags = span.flags
@@ -193,6 +194,7 @@ def span_view(span: Span) -> SpanView:
         error=span.status.code == Status.STATUS_CODE_ERROR,
         status_message=span.status.message or None,
         parent_remote=bool(flags & _HAS_IS_REMOTE and flags & _IS_REMOTE),
+        resource=resource if resource is not None else {},
     )
 
 

@@ -51,11 +51,17 @@ class Ingest:
     """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order)."""
 
     def __init__(
-        self, publisher: Submitter, metrics: IngestMetrics, *, max_traces: int = 10_000
+        self,
+        publisher: Submitter,
+        metrics: IngestMetrics,
+        *,
+        max_traces: int = 10_000,
+        session_resource_attribute: str | None = None,
     ) -> None:
         self.publisher = publisher
         self.metrics = metrics
         self.max_traces = max_traces
+        self.session_resource_attribute = session_resource_attribute
         self._mappers: dict[str, TraceMapper] = {}
         self._joins: dict[str, LogJoin] = {}
         self._lock = threading.Lock()
@@ -84,14 +90,19 @@ class Ingest:
             spans = self._join(tenant).attach(spans)
             mapper = self._mappers.get(tenant)
             if mapper is None:
-                mapper = self._mappers[tenant] = TraceMapper(max_traces=self.max_traces)
+                mapper = self._mappers[tenant] = TraceMapper(
+                    max_traces=self.max_traces,
+                    session_resource_attribute=self.session_resource_attribute,
+                )
             evicted = mapper.evicted
             outcome = publish_mapped(self.publisher, mapper.map(spans), tenant=tenant)
             self.metrics.evicted.inc(mapper.evicted - evicted)
             self.metrics.open_traces.set(sum(m.open_traces for m in self._mappers.values()))
         dropped = sum(outcome.dropped.values())
-        recorded = len(spans) - dropped - outcome.rejected_spans
+        # a tool span that waited for its parent is dropped (late-span) in a later request
+        recorded = max(0, len(spans) - dropped - outcome.rejected_spans)
         self.metrics.events.inc(outcome.published)
+        self.metrics.late.inc(outcome.late)
         self.metrics.spans("recorded", Counter({"": recorded}))
         self.metrics.spans("dropped", outcome.dropped)
         self.metrics.spans("rejected", outcome.rejected)
@@ -194,7 +205,7 @@ def _handler(
                 body = response_body(kind, sum(refused.values()), message, logs=True)
                 return self._send(200, kind, body)
             result = ingest.record(tenant, spans)
-            rejected = sum(result.dropped.values()) + result.rejected_spans
+            rejected = min(len(spans), sum(result.dropped.values()) + result.rejected_spans)
             ingest.metrics.request("partial" if rejected else "ok")
             self._send(200, kind, response_body(kind, rejected, _message(result)))
 

@@ -27,7 +27,7 @@ class IngestMetrics:
         self._spans = Counter(
             "runtrail_otlp_ingest_spans",
             "Spans received, by outcome: recorded; dropped (published nothing), by reason "
-            "(not-genai, unmapped-operation:NAME, after-run-end); rejected: the events of "
+            "(not-genai, unmapped-operation:NAME, after-run-end, late-span); rejected: the events of "
             "spans the publisher refused, by its reason.",
             ["outcome", "reason"],
             registry=registry,
@@ -43,6 +43,12 @@ class IngestMetrics:
         self.events = Counter(
             "runtrail_otlp_ingest_events",
             "Events handed to the publisher (redacted, then produced or spooled).",
+            registry=registry,
+        )
+        self.late = Counter(
+            "runtrail_otlp_ingest_late_spans",
+            "Spans recorded late: mapped into a step that had already ended (a span of a trace "
+            "that arrived after later-started ones; its turn and step are right).",
             registry=registry,
         )
         self.open_traces = Gauge(

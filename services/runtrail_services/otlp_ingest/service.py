@@ -49,7 +49,12 @@ class OtlpIngestReceiver(Receiver):
         self.publisher = Publisher(settings, registry=self.registry)
         try:
             self.metrics = IngestMetrics(self.registry)
-            self.ingest = Ingest(self.publisher, self.metrics, max_traces=self.own.max_traces)
+            self.ingest = Ingest(
+                self.publisher,
+                self.metrics,
+                max_traces=self.own.max_traces,
+                session_resource_attribute=self.own.session_resource_attribute,
+            )
             self.server = IngestServer(
                 self.own.http_host,
                 self.own.http_port,

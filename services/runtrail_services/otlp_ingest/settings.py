@@ -38,3 +38,10 @@ class OtlpIngestSettings(TenantTokenSettings):
         ge=1,
         description="Open traces (runs) whose turns and steps are kept; the oldest are forgotten.",
     )
+    session_resource_attribute: str | None = Field(
+        default=None,
+        description=(
+            "Resource attribute naming the session of a run whose spans carry no "
+            "gen_ai.conversation.id, session.id or langfuse.session.id (e.g. service.instance.id)."
+        ),
+    )

@@ -58,17 +58,20 @@ class PublishOutcome:
     rejected: Counter[str] = field(default_factory=Counter)
     #: spans with at least one refused event
     rejected_spans: int = 0
+    #: spans mapped late: into a step that had already ended (turn and step still right)
+    late: int = 0
 
     def add(self, other: PublishOutcome) -> None:
         self.published += other.published
         self.dropped.update(other.dropped)
         self.rejected.update(other.rejected)
         self.rejected_spans += other.rejected_spans
+        self.late += other.late
 
 
 def publish_mapped(publisher: Submitter, mapped: Mapped, *, tenant: str | None) -> PublishOutcome:
     """Publish the events of one mapped batch in order; count what the publisher refused."""
-    outcome = PublishOutcome(dropped=Counter(mapped.dropped))
+    outcome = PublishOutcome(dropped=Counter(mapped.dropped), late=mapped.late)
     refused_spans: set[str] = set()
     for event in mapped.events:
         form: dict[str, Any] = {
@@ -117,11 +120,14 @@ def span_view(span: ReadableSpan) -> SpanView | None:
         error=status.status_code is StatusCode.ERROR,
         status_message=status.description,
         parent_remote=bool(parent is not None and parent.is_remote),
+        resource=span.resource.attributes,
     )
 
 
 class RuntrailSpanExporter(SpanExporter):
-    """See the module docstring. ``tenant``: the tenant of the events (else the publisher's)."""
+    """See the module docstring. ``tenant``: the tenant of the events (else the publisher's);
+    ``session_resource_attribute``: the resource attribute naming a run's session when its
+    spans do not (:mod:`runtrail.adapters.otel_grouping`)."""
 
     def __init__(
         self,
@@ -130,11 +136,14 @@ class RuntrailSpanExporter(SpanExporter):
         tenant: str | None = None,
         max_traces: int = 10_000,
         flush_timeout_s: float = 10.0,
+        session_resource_attribute: str | None = None,
     ) -> None:
         self.publisher = publisher
         self.tenant = tenant
         self.flush_timeout_s = flush_timeout_s
-        self._mapper = TraceMapper(max_traces=max_traces)
+        self._mapper = TraceMapper(
+            max_traces=max_traces, session_resource_attribute=session_resource_attribute
+        )
         self._lock = threading.Lock()
         #: everything so far: published events, dropped spans, refused events
         self.stats = PublishOutcome()

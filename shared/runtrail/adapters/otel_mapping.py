@@ -7,29 +7,55 @@ Mapped: the GenAI semantic conventions (``gen_ai.*``, semconv 1.37 to 1.38, stat
 ``system_instructions`` (as attributes or on the ``gen_ai.client.inference.operation.details``
 span event), and the older per-message events (``gen_ai.user.message``, ``gen_ai.choice``, …).
 
-* **run** = the trace ID (32 hex digits); **session** = the first ``gen_ai.conversation.id``
-  seen in the trace, else the run;
+* **run** = the trace ID (32 hex digits); **session** = by the precedence of
+  :mod:`runtrail.adapters.otel_grouping` (``gen_ai.conversation.id``, ``session.id``,
+  ``langfuse.session.id``, a configured resource attribute, else the run);
 * **turn** = the span a model/tool span hangs under (its parent: the ``invoke_agent`` span),
   the run when it has none; a tool under a model span takes that model span's turn and step;
 * **step** = the ordinal of the model span within its turn (``chat``/``text_completion``/
   ``generate_content`` open a step, STEP_END closes the one before, and the turn's own span
-  ending closes the last); a model span right after a failed one retries that step;
+  ending closes the last); a model span right after a failed one retries that step; a tool
+  span that hangs under the turn takes the step of the last model call started before it;
 * a model span → MODEL_REQUEST + MODEL_RESPONSE (or MODEL_RETRY when its status is ERROR);
   ``execute_tool`` → TOOL_CALL + TOOL_RESULT (``error`` when its status is ERROR);
-* the first span of a trace opens the run (``run.accepted``, then ``executing``); its local
-  root span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR).
+* the run opens with its first event (``run.accepted``, then ``executing``); its local root
+  span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR), after everything
+  of its trace in that batch.
+
+**Values keep their types.** Only the attributes the semconv defines as structured
+(:data:`STRUCTURED`: the messages, system instructions, tool definitions and the
+JSON-serialized tool arguments) are parsed from JSON text; every other attribute — the tool
+result included — stays as sent (a string that reads as JSON is still a string).
+
+**Order: by start, not arrival.** A span arrives when it ends, parents after children, and
+Google ADK ends a model span after the tool span inside it. Each trace's spans in a batch are
+mapped in :func:`~runtrail.adapters.otel_order.mapping_order`: a model/tool span at its start
+(a parent before its children), any other span at its end, the local root last. Across
+batches:
+
+* a tool span whose parent has not been seen (neither a model span nor a known turn) waits
+  in its trace until the parent arrives — then it is placed under it (in the model call's
+  step, or in the turn) — or until a model span of that turn arrives, or until the run ends
+  (placed in its parent's turn); at most :data:`MAX_PENDING` wait per trace;
+* a span is *late* when a span started after it was already mapped. A late tool span is
+  placed by its start (the step of the last model call started before it): its events carry
+  the right turn and step, come after that step's STEP_END, and are counted in
+  :attr:`Mapped.late`. A late model span, or a tool that started before the turn's first
+  step, has no right place (its step number is taken): it is dropped, counted as
+  ``late-span``, and so are the tools under it. Nothing late is placed with wrong content.
 
 Spans without ``gen_ai.operation.name`` (HTTP, DB, … spans) and GenAI operations with no
 runtime event (``embeddings``, ``create_agent``…) publish nothing and are counted in
 :attr:`Mapped.dropped` by reason — except a local root span of a trace that published
 something: it still ends the run. A span of a trace whose run already ended (it ended after
 its root) is counted as ``after-run-end`` and dropped. State is per trace, bounded (oldest
-traces forgotten first).
+traces forgotten first, with their waiting tools).
 """
 
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +63,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runtrail.adapters.otel_conventions import as_genai
+from runtrail.adapters.otel_grouping import Grouping, by_trace
+from runtrail.adapters.otel_order import mapping_order
 from runtrail.adapters.otel_spans import SpanView
 
 SEMCONV_VERSION = "1.37"
@@ -65,6 +93,10 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_LAST = 1 << 62
+#: tool spans one trace may hold while their parents have not arrived; past it, a tool is
+#: placed at once in the turn of the span it hangs under
+MAX_PENDING = 1024
 
 
 @dataclass(frozen=True)
@@ -85,8 +117,11 @@ class Out:
 @dataclass
 class Mapped:
     events: list[Out] = field(default_factory=list)
-    #: spans that published nothing, by reason (``not-genai``, ``unmapped-operation:NAME``)
+    #: spans that published nothing, by reason (``not-genai``, ``unmapped-operation:NAME``,
+    #: ``after-run-end``, ``late-span``)
     dropped: Counter[str] = field(default_factory=Counter)
+    #: spans mapped late: into a step that had already ended (their turn and step are right)
+    late: int = 0
 
 
 @dataclass
@@ -94,15 +129,36 @@ class _Turn:
     step: int = 0
     open: bool = False
     retry_pending: bool = False
+    #: (start, step) of each node that opened or retried a step, in start order
+    starts: list[tuple[int, int]] = field(default_factory=list)
+
+    def step_at(self, start_ns: int) -> int | None:
+        """The step a tool starting at ``start_ns`` belongs to: that of the last model call
+        started before it (the first tool of a turn without one opens step 1); None when it
+        started before the turn's first step and that step is taken."""
+        if not self.starts:
+            if self.step == 0:
+                self.step = 1
+            self.starts.append((start_ns, self.step))
+            return self.step
+        at = bisect_right(self.starts, (start_ns, _LAST))
+        return self.starts[at - 1][1] if at else None
 
 
 @dataclass
 class _Trace:
     run_id: str
-    session_id: str
+    #: decided when the run opens: its first event (until then, tools may wait for parents)
+    session_id: str = ""
+    opened: bool = False
     turns: dict[str, _Turn] = field(default_factory=dict)
-    #: model span → (turn, step): tools under a model span join its step
-    model_steps: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: model span → (turn, step): tools under a model span join its step (None: it was late)
+    model_steps: dict[str, tuple[str, int] | None] = field(default_factory=dict)
+    #: tool spans waiting for their parent span to say what it is (a model call or a turn)
+    pending: dict[str, list[SpanView]] = field(default_factory=dict)
+    pending_count: int = 0
+    #: whether a MODEL_REQUEST was published (the first one carries the user)
+    requested: bool = False
 
 
 def iso(ns: int) -> str:
@@ -111,20 +167,45 @@ def iso(ns: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def _json(value: Any) -> Any:
-    """Attributes carrying JSON as text (messages, tool arguments) are parsed; other text stays."""
+#: the attributes the GenAI semconv defines as structured (JSON text on a span): parsed
+STRUCTURED = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.definitions",
+        "gen_ai.tool.call.arguments",  # "the JSON-serialized arguments object"
+    }
+)
+#: the structured fields of the pre-1.37 message events (``gen_ai.choice`` and the rest)
+_STRUCTURED_EVENT_FIELDS = frozenset({"message", "tool_calls"})
+
+
+def _parsed(value: Any) -> Any:
+    """A structured attribute: its JSON text parsed (text that is not JSON stays text)."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)
         except ValueError:
             return value
     if isinstance(value, tuple):
-        return [_json(v) for v in value]
+        return [_parsed(v) for v in value]
     return value
 
 
 def _plain(value: Any) -> Any:
+    """Any other attribute as it was sent: text stays text (a tool result that reads as JSON is
+    still the text the tool returned), arrays become lists."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def _attribute(attrs: Mapping[str, Any], key: str) -> Any:
+    value = attrs.get(key)
+    return _parsed(value) if key in STRUCTURED else _plain(value)
+
+
+def _event_field(key: str, value: Any) -> Any:
+    return _parsed(value) if key in _STRUCTURED_EVENT_FIELDS else _plain(value)
 
 
 def _details(span: SpanView) -> Mapping[str, Any]:
@@ -146,10 +227,12 @@ def _legacy_messages(span: SpanView) -> tuple[list[Any], list[Any]]:
     for event in span.events:
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None:
-            body = {k: _json(v) for k, v in event.attributes.items() if k != "gen_ai.system"}
+            body = {
+                k: _event_field(k, v) for k, v in event.attributes.items() if k != "gen_ai.system"
+            }
             inputs.append({"role": role, **body})
         elif event.name == "gen_ai.choice":
-            choices.append({k: _json(v) for k, v in event.attributes.items()})
+            choices.append({k: _event_field(k, v) for k, v in event.attributes.items()})
     return inputs, choices
 
 
@@ -186,11 +269,10 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
         "model": attrs.get("gen_ai.request.model"),
         "operation": operation,
         "provider": attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system")),
-        "messages": _json(attrs.get("gen_ai.input.messages")) or legacy_in or None,
+        "messages": _attribute(attrs, "gen_ai.input.messages") or legacy_in or None,
     }
-    system = attrs.get("gen_ai.system_instructions")
-    if system is not None:
-        prompt["system"] = _json(system)
+    if attrs.get("gen_ai.system_instructions") is not None:
+        prompt["system"] = _attribute(attrs, "gen_ai.system_instructions")
     params = {
         name: _plain(attrs[f"gen_ai.request.{name}"])
         for name in _PARAMS
@@ -198,9 +280,8 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
     }
     if params:
         prompt["params"] = params
-    tools = attrs.get("gen_ai.tool.definitions")
-    if tools is not None:
-        prompt["tools"] = _json(tools)
+    if attrs.get("gen_ai.tool.definitions") is not None:
+        prompt["tools"] = _attribute(attrs, "gen_ai.tool.definitions")
     return prompt
 
 
@@ -212,7 +293,7 @@ def model_raw(span: SpanView) -> dict[str, Any]:
         "model": attrs.get("gen_ai.response.model"),
         "id": attrs.get("gen_ai.response.id"),
         "finishReasons": _plain(attrs.get("gen_ai.response.finish_reasons")),
-        "outputMessages": _json(attrs.get("gen_ai.output.messages")) or choices or None,
+        "outputMessages": _attribute(attrs, "gen_ai.output.messages") or choices or None,
     }
     usage = {
         key: attrs[f"gen_ai.usage.{key}"]
@@ -225,24 +306,35 @@ def model_raw(span: SpanView) -> dict[str, Any]:
 
 
 class TraceMapper:
-    """Turns batches of ended spans into events, keeping each open trace's turns and steps."""
+    """Turns batches of ended spans into events, keeping each open trace's turns and steps.
 
-    def __init__(self, *, max_traces: int = 10_000) -> None:
+    ``session_resource_attribute``: the resource attribute naming the session when no span
+    does (see :mod:`runtrail.adapters.otel_grouping`).
+    """
+
+    def __init__(
+        self, *, max_traces: int = 10_000, session_resource_attribute: str | None = None
+    ) -> None:
         self.max_traces = max(1, max_traces)
+        self.grouping = Grouping(session_resource_attribute)
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         #: traces whose run ended (bounded like the open ones): a late span is not a new run
         self._ended: OrderedDict[str, None] = OrderedDict()
         #: traces forgotten to stay under ``max_traces`` before their root span ended
         self.evicted = 0
+        #: the spans of the trace being mapped, in this batch (where its session is read)
+        self._at_hand: list[SpanView] = []
 
     def map(self, spans: Iterable[SpanView]) -> Mapped:
-        """Events of ``spans`` in the order they ended (a parent after its children)."""
-        batch = [as_genai(span) for span in spans]
-        parents = {s.parent_span_id for s in batch if s.parent_span_id}
-        batch.sort(key=lambda s: (s.end_ns, s.span_id in parents))
+        """Events of ``spans``, each trace's in :func:`~runtrail.adapters.otel_order.mapping_order`."""
         out = Mapped()
-        for span in batch:
-            self._one(span, out)
+        for trace_spans in by_trace(as_genai(span) for span in spans).values():
+            self._at_hand = trace_spans
+            try:
+                for span in mapping_order(trace_spans, _opens_node):
+                    self._one(span, out)
+            finally:
+                self._at_hand = []
         return out
 
     @property
@@ -251,29 +343,30 @@ class TraceMapper:
 
     # --- one span ---------------------------------------------------------------------------
     def _one(self, span: SpanView, out: Mapped) -> None:
-        operation = span.attributes.get("gen_ai.operation.name")
-        if not isinstance(operation, str) or not operation:
-            operation = None
+        operation = _operation(span)
         trace = self._traces.get(span.trace_id)
         if trace is None and span.trace_id in self._ended:
             out.dropped["after-run-end"] += 1
             return
-        opens = operation in MODEL_OPERATIONS or operation in TOOL_OPERATIONS
-        if trace is None and (opens or operation == "invoke_agent"):
-            trace = self._open(span, out)
+        if trace is None and (_opens_node(span) or operation == "invoke_agent"):
+            trace = self._track(span)
         if operation in MODEL_OPERATIONS:
-            assert trace is not None
+            assert trace is not None and operation is not None
             self._model(trace, span, operation, out)
+            self._release(trace, span.span_id, out)
         elif operation in TOOL_OPERATIONS:
             assert trace is not None
-            self._tool(trace, span, out)
+            self._tool(trace, span, out, parent_seen=False)
+            self._release(trace, span.span_id, out)
         elif trace is None or not (operation == "invoke_agent" or span.local_root):
             if trace is not None:
+                self._release(trace, span.span_id, out)
                 self._end_turn(trace, span, out)
             out.dropped[
                 "not-genai" if operation is None else f"unmapped-operation:{operation}"
             ] += 1
         else:
+            self._release(trace, span.span_id, out)
             self._end_turn(trace, span, out)
         if trace is not None and span.local_root:
             self._close(trace, span, out)
@@ -296,6 +389,8 @@ class TraceMapper:
         step: int | None = None,
         at_ns: int | None = None,
     ) -> None:
+        if not trace.opened:
+            self._open(trace, span, out)
         out.events.append(
             Out(
                 event_type,
@@ -310,21 +405,27 @@ class TraceMapper:
         )
 
     # --- the run ----------------------------------------------------------------------------
-    def _open(self, span: SpanView, out: Mapped) -> _Trace:
-        conversation = span.attributes.get("gen_ai.conversation.id")
-        run_id = span.trace_id
-        trace = _Trace(run_id, str(conversation) if conversation else run_id)
-        self._traces[span.trace_id] = trace
+    def _track(self, span: SpanView) -> _Trace:
+        """Keep state for the trace of ``span`` (bounded: the oldest trace is forgotten)."""
+        trace = self._traces[span.trace_id] = _Trace(span.trace_id)
         while len(self._traces) > self.max_traces:
             self._traces.popitem(last=False)
             self.evicted += 1
-        at = span.start_ns
+        return trace
+
+    def _open(self, trace: _Trace, span: SpanView, out: Mapped) -> None:
+        """The run's first event: ``run.accepted`` and ``executing``, in the session the spans
+        at hand name (a tool waiting for its parent has not opened it)."""
+        trace.opened = True
+        waiting = [s for spans in trace.pending.values() for s in spans]
+        trace.session_id = self.grouping.session_of(self._at_hand + waiting, trace.run_id)
+        at = min(s.start_ns for s in (*self._at_hand, *waiting, span))
         self._emit(
             out,
             trace,
             span,
             "run.accepted",
-            {"goalRef": f"otel-trace:{run_id}", "policyVersion": POLICY_VERSION},
+            {"goalRef": f"otel-trace:{trace.run_id}", "policyVersion": POLICY_VERSION},
             at_ns=at,
         )
         self._emit(
@@ -335,9 +436,10 @@ class TraceMapper:
             {"fromStatus": "received", "toStatus": "executing", "reason": "first GenAI span"},
             at_ns=at,
         )
-        return trace
 
     def _close(self, trace: _Trace, root: SpanView, out: Mapped) -> None:
+        for parent in list(trace.pending):  # their parents never came: placed as they are
+            self._release(trace, parent, out)
         for turn_id, turn in trace.turns.items():
             if turn.open:
                 self._step_end(trace, turn_id, turn, root, "run_end", out)
@@ -363,29 +465,61 @@ class TraceMapper:
         self._emit(out, trace, span, "STEP_END", {"reason": reason}, turn=turn_id, step=turn.step)
         turn.open = False
 
+    def _release(self, trace: _Trace, parent: str, out: Mapped) -> None:
+        """The tool spans waiting for ``parent`` (it has been mapped): map them now."""
+        waiting = trace.pending.pop(parent, None)
+        if not waiting:
+            return
+        trace.pending_count -= len(waiting)
+        for span in sorted(waiting, key=lambda s: s.start_ns):
+            self._tool(trace, span, out, parent_seen=True)
+            self._release(trace, span.span_id, out)
+
     def _model(self, trace: _Trace, span: SpanView, operation: str, out: Mapped) -> None:
         turn_id = self._turn_of(trace, span)
         turn = trace.turns.setdefault(turn_id, _Turn())
+        if turn.starts and span.start_ns < turn.starts[-1][0]:
+            # a later model call of this turn was mapped already: its step is taken
+            trace.model_steps[span.span_id] = None
+            out.dropped["late-span"] += 1
+            return
+        # tools waiting for this turn's span that started before this call belong to a step
+        # before it; the others after it
+        waiting = trace.pending.pop(turn_id, [])
+        trace.pending_count -= len(waiting)
+        for tool in sorted(waiting, key=lambda s: s.start_ns):
+            if tool.start_ns < span.start_ns:
+                self._tool(trace, tool, out, parent_seen=True)
+                self._release(trace, tool.span_id, out)
+            else:
+                trace.pending.setdefault(turn_id, []).append(tool)
+                trace.pending_count += 1
         if not turn.retry_pending or turn.step == 0:
             if turn.open:
                 self._step_end(trace, turn_id, turn, span, "model_call", out)
             turn.step += 1
         turn.open = True
         step = turn.step
+        turn.starts.append((span.start_ns, step))
         trace.model_steps[span.span_id] = (turn_id, step)
-        start = span.start_ns
+        prompt = model_prompt(span, operation)
+        if not trace.requested:
+            trace.requested = True
+            user = self.grouping.user_of(self._at_hand)
+            if user:
+                prompt["metadata"] = user
         self._emit(
             out,
             trace,
             span,
             "MODEL_REQUEST",
-            {"prompt": model_prompt(span, operation)},
+            {"prompt": prompt},
             turn=turn_id,
             step=step,
-            at_ns=start,
+            at_ns=span.start_ns,
         )
         if span.error:
-            attempt = sum(1 for t, s in trace.model_steps.values() if (t, s) == (turn_id, step))
+            attempt = sum(1 for p in trace.model_steps.values() if p == (turn_id, step))
             reason = span.status_message or str(span.attributes.get("error.type") or "error")
             self._emit(
                 out,
@@ -397,34 +531,62 @@ class TraceMapper:
                 step=step,
             )
             turn.retry_pending = True
-            return
-        turn.retry_pending = False
-        raw = model_raw(span)
-        self._emit(
-            out,
-            trace,
-            span,
-            "MODEL_RESPONSE",
-            {"message": output_text(raw.get("outputMessages")), "raw": raw},
-            turn=turn_id,
-            step=step,
-        )
-
-    def _tool(self, trace: _Trace, span: SpanView, out: Mapped) -> None:
-        placed = trace.model_steps.get(span.parent_span_id or "")
-        if placed is not None:
-            turn_id, step = placed
         else:
-            turn_id = self._turn_of(trace, span)
-            turn = trace.turns.setdefault(turn_id, _Turn())
-            if turn.step == 0:
-                turn.step = 1
+            turn.retry_pending = False
+            raw = model_raw(span)
+            self._emit(
+                out,
+                trace,
+                span,
+                "MODEL_RESPONSE",
+                {"message": output_text(raw.get("outputMessages")), "raw": raw},
+                turn=turn_id,
+                step=step,
+            )
+        self._release(trace, turn_id, out)
+
+    def _place_tool(
+        self, trace: _Trace, span: SpanView, out: Mapped, *, parent_seen: bool
+    ) -> tuple[str, int] | None:
+        """(turn, step) of a tool span; None when it waits for its parent or was dropped."""
+        parent = span.parent_span_id
+        if parent is not None and parent in trace.model_steps:
+            placed = trace.model_steps[parent]
+            if placed is None:  # under a model call dropped as late
+                out.dropped["late-span"] += 1
+                return None
+            turn = trace.turns[placed[0]]
+            if placed[1] != turn.step or not turn.open:
+                out.late += 1
+            return placed
+        waits = parent is not None and not span.local_root and parent not in trace.turns
+        if waits and not parent_seen and trace.pending_count < MAX_PENDING:
+            # a model span ending after its tools (ADK), or a turn with no model call yet
+            assert parent is not None
+            trace.pending.setdefault(parent, []).append(span)
+            trace.pending_count += 1
+            return None
+        turn_id = self._turn_of(trace, span)
+        turn = trace.turns.setdefault(turn_id, _Turn())
+        step = turn.step_at(span.start_ns)
+        if step is None:
+            out.dropped["late-span"] += 1
+            return None
+        if step == turn.step:
             turn.open = True
-            step = turn.step
+        else:
+            out.late += 1
+        return turn_id, step
+
+    def _tool(self, trace: _Trace, span: SpanView, out: Mapped, *, parent_seen: bool) -> None:
+        placed = self._place_tool(trace, span, out, parent_seen=parent_seen)
+        if placed is None:
+            return
+        turn_id, step = placed
         attrs = span.attributes
         call_id = str(attrs.get("gen_ai.tool.call.id") or span.span_id)
         name = str(attrs.get("gen_ai.tool.name") or span.name)
-        arguments = _json(attrs.get("gen_ai.tool.call.arguments"))
+        arguments = _attribute(attrs, "gen_ai.tool.call.arguments")
         self._emit(
             out,
             trace,
@@ -440,5 +602,16 @@ class TraceMapper:
             detail = span.status_message or str(attrs.get("error.type") or "error")
             result["error"] = detail[:2000]
         else:
-            result["output"] = _json(attrs.get("gen_ai.tool.call.result"))
+            result["output"] = _attribute(attrs, "gen_ai.tool.call.result")
         self._emit(out, trace, span, "TOOL_RESULT", result, turn=turn_id, step=step)
+
+
+def _operation(span: SpanView) -> str | None:
+    operation = span.attributes.get("gen_ai.operation.name")
+    return operation if isinstance(operation, str) and operation else None
+
+
+def _opens_node(span: SpanView) -> bool:
+    """A model or tool span: it opens a node (MODEL_REQUEST, TOOL_CALL) at its start."""
+    operation = _operation(span)
+    return operation in MODEL_OPERATIONS or operation in TOOL_OPERATIONS

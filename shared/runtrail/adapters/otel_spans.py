@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -29,6 +29,8 @@ class SpanView:
     status_message: str | None = None
     #: the parent is in another process: this span is the local root
     parent_remote: bool = False
+    #: the attributes of the resource that produced the span (``service.name``, …)
+    resource: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def local_root(self) -> bool:
