@@ -19,6 +19,11 @@ span event), and the older per-message events (``gen_ai.user.message``, ``gen_ai
 * the first span of a trace opens the run (``run.accepted``, then ``executing``); its local
   root span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR).
 
+Spans of other conventions (OpenInference, …) are first read as GenAI ones
+(:mod:`runtrail.adapters.otel_conventions`): the values they translate are marked ``verbatim``
+(never parsed again as JSON text), and a span marked ``turn_only`` (OpenInference's CHAIN) is
+an agent span only as a local root or as a turn's span, else not GenAI.
+
 Spans without ``gen_ai.operation.name`` (HTTP, DB, … spans) and GenAI operations with no
 runtime event (``embeddings``, ``create_agent``…) publish nothing and are counted in
 :attr:`Mapped.dropped` by reason — except a local root span of a trace that published
@@ -127,6 +132,12 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _value(span: SpanView, attrs: Mapping[str, Any], key: str) -> Any:
+    """An attribute's value: JSON text parsed, unless a convention gave the value itself."""
+    value = attrs.get(key)
+    return _plain(value) if key in span.verbatim else _json(value)
+
+
 def _details(span: SpanView) -> Mapping[str, Any]:
     """The message attributes: on the span, else on its operation-details event."""
     details = [e for e in span.events if e.name == _DETAILS_EVENT]
@@ -185,11 +196,11 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
         "model": attrs.get("gen_ai.request.model"),
         "operation": operation,
         "provider": attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system")),
-        "messages": _json(attrs.get("gen_ai.input.messages")) or legacy_in or None,
+        "messages": _value(span, attrs, "gen_ai.input.messages") or legacy_in or None,
     }
-    system = attrs.get("gen_ai.system_instructions")
+    system = _value(span, attrs, "gen_ai.system_instructions")
     if system is not None:
-        prompt["system"] = _json(system)
+        prompt["system"] = system
     params = {
         name: _plain(attrs[f"gen_ai.request.{name}"])
         for name in _PARAMS
@@ -197,9 +208,9 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
     }
     if params:
         prompt["params"] = params
-    tools = attrs.get("gen_ai.tool.definitions")
+    tools = _value(span, attrs, "gen_ai.tool.definitions")
     if tools is not None:
-        prompt["tools"] = _json(tools)
+        prompt["tools"] = tools
     return prompt
 
 
@@ -211,7 +222,7 @@ def model_raw(span: SpanView) -> dict[str, Any]:
         "model": attrs.get("gen_ai.response.model"),
         "id": attrs.get("gen_ai.response.id"),
         "finishReasons": _plain(attrs.get("gen_ai.response.finish_reasons")),
-        "outputMessages": _json(attrs.get("gen_ai.output.messages")) or choices or None,
+        "outputMessages": _value(span, attrs, "gen_ai.output.messages") or choices or None,
     }
     usage = {
         key: attrs[f"gen_ai.usage.{key}"]
@@ -254,6 +265,9 @@ class TraceMapper:
         if not isinstance(operation, str) or not operation:
             operation = None
         trace = self._traces.get(span.trace_id)
+        is_turn = trace is not None and span.span_id in trace.turns
+        if span.turn_only and not (span.local_root or is_turn):
+            operation = None
         if trace is None and span.trace_id in self._ended:
             out.dropped["after-run-end"] += 1
             return
@@ -423,7 +437,7 @@ class TraceMapper:
         attrs = span.attributes
         call_id = str(attrs.get("gen_ai.tool.call.id") or span.span_id)
         name = str(attrs.get("gen_ai.tool.name") or span.name)
-        arguments = _json(attrs.get("gen_ai.tool.call.arguments"))
+        arguments = _value(span, attrs, "gen_ai.tool.call.arguments")
         self._emit(
             out,
             trace,
@@ -439,5 +453,5 @@ class TraceMapper:
             detail = span.status_message or str(attrs.get("error.type") or "error")
             result["error"] = detail[:2000]
         else:
-            result["output"] = _json(attrs.get("gen_ai.tool.call.result"))
+            result["output"] = _value(span, attrs, "gen_ai.tool.call.result")
         self._emit(out, trace, span, "TOOL_RESULT", result, turn=turn_id, step=step)
