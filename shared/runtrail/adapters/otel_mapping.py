@@ -44,6 +44,11 @@ batches:
   step, has no right place (its step number is taken): it is dropped, counted as
   ``late-span``, and so are the tools under it. Nothing late is placed with wrong content.
 
+Spans of other conventions (OpenInference, …) are first read as GenAI ones
+(:mod:`runtrail.adapters.otel_conventions`): the values they translate are marked ``verbatim``
+(never parsed again as JSON text), and a span marked ``turn_only`` (OpenInference's CHAIN) is
+an agent span only as a local root or as a turn's span, else not GenAI.
+
 Spans without ``gen_ai.operation.name`` (HTTP, DB, … spans) and GenAI operations with no
 runtime event (``embeddings``, ``create_agent``…) publish nothing and are counted in
 :attr:`Mapped.dropped` by reason — except a local root span of a trace that published
@@ -199,9 +204,13 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _attribute(attrs: Mapping[str, Any], key: str) -> Any:
+def _attribute(span: SpanView, attrs: Mapping[str, Any], key: str) -> Any:
+    """An attribute's value: a structured one's JSON text parsed, unless a convention gave the
+    value itself (``verbatim``); every other value as sent."""
     value = attrs.get(key)
-    return _parsed(value) if key in STRUCTURED else _plain(value)
+    if key in STRUCTURED and key not in span.verbatim:
+        return _parsed(value)
+    return _plain(value)
 
 
 def _event_field(key: str, value: Any) -> Any:
@@ -269,10 +278,10 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
         "model": attrs.get("gen_ai.request.model"),
         "operation": operation,
         "provider": attrs.get("gen_ai.provider.name", attrs.get("gen_ai.system")),
-        "messages": _attribute(attrs, "gen_ai.input.messages") or legacy_in or None,
+        "messages": _attribute(span, attrs, "gen_ai.input.messages") or legacy_in or None,
     }
     if attrs.get("gen_ai.system_instructions") is not None:
-        prompt["system"] = _attribute(attrs, "gen_ai.system_instructions")
+        prompt["system"] = _attribute(span, attrs, "gen_ai.system_instructions")
     params = {
         name: _plain(attrs[f"gen_ai.request.{name}"])
         for name in _PARAMS
@@ -281,7 +290,7 @@ def model_prompt(span: SpanView, operation: str) -> dict[str, Any]:
     if params:
         prompt["params"] = params
     if attrs.get("gen_ai.tool.definitions") is not None:
-        prompt["tools"] = _attribute(attrs, "gen_ai.tool.definitions")
+        prompt["tools"] = _attribute(span, attrs, "gen_ai.tool.definitions")
     return prompt
 
 
@@ -293,7 +302,7 @@ def model_raw(span: SpanView) -> dict[str, Any]:
         "model": attrs.get("gen_ai.response.model"),
         "id": attrs.get("gen_ai.response.id"),
         "finishReasons": _plain(attrs.get("gen_ai.response.finish_reasons")),
-        "outputMessages": _attribute(attrs, "gen_ai.output.messages") or choices or None,
+        "outputMessages": _attribute(span, attrs, "gen_ai.output.messages") or choices or None,
     }
     usage = {
         key: attrs[f"gen_ai.usage.{key}"]
@@ -345,6 +354,9 @@ class TraceMapper:
     def _one(self, span: SpanView, out: Mapped) -> None:
         operation = _operation(span)
         trace = self._traces.get(span.trace_id)
+        is_turn = trace is not None and span.span_id in trace.turns
+        if span.turn_only and not (span.local_root or is_turn):
+            operation = None
         if trace is None and span.trace_id in self._ended:
             out.dropped["after-run-end"] += 1
             return
@@ -586,7 +598,7 @@ class TraceMapper:
         attrs = span.attributes
         call_id = str(attrs.get("gen_ai.tool.call.id") or span.span_id)
         name = str(attrs.get("gen_ai.tool.name") or span.name)
-        arguments = _attribute(attrs, "gen_ai.tool.call.arguments")
+        arguments = _attribute(span, attrs, "gen_ai.tool.call.arguments")
         self._emit(
             out,
             trace,
@@ -602,7 +614,7 @@ class TraceMapper:
             detail = span.status_message or str(attrs.get("error.type") or "error")
             result["error"] = detail[:2000]
         else:
-            result["output"] = _attribute(attrs, "gen_ai.tool.call.result")
+            result["output"] = _attribute(span, attrs, "gen_ai.tool.call.result")
         self._emit(out, trace, span, "TOOL_RESULT", result, turn=turn_id, step=step)
 
 

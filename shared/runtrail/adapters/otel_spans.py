@@ -31,6 +31,13 @@ class SpanView:
     parent_remote: bool = False
     #: the attributes of the resource that produced the span (``service.name``, …)
     resource: Mapping[str, Any] = field(default_factory=dict)
+    #: attributes a convention translated into the values they mean: read as they are, never as
+    #: JSON text (a tool's text result that looks like JSON stays text)
+    verbatim: frozenset[str] = frozenset()
+    #: its ``gen_ai.operation.name`` holds only when the span is a local root or the span model
+    #: or tool spans hang under (a turn); otherwise it is not GenAI (a convention's generic
+    #: "chain" span, known to be an agent only by where it sits in the trace)
+    turn_only: bool = False
 
     @property
     def local_root(self) -> bool:

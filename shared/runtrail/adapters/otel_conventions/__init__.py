@@ -20,7 +20,7 @@ from types import ModuleType
 from runtrail.adapters.otel_spans import SpanView
 
 #: the modules of this package, tried in this order
-CONVENTIONS: tuple[str, ...] = ("openllmetry",)
+CONVENTIONS: tuple[str, ...] = ("openinference", "openllmetry")
 
 
 @cache
