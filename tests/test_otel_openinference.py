@@ -117,6 +117,7 @@ def test_an_llm_span_becomes_a_model_call_with_its_messages_usage_and_parameters
         # a string stop stays a string
         "params": {"temperature": 0.3, "stop_sequences": "END", "choice.count": 2},
         "tools": [{"type": "function", "function": {"name": "weather"}}],
+        "metadata": {"user.id": "u-1"},
     }
     response = of_type(mapped.events, "MODEL_RESPONSE")[0]
     assert response["message"] == "It is -3."
@@ -162,7 +163,8 @@ def test_a_tool_span_keeps_its_arguments_and_result_types() -> None:
     )
     # no input.value: tool.parameters (JSON text) are the arguments
     parameters_only = oi("t3", "a", "TOOL", 3, tool__name="p", tool__parameters='{"q": 1}')
-    mapped = TraceMapper().map([json_in_text_out, text_in_json_out, parameters_only])
+    agent = oi("a", None, "AGENT", 4)  # the turn they hang under (a tool waits for it)
+    mapped = TraceMapper().map([json_in_text_out, text_in_json_out, parameters_only, agent])
     assert of_type(mapped.events, "TOOL_CALL") == [
         {"callId": "call-1", "toolName": "weather", "arguments": {"city": "Oslo"}},
         {"callId": "t2", "toolName": "lookup", "arguments": "[Oslo]"},
