@@ -397,12 +397,11 @@ class TraceMapper:
         """The model's call ID for this tool call: the first unused call of the step's model
         output with the same name and arguments, else with the same name (in order)."""
         calls = run.pending_calls
-        for match in (lambda c: c[0] == name and _same_arguments(c[1], arguments),
-                      lambda c: c[0] == name):  # fmt: skip
-            for i, call in enumerate(calls):
-                if match(call):
+        for by_arguments in (True, False):
+            for i, (called, sent, call_id) in enumerate(calls):
+                if called == name and (not by_arguments or _same_arguments(sent, arguments)):
                     del calls[i]
-                    return call[2]
+                    return call_id
         return None
 
 
