@@ -19,6 +19,7 @@ without Turn spans its tools share one step and only that step's call can be cou
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -195,7 +196,9 @@ def test_sdk_model_and_custom_model_runs_are_recorded_as_the_agent_ran_them(
 
 def test_a_failing_or_guarded_custom_model_ends_the_run_as_the_sdk_did(
     publisher: Publisher,  # noqa: F811  (the fixture)
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger=openai_agents.__name__)
     processor = openai_agents.install(publisher)
     broken = SpanlessModel([RuntimeError("upstream 503")])
     with pytest.raises(RuntimeError, match="upstream 503"):
@@ -223,6 +226,8 @@ def test_a_failing_or_guarded_custom_model_ends_the_run_as_the_sdk_did(
     # the failed call, and the one step seen without Turn spans (the answer's call is unseen)
     assert processor.drops == {MODEL_UNTRACED: 2}
     assert processor.untraced_tokens == {}  # no Turn span said any
+    said = [r.getMessage() for r in caplog.records if MODEL_UNTRACED in r.getMessage()]
+    assert len(said) == 1 and "generation_span" in said[0]  # once per reason, with the remedy
 
 
 def exchange(call_id: str | None) -> Exchange:
