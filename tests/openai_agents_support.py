@@ -1,8 +1,11 @@
-"""A ``Model`` of the tests' own for the OpenAI Agents SDK (no network), and its tools.
+"""``Model``s of the tests' own for the OpenAI Agents SDK (no network), their tools, and a
+processor that keeps what the SDK traced.
 
-The model traces itself as the SDK's own Chat Completions and LiteLLM models do: one
-Generation span per call, with the input, model, configuration, output and usage. Its answers
-are scripted: output items (a tool call, a message) or an exception to raise.
+:class:`ScriptedModel` traces itself as the SDK's own Chat Completions and LiteLLM models do:
+one Generation span per call, with the input, model, configuration, output and usage;
+:class:`ResponsesModel` as its Responses model does. :class:`SpanlessModel` is a custom
+``Model`` as users write them: it opens no span at all. Answers are scripted: output items (a
+tool call, a message) or an exception to raise.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from agents import ModelResponse, ModelSettings, Usage, function_tool
 from agents.models.interface import Model, ModelTracing
-from agents.tracing import generation_span
+from agents.tracing import Span, Trace, TracingProcessor, generation_span
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -107,6 +110,35 @@ def ledger_tool(path: Path) -> Any:
     return deploy
 
 
+class SpanlessModel(Model):
+    """Answers each call with the next scripted ``ModelResponse`` (or raises the exception)
+    and traces nothing; records the inputs it was given."""
+
+    def __init__(self, answers: Iterable[ModelResponse | BaseException]) -> None:
+        self.answers = list(answers)
+        self.inputs: list[str | list[Any]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        self.inputs.append(input)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the spanless model does not stream")
+
+
 class ResponsesModel(ScriptedModel):
     """Traces itself as the SDK's Responses API model does: a Response span holding the
     provider's ``Response`` object, the input and the usage."""
@@ -148,3 +180,32 @@ class ResponsesModel(ScriptedModel):
             span.span_data.input = input
             total = Usage(requests=1, input_tokens=fed, output_tokens=made, total_tokens=fed + made)
             return ModelResponse(output=answer, usage=total, response_id=response.id)
+
+
+class Seen(TracingProcessor):
+    """What the SDK traced: each ended span, in order (the test's own record)."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span[Any]] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        pass
+
+    def on_trace_end(self, trace: Trace) -> None:
+        pass
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        pass
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        self.spans.append(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+    def of(self, trace_id: str, kind: str) -> list[Any]:
+        return [s.span_data for s in self.spans if s.trace_id == trace_id and
+                s.span_data.type == kind]  # fmt: skip

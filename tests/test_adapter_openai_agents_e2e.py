@@ -20,11 +20,10 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, Runner
-from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
+from agents.tracing import set_trace_processors
 
 from runtrail.adapters import openai_agents
 from runtrail.config import Settings
@@ -34,39 +33,10 @@ from runtrail_tools.devstack.catchup import wait_caught_up
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.stack import DevStack, StackOptions
 from runtrail_tools.devstack.state import StackState
-from tests.openai_agents_support import ScriptedModel, add, call, say
+from tests.openai_agents_support import ScriptedModel, Seen, add, call, say
 from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-class Seen(TracingProcessor):
-    """What the SDK traced: each ended span, in order (the test's own record)."""
-
-    def __init__(self) -> None:
-        self.spans: list[Span[Any]] = []
-
-    def on_trace_start(self, trace: Trace) -> None:
-        pass
-
-    def on_trace_end(self, trace: Trace) -> None:
-        pass
-
-    def on_span_start(self, span: Span[Any]) -> None:
-        pass
-
-    def on_span_end(self, span: Span[Any]) -> None:
-        self.spans.append(span)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self) -> None:
-        pass
-
-    def of(self, trace_id: str, kind: str) -> list[Any]:
-        return [s.span_data for s in self.spans if s.trace_id == trace_id and
-                s.span_data.type == kind]  # fmt: skip
 
 
 @pytest.fixture

@@ -10,7 +10,9 @@ callbacks only put the span on a bounded queue (no lock held by anyone else, no 
 worker thread maps and publishes. The agent is never slowed by runtrail and never sees an
 exception from it: a full queue drops the span, and every drop is counted, by reason, in
 ``dropped`` / ``drops`` and in ``runtrail_openai_agents_dropped_total`` (the telemetry the
-SDK's own batch processor loses under load without saying so). Behind the queue the
+SDK's own batch processor loses under load without saying so). A model call the SDK did not
+trace (a custom ``Model`` that opens no span) is counted there too, as ``model_untraced``, its
+tokens in ``untraced_tokens``. Behind the queue the
 :class:`~runtrail.publisher.Publisher`'s rules hold: redaction, validation, and a local spool
 while the broker is down.
 """
@@ -27,7 +29,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.tracing import Span, Trace, TracingProcessor, add_trace_processor
 
-from runtrail.adapters.openai_agents_map import MAX_OPEN_TRACES, Emit, TraceMapper
+from runtrail.adapters.openai_agents_map import (
+    MAX_OPEN_TRACES,
+    MODEL_UNTRACED,
+    Emit,
+    TraceMapper,
+)
 from runtrail.extras import require
 
 if TYPE_CHECKING:
@@ -40,6 +47,17 @@ DEFAULT_MAX_QUEUE = 10_000
 _STARTS = frozenset({"turn", "agent"})
 _STOP = object()
 _BATCH = 1000
+#: What each drop reason means, said once in the log when the reason first occurs.
+_REASONS = {
+    "queue_full": "the agent outran the worker",
+    "rejected": "the publisher refused the event (see its rejected counter)",
+    "error": "a span that could not be mapped",
+    "evicted": "an open trace forgotten past max_open_traces",
+    "closed": "spans after shutdown",
+    MODEL_UNTRACED: "a model call that opened no generation or response span, so its input "
+    "and output are not in the trace (a custom Model: open agents.tracing.generation_span "
+    "in it to record its calls); its turn's tokens are in untraced_tokens",
+}
 
 
 class EventSink(Protocol):
@@ -89,6 +107,7 @@ class RuntrailTracingProcessor(TracingProcessor):
         self._mapper = TraceMapper(policy_version, max_open_traces)
         self._lock = threading.Lock()  # guards the counts only
         self.drops: dict[str, int] = {}
+        self._untraced_tokens: dict[str, int] = {}
         self.published = 0
         self.handled = 0  # queued items the worker took (mapped, or dropped as errors)
         self._exported = None if registry is None else _Exported(registry, self._queue.qsize)
@@ -101,9 +120,16 @@ class RuntrailTracingProcessor(TracingProcessor):
 
     @property
     def dropped(self) -> int:
-        """How many spans or events were not published, all reasons together."""
+        """How many spans, events or model calls were not published, all reasons together."""
         with self._lock:
             return sum(self.drops.values())
+
+    @property
+    def untraced_tokens(self) -> dict[str, int]:
+        """Tokens of the model calls counted as ``model_untraced`` (from their Turn spans:
+        ``input_tokens``, ``output_tokens``, ``cached_input_tokens``, …)."""
+        with self._lock:
+            return dict(self._untraced_tokens)
 
     # --- the SDK's callbacks: O(1), never raise -------------------------------------------
     def on_trace_start(self, trace: Trace) -> None:
@@ -162,7 +188,8 @@ class RuntrailTracingProcessor(TracingProcessor):
         if self._exported is not None:
             self._exported.dropped.labels(reason=reason).inc(count)
         if first:
-            log.warning("OpenAI Agents processor dropped %d item(s): %s (counted)", count, reason)
+            log.warning("OpenAI Agents processor dropped %d item(s): %s: %s (counted)", count,
+                        reason, _REASONS.get(reason, reason))  # fmt: skip
 
     def _run(self) -> None:
         """Wake on the first queued item, let more gather, then take them all in one go:
@@ -188,12 +215,16 @@ class RuntrailTracingProcessor(TracingProcessor):
 
     def _handle(self, kind: str, obj: Any) -> None:
         mapper = self._mapper
-        evicted = mapper.evicted
         try:
             self._map_and_publish(kind, obj)
         finally:
-            if mapper.evicted > evicted:
-                self._drop("evicted", mapper.evicted - evicted)
+            tokens = mapper.take_untraced_usage()
+            if tokens:
+                with self._lock:
+                    for name, count in tokens.items():
+                        self._untraced_tokens[name] = self._untraced_tokens.get(name, 0) + count
+            for reason, count in mapper.take_dropped().items():
+                self._drop(reason, count)
 
     def _map_and_publish(self, kind: str, obj: Any) -> None:
         mapper = self._mapper
@@ -247,7 +278,8 @@ class _Exported:
             "Spans or events the OpenAI Agents processor did not publish, by reason "
             "(queue_full: the agent outran the worker; rejected: the publisher refused the "
             "event, see its rejected counter; error: the span could not be mapped; evicted: "
-            "an open trace forgotten past max_open_traces; closed: after shutdown)",
+            "an open trace forgotten past max_open_traces; closed: after shutdown; "
+            "model_untraced: a model call that opened no span, its content not in the trace)",
             ["reason"],
             registry=registry,
         )

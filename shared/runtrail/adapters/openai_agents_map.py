@@ -8,12 +8,17 @@ holds all the decisions and none of the plumbing:
 * identity: ``runId`` = the trace's ``metadata["runtrail_run_id"]``, else its ``trace_id``;
   ``sessionId`` = ``metadata["runtrail_session_id"]``, else ``group_id``, else the run ID;
   ``turnId`` = the ``trace_id``; ``step`` = the SDK's turn number (its Turn span), else a
-  counter of model calls;
+  counter of model calls: each model call opens a step, its tool calls take that step;
 * a Generation (or Response) span → MODEL_REQUEST (``{"model", "input", "config"}``) and, if
   it did not fail, MODEL_RESPONSE (the assistant text, and ``raw`` = output + usage); a model
   call after a failed one in the same step is preceded by MODEL_RETRY;
 * a Function span → TOOL_CALL and TOOL_RESULT (``output``, or ``error`` from the span's
-  error), with the ``callId`` the model's output gave that call;
+  error), with the ``callId`` the model's output gave that call (same name and arguments,
+  else the same name in order), else the span's ID;
+* a model that opens no Generation/Response span (a custom ``Model``) leaves only its Turn
+  span: the step still opens (by the turn's first tool, else at its end) and closes, and the
+  call, whose content is nowhere in the trace, is counted in :attr:`TraceMapper.dropped` as
+  ``model_untraced`` with the turn's tokens in :attr:`TraceMapper.untraced_usage`;
 * a Handoff span → a TOOL pair named ``handoff`` (the model called the transfer tool);
 * the end of a Turn span (else the next model call, else the trace's end) → STEP_END;
 * trace start → ``run.accepted`` + ``run.state_transitioned`` (received → executing); trace
@@ -24,6 +29,7 @@ holds all the decisions and none of the plumbing:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +45,10 @@ SESSION_ID_KEY = "runtrail_session_id"
 #: Traces held open at once; past it the oldest is forgotten (its end was dropped, or never came).
 MAX_OPEN_TRACES = 10_000
 _MAX_DEPTH = 32
+#: Why a model call is not published: it opened no span, so its content is not in the trace.
+MODEL_UNTRACED = "model_untraced"
+#: Open traces forgotten to stay under ``max_open``.
+EVICTED = "evicted"
 #: Response attributes that are the call's configuration (the Responses API spans).
 _RESPONSE_CONFIG = ("temperature", "top_p", "max_output_tokens", "tool_choice",
                     "parallel_tool_calls", "reasoning", "text", "truncation")  # fmt: skip
@@ -123,6 +133,17 @@ def function_calls(output: Any) -> list[tuple[str, str, str]]:
     return calls
 
 
+def _same_arguments(sent: str, ran: Any) -> bool:
+    """Whether the tool ran with the arguments the model sent (as JSON: spacing may differ)."""
+    return ran is None or sent == ran or parse_arguments(sent) == parse_arguments(ran)
+
+
+def _tripped_guardrail(error: Any) -> bool:
+    """Whether a Turn span ended because an input guardrail tripped (no model answer)."""
+    return isinstance(error, Mapping) and isinstance(error.get("data"), Mapping) and \
+        "guardrail" in error["data"]  # fmt: skip
+
+
 def _error_text(error: Any) -> str | None:
     if not error:
         return None
@@ -142,6 +163,7 @@ class _Run:
     step: int = 0
     step_open: bool = False
     step_turn: int | None = None
+    step_traced: bool = False  # a Generation/Response span was seen in the open step
     answered: bool = False
     failed_attempts: int = 0
     last_error: str | None = None
@@ -159,9 +181,24 @@ class TraceMapper:
     ) -> None:
         self.policy_version = policy_version
         self.max_open = max(1, max_open)
-        #: Open traces forgotten to stay under ``max_open`` (the processor counts them).
-        self.evicted = 0
+        #: What was not published, by reason (``evicted``, ``model_untraced``); the processor
+        #: takes it with :meth:`take_dropped` and counts it.
+        self.dropped: Counter[str] = Counter()
+        #: Tokens of the model calls counted as ``model_untraced`` (the Turn spans' usage).
+        self.untraced_usage: Counter[str] = Counter()
         self._runs: dict[str, _Run] = {}
+
+    def take_dropped(self) -> dict[str, int]:
+        """The drops since the last call, by reason."""
+        taken = dict(self.dropped)
+        self.dropped.clear()
+        return taken
+
+    def take_untraced_usage(self) -> dict[str, int]:
+        """The tokens of the untraced model calls since the last call, by kind."""
+        taken = dict(self.untraced_usage)
+        self.untraced_usage.clear()
+        return taken
 
     def identity(self, trace_id: str) -> Identity | None:
         run = self._runs.get(trace_id)
@@ -191,10 +228,13 @@ class TraceMapper:
     # --- spans ----------------------------------------------------------------------------
     def span_started(self, span: Any) -> list[Emit]:
         data = span.span_data
+        run = self._run(span.trace_id)
         if data.type == "turn":
-            self._run(span.trace_id).turns[span.span_id] = int(data.turn)
+            turn = run.turns[span.span_id] = int(data.turn)
+            if run.step_open and run.step_turn != turn:  # a step held open by an untraced call
+                return self._end_step(run, None)
         elif data.type == "agent":
-            self._run(span.trace_id).agent = str(data.name)
+            run.agent = str(data.name)
         return []
 
     def span_ended(self, span: Any) -> list[Emit]:
@@ -208,16 +248,16 @@ class TraceMapper:
         data = span.span_data
         turn = run.turns.get(span.parent_id or "")
         out: list[Emit] = []
-        if run.step_open and (turn != run.step_turn or (turn is None and run.answered)):
+        if run.step_open and (turn != run.step_turn or (turn is None and run.answered)
+                              or run.tools_in_step):  # fmt: skip
             out += self._end_step(run, None)
         if not run.step_open:
-            run.step = turn if turn is not None and turn > run.step else run.step + 1
-            run.step_open, run.step_turn, run.answered = True, turn, False
-            run.failed_attempts, run.tools_in_step, run.pending_calls = 0, 0, []
+            self._open_step(run, turn)
         elif run.failed_attempts:
             reason = run.last_error or "the model call failed"
             out.append(self._emit(run, "MODEL_RETRY",
                                   {"attempt": run.failed_attempts, "reason": reason[:500]}))  # fmt: skip
+        run.step_traced = True
         if data.type == "response":
             response = data.response
             model = getattr(response, "model", None)
@@ -244,11 +284,13 @@ class TraceMapper:
 
     def _function(self, run: _Run, span: Any) -> list[Emit]:
         data = span.span_data
+        out = self._tool_step(run, span)
         call_id = self._call_id(run, str(data.name), data.input) or span.span_id
         arguments = parse_arguments(data.input)
         error = _error_text(span.error)
         run.tools_in_step += 1
         return [
+            *out,
             self._emit(run, "TOOL_CALL",
                        {"callId": call_id, "toolName": data.name, "arguments": arguments}),
             self._emit(run, "TOOL_RESULT", {
@@ -259,12 +301,14 @@ class TraceMapper:
 
     def _handoff(self, run: _Run, span: Any) -> list[Emit]:
         data = span.span_data
+        out = self._tool_step(run, span)
         call_id = next((c for name, _, c in run.pending_calls if name.startswith("transfer_to")),
                        span.span_id)  # fmt: skip
         error = _error_text(span.error)
         moved = {"fromAgent": data.from_agent, "toAgent": data.to_agent}
         run.tools_in_step += 1
         return [
+            *out,
             self._emit(run, "TOOL_CALL", {"callId": call_id, "toolName": "handoff",
                                           "arguments": {"fromAgent": data.from_agent}}),
             self._emit(run, "TOOL_RESULT", {"callId": call_id, "toolName": "handoff",
@@ -272,10 +316,27 @@ class TraceMapper:
         ]  # fmt: skip
 
     def _turn(self, run: _Run, span: Any) -> list[Emit]:
+        """A turn is one model call and the tools it asked for. Without a model span in it
+        (a model that traces nothing) the turn's step is opened here if no tool opened it, and
+        the call is counted untraced, with the turn's tokens. Such a step is held open when
+        it has no tool: the agent's end (or the next turn) says whether the call failed."""
         turn = run.turns.pop(span.span_id, None)
-        if run.step_open and run.step_turn is not None and run.step_turn == turn:
-            return self._end_step(run, "error" if span.error else None)
-        return []
+        if turn is None:
+            return []
+        out: list[Emit] = []
+        if not (run.step_open and run.step_turn == turn):  # nothing of the turn was seen
+            if _tripped_guardrail(span.error):
+                return []  # the input guardrail stopped the turn before the model answered
+            out += self._end_step(run, None)
+            self._open_step(run, turn)
+        if not run.step_traced:
+            usage = getattr(span.span_data, "usage", None)
+            if isinstance(usage, Mapping):
+                self.untraced_usage.update({k: v for k, v in usage.items()
+                                            if isinstance(v, int) and v})  # fmt: skip
+            if not run.tools_in_step and not span.error:
+                return out
+        return out + self._end_step(run, "error" if span.error else None)
 
     def _failed(self, run: _Run, span: Any) -> list[Emit]:
         error = _error_text(span.error)
@@ -298,17 +359,34 @@ class TraceMapper:
             session = str(meta.get(SESSION_ID_KEY) or group_id or run_id)
             while len(self._runs) >= self.max_open:  # dicts keep insertion order: oldest first
                 del self._runs[next(iter(self._runs))]
-                self.evicted += 1
+                self.dropped[EVICTED] += 1
             run = self._runs[trace_id] = _Run(Identity(run_id, session, trace_id))
         return run
 
     def _emit(self, run: _Run, event_type: str, data: JsonDict) -> Emit:
         return Emit(event_type, data, run.step, run.agent)
 
+    def _open_step(self, run: _Run, turn: int | None) -> None:
+        run.step = turn if turn is not None and turn > run.step else run.step + 1
+        run.step_open, run.step_turn, run.answered, run.step_traced = True, turn, False, False
+        run.failed_attempts, run.tools_in_step, run.pending_calls = 0, 0, []
+
+    def _tool_step(self, run: _Run, span: Any) -> list[Emit]:
+        """Tools take the step of the model call that asked for them: the open one, else
+        (an untraced model call) the step of their turn, opened here."""
+        turn = run.turns.get(span.parent_id or "")
+        if run.step_open and (turn is None or turn == run.step_turn):
+            return []
+        out = self._end_step(run, None)
+        self._open_step(run, turn)
+        return out
+
     def _end_step(self, run: _Run, reason: str | None) -> list[Emit]:
         if not run.step_open:
             return []
         run.step_open = False
+        if not run.step_traced:
+            self.dropped[MODEL_UNTRACED] += 1
         if reason is None and run.failed_attempts and not run.answered:
             reason = "error"  # the step's model call failed and was not retried
         elif reason is None:
@@ -316,11 +394,14 @@ class TraceMapper:
         return [self._emit(run, "STEP_END", {"reason": reason})]
 
     def _call_id(self, run: _Run, name: str, arguments: Any) -> str | None:
-        """The model's call ID for this tool call: same name and arguments, first unused."""
-        for i, (called, args, call_id) in enumerate(run.pending_calls):
-            if called == name and (arguments is None or args == arguments):
-                del run.pending_calls[i]
-                return call_id
+        """The model's call ID for this tool call: the first unused call of the step's model
+        output with the same name and arguments, else with the same name (in order)."""
+        calls = run.pending_calls
+        for by_arguments in (True, False):
+            for i, (called, sent, call_id) in enumerate(calls):
+                if called == name and (not by_arguments or _same_arguments(sent, arguments)):
+                    del calls[i]
+                    return call_id
         return None
 
 
