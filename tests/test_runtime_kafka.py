@@ -101,6 +101,8 @@ def collector(kafka_bootstrap: str, topic: str) -> Iterator[Running]:
 #: What each retained old version gains on its way to the current one (all honest nulls).
 UPCAST_ADDS: dict[tuple[str, int], dict[str, None]] = {
     ("run.approval_required", 1): {"expiresAt": None},
+    ("run.input_required", 1): {"prompt": None},
+    ("run.input_received", 1): {"input": None},
     ("MODEL_RETRY", 1): {"maxAttempts": None},
     ("TOOL_CALL", 1): {"type": None},
     ("TOOL_RESULT", 1): {"ok": None, "failed": None, "trace": None},

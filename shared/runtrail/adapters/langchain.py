@@ -14,9 +14,18 @@ what it rejects). The mapping (run tree → run, session, turn, step) is in docs
 
 The root run also moves the run's lifecycle for the projector: ``run.accepted`` (then
 ``executing``) when it starts — not when ``resumed`` — ``run.succeeded`` when it ends,
-``run.failed`` when it raises. A run stopped by an *outcome unknown* or a LangGraph interrupt
-gets no terminal event: it is halted, not over. Nor does a re-run that replayed everything
-from the cache and published nothing (the run may have ended in its earlier life).
+``run.failed`` when it raises. A run stopped by an *outcome unknown* gets no terminal event: it
+is halted, not over. Nor does a re-run that replayed everything from the cache and published
+nothing (the run may have ended in its earlier life).
+
+LangGraph's human in the loop (:mod:`runtrail.adapters.langgraph_signals`): a graph that
+stopped at ``interrupt()`` ends with ``run.input_required`` (the interrupt's ID and value), not
+``run.succeeded``; the interrupted node and tool are not failed (no STEP_END, no TOOL_RESULT:
+they run again on resume). The thread's next root run that resumes it (``Command(resume=...)``)
+continues the *same* runtrail run — ``run.input_received`` with the resume value, then the rest
+— as long as this handler recorded the wait. A root run started from a named checkpoint (a
+time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
+that state.
 
 It never raises into the agent (every callback is guarded: failures are counted in
 :attr:`RuntrailCallbackHandler.failures` and logged) and never blocks (publishing only enqueues),
@@ -50,6 +59,13 @@ from runtrail.adapters.langchain_json import (
     tool_output,
 )
 from runtrail.adapters.langchain_recorder import AdapterRecorder
+from runtrail.adapters.langgraph_signals import (
+    Interrupt,
+    checkpoint_address,
+    raised_interrupts,
+    resume_of,
+    returned_interrupts,
+)
 from runtrail.resume.recorder import EventPublisher
 
 log = logging.getLogger(__name__)
@@ -91,6 +107,13 @@ class _Run:
     #: failed model attempts in the current step, and whether the next call retries one
     failed_attempts: int = 0
     retry_pending: bool = False
+    #: the LangGraph thread the run is on (a wait is resumed on it)
+    thread: str | None = None
+    #: interrupts met since the run (re)started, by ID; and the input request they made
+    interrupts: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+    #: tool calls an interrupt stopped: their intent is published, they run again on resume
+    suspended_calls: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -145,6 +168,8 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         self._fixed = recorder
         self._lock = threading.Lock()
         self._runs: dict[UUID, _Run] = {}
+        #: runs stopped at a LangGraph interrupt, by thread: the thread's resume continues them
+        self._waiting: dict[str, _Run] = {}
         self._nodes: dict[UUID, _Node] = {}
         self._rejected_closed = 0
         self._roots = 0
@@ -155,7 +180,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
     def rejected(self) -> int:
         """Events the publisher refused (each also counted in its metrics, with the reason)."""
         with self._lock:
-            runs = list(self._runs.values())
+            runs = [*self._runs.values(), *self._waiting.values()]
         fixed = self._fixed.rejected if self._fixed else 0
         return self._rejected_closed + fixed + sum(r.recorder.rejected for r in runs)
 
@@ -179,7 +204,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
             recorder.turn_id = recorder.turn_id or turn
         else:
             recorder = AdapterRecorder(self.publisher, run_id, session_id=session, turn_id=turn)
-        return _Run(root, recorder)
+        return _Run(root, recorder, thread=None if thread is None else str(thread))
 
     def _enter(
         self,
@@ -188,16 +213,27 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         tags: Sequence[str] | None,
         metadata: Mapping[str, Any] | None,
         name: str,
+        inputs: Any = None,
     ) -> _Node:
-        """Place a starting LangChain run in the tree; open the runtrail run at a root."""
+        """Place a starting LangChain run in the tree; open the runtrail run at a root (or
+        continue the thread's waiting run, when the root resumes it)."""
         meta = metadata or {}
         opened: _Run | None = None
+        continued: _Run | None = None
+        resuming, answer = resume_of(inputs)
         with self._lock:
             parent = self._nodes.get(parent_run_id) if parent_run_id is not None else None
             if parent is None:
-                opened = self._new_run(run_id, meta)
-                self._runs[run_id] = opened
-                node = _Node(opened, None)
+                thread = meta.get("thread_id")
+                if resuming and thread is not None:
+                    continued = self._waiting.pop(str(thread), None)
+                if continued is not None:
+                    continued.root = run_id
+                    run = continued
+                else:
+                    run = opened = self._new_run(run_id, meta)
+                self._runs[run_id] = run
+                node = _Node(run, None)
             else:
                 step = parent.step
                 top = False
@@ -208,7 +244,9 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
                 node = _Node(parent.run, step, owned=owned, top_node=top)
             self._nodes[run_id] = node
         if opened is not None:
-            self._open(opened, name)
+            self._open(opened, name, checkpoint_address(meta))
+        if continued is not None:
+            self._input_received(continued, answer)
         if node.top_node and node.step is not None:
             self._begin_graph_step(node.run, node.step)
         return node
@@ -221,17 +259,22 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         if node is None:
             return None
         run = node.run
+        suspended = error is not None and _is_suspension(error)
+        if error is not None:
+            run.interrupts.update(raised_interrupts(error))
         if node.top_node and node.step is not None:
             with self._lock:
                 left = run.open_nodes.get(node.step, 1) - 1
                 run.open_nodes[node.step] = left
-            if left <= 0:
+            if left <= 0 and not suspended:  # a suspended step goes on when resumed
                 run.recorder.end_step("error" if error else "node_end", wait=self.wait_for_acks)
         if run.root == run_id:
-            self._close(run, error)
+            waits = self._close(run, error)
             with self._lock:
                 self._runs.pop(run_id, None)
-                if run.recorder is not self._fixed:
+                if waits and run.thread is not None:
+                    self._waiting[run.thread] = run
+                elif run.recorder is not self._fixed:
                     self._rejected_closed += run.recorder.rejected
         return node
 
@@ -259,28 +302,55 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         return run.plain_step
 
     # --- the run's lifecycle ------------------------------------------------------------------
-    def _open(self, run: _Run, name: str) -> None:
+    def _open(self, run: _Run, name: str, branched_from: dict[str, Any] | None) -> None:
         if not self.lifecycle or self.resumed:
             return
         goal = self.goal_ref or f"langchain:{name}"
         run.recorder.emit("run.accepted", {"goalRef": goal, "policyVersion": self.policy_version})
+        if branched_from is not None:
+            # the source run is not known here (the checkpoint does not say which run wrote
+            # it): the address is, and it names the thread and the state
+            run.recorder.emit("run.branched", {"parentRunId": None, "branchedFrom": branched_from})
         run.recorder.emit(
             "run.state_transitioned",
             {"fromStatus": "received", "toStatus": "executing", "reason": "langchain run started"},
         )
 
-    def _close(self, run: _Run, error: BaseException | None) -> None:
+    def _input_required(self, run: _Run, interrupts: list[Interrupt]) -> None:
+        """One request for everything the graph waits for (the projection holds one wait)."""
+        ids = [ident for ident, _ in interrupts]
+        run.request_id = ",".join(ids)
+        if len(interrupts) == 1:
+            prompt = jsonable(interrupts[0][1])
+        else:
+            prompt = [{"id": ident, "value": jsonable(value)} for ident, value in interrupts]
+        if self.lifecycle:
+            run.recorder.emit("run.input_required", {"requestId": run.request_id, "prompt": prompt})
+
+    def _input_received(self, run: _Run, answer: Any) -> None:
+        request, run.request_id = run.request_id, None
+        run.interrupts.clear()
+        if self.lifecycle and request is not None:
+            run.recorder.emit(
+                "run.input_received", {"requestId": request, "input": jsonable(answer)}
+            )
+
+    def _close(self, run: _Run, error: BaseException | None) -> bool:
+        """End the runtrail run with its root; whether it waits for input instead."""
         if run.plain_models:
             run.recorder.end_step("run_end", wait=self.wait_for_acks)
+        if run.interrupts:
+            self._input_required(run, list(run.interrupts.items()))
+            return True
         if not self.lifecycle:
-            return
+            return False
         if self.resumed and run.recorder.published == 0:
             # a re-run that replayed everything: the run may well have ended already, and a
             # second terminal event would stop its projection
             log.info(
                 "run %s replayed wholly from the cache: no terminal event", run.recorder.run_id
             )
-            return
+            return False
         if error is None:
             run.recorder.emit("run.succeeded", {"resultRef": f"langchain-run:{run.root}"})
         elif _is_suspension(error):
@@ -288,6 +358,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         else:
             reason = f"{type(error).__name__}: {error}"[:500]
             run.recorder.emit("run.failed", {"reason": reason})
+        return False
 
     def _model_step(self, node: _Node) -> int | None:
         step = self._plain_model_step(node)
@@ -308,10 +379,13 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         name = kwargs.get("name") or (serialized or {}).get("name") or "chain"
-        self._enter(run_id, parent_run_id, tags, metadata, str(name))
+        self._enter(run_id, parent_run_id, tags, metadata, str(name), inputs)
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        node = self._nodes.get(run_id)
+        if node is not None and node.run.root == run_id:
+            node.run.interrupts.update(returned_interrupts(outputs))
         self._leave(run_id, None)
 
     @_guarded
@@ -440,6 +514,9 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         node.call_id = str(call_id) if call_id else str(run_id)
         node.tool_name = name
+        if node.call_id in node.run.suspended_calls:  # its intent is already in the record
+            node.run.suspended_calls.discard(node.call_id)
+            return
         arguments = jsonable(inputs) if inputs is not None else input_str
         node.run.recorder.emit(
             "TOOL_CALL",
@@ -464,7 +541,10 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
     @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         node = self._nodes.get(run_id)
-        if node is not None and not node.owned:
+        if node is not None and not node.owned and _is_suspension(error):
+            if node.call_id is not None:  # stopped by an interrupt: it runs again on resume
+                node.run.suspended_calls.add(node.call_id)
+        elif node is not None and not node.owned:
             node.run.recorder.emit(
                 "TOOL_RESULT",
                 {

@@ -3,6 +3,9 @@
 Content that may need deletion (prompts, inputs, results) is carried by reference and digest,
 not inline. ``run.approval_required`` is retained at v1 and v2 (v2 adds ``expiresAt``): the
 first real schema evolution, lifted by the upcaster in :mod:`runtrail.events.upcasting`.
+``run.branched`` records a run's lineage; ``run.input_required`` / ``run.input_received`` v2
+may carry the question and the answer inline, as the runtime events carry a prompt (the
+publisher's redaction applies to them alike).
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ class RunAccepted(EventData):
     event_type = "run.accepted"
     goal_ref: str
     policy_version: str
+
+
+class RunBranched(EventData):
+    """The run started from an earlier run's saved state (a time-travel replay or fork), not
+    from its input: ``parentRunId`` is the run whose state it started from (null when unknown),
+    ``branchedFrom`` that state's address in the framework's own names (for LangGraph
+    ``{"thread_id", "checkpoint_ns", "checkpoint_id"}``). Published right after run.accepted."""
+
+    event_type = "run.branched"
+    parent_run_id: str | None = None
+    branched_from: JsonValue = None
 
 
 class PlanProposed(EventData):
@@ -68,16 +82,44 @@ class ApprovalGranted(EventData):
     approved_by: str
 
 
-class InputRequired(EventData):
+# Retained v1: the question by reference only. Upcast to v2 with ``prompt`` null.
+# (A comment: a docstring would change the retained schema's doc.)
+class InputRequiredV1(EventData):
     event_type = "run.input_required"
+    version = 1
     request_id: str
     prompt_ref: str | None = None
 
 
-class InputReceived(EventData):
+class InputRequired(EventData):
+    """Current v2: the question may be carried inline (``prompt``, any JSON; the publisher's
+    redaction applies to it as to a model prompt) or by reference (``promptRef``)."""
+
+    event_type = "run.input_required"
+    version = 2
+    request_id: str
+    prompt_ref: str | None = None
+    prompt: JsonValue = None
+
+
+# Retained v1: the answer by reference only. Upcast to v2 with ``input`` null.
+# (A comment: a docstring would change the retained schema's doc.)
+class InputReceivedV1(EventData):
     event_type = "run.input_received"
+    version = 1
     request_id: str
     input_ref: str | None = None
+
+
+class InputReceived(EventData):
+    """Current v2: the answer inline (``input``, any JSON, redacted like a prompt) or by
+    reference (``inputRef``)."""
+
+    event_type = "run.input_received"
+    version = 2
+    request_id: str
+    input_ref: str | None = None
+    input: JsonValue = None
 
 
 class ToolInvocationRequested(EventData):

@@ -40,6 +40,18 @@ def _approval_required_v1_to_v2(data: JsonDict) -> JsonDict:
     return {**data, "expiresAt": None}
 
 
+@upcaster("run.input_required", 1)
+def _input_required_v1_to_v2(data: JsonDict) -> JsonDict:
+    """v2 adds the inline ``prompt``; v1 carried the question by reference only (null)."""
+    return {**data, "prompt": None}
+
+
+@upcaster("run.input_received", 1)
+def _input_received_v1_to_v2(data: JsonDict) -> JsonDict:
+    """v2 adds the inline ``input``; v1 carried the answer by reference only (null)."""
+    return {**data, "input": None}
+
+
 @upcaster("MODEL_RETRY", 1)
 def _model_retry_v1_to_v2(data: JsonDict) -> JsonDict:
     """v2 adds ``maxAttempts``; a v1 writer never said its budget, so the honest value is null."""

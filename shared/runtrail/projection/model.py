@@ -173,6 +173,10 @@ class RunProjection(Frozen):
     origin: Literal["accepted", "runtime"]
     last_event_id: str
     policy_version: str | None = None
+    #: Lineage (run.branched): the run whose saved state this one started from, and that
+    #: state's address in the framework's names (a LangGraph time-travel replay or fork).
+    parent_run_id: str | None = None
+    branched_from: Any = None
 
     plan_artifact_id: str | None = None
     proposed_plan: ProposedPlan | None = None

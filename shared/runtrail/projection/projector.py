@@ -28,13 +28,14 @@ awaiting_input, awaiting_approval)
 
   event (version)                  allowed in          status after       checks
   run.accepted (1)                 no run yet          received           first event only
+  run.branched (1)                 received            unchanged          lineage kept
   run.plan_proposed (1)            ACTIVE              planning           digest = stored artifact
   run.plan_validated (1)           planning            executing          = the proposed plan
   run.approval_required (1)        ACTIVE              awaiting_approval  upcast to v2, then v2
   run.approval_required (2)        ACTIVE              awaiting_approval  digest, expiresAt clear
   run.approval_granted (1)         awaiting_approval   status before wait same digest, not expired*
-  run.input_required (1)           ACTIVE              awaiting_input     requestId clear
-  run.input_received (1)           awaiting_input      status before wait same requestId
+  run.input_required (1, 2)        ACTIVE              awaiting_input     requestId clear
+  run.input_received (1, 2)        awaiting_input      status before wait same requestId
   run.state_transitioned (1)       ACTIVE              toStatus           fromStatus = status;
                                                                           toStatus ACTIVE, != from
   run.cancellation_requested (1)   LIVE                unchanged          flag set
@@ -82,11 +83,14 @@ from runtrail.events.domain_events import (
     CancellationAcknowledged,
     CancellationRequested,
     InputReceived,
+    InputReceivedV1,
     InputRequired,
+    InputRequiredV1,
     ModelOperationCompleted,
     PlanProposed,
     PlanValidated,
     RunAccepted,
+    RunBranched,
     RunFailed,
     RunSucceeded,
     SessionSnapshot,
@@ -133,6 +137,9 @@ _LIVE = "a run that has not ended"
 #: (event type, schema version) -> how it applies. The one place a new version is added.
 RULES: dict[tuple[str, int], Rule[Any]] = {
     ("run.accepted", 1): Rule(RunAccepted, run.accepted_again, LIVE, "no run yet"),
+    ("run.branched", 1): Rule(
+        RunBranched, run.branched, frozenset({"received"}), "a just-accepted run (received)"
+    ),
     ("run.plan_proposed", 1): Rule(PlanProposed, run.plan_proposed, ACTIVE, _ACTIVE),
     ("run.plan_validated", 1): Rule(
         PlanValidated, run.plan_validated, frozenset({"planning"}), "a proposed plan (planning)"
@@ -147,8 +154,15 @@ RULES: dict[tuple[str, int], Rule[Any]] = {
         frozenset({"awaiting_approval"}),
         "a pending approval (awaiting_approval)",
     ),
-    ("run.input_required", 1): Rule(InputRequired, run.input_required, ACTIVE, _ACTIVE),
+    ("run.input_required", 1): Rule(InputRequiredV1, run.input_required, ACTIVE, _ACTIVE),
+    ("run.input_required", 2): Rule(InputRequired, run.input_required, ACTIVE, _ACTIVE),
     ("run.input_received", 1): Rule(
+        InputReceivedV1,
+        run.input_received,
+        frozenset({"awaiting_input"}),
+        "a pending input request (awaiting_input)",
+    ),
+    ("run.input_received", 2): Rule(
         InputReceived,
         run.input_received,
         frozenset({"awaiting_input"}),
@@ -264,7 +278,7 @@ def _open(event: Event) -> RunProjection:
         version=0,
         origin="accepted" if accepted else "runtime",
         last_event_id=event.event_id,
-        policy_version=data.policy_version if isinstance(data, RunAccepted) else None,
+        policy_version=data.policy_version if accepted else None,
     )
 
 

@@ -14,10 +14,13 @@ from runtrail.events.domain_events import (
     CancellationAcknowledged,
     CancellationRequested,
     InputReceived,
+    InputReceivedV1,
     InputRequired,
+    InputRequiredV1,
     PlanProposed,
     PlanValidated,
     RunAccepted,
+    RunBranched,
     RunFailed,
     RunSucceeded,
     StateTransitioned,
@@ -35,6 +38,14 @@ def accepted_again(state: RunProjection, event: Event, data: RunAccepted) -> Upd
         "run.accepted can only be a run's first event",
         event=event,
     )
+
+
+def branched(state: RunProjection, event: Event, data: RunBranched) -> Update:
+    """Lineage is said once, at the start: a second run.branched would rewrite it."""
+    if state.parent_run_id is not None or state.branched_from is not None:
+        raise InvalidTransition("the run's lineage is already recorded", event=event)
+    parent = clear_optional(event, "parentRunId", data.parent_run_id)
+    return {"parent_run_id": parent, "branched_from": data.branched_from}
 
 
 def plan_proposed(state: RunProjection, event: Event, data: PlanProposed) -> Update:
@@ -116,7 +127,10 @@ def approval_granted(state: RunProjection, event: Event, data: ApprovalGranted) 
     }
 
 
-def input_required(state: RunProjection, event: Event, data: InputRequired) -> Update:
+def input_required(
+    state: RunProjection, event: Event, data: InputRequired | InputRequiredV1
+) -> Update:
+    """v1 and v2 alike: the pending request is its ID (the question stays in the event)."""
     request_id = clear(event, "requestId", data.request_id)
     return {
         "status": "awaiting_input",
@@ -125,7 +139,9 @@ def input_required(state: RunProjection, event: Event, data: InputRequired) -> U
     }
 
 
-def input_received(state: RunProjection, event: Event, data: InputReceived) -> Update:
+def input_received(
+    state: RunProjection, event: Event, data: InputReceived | InputReceivedV1
+) -> Update:
     request_id = clear(event, "requestId", data.request_id)
     pending = state.pending_input
     if pending is None:
