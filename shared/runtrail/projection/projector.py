@@ -278,7 +278,7 @@ def _open(event: Event) -> RunProjection:
         version=0,
         origin="accepted" if accepted else "runtime",
         last_event_id=event.event_id,
-        policy_version=data.policy_version if accepted else None,
+        policy_version=data.policy_version if isinstance(data, RunAccepted) else None,
     )
 
 
