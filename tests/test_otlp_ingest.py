@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -212,7 +213,10 @@ def json_span(span_id: str, name: str, attrs: dict[str, str], parent: str = "") 
     }
 
 
-def test_partial_success_counts_the_spans_not_recorded(receiver: Running) -> None:
+def test_partial_success_counts_the_spans_not_recorded(
+    receiver: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="runtrail_services.otlp_ingest")
     body = otlp_json(
         [
             json_span(
@@ -234,6 +238,13 @@ def test_partial_success_counts_the_spans_not_recorded(receiver: Running) -> Non
     assert int(partial["rejectedSpans"]) == 2
     assert "1 not-genai" in partial["errorMessage"]
     assert "1 unmapped-operation:embeddings" in partial["errorMessage"]
+    # each reason is logged once, naming the metric that counts it; the same again is not
+    assert post(receiver.url, body, auth)[0] == 200
+    told = [r.getMessage() for r in caplog.records if "spans not recorded" in r.getMessage()]
+    assert told == [
+        "otlp-ingest: spans not recorded (runtrail_otlp_ingest_spans_total), first seen: "
+        "not-genai, unmapped-operation:embeddings (counted from now on)"
+    ]
     # protobuf in, protobuf out
     proto = ExportTraceServiceRequest()
     status, answer, headers = post(

@@ -66,6 +66,15 @@ class Ingest:
         self._joins: dict[str, LogJoin] = {}
         self._lock = threading.Lock()
         self.accepting = True
+        #: the reasons already logged: each is logged once, its counts are in the metrics
+        self._told: set[str] = set()
+
+    def _tell(self, what: str, counts: Counter[str]) -> None:
+        """Log each new reason once (INFO), naming the metric that counts it from then on."""
+        new = sorted(reason for reason in counts if counts[reason] and reason not in self._told)
+        if new:
+            self._told.update(new)
+            log.info("otlp-ingest: %s, first seen: %s (counted from now on)", what, ", ".join(new))
 
     def _join(self, tenant: str) -> LogJoin:
         join = self._joins.get(tenant)
@@ -83,6 +92,7 @@ class Ingest:
                 refused["log-waited-too-long"] += join.evicted - evicted
         self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
         self.metrics.logs("dropped", refused)
+        self._tell("log records not recorded (runtrail_otlp_ingest_log_records_total)", refused)
         return refused
 
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
@@ -106,6 +116,7 @@ class Ingest:
         self.metrics.spans("recorded", Counter({"": recorded}))
         self.metrics.spans("dropped", outcome.dropped)
         self.metrics.spans("rejected", outcome.rejected)
+        self._tell("spans not recorded (runtrail_otlp_ingest_spans_total)", outcome.dropped)
         return outcome
 
 
