@@ -17,7 +17,9 @@ span event), and the older per-message events (``gen_ai.user.message``, ``gen_ai
   ending closes the last); a model span right after a failed one retries that step; a tool
   span that hangs under the turn takes the step of the last model call started before it;
 * a model span → MODEL_REQUEST + MODEL_RESPONSE (or MODEL_RETRY when its status is ERROR);
-  ``execute_tool`` → TOOL_CALL + TOOL_RESULT (``error`` when its status is ERROR);
+  ``execute_tool`` → TOOL_CALL + TOOL_RESULT (``error`` when its status is ERROR, and the
+  result too when the span has one: what the model was told); why a span failed is
+  :func:`error_detail` (status message, else its ``exception`` event, else ``error.type``);
 * the run opens with its first event (``run.accepted``, then ``executing``); its local root
   span ending ends it (``run.succeeded``, ``run.failed`` on status ERROR), after everything
   of its trace in that batch.
@@ -456,7 +458,7 @@ class TraceMapper:
             if turn.open:
                 self._step_end(trace, turn_id, turn, root, "run_end", out)
         if root.error:
-            reason = root.status_message or f"span {root.name!r} ended with status ERROR"
+            reason = error_detail(root) or f"span {root.name!r} ended with status ERROR"
             self._emit(out, trace, root, "run.failed", {"reason": reason[:500]})
         else:
             self._emit(
@@ -532,7 +534,7 @@ class TraceMapper:
         )
         if span.error:
             attempt = sum(1 for p in trace.model_steps.values() if p == (turn_id, step))
-            reason = span.status_message or str(span.attributes.get("error.type") or "error")
+            reason = error_detail(span) or "error"
             self._emit(
                 out,
                 trace,
@@ -611,11 +613,26 @@ class TraceMapper:
         )
         result: dict[str, Any] = {"callId": call_id, "toolName": name}
         if span.error:
-            detail = span.status_message or str(attrs.get("error.type") or "error")
-            result["error"] = detail[:2000]
-        else:
+            result["error"] = (error_detail(span) or "error")[:2000]
+        if not span.error or "gen_ai.tool.call.result" in attrs:  # what the model was told
             result["output"] = _attribute(span, attrs, "gen_ai.tool.call.result")
         self._emit(out, trace, span, "TOOL_RESULT", result, turn=turn_id, step=step)
+
+
+def error_detail(span: SpanView) -> str | None:
+    """Why a span failed, from what says most: its status message, else the exception it
+    recorded (OTel's ``exception`` span event, as ``type: message``; pydantic-ai sets no status
+    message), else ``error.type``."""
+    if span.status_message:
+        return span.status_message
+    for event in span.events:
+        if event.name == "exception":
+            kind = str(event.attributes.get("exception.type") or "")
+            message = str(event.attributes.get("exception.message") or "")
+            if kind or message:
+                return f"{kind}: {message}" if kind and message else kind or message
+    error_type = span.attributes.get("error.type")
+    return str(error_type) if error_type else None
 
 
 def _operation(span: SpanView) -> str | None:
