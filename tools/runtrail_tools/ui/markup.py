@@ -277,6 +277,35 @@ def resume_section(view: ResumeView | None, problem: str | None) -> str:
     )
 
 
+def lineage(projection: dict[str, Any]) -> str:
+    """Where a run started from (run.branched: a fork or time-travel replay), and the input it
+    waits for: empty when neither."""
+    parts = []
+    parent = projection.get("parentRunId")
+    branched = projection.get("branchedFrom")
+    if parent or branched:
+        origin = (
+            f'run <a id="parent-run" href="{e(run_href(parent))}">{e(parent)}</a>'
+            if parent
+            else "a saved state"
+        )
+        where = ""
+        if isinstance(branched, dict) and branched:
+            where = " at " + ", ".join(
+                f"{e(k)} <code>{e(v)}</code>" for k, v in sorted(branched.items()) if v
+            )
+        elif branched:
+            where = f" at <code>{e(branched)}</code>"
+        parts.append(f'<p class="lineage" id="lineage">a fork: branched from {origin}{where}</p>')
+    pending = projection.get("pendingInput")
+    if isinstance(pending, dict) and pending.get("requestId"):
+        parts.append(
+            '<p class="lineage" id="pending-input">waiting for input: request '
+            f"<code>{e(pending['requestId'])}</code></p>"
+        )
+    return "".join(parts)
+
+
 def run_page(
     tenant: str,
     run: dict[str, Any],
@@ -298,6 +327,7 @@ def run_page(
         f"events · {len(timeline.nodes)} nodes"
         + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
         + "</p>"
+        + lineage(run.get("projection") or {})
     )
     live = (
         f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}">'
