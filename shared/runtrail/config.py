@@ -305,8 +305,8 @@ def merged_tokens(tokens: Mapping[str, str], tokens_file: Path | None) -> dict[s
 
 class TenantTokenSettings(ServiceSettings):
     """Base of the settings of a service that answers tenants by bearer token (resume-cache's
-    lookups, the OTLP receiver): ``tokens``, a JSON object tenant → token, and ``tokens_file``,
-    a JSON file of the same shape (the file wins per tenant)."""
+    lookups, the OTLP receiver, the command API): ``tokens``, a JSON object tenant → token, and
+    ``tokens_file``, a JSON file of the same shape (the file wins per tenant)."""
 
     tokens: dict[str, str] = Field(
         default_factory=dict, description="Bearer token per tenant, as a JSON object."

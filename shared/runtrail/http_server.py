@@ -8,11 +8,9 @@ all serve from the standard library (no framework to deploy), one thread per con
 from __future__ import annotations
 
 import hmac
-import json
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 
 class BackgroundServer:
@@ -56,20 +54,3 @@ class TokenAuth:
             if hmac.compare_digest(given, expected) and found is None:
                 found = tenant
         return found
-
-
-def load_tenant_tokens(tokens: Mapping[str, str], tokens_file: Path | None) -> dict[str, str]:
-    """Tenant → bearer token from a settings mapping and a JSON file ``{tenant: token}`` (the
-    file wins per tenant); an empty token is refused (it would match an empty header)."""
-    merged = dict(tokens)
-    if tokens_file is not None:
-        loaded = json.loads(tokens_file.read_text())
-        if not isinstance(loaded, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
-        ):
-            raise ValueError(f"{tokens_file}: expected a JSON object tenant -> token")
-        merged.update(loaded)
-    empty = [t for t, tok in merged.items() if not tok]
-    if empty:
-        raise ValueError(f"empty token for tenant(s) {', '.join(sorted(empty))}")
-    return merged

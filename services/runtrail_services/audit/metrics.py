@@ -7,73 +7,58 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from runtrail.runtime.metrics import ServiceSeries
+
 
 class AuditMetrics:
     """Links sealed and published, chains, checkpoints; updated once per batch or flush."""
 
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
-        labels = ["service"]
-        self.sealed = Counter(
-            "runtrail_audit_links_sealed",
-            "Links sealed and committed to the store.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.redelivered = Counter(
+        series = ServiceSeries(service, registry)
+        self.sealed = series.own(
+            Counter, "runtrail_audit_links_sealed", "Links sealed and committed to the store."
+        )
+        self.redelivered = series.own(
+            Counter,
             "runtrail_audit_redeliveries",
             "Events whose eventId was already sealed (same payload): not sealed again.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self._refused = Counter(
+        )
+        self._refused = series.by(
+            Counter,
             "runtrail_audit_events_refused",
             "Events dead-lettered instead of sealed, by reason (unsealable, audit-conflict).",
-            ["service", "reason"],
-            registry=registry,
+            "reason",
         )
-        self.published = Counter(
+        self.published = series.own(
+            Counter,
             "runtrail_audit_links_published",
             "Links acknowledged by the audit topic (re-publications after a crash included).",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.chains_started = Counter(
+        )
+        self.chains_started = series.own(
+            Counter,
             "runtrail_audit_chains_started",
             "Runs seen with no link in the store yet (new chains).",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.chains = Gauge(
+        )
+        self.chains = series.own(
+            Gauge,
             "runtrail_audit_chains",
             "Chains (runs) in the store, as counted at the last checkpoint.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.cached_heads = Gauge(
-            "runtrail_audit_cached_heads",
-            "Run heads held in memory.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.checkpoints = Counter(
-            "runtrail_audit_checkpoints",
-            "Signed checkpoints made by this process.",
-            labels,
-            registry=registry,
-        ).labels(service)
-        self.checkpoint_size = Gauge(
-            "runtrail_audit_checkpoint_size",
-            "Leaves (run heads) in the latest checkpoint.",
-            labels,
-            registry=registry,
-        ).labels(service)
+        )
+        self.cached_heads = series.own(
+            Gauge, "runtrail_audit_cached_heads", "Run heads held in memory."
+        )
+        self.checkpoints = series.own(
+            Counter, "runtrail_audit_checkpoints", "Signed checkpoints made by this process."
+        )
+        self.checkpoint_size = series.own(
+            Gauge, "runtrail_audit_checkpoint_size", "Leaves (run heads) in the latest checkpoint."
+        )
         self._checkpoint_at: float | None = None
-        Gauge(
+        series.own(
+            Gauge,
             "runtrail_audit_checkpoint_age_seconds",
             "Seconds since the latest checkpoint in the store was signed (+Inf if none).",
-            labels,
-            registry=registry,
-        ).labels(service).set_function(self._age)
+        ).set_function(self._age)
         self._service = service
 
     def refused(self, reason: str, count: int) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from runtrail.capture import NODE_TYPES, NodeIoRecord
+from runtrail.runtime.metrics import ServiceSeries
 
 _FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -21,49 +22,47 @@ class CaptureMetrics:
     """Records written by node type, incomplete flushes, open nodes, sink flush latency."""
 
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
-        records = Counter(
+        series = ServiceSeries(service, registry)
+        records = series.by(
+            Counter,
             "runtrail_capture_records",
             "Node records handed to the sink, by node type (re-captures after a crash count again).",
-            ["service", "node_type"],
-            registry=registry,
+            "node_type",
         )
-        incomplete = Counter(
+        incomplete = series.by(
+            Counter,
             "runtrail_capture_incomplete",
             "Records marked incomplete (idle expiry or a sequence gap), by node type.",
-            ["service", "node_type"],
-            registry=registry,
+            "node_type",
         )
-        self._dropped = Counter(
+        self._dropped = series.by(
+            Counter,
             "runtrail_capture_dropped_events",
             "Events that formed no part of any record, by reason: no-open-request (a model "
             "event with no MODEL_REQUEST in its step), superseded-request (a call restarted by "
             "a second MODEL_REQUEST), duplicate (a redelivered sequence), late (its sequence "
             "was given up as a gap).",
-            ["service", "reason"],
-            registry=registry,
+            "reason",
         )
         self._service = service
-        self.buffered_events = Gauge(
+        self.buffered_events = series.own(
+            Gauge,
             "runtrail_capture_buffered_events",
             "Events waiting for a missing earlier sequence of their run (offsets held).",
-            ["service"],
-            registry=registry,
-        ).labels(service)
+        )
         self._records = {t: records.labels(service, t) for t in NODE_TYPES}
         self._incomplete = {t: incomplete.labels(service, t) for t in NODE_TYPES}
-        self.open_nodes = Gauge(
+        self.open_nodes = series.own(
+            Gauge,
             "runtrail_capture_open_nodes",
             "Nodes waiting for their closing event (STEP_END or TOOL_RESULT).",
-            ["service"],
-            registry=registry,
-        ).labels(service)
-        self.sink_flush_seconds = Histogram(
+        )
+        self.sink_flush_seconds = series.own(
+            Histogram,
             "runtrail_capture_sink_flush_seconds",
             "Time to make written records durable (fsync, upload) before a commit.",
-            ["service"],
             buckets=_FLUSH_BUCKETS,
-            registry=registry,
-        ).labels(service)
+        )
 
     def dropped(self, reasons: Mapping[str, int]) -> None:
         """Count a batch's dropped events by reason."""

@@ -12,16 +12,12 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping
 
 import uvicorn
-from prometheus_client import CollectorRegistry
 
-from runtrail.config import Settings
-from runtrail.http_server import TokenAuth
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
-from runtrail.runtime.receiver import Receiver
+from runtrail.runtime.receiver import Receiver, tenant_auth
 from runtrail_services.command_api.app import build_app
 from runtrail_services.command_api.settings import CommandApiSettings
 
@@ -56,37 +52,24 @@ class CommandApiServer:
         self._socket.close()
 
 
-class CommandApiReceiver(Receiver):
+class CommandApiReceiver(Receiver[CommandApiSettings]):
     """One command API process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "command-api"
     default_port = 9500
+    own_settings = CommandApiSettings
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        options: Mapping[str, str] | None = None,
-        metrics_port: int | None = None,
-        registry: CollectorRegistry | None = None,
-    ) -> None:
-        super().__init__(settings, registry)
-        self.own = CommandApiSettings.load(options)
-        tokens = self.own.tenant_tokens()
-        if not tokens:
-            log.warning("command-api: no tenant tokens configured; every request gets 401")
-        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(settings.state_dir))
-        app = build_app(self.store, TokenAuth(tokens), max_body_bytes=self.own.max_body_bytes)
+    def open(self) -> None:
+        auth = tenant_auth(self.name, self.own)
+        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(self.settings.state_dir))
+        app = build_app(self.store, auth, max_body_bytes=self.own.max_body_bytes)
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
-        self.endpoint = self.metrics_endpoint(metrics_port)
 
     @property
     def port(self) -> int:
         return self.server.port
 
-    def run(self) -> int:
-        """Serve until stopped; the process exit status."""
-        self.endpoint.start()
+    def start(self) -> None:
         self.server.start()
         self.health.ready = True
         log.info(
@@ -98,11 +81,7 @@ class CommandApiReceiver(Receiver):
             self.settings.metrics_host,
             self.endpoint.port,
         )
-        try:
-            self.beat_until_stopped()
-        finally:
-            self.health.stopping = True
-            self.server.stop()
-            self.store.close()
-            self.endpoint.stop()
-        return 0
+
+    def shut_down(self) -> None:
+        self.server.stop()
+        self.store.close()

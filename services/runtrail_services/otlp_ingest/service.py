@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry
-
-from runtrail.config import Settings
-from runtrail.http_server import TokenAuth
 from runtrail.publisher import Publisher
-from runtrail.runtime.receiver import Receiver
+from runtrail.runtime.receiver import Receiver, tenant_auth
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
@@ -27,26 +22,16 @@ from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
 log = logging.getLogger(__name__)
 
 
-class OtlpIngestReceiver(Receiver):
+class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
     """One receiver process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "otlp-ingest"
     default_port = 9460
+    own_settings = OtlpIngestSettings
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        options: Mapping[str, str] | None = None,
-        metrics_port: int | None = None,
-        registry: CollectorRegistry | None = None,
-    ) -> None:
-        super().__init__(settings, registry)
-        self.own = OtlpIngestSettings.load(options)
-        tokens = self.own.tenant_tokens()
-        if not tokens:
-            log.warning("otlp-ingest: no tenant tokens configured; every request gets 401")
-        self.publisher = Publisher(settings, registry=self.registry)
+    def open(self) -> None:
+        auth = tenant_auth(self.name, self.own)
+        self.publisher = Publisher(self.settings, registry=self.registry)
         try:
             self.metrics = IngestMetrics(self.registry)
             self.ingest = Ingest(
@@ -59,22 +44,22 @@ class OtlpIngestReceiver(Receiver):
                 self.own.http_host,
                 self.own.http_port,
                 self.ingest,
-                TokenAuth(tokens),
+                auth,
                 max_body_bytes=self.own.max_body_bytes,
                 max_decoded_bytes=self.own.max_decoded_bytes,
             )
-            self.endpoint = self.metrics_endpoint(metrics_port)
         except BaseException:
-            self.publisher.close(timeout=1)  # nothing was published; no thread left behind
+            self.abandon()
             raise
+
+    def abandon(self) -> None:
+        self.publisher.close(timeout=1)  # nothing was published; no thread left behind
 
     @property
     def port(self) -> int:
         return self.server.port
 
-    def run(self) -> int:
-        """Serve until stopped; the process exit status."""
-        self.endpoint.start()
+    def start(self) -> None:
         self.server.start()
         self.health.ready = True
         log.info(
@@ -86,12 +71,8 @@ class OtlpIngestReceiver(Receiver):
             self.settings.metrics_host,
             self.endpoint.port,
         )
-        try:
-            self.beat_until_stopped()
-        finally:
-            self.health.stopping = True
-            self.ingest.accepting = False
-            self.server.stop()
-            self.publisher.close()
-            self.endpoint.stop()
-        return 0
+
+    def shut_down(self) -> None:
+        self.ingest.accepting = False
+        self.server.stop()
+        self.publisher.close()

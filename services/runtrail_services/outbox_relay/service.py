@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 
 from confluent_kafka import KafkaException
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter, Gauge
 
 from runtrail.commands.relay import OutboxRelay
-from runtrail.config import Settings
 from runtrail.kafka.producer_config import producer_config
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
@@ -28,23 +26,15 @@ from runtrail_services.outbox_relay.settings import OutboxRelaySettings
 log = logging.getLogger(__name__)
 
 
-class OutboxRelayReceiver(Receiver):
+class OutboxRelayReceiver(Receiver[OutboxRelaySettings]):
     """One relay process; :meth:`run` relays until :meth:`request_stop`."""
 
     name = "outbox-relay"
     default_port = 9470
+    own_settings = OutboxRelaySettings
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        options: Mapping[str, str] | None = None,
-        metrics_port: int | None = None,
-        registry: CollectorRegistry | None = None,
-    ) -> None:
-        super().__init__(settings, registry)
-        self.own = OutboxRelaySettings.load(options)
-        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(settings.state_dir))
+    def open(self) -> None:
+        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(self.settings.state_dir))
         self.published = Counter(
             "runtrail_outbox_relay_published", "Events relayed to the topic", registry=self.registry
         )
@@ -56,7 +46,7 @@ class OutboxRelayReceiver(Receiver):
         self.pending = Gauge(
             "runtrail_outbox_relay_pending", "Events waiting in the outbox", registry=self.registry
         )
-        self.endpoint = self.metrics_endpoint(metrics_port)
+        self.relay: OutboxRelay | None = None
 
     def _relay(self) -> OutboxRelay:
         relay = OutboxRelay(
@@ -71,9 +61,7 @@ class OutboxRelayReceiver(Receiver):
         self.recovered.inc(relay.stats.recovered)
         return relay
 
-    def run(self) -> int:
-        """Relay until stopped; the process exit status."""
-        self.endpoint.start()
+    def start(self) -> None:
         log.info(
             "outbox-relay (pid %d): %s -> %s; metrics on %s:%d",
             os.getpid(),
@@ -82,29 +70,28 @@ class OutboxRelayReceiver(Receiver):
             self.settings.metrics_host,
             self.endpoint.port,
         )
-        relay: OutboxRelay | None = None
-        try:
-            while not self._stop.is_set():
-                self.health.beat()
-                try:
-                    if relay is None:
-                        relay = self._relay()
-                        self.health.ready = True
-                    sent = relay.pump()
-                except (KafkaException, StoreUnavailable) as exc:
-                    log.warning("outbox-relay: %s; rebuilding in %.1fs", exc, self.own.retry_s)
-                    self.health.ready = False
-                    relay = None
-                    self._stop.wait(self.own.retry_s)
-                    continue
-                self.published.inc(sent)
-                self.pending.set(self.store.outbox_size() if sent else 0)
-                if not sent:
-                    self._stop.wait(self.own.idle_poll_s)
-        finally:
-            self.health.stopping = True
-            if relay is not None:
-                relay.close()
-            self.store.close()
-            self.endpoint.stop()
-        return 0
+
+    def serve(self) -> None:
+        """Relay until stopped; a Kafka or store error drops the relay, rebuilt after a pause."""
+        while not self._stop.is_set():
+            self.health.beat()
+            try:
+                if self.relay is None:
+                    self.relay = self._relay()
+                    self.health.ready = True
+                sent = self.relay.pump()
+            except (KafkaException, StoreUnavailable) as exc:
+                log.warning("outbox-relay: %s; rebuilding in %.1fs", exc, self.own.retry_s)
+                self.health.ready = False
+                self.relay = None
+                self._stop.wait(self.own.retry_s)
+                continue
+            self.published.inc(sent)
+            self.pending.set(self.store.outbox_size() if sent else 0)
+            if not sent:
+                self._stop.wait(self.own.idle_poll_s)
+
+    def shut_down(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+        self.store.close()

@@ -13,7 +13,8 @@ written in the batch's transaction and fenced there: an offset never moves back.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from runtrail.persistence.dialect import Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
@@ -21,7 +22,20 @@ from runtrail.persistence.tracking import PositionRegressed, Tracking, adopt_sta
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
-from runtrail.projection.store import EventCoordinates, Halt, StoreConflict, StoredProjection
+from runtrail.projection.store import (
+    EventCoordinates,
+    Halt,
+    ProjectionBatch,
+    StoreConflict,
+    StoredList,
+    StoredProjection,
+)
+
+if TYPE_CHECKING:
+    from runtrail.persistence.postgres import PostgresDatabase
+    from runtrail.persistence.sqlite import SqliteDatabase
+
+    Database = SqliteDatabase | PostgresDatabase
 
 #: The tables as the first release created them (migration 1 adopts a store it made as is).
 FIRST_SCHEMA: tuple[str, ...] = (
@@ -281,3 +295,87 @@ class BatchWriter:
                 f"offset of {topic}[{partition}] is {exc.stored}; "
                 f"refusing to move it back to {offset}"
             ) from exc
+
+
+class SqlProjectionStore:
+    """:class:`~runtrail.projection.store.ProjectionStore` on a :mod:`runtrail.persistence`
+    database, as both dialects do it alike; an adapter opens the database and adds its locks."""
+
+    #: ``list`` order, and the collation that makes its keyset cursor (``run_id > ?``) agree
+    LIST_ORDER: ClassVar[str] = ORDER_ROWS
+    BYTEWISE: ClassVar[str] = ""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.dialect: Dialect = db.dialect
+        self._writer = BatchWriter(db.dialect)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _query(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._db.query(placeholders(statement, self.dialect), params)
+
+    # --- what a dialect adds -------------------------------------------------------------------
+    def _lock_batch(self, cur: Any, batch: ProjectionBatch) -> None:
+        """Take what keeps concurrent writers of the batch's runs and partitions apart."""
+
+    def _lock_offsets(self, cur: Any, topic: str, partitions: Iterable[int]) -> None:
+        """Take what keeps concurrent writers of these partitions' offsets apart."""
+
+    # --- writes --------------------------------------------------------------------------------
+    def apply_batch(self, batch: ProjectionBatch) -> None:
+        with self._db.transaction() as cur:
+            self._lock_batch(cur, batch)
+            for state in batch.projections:
+                self._writer.projection(cur, state)
+            for halt in batch.halts:
+                self._writer.halt(cur, halt)
+            for snapshot in batch.snapshots:
+                self._writer.snapshot(cur, snapshot)
+            for (topic, partition), offset in batch.offsets.items():
+                self._writer.offset(cur, topic, partition, offset)
+
+    def rewind_offsets(self, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set next offsets, back or forward, past the fence (``runtrail offsets set``); under
+        the same per-partition locks as :meth:`apply_batch`."""
+        with self._db.transaction() as cur:
+            self._lock_offsets(cur, topic, offsets)
+            self._writer.tracking.rewind(cur, topic, offsets)
+
+    def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:
+        self.apply_batch(ProjectionBatch(halts=[Halt(tenant_id, run_id, reason, coordinates)]))
+
+    def save_snapshot(self, snapshot: ProjectionSnapshot) -> None:
+        self.apply_batch(ProjectionBatch(snapshots=[snapshot]))
+
+    # --- reads ---------------------------------------------------------------------------------
+    def get(self, tenant_id: str, run_id: str) -> StoredProjection | None:
+        rows = self._query(SELECT_ONE, (tenant_id, run_id))
+        return stored_row(rows[0]) if rows else None
+
+    def list(
+        self,
+        status: str | None = None,
+        tenant: str | None = None,
+        *,
+        halted: bool | None = None,
+        limit: int | None = None,
+        run_id: str | None = None,
+        after: str | None = None,
+    ) -> StoredList:
+        statement, params = list_statement(
+            status,
+            tenant,
+            halted,
+            limit,
+            order=self.LIST_ORDER,
+            run_id=run_id,
+            after=after,
+            bytewise=self.BYTEWISE,
+        )
+        return [stored_row(r) for r in self._query(statement, params)]
+
+    def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
+        rows = self._query(SELECT_SNAPSHOT, (tenant_id, run_id))
+        return stored_snapshot(tenant_id, run_id, rows[0]) if rows else None

@@ -37,20 +37,31 @@ DEAD_LETTER_REASONS = (
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+class ServiceSeries:
+    """Makes a service's series in its process registry, each labelled ``service``: the
+    runtime's and every service's own, so one dashboard query selects a service's series."""
+
+    def __init__(self, service: str, registry: CollectorRegistry) -> None:
+        self.service = service
+        self.registry = registry
+
+    def own(self, kind: Any, name: str, doc: str, **extra: Any) -> Any:
+        """A series of this service alone (the ``service`` label set)."""
+        return kind(name, doc, ["service"], registry=self.registry, **extra).labels(self.service)
+
+    def by(self, kind: Any, name: str, doc: str, *labels: str, **extra: Any) -> Any:
+        """A family labelled by service and ``labels``; children made on use."""
+        return kind(name, doc, ["service", *labels], registry=self.registry, **extra)
+
+
 class RuntimeMetrics:
     """The runtime's own series; services add theirs to the same registry."""
 
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
         self.service = service
         self.registry = registry
-
-        def own(kind: Any, name: str, doc: str, **extra: Any) -> Any:
-            """A series of this service alone (the ``service`` label set)."""
-            return kind(name, doc, ["service"], registry=registry, **extra).labels(service)
-
-        def by(kind: Any, name: str, doc: str, *labels: str) -> Any:
-            """A family labelled by service and ``labels``; children made on use."""
-            return kind(name, doc, ["service", *labels], registry=registry)
+        series = ServiceSeries(service, registry)
+        own, by = series.own, series.by
 
         self.consumed = own(Counter, "runtrail_consumed", "Messages taken from Kafka.")
         self.processed = own(Counter, "runtrail_processed", "Events handed to the service.")

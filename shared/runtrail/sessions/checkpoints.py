@@ -184,20 +184,13 @@ class CheckpointBackend(ClosableStore):
         if found is None:
             return None
         where, data = found
-        sealed, fields = open_record(data, where)
-        if sealed != key:
-            raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
-        return fields
+        return _opened_as(key, where, data)
 
     def read_many(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
         """The verified fields of each of ``keys`` that is stored (see :meth:`read`)."""
-        fields_of: dict[Key, dict[str, Any]] = {}
-        for key, (where, data) in self.get_many(keys).items():
-            sealed, fields = open_record(data, where)
-            if sealed != key:
-                raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
-            fields_of[key] = fields
-        return fields_of
+        return {
+            key: _opened_as(key, where, data) for key, (where, data) in self.get_many(keys).items()
+        }
 
     def read_all(
         self,
@@ -217,3 +210,12 @@ class CheckpointBackend(ClosableStore):
             records.append((sealed, fields))
         records.sort(key=lambda r: r[0])
         return records
+
+
+def _opened_as(key: Key, where: str, data: bytes) -> dict[str, Any]:
+    """The verified fields of a record read under ``key``; CorruptCheckpoint if it is not sound
+    or was sealed for another key (a record copied over another is refused)."""
+    sealed, fields = open_record(data, where)
+    if sealed != key:
+        raise CorruptCheckpoint(where, f"sealed for {sealed}, stored as {key}")
+    return fields
