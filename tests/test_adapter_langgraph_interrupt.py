@@ -23,6 +23,7 @@ from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
 from runtrail.projection import replay
 from runtrail.publisher import Publisher
+from runtrail_tools.ui.markup import lineage
 from tests.test_adapter_langchain import publisher, read_back
 
 __all__ = ["publisher"]  # the fixture, shared with the adapter's other tests
@@ -75,7 +76,9 @@ def test_an_interrupt_waits_for_input_and_the_resume_continues_the_run(
     ]  # fmt: skip
     wait = first[-1].data
     assert (wait.request_id, wait.prompt) == (pending.id, {"question": "ship 4711 today?"})
-    assert replay(first).status == "awaiting_input"
+    waiting = replay(first)
+    assert waiting.status == "awaiting_input"
+    assert f"waiting for input: request <code>{pending.id}</code>" in lineage(waiting.json_form())
 
     done = graph.invoke(Command(resume="yes"), config)
     assert done["shipped"] == "4711:yes"
@@ -153,3 +156,7 @@ def test_a_run_from_an_earlier_checkpoint_records_where_it_branched_from(
     projection = replay(branch)
     assert projection.branched_from == branch[1].data.branched_from
     assert projection.status == "succeeded"
+    # the explorer's run page says so, from the projection's JSON form
+    shown = lineage(projection.json_form())
+    assert "a fork: branched from a saved state" in shown
+    assert f"checkpoint_id <code>{address['checkpoint_id']}</code>" in shown
