@@ -22,11 +22,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agents.tracing import Span, Trace, TracingProcessor, add_trace_processor
 
+from runtrail.adapters.event_sink import EventSink
 from runtrail.adapters.openai_agents_map import MAX_OPEN_TRACES, Emit, TraceMapper
 from runtrail.extras import require
 
@@ -40,25 +41,6 @@ DEFAULT_MAX_QUEUE = 10_000
 _STARTS = frozenset({"turn", "agent"})
 _STOP = object()
 _BATCH = 1000
-
-
-class EventSink(Protocol):
-    """The part of :class:`~runtrail.publisher.Publisher` the processor uses."""
-
-    def publish(
-        self,
-        event_type: str,
-        run_id: str,
-        data: Mapping[str, Any],
-        *,
-        session_id: str | None = ...,
-        turn_id: str | None = ...,
-        step: int | None = ...,
-        actor: Mapping[str, str] | None = ...,
-        tenant_id: str | None = ...,
-    ) -> str | None: ...
-
-    def flush(self, timeout: float = ...) -> int: ...
 
 
 class RuntrailTracingProcessor(TracingProcessor):
