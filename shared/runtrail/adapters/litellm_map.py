@@ -190,9 +190,6 @@ class CallMapper:
         self.evicted = 0
         self._runs: dict[str, _Run] = {}
 
-    def open_runs(self) -> list[str]:
-        return list(self._runs)
-
     def record(self, call: Call) -> tuple[Identity, list[Emit]]:
         """The events of one finished call (and, for an unnamed run, of the run's end)."""
         out: list[Emit] = []
