@@ -185,6 +185,12 @@ ADAPTERS = {
         "processor.shutdown()\n"
         "assert processor.dropped == 0"
     ),
+    "litellm": (
+        "import os; os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'\n"
+        "from runtrail.adapters.litellm import RuntrailLogger\n"
+        "logger = RuntrailLogger(object())\n"
+        "assert logger.dropped == 0"
+    ),
 }
 
 

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.stack
 PROBE = Path(__file__).with_name("extras_probe.py")
 #: the store drivers and frameworks: never loaded by the services' embedded defaults
 NOT_SERVICES = {"psycopg", "psycopg_pool", "obstore", "zstandard", "langchain_core", "langgraph"}
-NOT_SERVICES |= {"opentelemetry", "google", "agents"}
+NOT_SERVICES |= {"opentelemetry", "google", "agents", "litellm"}
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,10 @@ MARKERS = {
     ),
     "otel": ("<!-- tested as written by tests/test_readme_otel.py -->",),
     "openai-agents": ("<!-- tested as written by tests/test_adapter_openai_agents_readme.py -->",),
+    "litellm": ("<!-- tested as written by tests/test_adapter_litellm_readme.py -->",),
 }
+#: litellm's import asks the network for its model cost map unless told to read its own copy
+OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 #: the LangGraph checkpointer's example (docs/ADAPTERS.md) needs no broker: it runs whole
 CHECKPOINTER_FOLDER = "file:///tmp/runtrail-sessions"
 
@@ -229,14 +232,14 @@ def documented_example(extra: str, folder: Path) -> str:
     return "\n".join(imports_of(readme_block(marker)) for marker in MARKERS[extra])
 
 
-@pytest.mark.parametrize("extra", ["langchain", "langgraph", "otel", "openai-agents"])
+@pytest.mark.parametrize("extra", ["langchain", "langgraph", "otel", "openai-agents", "litellm"])
 def test_a_framework_extra_alone_runs_its_documented_example(
     tmp_path: Path, venv_of: Callable[[str], Path], extra: str
 ) -> None:
     venv = venv_of(extra)
     code = documented_example(extra, tmp_path / "sessions")
     assert "from runtrail.adapters." in code
-    done = run(venv / "bin" / "python", "-I", "-c", code, cwd=tmp_path, check=False)
+    done = run(venv / "bin" / "python", "-I", "-c", code, cwd=tmp_path, check=False, env=OFFLINE)
     assert done.returncode == 0, done.stderr
     assert run(venv / "bin" / "runtrail", "--help", cwd=tmp_path).stdout.startswith("usage:")
 

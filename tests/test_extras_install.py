@@ -48,6 +48,11 @@ EXTRAS = (
     ),
     Extra("otel", "from runtrail.adapters.otel import RuntrailSpanExporter"),
     Extra("openai-agents", "from runtrail.adapters.openai_agents import install"),
+    Extra(
+        "litellm",  # (its import asks the network for a cost map unless told the local one)
+        "import os; os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'\n"
+        "from runtrail.adapters.litellm import RuntrailLogger",
+    ),
     Extra("commands", "import starlette, uvicorn", ("command", "--help")),
 )
 

@@ -30,6 +30,7 @@ EXTRAS: dict[str, str] = {
     # protobuf (``google.protobuf``): opentelemetry-proto brings it, for the otlp-ingest receiver
     "google": "otel",
     "agents": "openai-agents",
+    "litellm": "litellm",
 }
 
 

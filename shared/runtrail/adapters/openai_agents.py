@@ -24,11 +24,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agents.tracing import Span, Trace, TracingProcessor, add_trace_processor
 
+from runtrail.adapters.event_sink import EventSink
 from runtrail.adapters.openai_agents_map import (
     MAX_OPEN_TRACES,
     MODEL_UNTRACED,
@@ -58,25 +59,6 @@ _REASONS = {
     "and output are not in the trace (a custom Model: open agents.tracing.generation_span "
     "in it to record its calls); its turn's tokens are in untraced_tokens",
 }
-
-
-class EventSink(Protocol):
-    """The part of :class:`~runtrail.publisher.Publisher` the processor uses."""
-
-    def publish(
-        self,
-        event_type: str,
-        run_id: str,
-        data: Mapping[str, Any],
-        *,
-        session_id: str | None = ...,
-        turn_id: str | None = ...,
-        step: int | None = ...,
-        actor: Mapping[str, str] | None = ...,
-        tenant_id: str | None = ...,
-    ) -> str | None: ...
-
-    def flush(self, timeout: float = ...) -> int: ...
 
 
 class RuntrailTracingProcessor(TracingProcessor):
