@@ -14,8 +14,10 @@ module that claims a span translates it; a span no module claims is read as it i
 from __future__ import annotations
 
 import importlib
+import json
 from functools import cache
 from types import ModuleType
+from typing import Any
 
 from runtrail.adapters.otel_spans import SpanView
 
@@ -36,3 +38,14 @@ def as_genai(span: SpanView) -> SpanView:
             translated: SpanView = module.as_genai(span)
             return translated
     return span
+
+
+def json_text(value: Any) -> Any:
+    """A value the convention documents as JSON text, parsed (left as it is when it is not
+    JSON): the one place a convention turns text into structure."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

@@ -15,11 +15,11 @@ never parses a text result that happens to look like JSON.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from runtrail.adapters.otel_conventions import json_text
 from runtrail.adapters.otel_spans import SpanView
 
 NAME = "openinference"
@@ -72,7 +72,7 @@ class _Attributes:
 
     def json(self, key: str) -> Any:
         if key not in self._parsed:
-            self._parsed[key] = _json_text(self.raw.get(key))
+            self._parsed[key] = json_text(self.raw.get(key))
         return self._parsed[key]
 
     def io(self, key: str) -> Any:
@@ -82,16 +82,6 @@ class _Attributes:
 
 
 Read = Callable[[_Attributes, str], Any]
-
-
-def _json_text(value: Any) -> Any:
-    """Text documented as JSON, parsed (kept as it is when it does not parse)."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 def _indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -148,7 +138,7 @@ def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
         "type": "tool_call",
         "id": call.get("tool_call.id"),
         "name": call.get("tool_call.function.name"),
-        "arguments": _json_text(call.get("tool_call.function.arguments")),
+        "arguments": json_text(call.get("tool_call.function.arguments")),
     }
     return {k: v for k, v in part.items() if v is not None}
 
@@ -190,7 +180,7 @@ def _messages(attrs: _Attributes, key: str) -> Any:
 
 def _tools(attrs: _Attributes, key: str) -> Any:
     """``llm.tools.N.tool.json_schema``: each tool's definition as the provider was sent it."""
-    tools = [_json_text(t.get("tool.json_schema")) for t in _indexed(attrs.raw, key)]
+    tools = [json_text(t.get("tool.json_schema")) for t in _indexed(attrs.raw, key)]
     return [t for t in tools if t is not None] or attrs.json(key)
 
 

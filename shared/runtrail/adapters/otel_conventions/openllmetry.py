@@ -18,12 +18,12 @@ instrumentation's form of a multi-part message).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runtrail.adapters.otel_conventions import json_text
 from runtrail.adapters.otel_spans import SpanView
 
 NAME = "openllmetry"
@@ -141,24 +141,14 @@ def _each(row: Row, attrs: Mapping[str, Any], indexed: _Indexed) -> list[Any] | 
     return values or None
 
 
-def _json_text(value: Any) -> Any:
-    """A value the convention writes as JSON text, parsed (left as it is when it is not JSON)."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
 def _parsed(row: Row, attrs: Mapping[str, Any], indexed: _Indexed) -> Any:
-    return _json_text(attrs.get(row.source))
+    return json_text(attrs.get(row.source))
 
 
 def _arguments(row: Row, attrs: Mapping[str, Any], indexed: _Indexed) -> Any:
     """``traceloop.entity.input`` is ``{"args": [...], "kwargs": {...}}``: a tool called with
     keywords only has those as its arguments."""
-    value = _json_text(attrs.get(row.source))
+    value = json_text(attrs.get(row.source))
     if isinstance(value, dict) and set(value) == {"args", "kwargs"} and not value["args"]:
         return value["kwargs"]
     return value
@@ -181,7 +171,7 @@ def _tool_calls(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
         if call.get("id") is not None:
             part["id"] = call["id"]
         part["name"] = call.get("name")
-        part["arguments"] = _json_text(call.get("arguments"))
+        part["arguments"] = json_text(call.get("arguments"))
         parts.append(part)
     return parts
 
@@ -191,7 +181,7 @@ def _content_parts(content: Any) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str) and content.startswith("["):
-        blocks = _json_text(content)
+        blocks = json_text(content)
         if isinstance(blocks, list) and all(isinstance(b, dict) and "type" in b for b in blocks):
             return [
                 {"type": "text", "content": b.get("text")} if b["type"] == "text" else b
@@ -235,7 +225,7 @@ def _functions(row: Row, attrs: Mapping[str, Any], indexed: _Indexed) -> list[An
             "type": "function",
             "name": items[i].get("name"),
             "description": items[i].get("description"),
-            "parameters": _json_text(items[i].get("parameters")),
+            "parameters": json_text(items[i].get("parameters")),
         }
         for i in sorted(items)
     ]
