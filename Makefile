@@ -23,6 +23,11 @@ PYTEST_WORKERS ?= 4
 # the suite's brokers: the C1 compiler alone starts a broker on about half the CPU
 export RUNTRAIL_KAFKA_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1
 
+# compiled modules are kept (__pycache__, ignored by git) even where the environment says not to
+# write them: without them every test process compiles every test module again (collecting the
+# unit tier takes 28 s instead of 12 on this machine)
+unexport PYTHONDONTWRITEBYTECODE
+
 BENCH_ARGS ?= --events 300000 --profile
 
 .PHONY: bench venv install lock native test test-fast lint typecheck kafka-up kafka-down kafka-status kafka-fetch topics
