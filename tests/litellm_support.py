@@ -11,11 +11,27 @@ import json
 import os
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-import litellm
-
 from tests.fake_openai import Exchange
+
+
+class _Litellm:
+    """``litellm``, imported on first use: its import takes over 4 s, and every test process
+    that only collects these tests (the whole suite, ``make test-fast``) would pay it."""
+
+    def _module(self) -> Any:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm as module
+
+        return module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._module(), name, value)
+
+
+litellm: Any = _Litellm()
 
 __all__ = ["MODEL", "TOOLS", "litellm", "mismatches"]
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from runtrail.adapters.litellm import RuntrailLogger
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.extras import MissingExtra
@@ -60,7 +59,11 @@ def publisher(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Publis
         pub.close()
 
 
-def install(sink: Any) -> RuntrailLogger:
+def install(sink: Any) -> Any:
+    """A ``RuntrailLogger`` on ``sink``, LiteLLM's only callback (imported here: see
+    ``tests/litellm_support.py`` on import cost)."""
+    from runtrail.adapters.litellm import RuntrailLogger
+
     logger = RuntrailLogger(sink)
     litellm.callbacks = [logger]
     return logger
@@ -280,7 +283,7 @@ def test_without_litellm_the_import_names_the_extra(monkeypatch: pytest.MonkeyPa
         if name == "litellm" or name.startswith("litellm."):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "litellm", None)  # an import of it fails: not installed
-    monkeypatch.delitem(sys.modules, "runtrail.adapters.litellm")
+    monkeypatch.delitem(sys.modules, "runtrail.adapters.litellm", raising=False)
     with pytest.raises(MissingExtra) as missing:
         importlib.import_module("runtrail.adapters.litellm")
     assert missing.value.extra == "litellm"
