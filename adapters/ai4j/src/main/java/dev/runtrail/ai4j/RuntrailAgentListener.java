@@ -190,8 +190,10 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
         send(record);
       }
       if (spooling && System.currentTimeMillis() - lastTry >= retryMs) {
-        lastTry = System.currentTimeMillis();
         resendSpool();
+        // measured from the end of the try: an unreachable broker costs a whole send timeout,
+        // and the records that came meanwhile go to the spool before the next one
+        lastTry = System.currentTimeMillis();
       }
     }
   }
