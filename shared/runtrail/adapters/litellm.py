@@ -34,7 +34,7 @@ from runtrail.adapters.litellm_map import (
     call_of,
     run_id_of,
 )
-from runtrail.adapters.openai_agents_map import Emit, Identity
+from runtrail.adapters.openai_agents_map import Emit, Identity, publish_emits
 from runtrail.extras import explain
 
 try:
@@ -209,21 +209,12 @@ class RuntrailLogger(CustomLogger):
         self._publish(who, emits)
 
     def _publish(self, who: Identity, emits: list[Emit]) -> None:
-        for emit in emits:
-            event_id = self._publisher.publish(
-                emit.type,
-                who.run_id,
-                emit.data,
-                session_id=who.session_id,
-                turn_id=who.turn_id,
-                step=emit.step,
-                actor={"kind": "agent", "id": "litellm"},
-                tenant_id=self._tenant,
-            )
-            if event_id is None:
-                self._drop("rejected")
-            else:
-                self.published += 1
+        refused = publish_emits(
+            self._publisher, who, emits, tenant_id=self._tenant, default_agent="litellm"
+        )
+        if refused:
+            self._drop("rejected", refused)
+        self.published += len(emits) - refused
 
     def _drop(self, reason: str, count: int = 1, *, exc_info: bool = False) -> None:
         with self._counting:

@@ -35,6 +35,7 @@ from runtrail.adapters.openai_agents_map import (
     MODEL_UNTRACED,
     Emit,
     TraceMapper,
+    publish_emits,
 )
 from runtrail.extras import require
 
@@ -227,23 +228,12 @@ class RuntrailTracingProcessor(TracingProcessor):
     def _publish(self, who: Any, emits: list[Emit]) -> None:
         if who is None or not emits:
             return
-        sent = 0
-        for emit in emits:
-            actor = {"kind": "agent", "id": emit.agent or "openai-agents"}
-            event_id = self._publisher.publish(
-                emit.type,
-                who.run_id,
-                emit.data,
-                session_id=who.session_id,
-                turn_id=who.turn_id,
-                step=emit.step,
-                actor=actor,
-                tenant_id=self._tenant,
-            )
-            if event_id is None:
-                self._drop("rejected")
-            else:
-                sent += 1
+        refused = publish_emits(
+            self._publisher, who, emits, tenant_id=self._tenant, default_agent="openai-agents"
+        )
+        if refused:
+            self._drop("rejected", refused)
+        sent = len(emits) - refused
         with self._lock:
             self.published += sent
         if self._exported is not None:

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from runtrail.adapters import json_form
+from runtrail.adapters.event_sink import EventSink
 
 JsonDict = dict[str, Any]
 
@@ -71,6 +72,27 @@ class Identity:
     run_id: str
     session_id: str
     turn_id: str
+
+
+def publish_emits(
+    sink: EventSink, who: Identity, emits: list[Emit], *, tenant_id: str | None, default_agent: str
+) -> int:
+    """Publish ``emits`` in order for ``who``; how many the sink refused (each is the caller's
+    ``rejected`` drop: the publisher logged why)."""
+    refused = 0
+    for emit in emits:
+        event_id = sink.publish(
+            emit.type,
+            who.run_id,
+            emit.data,
+            session_id=who.session_id,
+            turn_id=who.turn_id,
+            step=emit.step,
+            actor={"kind": "agent", "id": emit.agent or default_agent},
+            tenant_id=tenant_id,
+        )
+        refused += event_id is None
+    return refused
 
 
 def jsonable(value: Any) -> Any:
