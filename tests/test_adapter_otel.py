@@ -439,3 +439,15 @@ def test_a_tool_whose_parent_never_arrives_is_placed_when_the_run_ends() -> None
         ("STEP_END", "lost", 1),
         ("run.succeeded", None, None),
     ]
+
+
+def test_a_model_span_without_messages_is_recorded_and_counted_as_incomplete() -> None:
+    chat = {"gen_ai.operation.name": "chat"}
+    bare = TraceMapper().map([SpanView(TRACE, "c1", "a", "chat", 1, 2, chat)])
+    assert kinds(bare.events)[2:] == [("MODEL_REQUEST", "a", 1), ("MODEL_RESPONSE", "a", 1)]
+    assert bare.incomplete == {"model-without-content": 1} and bare.dropped == {}
+    said = {**chat, "gen_ai.output.messages": '[{"role": "assistant", "parts": []}]'}
+    full = TraceMapper().map([SpanView(TRACE, "c1", "a", "chat", 1, 2, said)])
+    assert full.incomplete == {}
+    failed = TraceMapper().map([SpanView(TRACE, "c1", "a", "chat", 1, 2, chat, error=True)])
+    assert failed.incomplete == {}  # a failed call has no answer to lack

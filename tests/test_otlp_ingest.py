@@ -238,12 +238,19 @@ def test_partial_success_counts_the_spans_not_recorded(
     assert int(partial["rejectedSpans"]) == 2
     assert "1 not-genai" in partial["errorMessage"]
     assert "1 unmapped-operation:embeddings" in partial["errorMessage"]
+    # the chat span is recorded (not rejected), but says what it lacks
+    assert "recorded incomplete: 1 model-without-content" in partial["errorMessage"]
     # each reason is logged once, naming the metric that counts it; the same again is not
     assert post(receiver.url, body, auth)[0] == 200
     told = [r.getMessage() for r in caplog.records if "spans not recorded" in r.getMessage()]
     assert told == [
         "otlp-ingest: spans not recorded (runtrail_otlp_ingest_spans_total), first seen: "
         "not-genai, unmapped-operation:embeddings (counted from now on)"
+    ]
+    told = [r.getMessage() for r in caplog.records if "recorded incomplete" in r.getMessage()]
+    assert told == [
+        "otlp-ingest: spans recorded incomplete (runtrail_otlp_ingest_spans_total), first seen: "
+        "model-without-content (counted from now on)"
     ]
     # protobuf in, protobuf out
     proto = ExportTraceServiceRequest()

@@ -113,10 +113,13 @@ class Ingest:
         recorded = max(0, len(spans) - dropped - outcome.rejected_spans)
         self.metrics.events.inc(outcome.published)
         self.metrics.late.inc(outcome.late)
-        self.metrics.spans("recorded", Counter({"": recorded}))
+        gaps = sum(outcome.incomplete.values())
+        self.metrics.spans("recorded", Counter({"": recorded - gaps}) + outcome.incomplete)
         self.metrics.spans("dropped", outcome.dropped)
         self.metrics.spans("rejected", outcome.rejected)
         self._tell("spans not recorded (runtrail_otlp_ingest_spans_total)", outcome.dropped)
+        self._tell("spans recorded incomplete (runtrail_otlp_ingest_spans_total)",
+                   outcome.incomplete)  # fmt: skip
         return outcome
 
 
@@ -124,6 +127,7 @@ def _message(outcome: PublishOutcome) -> str:
     parts = [
         _reasons("not recorded (no runtime event)", outcome.dropped),
         _reasons("events refused by the publisher", outcome.rejected),
+        _reasons("recorded incomplete", outcome.incomplete),
     ]
     return "; ".join(part for part in parts if part)
 

@@ -26,7 +26,8 @@ class IngestMetrics:
         )
         self._spans = Counter(
             "runtrail_otlp_ingest_spans",
-            "Spans received, by outcome: recorded; dropped (published nothing), by reason "
+            "Spans received, by outcome: recorded (reason model-without-content: a model call "
+            "recorded with no messages); dropped (published nothing), by reason "
             "(not-genai, unmapped-operation:NAME, after-run-end, late-span); rejected: the events of "
             "spans the publisher refused, by its reason.",
             ["outcome", "reason"],

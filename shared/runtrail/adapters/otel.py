@@ -60,6 +60,8 @@ class PublishOutcome:
     rejected_spans: int = 0
     #: spans mapped late: into a step that had already ended (turn and step still right)
     late: int = 0
+    #: spans recorded without something they should carry, by reason (``Mapped.incomplete``)
+    incomplete: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: PublishOutcome) -> None:
         self.published += other.published
@@ -67,11 +69,14 @@ class PublishOutcome:
         self.rejected.update(other.rejected)
         self.rejected_spans += other.rejected_spans
         self.late += other.late
+        self.incomplete.update(other.incomplete)
 
 
 def publish_mapped(publisher: Submitter, mapped: Mapped, *, tenant: str | None) -> PublishOutcome:
     """Publish the events of one mapped batch in order; count what the publisher refused."""
-    outcome = PublishOutcome(dropped=Counter(mapped.dropped), late=mapped.late)
+    outcome = PublishOutcome(
+        dropped=Counter(mapped.dropped), late=mapped.late, incomplete=Counter(mapped.incomplete)
+    )
     refused_spans: set[str] = set()
     for event in mapped.events:
         form: dict[str, Any] = {
@@ -168,6 +173,13 @@ class RuntrailSpanExporter(SpanExporter):
                 log.info(
                     "runtrail: spans not recorded (%s); counted in stats.dropped",
                     ", ".join(sorted(new_reasons)),
+                )
+            new_gaps = set(outcome.incomplete) - self._told
+            if new_gaps:  # once per reason: the counts stay in stats.incomplete
+                self._told |= new_gaps
+                log.info(
+                    "runtrail: spans recorded incomplete (%s); counted in stats.incomplete",
+                    ", ".join(sorted(new_gaps)),
                 )
             if outcome.rejected:
                 log.warning(

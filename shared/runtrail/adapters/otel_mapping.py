@@ -129,6 +129,14 @@ class Mapped:
     dropped: Counter[str] = field(default_factory=Counter)
     #: spans mapped late: into a step that had already ended (their turn and step are right)
     late: int = 0
+    #: spans recorded without something they should carry, by reason
+    #: (``model-without-content``: a model call with no messages in or out — the
+    #: instrumentation was told not to capture content, or sent it in log records never joined)
+    incomplete: Counter[str] = field(default_factory=Counter)
+
+
+#: a model span recorded with neither its input nor its output messages
+WITHOUT_CONTENT = "model-without-content"
 
 
 @dataclass
@@ -548,6 +556,8 @@ class TraceMapper:
         else:
             turn.retry_pending = False
             raw = model_raw(span)
+            if prompt.get("messages") is None and raw.get("outputMessages") is None:
+                out.incomplete[WITHOUT_CONTENT] += 1
             self._emit(
                 out,
                 trace,
