@@ -1,4 +1,4 @@
-"""Run inside a venv holding the core and one extra (``tests/test_extras_alone.py``).
+"""Run inside a venv holding the core and one extra (``tests/test_extras_install.py``).
 
 Why a script of its own: each probe must run in that venv's interpreter (``python -I``), not
 in the suite's, so it imports nothing from ``tests`` and prints one JSON object on stdout.

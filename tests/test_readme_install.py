@@ -1,8 +1,8 @@
 """The README's "Install" table names the extras ``pyproject.toml`` has, and every one a user
-installs (issue 26 item 2): a renamed or new extra cannot leave the table behind.
+installs: a renamed or new extra cannot leave the table behind.
 
-What each row claims is run by ``tests/test_extras_alone.py`` (offline) and
-``tests/test_extras_install.py`` (from the index); here only the names are held to the project.
+What each row claims is run by ``tests/test_extras_install.py`` (from a clean clone, through the
+index); here only the names are held to the project.
 """
 
 from __future__ import annotations
