@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from runtrail.audit.checkpoint import DEFAULT_ORIGIN
+from runtrail.audit.checkpoint import DEFAULT_LOG_ORIGIN, DEFAULT_ORIGIN
 from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
 
@@ -41,6 +41,15 @@ class AuditSettings(ServiceSettings):
     origin: str = Field(
         default=DEFAULT_ORIGIN, description="Origin line of the signed checkpoints."
     )
+    log_origin: str = Field(
+        default=DEFAULT_LOG_ORIGIN,
+        description="Origin line of the transparency log's checkpoints (one tree per origin).",
+    )
+    tiles_url: str | None = Field(
+        default=None,
+        description="Where the log's C2SP tiles and checkpoint are written: file:///dir or "
+        "s3://bucket/prefix (default: file://<RUNTRAIL_STATE_DIR>/audit/tlog).",
+    )
     checkpoint_interval_s: float = Field(
         default=60.0,
         ge=0,
@@ -60,6 +69,9 @@ class AuditSettings(ServiceSettings):
 
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or sqlite_url(state_dir.expanduser() / "audit.db")
+
+    def resolved_tiles_url(self, state_dir: Path) -> str:
+        return self.tiles_url or (state_dir.expanduser().resolve() / "audit" / "tlog").as_uri()
 
     def resolved_key_path(self, state_dir: Path) -> Path:
         return self.key_path or state_dir.expanduser().resolve() / "audit" / "checkpoint.key"
