@@ -43,6 +43,7 @@ from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
+from runtrail_services.audit.log_api import LogApi
 from runtrail_services.audit.metrics import AuditMetrics
 from runtrail_services.audit.positions import (
     published_positions,
@@ -83,8 +84,15 @@ class AuditService(Service):
         if self.audit.checkpoint_interval_s > 0:
             key_path = self.audit.resolved_key_path(settings.state_dir)
             self.signer = load_or_create_signer(key_path, self.audit.key_name)
-            tiles = open_store(AUDIT_TILES, self.audit.resolved_tiles_url(settings.state_dir))
+        tiles = open_store(AUDIT_TILES, self.audit.resolved_tiles_url(settings.state_dir))
+        if self.signer is not None:
             self.log = LogPublisher(self.store, self.signer, self.audit.log_origin, tiles)
+        self.log_api: LogApi | None = None
+        if self.audit.log_http_enabled:
+            self.log_api = LogApi(
+                self.store, tiles, self.audit.log_http_host, self.audit.log_http_port
+            )
+            self.log_api.start()
         self._next_checkpoint = 0.0
         self._started_seen = 0
         latest = self.store.latest_checkpoint()
@@ -242,6 +250,8 @@ class AuditService(Service):
         return stored
 
     def close(self) -> None:
+        if self.log_api is not None:
+            self.log_api.stop()
         self._record_published()
         if self.topic is not None:
             self.topic.close()

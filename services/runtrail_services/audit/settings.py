@@ -50,6 +50,11 @@ class AuditSettings(ServiceSettings):
         description="Where the log's C2SP tiles and checkpoint are written: file:///dir or "
         "s3://bucket/prefix (default: file://<RUNTRAIL_STATE_DIR>/audit/tlog).",
     )
+    log_http_enabled: bool = Field(
+        default=False, description="Serve the log's tiles and proofs over HTTP (the audit API)."
+    )
+    log_http_host: str = Field(default="127.0.0.1", description="Bind address of the audit API.")
+    log_http_port: int = Field(default=9441, ge=0, description="Port of the audit API (0: any).")
     checkpoint_interval_s: float = Field(
         default=60.0,
         ge=0,
