@@ -563,6 +563,11 @@ def test_log_checkpoints_are_kept_largest_first(backend: Backend, signer: NoteSi
     found = store.log_checkpoint_of_size(1)
     assert found is not None and found.checkpoint == small
     assert store.log_checkpoint_of_size(3) is None
+    # witnesses' cosignatures, kept once each
+    assert store.cosignatures(saved_large.checkpoint_id) == {}
+    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA", "w2": "— w2 BBBB"})
+    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA"})
+    assert store.cosignatures(saved_large.checkpoint_id) == {"w1": "— w1 AAAA", "w2": "— w2 BBBB"}
 
 
 def test_existing_links_become_leaves_in_run_order(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ from runtrail_services.audit.sealing import Sealer
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
 from runtrail_services.audit.transparency import LogPublisher
+from runtrail_services.audit.witnessing import WitnessClient, witnesses_from
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,15 @@ class AuditService(Service):
             self.signer = load_or_create_signer(key_path, self.audit.key_name)
         tiles = open_store(AUDIT_TILES, self.audit.resolved_tiles_url(settings.state_dir))
         if self.signer is not None:
-            self.log = LogPublisher(self.store, self.signer, self.audit.log_origin, tiles)
+            witnesses = witnesses_from(self.audit.witnesses)
+            self.log = LogPublisher(
+                self.store,
+                self.signer,
+                self.audit.log_origin,
+                tiles,
+                WitnessClient(witnesses) if witnesses else None,
+                self.audit.witness_quorum,
+            )
         self.log_api: LogApi | None = None
         if self.audit.log_http_enabled:
             self.log_api = LogApi(

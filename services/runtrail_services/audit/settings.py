@@ -55,6 +55,16 @@ class AuditSettings(ServiceSettings):
     )
     log_http_host: str = Field(default="127.0.0.1", description="Bind address of the audit API.")
     log_http_port: int = Field(default=9441, ge=0, description="Port of the audit API (0: any).")
+    witnesses: dict[str, str] = Field(
+        default_factory=dict,
+        description="Witnesses that cosign the log's checkpoints (C2SP tlog-witness): JSON "
+        '{"<add-checkpoint base URL>": "<witness verifier key name+id+key>"}.',
+    )
+    witness_quorum: int = Field(
+        default=1,
+        ge=1,
+        description="Cosignatures that make a log checkpoint witnessed (at most the witnesses).",
+    )
     checkpoint_interval_s: float = Field(
         default=60.0,
         ge=0,

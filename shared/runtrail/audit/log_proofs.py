@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtrail.audit.cosignature import with_cosignatures
 from runtrail.audit.store import LinkStore, StoredCheckpoint
 from runtrail.audit.tlog import LogTree, catch_up, consistency_json, inclusion_json
 
 
 class NoProof(LookupError):
     """Nothing to prove it against, or nothing to prove (no such link, no such checkpoint)."""
+
+
+def cosigned_note(store: LinkStore, stored: StoredCheckpoint) -> str:
+    """A log checkpoint's note with every witness cosignature kept for it."""
+    return with_cosignatures(stored.note, list(store.cosignatures(stored.checkpoint_id).values()))
 
 
 def _signed(store: LinkStore, size: int | None) -> StoredCheckpoint:
@@ -41,7 +47,7 @@ def prove_link(
     catch_up(tree, store, signed.checkpoint.size)
     proof = inclusion_json(tree, leaf, signed.checkpoint.size)
     link = {"tenantId": tenant_id, "runId": run_id, "index": index, "hash": proof["entry"]}
-    return {"checkpoint": signed.note, "link": link, **proof}
+    return {"checkpoint": cosigned_note(store, signed), "link": link, **proof}
 
 
 def prove_consistency(
@@ -54,4 +60,8 @@ def prove_consistency(
         raise NoProof(f"the old size {old_size} is beyond {signed.checkpoint.size}")
     catch_up(tree, store, signed.checkpoint.size)
     proof = consistency_json(tree, old_size, signed.checkpoint.size)
-    return {"checkpoint": signed.note, "oldCheckpoint": old.note, **proof}
+    return {
+        "checkpoint": cosigned_note(store, signed),
+        "oldCheckpoint": cosigned_note(store, old),
+        **proof,
+    }

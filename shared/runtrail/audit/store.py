@@ -140,6 +140,14 @@ class LinkStore(Protocol):
         """The log checkpoint saved last (the largest: each extends the one before)."""
         ...
 
+    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+        """Keep witnesses' cosignature lines (by witness name) of a log checkpoint."""
+        ...
+
+    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
+        """The cosignature lines kept for a log checkpoint, by witness name."""
+        ...
+
     def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
         """The log checkpoint of ``size`` leaves, if one was signed."""
         ...

@@ -171,6 +171,11 @@ FROM audit_links""",
     created_at TEXT NOT NULL)""",
     """CREATE TRIGGER audit_log_checkpoints_no_update BEFORE UPDATE ON audit_log_checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+    """CREATE TABLE audit_log_cosignatures (
+    checkpoint_id INTEGER NOT NULL REFERENCES audit_log_checkpoints (id),
+    witness TEXT NOT NULL,
+    line TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, witness))""",
     """CREATE TRIGGER audit_log_checkpoints_no_delete BEFORE DELETE ON audit_log_checkpoints
 BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
 )
@@ -195,6 +200,12 @@ CREATE TABLE audit_log_checkpoints (
     body TEXT NOT NULL,
     note TEXT NOT NULL,
     created_at TEXT NOT NULL
+);
+CREATE TABLE audit_log_cosignatures (
+    checkpoint_id BIGINT NOT NULL REFERENCES audit_log_checkpoints (id),
+    witness TEXT NOT NULL,
+    line TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, witness)
 );
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
     FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
@@ -276,6 +287,16 @@ _LOG_CHECKPOINT_COLUMNS = "SELECT id, body, note, created_at FROM audit_log_chec
 #: The largest: two members signing at once may save them out of order.
 SELECT_LATEST_LOG_CHECKPOINT = f"{_LOG_CHECKPOINT_COLUMNS} ORDER BY size DESC, id DESC LIMIT 1"
 SELECT_LOG_CHECKPOINT_OF_SIZE = f"{_LOG_CHECKPOINT_COLUMNS} WHERE size = ? ORDER BY id DESC LIMIT 1"
+#: A witness's cosignature is kept once (a second identical submission changes nothing).
+INSERT_COSIGNATURE: Mapping[Dialect, str] = {
+    "sqlite": "INSERT OR IGNORE INTO audit_log_cosignatures (checkpoint_id, witness, line) "
+    "VALUES (?, ?, ?)",
+    "postgresql": "INSERT INTO audit_log_cosignatures (checkpoint_id, witness, line) "
+    "VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+}
+SELECT_COSIGNATURES = (
+    "SELECT witness, line FROM audit_log_cosignatures WHERE checkpoint_id = ? ORDER BY witness"
+)
 
 #: The envelope fields a summary reads from each stored event (JSON members, in this order).
 SUMMARY_FIELDS = (
@@ -641,6 +662,16 @@ class SqlLinkStore:
     def latest_log_checkpoint(self) -> StoredCheckpoint | None:
         rows = self._query(SELECT_LATEST_LOG_CHECKPOINT)
         return stored_checkpoint(rows[0]) if rows else None
+
+    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+        statement = self._sql(INSERT_COSIGNATURE[self.dialect])
+        with self._db.transaction() as cur:
+            for witness, line in sorted(lines.items()):
+                cur.execute(statement, (checkpoint_id, witness, line))
+
+    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
+        rows = self._query(SELECT_COSIGNATURES, (checkpoint_id,))
+        return {str(witness): str(line) for witness, line in rows}
 
     def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
         rows = self._query(SELECT_LOG_CHECKPOINT_OF_SIZE, (size,))
