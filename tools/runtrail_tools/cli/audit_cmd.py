@@ -153,6 +153,13 @@ def register(subparsers: Any) -> None:
     log_consistency.add_argument("-o", "--output", type=Path, help="also write the JSON here")
     log_consistency.set_defaults(func=cmd_log_consistency)
 
+    bundle, chain = _chain_command(
+        commands, "bundle", "write a run's offline proof bundle (links, proofs, checkpoint, keys)"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
+    bundle.add_argument("-o", "--output", type=Path, required=True, help="the bundle file")
+    bundle.set_defaults(func=cmd_bundle)
+
     keygen = _command(commands, "keygen", "generate the Ed25519 checkpoint signing key")
     keygen.add_argument("--format", choices=["pem", "raw"], default="pem")
     keygen.set_defaults(func=cmd_keygen)
@@ -503,6 +510,34 @@ def cmd_log_consistency(args: argparse.Namespace, settings: Settings) -> int:
     return _log_proof(
         args, settings, lambda store: prove_consistency(store, LogTree(), args.old, args.new)
     )
+
+
+@_guarded
+def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.bundle import make_bundle
+    from runtrail.audit.log_proofs import NoProof
+    from runtrail_services.audit.signing import load_or_create_signer
+
+    audit = _audit_settings(args)
+    key = audit.resolved_key_path(settings.state_dir)
+    vkey = load_or_create_signer(key, audit.key_name).verifier.vkey() if key.exists() else None
+    witnesses = list(audit.witnesses.values())
+    quorum = audit.witness_quorum if witnesses else 0
+    with _store(args, settings) as store:
+        try:
+            bundle = make_bundle(store, settings.tenant, args.run, vkey, witnesses, quorum)
+        except NoProof as exc:
+            raise NothingFound(f"audit bundle: {exc}") from exc
+    args.output.write_text(json.dumps(bundle, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    _emit(
+        {
+            "file": str(args.output),
+            "proven": len(bundle["proofs"]),
+            "treeSize": bundle["treeSize"],
+            "keys": bundle["keys"],
+        }
+    )
+    return VALID
 
 
 @_guarded
