@@ -100,8 +100,9 @@ class LogPublisher:
         done = self._published_size()
         if done > checkpoint.size or (done == checkpoint.size and note == self._written):
             return
-        for tile in new_tiles(done, checkpoint.size):
-            self.tiles.put(tile.path, tile_bytes(self.tree, tile))
+        self.tiles.put_all(
+            (tile.path, tile_bytes(self.tree, tile)) for tile in new_tiles(done, checkpoint.size)
+        )
         self.tiles.put(CHECKPOINT_OBJECT, note.encode())
         self._tiles_size = checkpoint.size
         self._written = note

@@ -5,6 +5,7 @@ Apart from :mod:`.tile_store` so that a folder needs no object-store client (the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import obstore
@@ -31,6 +32,10 @@ class ObjectTileStore:
             obstore.put(self.store, path, data)
         except (OSError, obstore.exceptions.BaseError) as exc:
             raise StoreUnavailable("audit tile store", str(exc)) from exc
+
+    def put_all(self, objects: Iterable[tuple[str, bytes]]) -> None:
+        for path, data in objects:
+            self.put(path, data)
 
     def get(self, path: str) -> bytes | None:
         try:
