@@ -179,3 +179,33 @@ def test_the_publisher_refuses_to_sign_a_fork(store: LinkStore, tmp_path: Path) 
     latest = store.latest_log_checkpoint()
     assert latest is not None and latest.checkpoint == other
     assert not (tmp_path / "t" / "checkpoint").exists()
+
+
+def test_tiles_go_to_object_storage_through_the_persistence_layer(
+    store: LinkStore, s3_url: str
+) -> None:
+    """The same publisher on an S3 bucket (moto): the objects, and a restart that finds them."""
+    from runtrail.persistence.kinds import AUDIT_TILES
+
+    signer = NoteSigner("log.example/s3", Ed25519PrivateKey.generate())
+    tiles = open_store(AUDIT_TILES, s3_url)
+    fill(store, 2, 150)
+    first = LogPublisher(store, signer, "log.example/s3", tiles).publish()
+    assert first is not None and first.checkpoint.size == 300
+    note = tiles.get("checkpoint")
+    assert (
+        note is not None and verify_checkpoint(note.decode(), signer.verifier) == first.checkpoint
+    )
+    assert read_entry_bundle(tiles.get("tile/entries/001.p/44") or b"") == store.log_entries(
+        256, 300
+    )
+    assert tiles.get("tile/0/002") is None
+    prev, batch = GENESIS_HASH, []
+    for i in range(3):
+        link = seal(i, prev, event("run-s3", i))
+        batch.append(link)
+        prev = link.hash
+    store.append_batch(batch, {})
+    second = LogPublisher(store, signer, "log.example/s3", tiles).publish()
+    assert second is not None and second.checkpoint.size == 303
+    assert tiles.get("tile/0/001.p/47") is not None
