@@ -32,7 +32,7 @@ from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
 from runtrail.persistence import AUDIT_LINKS, open_store
-from runtrail.persistence.urls import sqlite_url
+from runtrail.persistence.urls import file_path, sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
 from runtrail_services.audit import service as service_module
 from runtrail_services.audit.messages import KIND_HEADER, link_line
@@ -549,6 +549,12 @@ def test_periodic_checkpoints_sign_the_stored_heads_when_they_change(
     latest = store.latest_checkpoint()
     assert latest is not None and latest.checkpoint.size == 2
     assert store.checkpoint_heads(latest.checkpoint_id) == store.heads()
+    # the transparency log too: every link a leaf, its checkpoint and tiles written
+    logged = store.latest_log_checkpoint()
+    assert logged is not None and logged.checkpoint.size == 5
+    tiles = file_path(AuditSettings.load(h.options).resolved_tiles_url(h.settings.state_dir))
+    assert (tiles / "checkpoint").read_text() == logged.note
+    assert (tiles / "tile" / "entries" / "000.p" / "5").exists()
     key = AuditSettings.load(h.options).resolved_key_path(h.settings.state_dir)
     assert key.exists() and Path(f"{key}.pub").exists()  # generated on first use
     assert verify_checkpoint(latest.note, service.signer.verifier) == latest.checkpoint  # type: ignore[union-attr]

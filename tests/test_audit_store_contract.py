@@ -513,6 +513,90 @@ def test_racing_writers_build_one_valid_chain_per_run(backend: Backend) -> None:
         assert len(chain) == 4 * per_writer
         assert len({link.event_id for link in chain}) == 4 * per_writer
         assert verify_stored(backend.store, "acme", run).valid
+    # the log numbered every link once, in commit order: no gap, no duplicate, and each
+    # run's links in chain order
+    size = backend.store.log_size()
+    assert size == len(runs) * 4 * per_writer
+    leaves = backend.sql("SELECT leaf_index, run_id, idx, hash FROM audit_log ORDER BY leaf_index")
+    assert [row[0] for row in leaves] == list(range(size))
+    for run in runs:
+        chain = backend.store.load_chain("acme", run)
+        assert [(r[2], r[3]) for r in leaves if r[1] == run] == [(x.index, x.hash) for x in chain]
+
+
+# --- the transparency log ------------------------------------------------------------------
+def test_each_stored_link_is_the_next_leaf_of_the_log(backend: Backend) -> None:
+    store = backend.store
+    assert store.log_size() == 0 and store.log_entries(0, 10) == []
+    first = filled(store, 3)
+    other = links_for([event(1, run="run-2"), event(2, run="run-2")])
+    store.append_batch([other[0], *links_for([event(4)], store.head("acme", "run-1"))], {})
+    store.append_batch([*first, other[1]], {})  # a retried batch: only run-2's link is new
+    assert store.log_size() == 6
+    entries = store.log_entries(0, 6)
+    chain = store.load_chain("acme", "run-1")
+    assert entries == [bytes.fromhex(h) for h in [*[x.hash for x in chain[:3]], other[0].hash,
+                                                    chain[3].hash, other[1].hash]]  # fmt: skip
+    assert store.log_entries(2, 4) == entries[2:4]
+    assert store.log_index("acme", "run-1", 3) == 4
+    assert store.log_index("acme", "run-2", 1) == 5
+    assert store.log_index("acme", "run-2", 2) is None
+    with pytest.raises(backend.refused):
+        backend.sql("UPDATE audit_log SET hash = %s WHERE leaf_index = 0", "00" * 32)
+    with pytest.raises(backend.refused):
+        backend.sql("DELETE FROM audit_log WHERE leaf_index = 5")
+    assert store.log_size() == 6
+
+
+def test_log_checkpoints_are_kept_largest_first(backend: Backend, signer: NoteSigner) -> None:
+    from runtrail.audit.checkpoint import Checkpoint
+    from runtrail.audit.note import sign_note
+
+    store = backend.store
+    assert store.latest_log_checkpoint() is None
+    small, large = Checkpoint("o", 1, b"\x01" * 32), Checkpoint("o", 2, b"\x02" * 32)
+    saved_large = store.save_log_checkpoint(sign_note(large.body(), signer), large)
+    store.save_log_checkpoint(sign_note(small.body(), signer), small)  # saved late
+    latest = store.latest_log_checkpoint()
+    assert latest is not None and latest.checkpoint == large
+    assert latest.checkpoint_id == saved_large.checkpoint_id
+    found = store.log_checkpoint_of_size(1)
+    assert found is not None and found.checkpoint == small
+    assert store.log_checkpoint_of_size(3) is None
+    # witnesses' cosignatures, kept once each
+    assert store.cosignatures(saved_large.checkpoint_id) == {}
+    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA", "w2": "— w2 BBBB"})
+    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA"})
+    assert store.cosignatures(saved_large.checkpoint_id) == {"w1": "— w1 AAAA", "w2": "— w2 BBBB"}
+
+
+def test_existing_links_become_leaves_in_run_order(tmp_path: Path) -> None:
+    """A store written before the log: its links are numbered once, by (tenant, run, index)."""
+    from runtrail.audit.store_sql import SQLITE_SCHEMA
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in SQLITE_SCHEMA:
+        conn.execute(statement)
+    rows = [(link, "run-b") for link in links_for([event(s, run="run-b") for s in (1, 2)])]
+    rows += [(link, "run-a") for link in links_for([event(s, run="run-a") for s in (1, 2)])]
+    for link, run in rows:
+        conn.execute(
+            "INSERT INTO audit_links VALUES (?, ?, ?, ?, ?, ?, ?)",
+            ("acme", run, link.index, link.event_id, link.prev_hash, link.hash,
+             link.canonical().decode()),
+        )  # fmt: skip
+    conn.close()
+    store = open_store(AUDIT_LINKS, sqlite_url(db))
+    try:
+        assert store.log_size() == 4
+        order = [(store.log_index("acme", r, i)) for r in ("run-a", "run-b") for i in (0, 1)]
+        assert order == [0, 1, 2, 3]
+        new = links_for([event(3, run="run-a")], store.head("acme", "run-a"))
+        store.append_batch(new, {})
+        assert store.log_index("acme", "run-a", 2) == 4
+    finally:
+        store.close()
 
 
 # --- PostgreSQL specifics --------------------------------------------------------------------

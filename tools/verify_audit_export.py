@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import rfc8785
@@ -78,45 +79,52 @@ def link_hash(prev_hash: str, event: dict[str, Any]) -> str:
 
 
 def verify(path: str, expect_length: int | None, expect_hash: str | None) -> dict[str, Any]:
+    with open(path, "rb") as source:
+        return verify_lines(source, expect_length, expect_hash)
+
+
+def verify_lines(
+    source: Iterable[bytes], expect_length: int | None = None, expect_hash: str | None = None
+) -> dict[str, Any]:
+    """The verdict on an export's lines (``verify`` of a file, or a bundle's ``links``)."""
     expected_prev, identity, count = GENESIS, None, 0
     failure: tuple[int | None, str] | None = None
     hashes: list[str] = []
-    with open(path, "rb") as source:
-        for raw in source:
-            if not raw.strip():
-                continue
-            position = count
-            count += 1
-            if failure is not None:
-                continue
-            try:
-                line = parse_line(raw)
-            except Malformed:
-                failure = (position, "malformed link")
-                continue
-            label, event = line["index"], line["event"]
-            try:
-                recomputed = link_hash(line["prevHash"], event)
-                run = (event.get("tenantId"), event.get("runId"))
-                if not all(isinstance(part, str) and part.strip() for part in run):
-                    raise Malformed("event has no tenantId/runId")
-            except Malformed:
-                failure = (position, "malformed link")
-                continue
-            # firstBrokenIndex is always the position: the index label is not hashed.
-            if recomputed != line["hash"]:
-                failure = (position, "hash mismatch")
-            elif line["prevHash"] != expected_prev:
-                failure = (position, "prevHash mismatch")
-            elif identity is not None and run != identity:
-                failure = (position, "run mismatch")
-            elif label != position:
-                failure = (position, "index mismatch")
-            elif run != (line["tenantId"], line["runId"]):
-                failure = (position, "run mismatch")
-            else:
-                identity, expected_prev = run, line["hash"]
-                hashes.append(line["hash"])
+    for raw in source:
+        if not raw.strip():
+            continue
+        position = count
+        count += 1
+        if failure is not None:
+            continue
+        try:
+            line = parse_line(raw)
+        except Malformed:
+            failure = (position, "malformed link")
+            continue
+        label, event = line["index"], line["event"]
+        try:
+            recomputed = link_hash(line["prevHash"], event)
+            run = (event.get("tenantId"), event.get("runId"))
+            if not all(isinstance(part, str) and part.strip() for part in run):
+                raise Malformed("event has no tenantId/runId")
+        except Malformed:
+            failure = (position, "malformed link")
+            continue
+        # firstBrokenIndex is always the position: the index label is not hashed.
+        if recomputed != line["hash"]:
+            failure = (position, "hash mismatch")
+        elif line["prevHash"] != expected_prev:
+            failure = (position, "prevHash mismatch")
+        elif identity is not None and run != identity:
+            failure = (position, "run mismatch")
+        elif label != position:
+            failure = (position, "index mismatch")
+        elif run != (line["tenantId"], line["runId"]):
+            failure = (position, "run mismatch")
+        else:
+            identity, expected_prev = run, line["hash"]
+            hashes.append(line["hash"])
     if failure is None and count == 0 and not expect_length:
         failure = (None, "no links")  # verifying nothing is not "valid"
     elif failure is None and expect_length is not None:

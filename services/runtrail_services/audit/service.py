@@ -15,7 +15,8 @@ Guarantees, in the order a batch goes through them:
    re-sends the same links (identical bytes) after restart.
 4. **Checkpoints**: every ``checkpoint_interval_s`` (if the heads changed, and if no other
    member signed one meanwhile) a checkpoint over all run heads in the store is signed, kept
-   in the store and published (best effort: the store holds every checkpoint).
+   in the store and published (best effort: the store holds every checkpoint); so is one of
+   the transparency log (every link a leaf, :mod:`.transparency`), whose tiles are written.
 
 A store that cannot take writes now (disk full, read-only, database down) raises
 :class:`~runtrail.runtime.unavailable.StoreUnavailable` from :meth:`flush` and :meth:`tick`: the
@@ -35,13 +36,14 @@ from collections.abc import Sequence
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredCheckpoint
-from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.kinds import AUDIT_LINKS, AUDIT_TILES
 from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
 from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
+from runtrail_services.audit.log_api import LogApi
 from runtrail_services.audit.metrics import AuditMetrics
 from runtrail_services.audit.positions import (
     published_positions,
@@ -52,6 +54,8 @@ from runtrail_services.audit.publishing import AuditPublishError, AuditTopic, Ou
 from runtrail_services.audit.sealing import Sealer
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
+from runtrail_services.audit.transparency import LogPublisher
+from runtrail_services.audit.witnessing import WitnessClient, witnesses_from
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +81,27 @@ class AuditService(Service):
         self.topic = AuditTopic(settings, settings.audit_topic) if self.audit.publish else None
         self.outbox = Outbox(self.topic) if self.topic is not None else None
         self.signer: NoteSigner | None = None
+        self.log: LogPublisher | None = None
         if self.audit.checkpoint_interval_s > 0:
             key_path = self.audit.resolved_key_path(settings.state_dir)
             self.signer = load_or_create_signer(key_path, self.audit.key_name)
+        tiles = open_store(AUDIT_TILES, self.audit.resolved_tiles_url(settings.state_dir))
+        if self.signer is not None:
+            witnesses = witnesses_from(self.audit.witnesses)
+            self.log = LogPublisher(
+                self.store,
+                self.signer,
+                self.audit.log_origin,
+                tiles,
+                WitnessClient(witnesses) if witnesses else None,
+                self.audit.witness_quorum,
+            )
+        self.log_api: LogApi | None = None
+        if self.audit.log_http_enabled:
+            self.log_api = LogApi(
+                self.store, tiles, self.audit.log_http_host, self.audit.log_http_port
+            )
+            self.log_api.start()
         self._next_checkpoint = 0.0
         self._started_seen = 0
         latest = self.store.latest_checkpoint()
@@ -211,8 +233,11 @@ class AuditService(Service):
         self._next_checkpoint = now + interval
 
     def checkpoint(self) -> StoredCheckpoint | None:
-        """Sign the store's heads now (if they changed) and publish the checkpoint."""
+        """Sign the store's heads now (if they changed) and publish the checkpoint; sign the
+        transparency log's checkpoint (if it grew) and write its tiles."""
         assert self.signer is not None
+        if self.log is not None:
+            self.log.publish()
         signed = sign_and_store(self.store, self.signer, self.audit.origin, only_if_changed=True)
         self.metrics.chains.set(signed.checkpoint.size)
         stored = signed.stored
@@ -234,6 +259,8 @@ class AuditService(Service):
         return stored
 
     def close(self) -> None:
+        if self.log_api is not None:
+            self.log_api.stop()
         self._record_published()
         if self.topic is not None:
             self.topic.close()

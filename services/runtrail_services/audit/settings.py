@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from runtrail.audit.checkpoint import DEFAULT_ORIGIN
+from runtrail.audit.checkpoint import DEFAULT_LOG_ORIGIN, DEFAULT_ORIGIN
 from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
 
@@ -41,6 +41,30 @@ class AuditSettings(ServiceSettings):
     origin: str = Field(
         default=DEFAULT_ORIGIN, description="Origin line of the signed checkpoints."
     )
+    log_origin: str = Field(
+        default=DEFAULT_LOG_ORIGIN,
+        description="Origin line of the transparency log's checkpoints (one tree per origin).",
+    )
+    tiles_url: str | None = Field(
+        default=None,
+        description="Where the log's C2SP tiles and checkpoint are written: file:///dir or "
+        "s3://bucket/prefix (default: file://<RUNTRAIL_STATE_DIR>/audit/tlog).",
+    )
+    log_http_enabled: bool = Field(
+        default=False, description="Serve the log's tiles and proofs over HTTP (the audit API)."
+    )
+    log_http_host: str = Field(default="127.0.0.1", description="Bind address of the audit API.")
+    log_http_port: int = Field(default=9441, ge=0, description="Port of the audit API (0: any).")
+    witnesses: dict[str, str] = Field(
+        default_factory=dict,
+        description="Witnesses that cosign the log's checkpoints (C2SP tlog-witness): JSON "
+        '{"<add-checkpoint base URL>": "<witness verifier key name+id+key>"}.',
+    )
+    witness_quorum: int = Field(
+        default=1,
+        ge=1,
+        description="Cosignatures that make a log checkpoint witnessed (at most the witnesses).",
+    )
     checkpoint_interval_s: float = Field(
         default=60.0,
         ge=0,
@@ -60,6 +84,9 @@ class AuditSettings(ServiceSettings):
 
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or sqlite_url(state_dir.expanduser() / "audit.db")
+
+    def resolved_tiles_url(self, state_dir: Path) -> str:
+        return self.tiles_url or (state_dir.expanduser().resolve() / "audit" / "tlog").as_uri()
 
     def resolved_key_path(self, state_dir: Path) -> Path:
         return self.key_path or state_dir.expanduser().resolve() / "audit" / "checkpoint.key"

@@ -34,6 +34,8 @@ from runtrail.audit.note import NoteSigner, NoteVerifier, open_note, sign_note
 from runtrail.events.jsonform import canonical_bytes
 
 DEFAULT_ORIGIN = "runtrail.local/audit"
+#: The transparency log's origin (:mod:`runtrail.audit.tlog`): a tree of its own.
+DEFAULT_LOG_ORIGIN = "runtrail.local/audit/log"
 
 
 def head_leaf(head: RunHead) -> bytes:

@@ -14,7 +14,7 @@ raising, so a caller cannot mistake an exception path for success.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -48,40 +48,58 @@ def root_hash(hashes: Sequence[bytes]) -> bytes:
     return node_hash(root_hash(hashes[:k]), root_hash(hashes[k:]))
 
 
+#: The hash of the leaves ``lo`` to ``hi`` (exclusive), ``MTH(D[lo:hi])``: how proofs read a
+#: tree, be it a list of leaf hashes or a log's stored levels.
+RangeRoot = Callable[[int, int], bytes]
+
+
+def _slices(hashes: Sequence[bytes]) -> RangeRoot:
+    return lambda lo, hi: root_hash(hashes[lo:hi])
+
+
 def inclusion_proof(hashes: Sequence[bytes], index: int) -> list[bytes]:
     """PATH(m, D[n]): the audit path of leaf ``index``."""
-    if not 0 <= index < len(hashes):
-        raise IndexError(f"leaf {index} is not in a tree of {len(hashes)}")
-    return _path(hashes, index)
+    return inclusion_path(_slices(hashes), len(hashes), index)
 
 
-def _path(hashes: Sequence[bytes], index: int) -> list[bytes]:
-    size = len(hashes)
-    if size <= 1:
+def inclusion_path(range_root: RangeRoot, size: int, index: int) -> list[bytes]:
+    """PATH(index, D[size]) over any tree ``range_root`` reads."""
+    if not 0 <= index < size:
+        raise IndexError(f"leaf {index} is not in a tree of {size}")
+    return _path(range_root, 0, size, index)
+
+
+def _path(range_root: RangeRoot, lo: int, hi: int, index: int) -> list[bytes]:
+    if hi - lo <= 1:
         return []
-    k = split_point(size)
-    if index < k:
-        return [*_path(hashes[:k], index), root_hash(hashes[k:])]
-    return [*_path(hashes[k:], index - k), root_hash(hashes[:k])]
+    mid = lo + split_point(hi - lo)
+    if index < mid:
+        return [*_path(range_root, lo, mid, index), range_root(mid, hi)]
+    return [*_path(range_root, mid, hi, index), range_root(lo, mid)]
 
 
 def consistency_proof(hashes: Sequence[bytes], old_size: int) -> list[bytes]:
     """PROOF(m, D[n]): that the first ``old_size`` leaves are a prefix of the tree."""
-    if not 0 <= old_size <= len(hashes):
-        raise ValueError(f"old size {old_size} is not within 0..{len(hashes)}")
-    if old_size in (0, len(hashes)):
+    return consistency_path(_slices(hashes), old_size, len(hashes))
+
+
+def consistency_path(range_root: RangeRoot, old_size: int, size: int) -> list[bytes]:
+    """PROOF(old_size, D[size]) over any tree ``range_root`` reads."""
+    if not 0 <= old_size <= size:
+        raise ValueError(f"old size {old_size} is not within 0..{size}")
+    if old_size in (0, size):
         return []
-    return _subproof(old_size, hashes, complete=True)
+    return _subproof(range_root, old_size, 0, size, complete=True)
 
 
-def _subproof(m: int, hashes: Sequence[bytes], complete: bool) -> list[bytes]:
-    n = len(hashes)
+def _subproof(range_root: RangeRoot, m: int, lo: int, hi: int, complete: bool) -> list[bytes]:
+    n = hi - lo
     if m == n:
-        return [] if complete else [root_hash(hashes)]
-    k = split_point(n)
-    if m <= k:
-        return [*_subproof(m, hashes[:k], complete), root_hash(hashes[k:])]
-    return [*_subproof(m - k, hashes[k:], False), root_hash(hashes[:k])]
+        return [] if complete else [range_root(lo, hi)]
+    mid = lo + split_point(n)
+    if m <= mid - lo:
+        return [*_subproof(range_root, m, lo, mid, complete), range_root(mid, hi)]
+    return [*_subproof(range_root, m - (mid - lo), mid, hi, False), range_root(lo, mid)]
 
 
 def _well_formed(*hashes: bytes) -> bool:

@@ -1,5 +1,8 @@
 """What an audit link store must do, whatever database is behind it (SQLite, PostgreSQL…).
 
+Each new link also becomes the next leaf of the store's transparency log, numbered in the
+transaction that stores it (:mod:`runtrail.audit.tlog`).
+
 The contract that makes the audit service exactly-once into the store: links are append-only,
 keyed by (tenant, run, index) and unique per (tenant, eventId); and a batch of links is written
 in *one* transaction together with the consumer offsets that follow it, so after a crash the
@@ -115,6 +118,38 @@ class LinkStore(Protocol):
 
     def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
         """The heads a saved checkpoint commits to, in leaf order."""
+        ...
+
+    def log_size(self) -> int:
+        """How many leaves the transparency log has (one per stored link)."""
+        ...
+
+    def log_entries(self, start: int, end: int) -> list[bytes]:
+        """The log's entries ``start`` to ``end`` (exclusive): each a link's 32-byte hash."""
+        ...
+
+    def log_index(self, tenant_id: str, run_id: str, index: int) -> int | None:
+        """The leaf index of the run's link ``index`` in the log, if it is stored."""
+        ...
+
+    def save_log_checkpoint(self, note: str, checkpoint: Checkpoint) -> StoredCheckpoint:
+        """Keep a signed checkpoint of the transparency log."""
+        ...
+
+    def latest_log_checkpoint(self) -> StoredCheckpoint | None:
+        """The log checkpoint saved last (the largest: each extends the one before)."""
+        ...
+
+    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+        """Keep witnesses' cosignature lines (by witness name) of a log checkpoint."""
+        ...
+
+    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
+        """The cosignature lines kept for a log checkpoint, by witness name."""
+        ...
+
+    def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
+        """The log checkpoint of ``size`` leaves, if one was signed."""
         ...
 
     def close(self) -> None: ...

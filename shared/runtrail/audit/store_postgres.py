@@ -47,6 +47,7 @@ _HEADS_OF = _postgres(sql.POSTGRES_HEADS_OF)
 _SELECT_EVENTS = _postgres(sql.POSTGRES_SELECT_EVENTS)
 _INSERT_CHECKPOINT = _postgres(sql.POSTGRES_INSERT_CHECKPOINT)
 _INSERT_CHECKPOINT_HEADS = _postgres(sql.POSTGRES_INSERT_CHECKPOINT_HEADS)
+_INSERT_LOG_CHECKPOINT = _postgres(sql.INSERT_LOG_CHECKPOINT + " RETURNING id")
 
 
 def run_lock_key(tenant_id: str, run_id: str) -> int:
@@ -97,6 +98,20 @@ class PostgresLinkStore(sql.SqlLinkStore):
 
     def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
         row = cur.execute(_INSERT_CHECKPOINT, values).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _lock_log(self, cur: Any) -> None:
+        """Taken after the runs' locks (always in that order, so appends cannot deadlock)."""
+        cur.execute(sql.POSTGRES_LOG_LOCK)
+
+    def _insert_leaves(self, cur: Any, rows: Sequence[sql.LeafRow]) -> None:
+        with cur.copy(sql.POSTGRES_COPY_LEAVES) as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
+        row = cur.execute(_INSERT_LOG_CHECKPOINT, values).fetchone()
         assert row is not None
         return int(row[0])
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.checkpoint import Checkpoint, order_heads
@@ -145,7 +145,80 @@ CREATE OR REPLACE TRIGGER audit_checkpoint_heads_no_truncate BEFORE TRUNCATE
 """
 
 
-def _component(first_schema: Sequence[str]) -> Component:
+#: SQLite: the transparency log (one leaf per sealed link, its index fixed when the link is
+#: stored) and the log's signed checkpoints; existing links become leaves in (tenant, run,
+#: index) order, compared as bytes.
+SQLITE_LOG_SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE audit_log (
+    leaf_index INTEGER PRIMARY KEY CHECK (leaf_index >= 0),
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    hash TEXT NOT NULL)""",
+    "CREATE INDEX audit_log_link ON audit_log (tenant_id, run_id, idx)",
+    """CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """INSERT INTO audit_log (leaf_index, tenant_id, run_id, idx, hash)
+SELECT ROW_NUMBER() OVER (ORDER BY tenant_id, run_id, idx) - 1, tenant_id, run_id, idx, hash
+FROM audit_links""",
+    """CREATE TABLE audit_log_checkpoints (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    size INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at TEXT NOT NULL)""",
+    """CREATE TRIGGER audit_log_checkpoints_no_update BEFORE UPDATE ON audit_log_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+    """CREATE TABLE audit_log_cosignatures (
+    checkpoint_id INTEGER NOT NULL REFERENCES audit_log_checkpoints (id),
+    witness TEXT NOT NULL,
+    line TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, witness))""",
+    """CREATE TRIGGER audit_log_checkpoints_no_delete BEFORE DELETE ON audit_log_checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END""",
+)
+
+#: PostgreSQL: the same log and checkpoints (``COLLATE "C"``: byte order, as SQLite's).
+POSTGRES_LOG_SCHEMA = """
+CREATE TABLE audit_log (
+    leaf_index BIGINT PRIMARY KEY CHECK (leaf_index >= 0),
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    idx BIGINT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX audit_log_link ON audit_log (tenant_id, run_id, idx);
+INSERT INTO audit_log (leaf_index, tenant_id, run_id, idx, hash)
+SELECT ROW_NUMBER() OVER (ORDER BY tenant_id COLLATE "C", run_id COLLATE "C", idx) - 1,
+    tenant_id, run_id, idx, hash
+FROM audit_links;
+CREATE TABLE audit_log_checkpoints (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    size BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE audit_log_cosignatures (
+    checkpoint_id BIGINT NOT NULL REFERENCES audit_log_checkpoints (id),
+    witness TEXT NOT NULL,
+    line TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, witness)
+);
+CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
+    FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
+CREATE TRIGGER audit_log_checkpoints_append_only BEFORE UPDATE OR DELETE
+    ON audit_log_checkpoints FOR EACH ROW EXECUTE FUNCTION audit_refuse_change();
+CREATE TRIGGER audit_log_checkpoints_no_truncate BEFORE TRUNCATE ON audit_log_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_refuse_change();
+"""
+
+
+def _component(first_schema: Sequence[str], log_schema: Sequence[str]) -> Component:
     """The ``audit`` component on ``first_schema`` (the tracking table's migrations come first)."""
     return Component(
         "audit",
@@ -156,14 +229,15 @@ def _component(first_schema: Sequence[str]) -> Component:
                 "offsets move into the tracking table",
                 adopt_statements("audit", "audit_offsets", "partition"),
             ),
+            Migration(3, "the append-only transparency log", log_schema),
         ),
     )
 
 
 #: The SQLite audit store's schema, in order.
-AUDIT_SQLITE = _component(SQLITE_SCHEMA)
+AUDIT_SQLITE = _component(SQLITE_SCHEMA, SQLITE_LOG_SCHEMA)
 #: The PostgreSQL audit store's schema, in order.
-AUDIT_POSTGRES = _component((POSTGRES_SCHEMA,))
+AUDIT_POSTGRES = _component((POSTGRES_SCHEMA,), (POSTGRES_LOG_SCHEMA,))
 
 # --- statements both dialects run ----------------------------------------------------------
 
@@ -194,6 +268,34 @@ SELECT_CHECKPOINT_BY_BODY = f"{_CHECKPOINT_COLUMNS} WHERE body = ? ORDER BY id D
 SELECT_CHECKPOINT_HEADS = (
     "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
     "WHERE checkpoint_id = ? ORDER BY leaf_index"
+)
+
+#: The log's next leaf index (its size); read under the log's lock in the append transaction.
+SELECT_LOG_SIZE = "SELECT COALESCE(MAX(leaf_index) + 1, 0) FROM audit_log"
+SELECT_LOG_ENTRIES = (
+    "SELECT hash FROM audit_log WHERE leaf_index >= ? AND leaf_index < ? ORDER BY leaf_index"
+)
+#: The first leaf of a link: a chain rewritten behind the store's back (its rows deleted and
+#: sealed again) appends new leaves, and the log keeps the first ones as evidence.
+SELECT_LOG_INDEX = (
+    "SELECT MIN(leaf_index) FROM audit_log WHERE tenant_id = ? AND run_id = ? AND idx = ?"
+)
+INSERT_LOG_CHECKPOINT = (
+    "INSERT INTO audit_log_checkpoints (size, body, note, created_at) VALUES (?, ?, ?, ?)"
+)
+_LOG_CHECKPOINT_COLUMNS = "SELECT id, body, note, created_at FROM audit_log_checkpoints"
+#: The largest: two members signing at once may save them out of order.
+SELECT_LATEST_LOG_CHECKPOINT = f"{_LOG_CHECKPOINT_COLUMNS} ORDER BY size DESC, id DESC LIMIT 1"
+SELECT_LOG_CHECKPOINT_OF_SIZE = f"{_LOG_CHECKPOINT_COLUMNS} WHERE size = ? ORDER BY id DESC LIMIT 1"
+#: A witness's cosignature is kept once (a second identical submission changes nothing).
+INSERT_COSIGNATURE: Mapping[Dialect, str] = {
+    "sqlite": "INSERT OR IGNORE INTO audit_log_cosignatures (checkpoint_id, witness, line) "
+    "VALUES (?, ?, ?)",
+    "postgresql": "INSERT INTO audit_log_cosignatures (checkpoint_id, witness, line) "
+    "VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+}
+SELECT_COSIGNATURES = (
+    "SELECT witness, line FROM audit_log_cosignatures WHERE checkpoint_id = ? ORDER BY witness"
 )
 
 #: The envelope fields a summary reads from each stored event (JSON members, in this order).
@@ -259,6 +361,15 @@ def sqlite_select_events(count: int) -> str:
     )
 
 
+_INSERT_LEAVES = "INSERT INTO audit_log (leaf_index, tenant_id, run_id, idx, hash) VALUES "
+_LEAF_MARKS = "(?, ?, ?, ?, ?)"
+
+
+def sqlite_insert_leaves(rows: int) -> str:
+    """One INSERT of ``rows`` log leaves (at most :data:`SQLITE_INSERT_ROWS`)."""
+    return _INSERT_LEAVES + ", ".join([_LEAF_MARKS] * rows)
+
+
 SQLITE_INSERT_CHECKPOINT_HEAD = (
     "INSERT INTO audit_checkpoint_heads "
     "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) VALUES (?, ?, ?, ?, ?, ?)"
@@ -285,6 +396,12 @@ POSTGRES_COPY_LINKS = (
     "COPY audit_links (tenant_id, run_id, idx, event_id, prev_hash, hash, event) FROM STDIN"
 )
 
+#: The one lock every append takes, after its runs' locks, to number the log's new leaves
+#: ("rtauditl" in ASCII): leaf indexes follow commit order, with no gap and no race.
+POSTGRES_LOG_LOCK = "SELECT pg_advisory_xact_lock(8247343478862145900)"
+
+POSTGRES_COPY_LEAVES = "COPY audit_log (leaf_index, tenant_id, run_id, idx, hash) FROM STDIN"
+
 POSTGRES_SELECT_EVENTS = (
     f"SELECT event_id, {LINK_COLUMNS} FROM audit_links "
     "WHERE tenant_id = ? AND event_id = ANY(?::text[])"
@@ -299,6 +416,16 @@ POSTGRES_INSERT_CHECKPOINT_HEADS = (
 )
 
 # --- rows --------------------------------------------------------------------------------
+
+
+class LeafRow(NamedTuple):
+    """One leaf of the transparency log: a sealed link's place and hash (nothing else)."""
+
+    leaf_index: int
+    tenant_id: str
+    run_id: str
+    idx: int
+    hash: str
 
 
 def link_from_row(row: Sequence[Any], position: int | None = None) -> Link:
@@ -398,6 +525,17 @@ class SqlLinkStore:
         """Insert :data:`INSERT_CHECKPOINT`'s ``values``; the new checkpoint's id."""
         raise NotImplementedError
 
+    def _lock_log(self, cur: Any) -> None:
+        """Keep every other append from numbering leaves until this transaction ends."""
+        raise NotImplementedError
+
+    def _insert_leaves(self, cur: Any, rows: Sequence[LeafRow]) -> None:
+        raise NotImplementedError
+
+    def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
+        """Insert :data:`INSERT_LOG_CHECKPOINT`'s ``values``; the new checkpoint's id."""
+        raise NotImplementedError
+
     def _insert_checkpoint_heads(
         self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
     ) -> None:
@@ -413,9 +551,23 @@ class SqlLinkStore:
             if rows:
                 try:
                     self._insert_links(cur, rows)
+                    self._append_leaves(cur, rows)
                 except self.INTEGRITY_ERROR as exc:
                     raise ChainConflict(f"link refused by the store: {exc}") from exc
             record_offsets(self._tracking, cur, offsets)
+
+    def _append_leaves(self, cur: Any, rows: Sequence[LinkRow]) -> None:
+        """The new links as the log's next leaves, numbered in this transaction: a leaf's
+        index is as durable as its link, and no restart or rebalance can renumber it."""
+        self._lock_log(cur)
+        start = int(cur.execute(self._sql(SELECT_LOG_SIZE)).fetchone()[0])
+        self._insert_leaves(
+            cur,
+            [
+                LeafRow(start + i, row.tenant_id, row.run_id, row.idx, row.hash)
+                for i, row in enumerate(rows)
+            ],
+        )
 
     def _is_stored(self, cur: Any, link: Link) -> bool:
         row = cur.execute(
@@ -485,6 +637,44 @@ class SqlLinkStore:
 
     def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
         rows = self._query(SELECT_CHECKPOINT_BY_BODY, (checkpoint.body(),))
+        return stored_checkpoint(rows[0]) if rows else None
+
+    # --- the transparency log -----------------------------------------------------------
+    def log_size(self) -> int:
+        return int(self._query(SELECT_LOG_SIZE)[0][0])
+
+    def log_entries(self, start: int, end: int) -> list[bytes]:
+        rows = self._query(SELECT_LOG_ENTRIES, (start, end))
+        return [bytes.fromhex(str(row[0])) for row in rows]
+
+    def log_index(self, tenant_id: str, run_id: str, index: int) -> int | None:
+        rows = self._query(SELECT_LOG_INDEX, (tenant_id, run_id, index))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def save_log_checkpoint(self, note: str, checkpoint: Checkpoint) -> StoredCheckpoint:
+        created = datetime.now(UTC).isoformat()
+        with self._db.transaction() as cur:
+            checkpoint_id = self._insert_log_checkpoint(
+                cur, (checkpoint.size, checkpoint.body(), note, created)
+            )
+        return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+
+    def latest_log_checkpoint(self) -> StoredCheckpoint | None:
+        rows = self._query(SELECT_LATEST_LOG_CHECKPOINT)
+        return stored_checkpoint(rows[0]) if rows else None
+
+    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+        statement = self._sql(INSERT_COSIGNATURE[self.dialect])
+        with self._db.transaction() as cur:
+            for witness, line in sorted(lines.items()):
+                cur.execute(statement, (checkpoint_id, witness, line))
+
+    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
+        rows = self._query(SELECT_COSIGNATURES, (checkpoint_id,))
+        return {str(witness): str(line) for witness, line in rows}
+
+    def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
+        rows = self._query(SELECT_LOG_CHECKPOINT_OF_SIZE, (size,))
         return stored_checkpoint(rows[0]) if rows else None
 
     def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:

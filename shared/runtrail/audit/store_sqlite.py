@@ -78,6 +78,19 @@ class SqliteLinkStore(sql.SqlLinkStore):
     def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
         return int(cur.execute(sql.INSERT_CHECKPOINT, values).lastrowid or 0)
 
+    def _lock_log(self, cur: Any) -> None:
+        """Nothing to take: the transaction is ``BEGIN IMMEDIATE``, the one writer."""
+
+    def _insert_leaves(self, cur: Any, rows: Sequence[sql.LeafRow]) -> None:
+        for start in range(0, len(rows), sql.SQLITE_INSERT_ROWS):
+            chunk = rows[start : start + sql.SQLITE_INSERT_ROWS]
+            cur.execute(
+                sql.sqlite_insert_leaves(len(chunk)), list(itertools.chain.from_iterable(chunk))
+            )
+
+    def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
+        return int(cur.execute(sql.INSERT_LOG_CHECKPOINT, values).lastrowid or 0)
+
     def _insert_checkpoint_heads(
         self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
     ) -> None:

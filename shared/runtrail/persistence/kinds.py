@@ -17,6 +17,7 @@ from runtrail.persistence.urls import OBJECT_STORE_SCHEMES
 
 if TYPE_CHECKING:
     from runtrail.audit.store import LinkStore
+    from runtrail.audit.tile_store import TileStore
     from runtrail.capture.sink import CaptureSink
     from runtrail.commands.store import EventStore
     from runtrail.projection.store import ProjectionStore
@@ -56,6 +57,16 @@ AUDIT_LINKS: StoreKind[LinkStore] = StoreKind(
         "sqlite": "runtrail.audit.store_sqlite:SqliteLinkStore.from_url",
         "memory": "runtrail.audit.store_sqlite:SqliteLinkStore.from_url",
         **_postgres("runtrail.audit.store_postgres:PostgresLinkStore.from_url"),
+    },
+)
+AUDIT_TILES: StoreKind[TileStore] = StoreKind(
+    "audit-tiles",
+    "audit tile store",
+    {
+        "file": "runtrail.audit.tile_store:FileTileStore.from_url",
+        **dict.fromkeys(
+            OBJECT_STORE_SCHEMES, "runtrail.audit.tile_store_object:ObjectTileStore.from_url"
+        ),
     },
 )
 COMMAND_EVENTS: StoreKind[EventStore] = StoreKind(
@@ -108,6 +119,7 @@ KINDS: Mapping[str, StoreKind[Any]] = {
     for kind in (
         PROJECTIONS,
         AUDIT_LINKS,
+        AUDIT_TILES,
         COMMAND_EVENTS,
         RESUME_ENTRIES,
         SESSION_SNAPSHOTS,

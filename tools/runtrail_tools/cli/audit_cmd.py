@@ -130,6 +130,36 @@ def register(subparsers: Any) -> None:
     )
     checkpoint.set_defaults(func=cmd_checkpoint)
 
+    log_checkpoint = _command(
+        commands, "log-checkpoint", "sign the transparency log's checkpoint now and write its tiles"
+    )
+    log_checkpoint.add_argument("-o", "--output", type=Path, help="write the signed note here")
+    log_checkpoint.set_defaults(func=cmd_log_checkpoint)
+
+    log_prove, chain = _chain_command(
+        commands, "log-prove", "inclusion proof of a run's link in the transparency log"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
+    log_prove.add_argument("--index", type=int, help="the link's index (default: the last)")
+    log_prove.add_argument("--size", type=int, help="a signed log size (default: the latest)")
+    log_prove.add_argument("-o", "--output", type=Path, help="also write the JSON to this file")
+    log_prove.set_defaults(func=cmd_log_prove)
+
+    log_consistency = _command(
+        commands, "log-consistency", "consistency proof between two log checkpoints"
+    )
+    log_consistency.add_argument("--old", type=int, required=True, help="the older signed size")
+    log_consistency.add_argument("--new", type=int, help="the newer signed size (default: latest)")
+    log_consistency.add_argument("-o", "--output", type=Path, help="also write the JSON here")
+    log_consistency.set_defaults(func=cmd_log_consistency)
+
+    bundle, chain = _chain_command(
+        commands, "bundle", "write a run's offline proof bundle (links, proofs, checkpoint, keys)"
+    )
+    chain.add_argument("--run", required=True, help="run ID")
+    bundle.add_argument("-o", "--output", type=Path, required=True, help="the bundle file")
+    bundle.set_defaults(func=cmd_bundle)
+
     keygen = _command(commands, "keygen", "generate the Ed25519 checkpoint signing key")
     keygen.add_argument("--format", choices=["pem", "raw"], default="pem")
     keygen.set_defaults(func=cmd_keygen)
@@ -152,6 +182,10 @@ def _command(
     parser.add_argument("--key", type=Path, help="checkpoint key file (RUNTRAIL_AUDIT_KEY_PATH)")
     parser.add_argument("--key-name", help="checkpoint key name (RUNTRAIL_AUDIT_KEY_NAME)")
     parser.add_argument("--origin", help="checkpoint origin (RUNTRAIL_AUDIT_ORIGIN)")
+    parser.add_argument("--log-origin", help="transparency log origin (RUNTRAIL_AUDIT_LOG_ORIGIN)")
+    parser.add_argument(
+        "--tiles", help="where the log's tiles go: file:///dir or s3://… (RUNTRAIL_AUDIT_TILES_URL)"
+    )
     add_common_flags(parser, tenant=chain is None)
     return parser
 
@@ -182,6 +216,8 @@ def _audit_settings(args: argparse.Namespace) -> AuditSettings:
             "key_path": args.key,
             "key_name": args.key_name,
             "origin": args.origin,
+            "log_origin": args.log_origin,
+            "tiles_url": args.tiles,
         }
     )
 
@@ -399,6 +435,108 @@ def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
             return INVALID
         summary["published"] = True
     _emit(summary)
+    return VALID
+
+
+@_guarded
+def cmd_log_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.persistence.kinds import AUDIT_TILES
+    from runtrail_services.audit.signing import load_or_create_signer
+    from runtrail_services.audit.transparency import LogPublisher
+
+    audit = _audit_settings(args)
+    signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
+    tiles = open_store(AUDIT_TILES, audit.resolved_tiles_url(settings.state_dir))
+    with _store(args, settings) as store:
+        signed = LogPublisher(store, signer, audit.log_origin, tiles).publish()
+        stored = store.latest_log_checkpoint()
+    if stored is None:
+        raise NothingFound("audit log-checkpoint: the log is empty, nothing to sign")
+    if args.output is not None:
+        args.output.write_text(stored.note, "utf-8")
+    checkpoint = stored.checkpoint
+    _emit(
+        {
+            "origin": checkpoint.origin,
+            "size": checkpoint.size,
+            "rootHash": base64.b64encode(checkpoint.root_hash).decode(),
+            "note": stored.note,
+            "verifierKey": signer.verifier.vkey(),
+            "signed": signed is not None,
+            "tiles": redact_url(audit.resolved_tiles_url(settings.state_dir)),
+        }
+    )
+    return VALID
+
+
+def _log_proof(
+    args: argparse.Namespace, settings: Settings, prove: Callable[[LinkStore], dict[str, Any]]
+) -> int:
+    from runtrail.audit.log_proofs import NoProof
+
+    with _store(args, settings) as store:
+        try:
+            proof = prove(store)
+        except NoProof as exc:
+            raise NothingFound(f"audit {args.audit_command}: {exc}") from exc
+    if args.output is not None:
+        args.output.write_text(json.dumps(proof, ensure_ascii=False) + "\n", "utf-8")
+    _emit(proof)
+    return VALID
+
+
+@_guarded
+def cmd_log_prove(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.log_proofs import prove_link
+    from runtrail.audit.tlog import LogTree
+
+    def prove(store: LinkStore) -> dict[str, Any]:
+        index = args.index
+        if index is None:
+            head = store.head(settings.tenant, args.run)
+            if head is None:
+                raise _no_chain("log-prove", settings.tenant, args.run, _store_url(args, settings))
+            index = head.length - 1
+        return prove_link(store, LogTree(), settings.tenant, args.run, index, args.size)
+
+    return _log_proof(args, settings, prove)
+
+
+@_guarded
+def cmd_log_consistency(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.log_proofs import prove_consistency
+    from runtrail.audit.tlog import LogTree
+
+    return _log_proof(
+        args, settings, lambda store: prove_consistency(store, LogTree(), args.old, args.new)
+    )
+
+
+@_guarded
+def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
+    from runtrail.audit.bundle import make_bundle
+    from runtrail.audit.log_proofs import NoProof
+    from runtrail_services.audit.signing import load_or_create_signer
+
+    audit = _audit_settings(args)
+    key = audit.resolved_key_path(settings.state_dir)
+    vkey = load_or_create_signer(key, audit.key_name).verifier.vkey() if key.exists() else None
+    witnesses = list(audit.witnesses.values())
+    quorum = audit.witness_quorum if witnesses else 0
+    with _store(args, settings) as store:
+        try:
+            bundle = make_bundle(store, settings.tenant, args.run, vkey, witnesses, quorum)
+        except NoProof as exc:
+            raise NothingFound(f"audit bundle: {exc}") from exc
+    args.output.write_text(json.dumps(bundle, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    _emit(
+        {
+            "file": str(args.output),
+            "proven": len(bundle["proofs"]),
+            "treeSize": bundle["treeSize"],
+            "keys": bundle["keys"],
+        }
+    )
     return VALID
 
 
