@@ -243,13 +243,13 @@ def test_runs_list_and_timeline_match_the_stores(
         shoot(browser, tmp_path, "proof")
 
         # the export download is the store's chain, line for line, and verifies standalone
-        cookie = browser.get_cookie("runtrail_token")["value"]
-        body = fetch(f"{run_url(demo.url, some)}/export.jsonl", cookie)
+        session = browser.get_cookie("runtrail_session")["value"]
+        body = fetch(f"{run_url(demo.url, some)}/export.jsonl", None, session=session)
         lines = body.decode().splitlines()
         assert [json.loads(line)["hash"] for line in lines] == [link.hash for link in chain]
         exported = tmp_path / "export.jsonl"
         exported.write_bytes(body)
-        tool = fetch(f"{demo.url}/verifier.py", cookie)
+        tool = fetch(f"{demo.url}/verifier.py", None, session=session)
         (tmp_path / "verify.py").write_bytes(tool)
         check = subprocess.run(
             [sys.executable, str(tmp_path / "verify.py"), str(exported)],
@@ -263,21 +263,33 @@ def test_runs_list_and_timeline_match_the_stores(
 
 
 def fetch(
-    url: str, cookie: str | None, method: str = "GET", headers: dict[str, str] | None = None
+    url: str,
+    token: str | None,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    session: str | None = None,
 ) -> bytes:
-    status, body = request(url, cookie, method, headers)
+    status, body = request(url, token, method, headers, session)
     assert status == 200, (url, status, body[:300])
     return body
 
 
 def request(
-    url: str, cookie: str | None, method: str = "GET", headers: dict[str, str] | None = None
+    url: str,
+    token: str | None,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    session: str | None = None,
 ) -> tuple[int, bytes]:
+    """One request with a bearer ``token`` (as a script sends it) or a signed-in browser's
+    ``session`` cookie."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     sent = dict(headers or {})
-    if cookie is not None:
-        sent["Cookie"] = f"runtrail_token={cookie}"
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    if session is not None:
+        sent["Cookie"] = f"runtrail_session={session}"
     conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), headers=sent)
     response = conn.getresponse()
     try:
@@ -340,8 +352,8 @@ def test_a_tampered_copy_shows_its_first_broken_link_in_place(
         assert "first broken link" in broken[0].text
         shoot(browser, tmp_path, "tampered")
     # the original store is untouched: the stack's explorer still calls the chain valid
-    cookie = demo.tokens[tenant]
-    status, body = request(f"{run_url(demo.url, run_id)}/verify", cookie, "POST")
+    token = demo.tokens[tenant]
+    status, body = request(f"{run_url(demo.url, run_id)}/verify", token, "POST")
     assert status == 200 and json.loads(body)["valid"] is True
 
 
@@ -364,16 +376,16 @@ def test_another_tenants_token_gets_nothing(demo: DemoStack, browser: Any, tmp_p
         browser.get(run_url(demo.url, run_id))
         assert browser.find_element(By.TAG_NAME, "h1").text == f"No run {run_id}"
     shoot(browser, tmp_path, "other-tenant")
-    cookie = demo.tokens["globex"]
+    token = demo.tokens["globex"]
     run = run_url(demo.url, theirs[0])
     for path, method in (("/export.jsonl", "GET"), ("/verify", "POST"), ("/live", "GET")):
-        status, _ = request(run + path, cookie, method)
+        status, _ = request(run + path, token, method)
         assert status == 404, path
     # and no token, or a wrong one, gets nothing at all
-    for token in (None, "not-a-token"):
-        status, _ = request(run + "/verify", token, "POST")
+    for wrong in (None, "not-a-token"):
+        status, _ = request(run + "/verify", wrong, "POST")
         assert status == 401
-        status, _ = request(f"{demo.url}/runs", token)
+        status, _ = request(f"{demo.url}/runs", wrong)
         assert status == 303
 
 
@@ -426,14 +438,14 @@ def test_node_replay_mock_inline_and_live_behind_its_button(
 
 def read_events(
     url: str,
-    cookie: str,
+    token: str,
     enough: Callable[[list[dict[str, Any]]], bool],
     last_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """SSE messages of the live stream (id, event, data) until ``enough``, then disconnect."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    headers = {"Cookie": f"runtrail_token={cookie}", "Accept": "text/event-stream"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
     if last_id is not None:
         headers["Last-Event-ID"] = last_id
     conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers=headers)
@@ -475,12 +487,12 @@ def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: Dem
     partition = Partitions(settings).of(run_id)
     assert partition is not None
     url = f"{run_url(demo.url, run_id)}/live?from={partition}:0"
-    cookie = demo.tokens[tenant]
+    token = demo.tokens[tenant]
     wanted = [link.event["eventId"] for link in chain]
-    first = read_events(url, cookie, lambda found: len(found) >= 3)
+    first = read_events(url, token, lambda found: len(found) >= 3)
     last = wanted[-1]
     rest = read_events(
-        url, cookie, lambda found: any(m["data"]["eventId"] == last for m in found), first[-1]["id"]
+        url, token, lambda found: any(m["data"]["eventId"] == last for m in found), first[-1]["id"]
     )
     events = [m["data"] for m in first + rest]
     # every event of the run, in sequence order, across the reconnect (a redelivered
@@ -560,7 +572,7 @@ def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
         browser.find_element(By.ID, "token").send_keys("not-a-token")
         browser.find_element(By.ID, "login").click()
         assert "not valid" in wait(browser, lambda d: d.find_element(By.ID, "login-error")).text
-        assert browser.get_cookie("runtrail_token") is None
+        assert browser.get_cookie("runtrail_session") is None
 
         sign_in(browser, url, demo.tokens["acme"])
         seen: list[str] = []

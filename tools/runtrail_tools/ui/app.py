@@ -1,8 +1,8 @@
 """The explorer's routes (Starlette). Store reads are synchronous endpoints (Starlette runs
 them in its thread pool); only the login form and the live stream are ``async``.
 
-Every route but ``/login``, ``/healthz`` and ``/static`` needs a token: HTML routes redirect
-to the login form, JSON and stream routes answer 401. A run is looked up under the token's
+Every route but ``/login``, ``/healthz`` and ``/static`` needs a signed-in session or a
+bearer token: HTML routes redirect to the login form, JSON and stream routes answer 401. A run is looked up under the token's
 tenant only, so another tenant's run is a plain 404.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -42,6 +43,7 @@ from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
 from runtrail_tools.ui import live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
 
 log = logging.getLogger(__name__)
@@ -114,14 +116,16 @@ def login_form(request: Request) -> Response:
 async def login(request: Request) -> Response:
     body = (await request.body()).decode("utf-8", "replace")
     token = (parse_qs(body).get("token") or [""])[0].strip()
-    if _explorer(request).auth.tenant_of_token(token) is None:
+    session = _explorer(request).auth.sign_in(token)
+    if session is None:
         return HTMLResponse(markup.login_page("That token is not valid."), status_code=401)
     response = RedirectResponse("/runs", status_code=303)
-    set_login(response, token, secure=request.url.scheme == "https")
+    set_login(response, session, secure=request.url.scheme == "https")
     return response
 
 
 def logout(request: Request) -> Response:
+    _explorer(request).auth.sign_out(request)
     response = RedirectResponse("/login", status_code=303)
     clear_login(response)
     return response
@@ -305,7 +309,8 @@ def home(request: Request) -> Response:
     return RedirectResponse("/runs", status_code=303)
 
 
-def build_app(sources: Sources, auth: Auth) -> Starlette:
+def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None) -> Starlette:
+    """The explorer's app; ``hosts`` are the ``Host`` names it answers (None: any)."""
     static = StaticFiles(directory=str(files("runtrail_tools.ui") / "static"))
     routes = [
         Route("/", home),
@@ -334,6 +339,6 @@ def build_app(sources: Sources, auth: Auth) -> Starlette:
         yield
         sources.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
     app.state.explorer = Explorer(sources, auth, live.Partitions(sources.settings))
     return app

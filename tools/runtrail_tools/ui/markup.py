@@ -221,7 +221,7 @@ def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool
         ]
         cp = (
             f'<dl><dt>checkpoint</dt><dd id="checkpoint-id">#{checkpoint.checkpoint_id} · '
-            f"{e(checkpoint.created_at)} · {checkpoint.size} runs · root "
+            f"{e(checkpoint.created_at)} · {checkpoint.tenant_runs} of your runs · root "
             f"<code>{e(checkpoint.root_b64)}</code></dd>"
             f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(checkpoint.signature_detail)})'
             f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}'

@@ -28,7 +28,8 @@ class CheckpointView:
     checkpoint_id: int
     created_at: str
     note: str
-    size: int
+    #: The signed-in tenant's runs in this checkpoint (never the store-wide count).
+    tenant_runs: int
     root_b64: str
     #: True/False: the signature was checked; None: no public key to check it with.
     signature_valid: bool | None
@@ -71,8 +72,9 @@ def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointV
     proof_json: dict[str, Any] | None = None
     proof_valid: bool | None = None
     length: int | None = None
+    heads = store.checkpoint_heads(stored.checkpoint_id)
     try:
-        proof = prove_head(store.checkpoint_heads(stored.checkpoint_id), tenant, run_id)
+        proof = prove_head(heads, tenant, run_id)
     except KeyError:
         proof = None
     if proof is not None:
@@ -83,7 +85,7 @@ def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointV
         checkpoint_id=stored.checkpoint_id,
         created_at=stored.created_at,
         note=stored.note,
-        size=checkpoint.size,
+        tenant_runs=sum(1 for head in heads if head.tenant_id == tenant),
         root_b64=base64.b64encode(checkpoint.root_hash).decode(),
         signature_valid=signature,
         signature_detail=detail,
