@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -33,11 +32,10 @@ from runtrail_tools.devstack.stack import DevStack, StackOptions
 from runtrail_tools.devstack.state import StackState
 from tests.support import stack_settings
 from tests.test_demo_e2e import Printed, parse_runs
-from tests.ui_support import chrome, explorer, ui_env
+from tests.ui_stores import tampered_copy
+from tests.ui_support import explorer, shoot, sign_in, ui_env, wait
 
 pytestmark = [pytest.mark.kafka]
-
-WAIT_S = 60
 
 
 @dataclass(frozen=True)
@@ -98,46 +96,12 @@ def demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert dev.down() == []
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chrome()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def wait(driver: Any, condition: Any) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT_S).until(condition)
-
-
-def sign_in(driver: Any, url: str, token: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(url + "/login")
-    driver.delete_all_cookies()  # cookies are per host, not per port: forget other explorers'
-    driver.get(url + "/runs")
-    wait(driver, lambda d: d.find_elements(By.ID, "token"))  # redirected to the form
-    driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
-    wait(driver, lambda d: d.find_elements(By.ID, "runs"))
-
-
 def stores(state_dir: Path) -> tuple[Any, Any]:
     from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 
     audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
     projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
     return audit, projections
-
-
-def shoot(driver: Any, folder: Path, name: str) -> Path:
-    path = folder / f"{name}.png"
-    driver.save_screenshot(str(path))
-    assert path.stat().st_size > 10_000  # a page, not a blank
-    return path
 
 
 def run_url(base: str, run_id: str) -> str:
@@ -176,7 +140,8 @@ def test_runs_list_and_timeline_match_the_stores(
             assert row.find_element(By.CSS_SELECTOR, "[data-col=tool]").text == str(
                 stored.state.tool_nodes
             )
-            assert cells[9].text == f"sealed {stored.version}/{stored.version}"
+            # nobody verified it here yet: sealed is not "verified"
+            assert cells[9].text == f"sealed {stored.version}/{stored.version} · not verified"
             assert cells[3].text and cells[4].text  # last update and duration from the chain
 
         # search by run ID and filter by status narrow the list to what the store says
@@ -298,30 +263,6 @@ def request(
         conn.close()
 
 
-def tampered_copy(state_dir: Path, target: Path, tenant: str, run_id: str) -> int:
-    """A copy of the audit store with one sealed event edited behind the store's back (its
-    stored hash kept, as a forger without the chain would); the index of the edited link."""
-    source = sqlite3.connect(state_dir / "audit.db")
-    copy = sqlite3.connect(target)
-    source.backup(copy)
-    source.close()
-    rows = copy.execute(
-        "SELECT idx, event FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
-        (tenant, run_id),
-    ).fetchall()
-    index, text = rows[len(rows) // 2]
-    event = json.loads(text)
-    event["data"] = {**event["data"], "tampered": "mallory"}
-    copy.execute("DROP TRIGGER audit_links_no_update")
-    copy.execute(
-        "UPDATE audit_links SET event = ? WHERE tenant_id = ? AND run_id = ? AND idx = ?",
-        (json.dumps(event, separators=(",", ":")), tenant, run_id, index),
-    )
-    copy.commit()
-    copy.close()
-    return int(index)
-
-
 def test_a_tampered_copy_shows_its_first_broken_link_in_place(
     demo: DemoStack, browser: Any, tmp_path: Path
 ) -> None:
@@ -346,10 +287,15 @@ def test_a_tampered_copy_shows_its_first_broken_link_in_place(
         browser.find_element(By.ID, "verify").click()
         wait(browser, lambda d: "INVALID" in d.find_element(By.ID, "verdict").text)
         verdict = browser.find_element(By.ID, "verdict")
-        assert verdict.text.startswith(f"INVALID at link {index} (hash mismatch)"), verdict.text
+        # one numbering: the verdict's link N is the row marked #N (N = index + 1)
+        number = index + 1
+        assert verdict.text.startswith(f"INVALID at link {number} (hash mismatch)"), verdict.text
         broken = browser.find_elements(By.CSS_SELECTOR, ".event.broken")
         assert [li.get_attribute("data-index") for li in broken] == [str(index)]
-        assert "first broken link" in broken[0].text
+        assert broken[0].find_element(By.CSS_SELECTOR, ".link-no").text == f"#{number}"
+        assert f"first broken link (#{number})" in broken[0].text
+        inclusion = browser.find_elements(By.ID, "inclusion")
+        assert not inclusion or not inclusion[0].text.startswith("valid")
         shoot(browser, tmp_path, "tampered")
     # the original store is untouched: the stack's explorer still calls the chain valid
     token = demo.tokens[tenant]

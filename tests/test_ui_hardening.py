@@ -19,7 +19,7 @@ from runtrail_tools.ui.auth import Sessions
 from runtrail_tools.ui.guard import CSP, allowed_hosts, host_name
 from tests.projection_support import Run
 from tests.ui_stores import seed, serving, sign_checkpoint
-from tests.ui_support import chrome
+from tests.ui_support import shoot, sign_in, wait
 
 TOKENS = {"acme": "acme-token", "globex": "globex-token"}
 
@@ -56,15 +56,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
         yield Explorer(url, runs)
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chrome()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 def call(
     served: Explorer, path: str, method: str = "GET", headers: dict[str, str] | None = None
 ) -> http.client.HTTPResponse:
@@ -74,23 +65,6 @@ def call(
     response.read()
     conn.close()
     return response
-
-
-def sign_in(driver: Any, url: str, token: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    driver.get(url + "/login")
-    driver.delete_all_cookies()
-    driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
-    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "runs"))
-
-
-def shoot(driver: Any, folder: Path, name: str) -> None:
-    path = folder / f"{name}.png"
-    driver.save_screenshot(str(path))
-    assert path.stat().st_size > 10_000
 
 
 def test_every_response_carries_the_security_headers(served: Explorer) -> None:
@@ -117,12 +91,11 @@ def test_the_page_works_under_its_policy_and_an_injected_script_does_not_run(
     served: Explorer, browser: Any, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     sign_in(browser, served.url, TOKENS["acme"])
     browser.get(f"{served.url}/runs/a-1")
     browser.find_element(By.ID, "verify").click()  # the package's own script runs
-    WebDriverWait(browser, 30).until(lambda d: "valid" in d.find_element(By.ID, "verdict").text)
+    wait(browser, lambda d: "valid" in d.find_element(By.ID, "verdict").text)
     # what an escaping slip would let in: an inline script, an inline handler
     browser.execute_script(
         "var s = document.createElement('script'); s.textContent = 'window.injected = 1';"
@@ -130,8 +103,9 @@ def test_the_page_works_under_its_policy_and_an_injected_script_does_not_run(
         "var i = document.createElement('img'); i.setAttribute('onerror', 'window.handled = 1');"
         "i.src = 'data:,x'; document.body.appendChild(i);"
     )
-    WebDriverWait(browser, 10).until(
-        lambda d: d.execute_script("return document.images[document.images.length-1].complete")
+    wait(
+        browser,
+        lambda d: d.execute_script("return document.images[document.images.length-1].complete"),
     )
     assert browser.execute_script("return [window.injected, window.handled]") == [None, None]
     shoot(browser, tmp_path, "run-under-csp")
@@ -141,7 +115,6 @@ def test_the_cookie_is_a_session_not_the_token_and_logout_ends_it(
     served: Explorer, browser: Any, tmp_path: Path
 ) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     sign_in(browser, served.url, TOKENS["acme"])
     cookie = browser.get_cookie("runtrail_session")
@@ -151,7 +124,7 @@ def test_the_cookie_is_a_session_not_the_token_and_logout_ends_it(
     copied = {"Cookie": f"runtrail_session={cookie['value']}"}
     assert call(served, "/runs", headers=copied).status == 200  # the copy works while signed in
     browser.find_element(By.CSS_SELECTOR, "header button[type=submit]").click()  # log out
-    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.ID, "token"))
+    wait(browser, lambda d: d.find_elements(By.ID, "token"))
     shoot(browser, tmp_path, "signed-out")
     # the server forgot the session: the copied cookie opens nothing any more
     assert call(served, "/runs", headers=copied).status == 303
@@ -181,7 +154,7 @@ def test_the_checkpoint_counts_only_the_tenants_runs(
         shown = browser.find_element(By.ID, "checkpoint-id").text
         assert f"{len(served.runs[tenant])} of your runs" in shown, shown
         assert f"{everyone} runs" not in shown
-        assert browser.find_element(By.ID, "inclusion").text.startswith("valid")
+        assert browser.find_element(By.ID, "inclusion").text.startswith("proof checks")
     shoot(browser, tmp_path, "checkpoint")
 
 

@@ -11,6 +11,7 @@ directly and start in seconds.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,3 +71,27 @@ def serving(
     environment.update(env)
     with explorer(state_dir, environment, "--bootstrap-servers", NO_BROKER, *flags, log=log) as url:
         yield url
+
+
+def tampered_copy(state_dir: Path, target: Path, tenant: str, run_id: str) -> int:
+    """A copy of the audit store with one sealed event edited behind the store's back (its
+    stored hash kept, as a forger without the chain would); the index of the edited link."""
+    source = sqlite3.connect(state_dir / "audit.db")
+    copy = sqlite3.connect(target)
+    source.backup(copy)
+    source.close()
+    rows = copy.execute(
+        "SELECT idx, event FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
+        (tenant, run_id),
+    ).fetchall()
+    index, text = rows[len(rows) // 2]
+    event = json.loads(text)
+    event["data"] = {**event["data"], "tampered": "mallory"}
+    copy.execute("DROP TRIGGER audit_links_no_update")
+    copy.execute(
+        "UPDATE audit_links SET event = ? WHERE tenant_id = ? AND run_id = ? AND idx = ?",
+        (json.dumps(event, separators=(",", ":")), tenant, run_id, index),
+    )
+    copy.commit()
+    copy.close()
+    return int(index)

@@ -56,6 +56,7 @@ class Explorer:
     sources: Sources
     auth: Auth
     partitions: live.Partitions
+    verdicts: proof.Verdicts
 
     @property
     def model_client(self) -> str | None:
@@ -143,6 +144,7 @@ def runs_list(request: Request, tenant: str) -> Response:
         run_id=search,
         after=after,
         limit=explorer.sources.ui.page_size,
+        verdicts=explorer.verdicts,
     )
     return HTMLResponse(markup.runs_page(tenant, page, status, search, after))
 
@@ -196,7 +198,10 @@ def verify(request: Request, tenant: str) -> Response:
     run_id = request.path_params["run_id"]
     if _run_row(explorer, tenant, run_id) is None:
         return JSONResponse({"error": "no such run"}, status_code=404)
-    return JSONResponse(proof.verify_now(explorer.sources, tenant, run_id).to_json())
+    result = proof.verify_now(explorer.sources, tenant, run_id)
+    explorer.verdicts.record(tenant, run_id, result)
+    inclusion = proof.inclusion_after_verify(explorer.sources, tenant, run_id, result)
+    return JSONResponse({**result.to_json(), "inclusion": inclusion})
 
 
 def export(request: Request, tenant: str) -> Response:
@@ -340,5 +345,7 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         sources.close()
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
-    app.state.explorer = Explorer(sources, auth, live.Partitions(sources.settings))
+    app.state.explorer = Explorer(
+        sources, auth, live.Partitions(sources.settings), proof.Verdicts()
+    )
     return app

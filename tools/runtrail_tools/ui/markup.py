@@ -14,9 +14,9 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
-from runtrail_tools.ui.proof import CheckpointView
+from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
 from runtrail_tools.ui.resume import ResumeView
-from runtrail_tools.ui.runs import STATUSES, RunPage
+from runtrail_tools.ui.runs import STATUSES, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
 from runtrail_tools.ui.times import duration_text
 
@@ -76,6 +76,25 @@ def _status_badge(status: str, halted: bool) -> str:
     return badge
 
 
+def audit_cell(row: RunRow) -> str:
+    """The list's audit column: how much is sealed, and whether anyone checked it here —
+    "verified N/M at T" only for a chain this explorer verified, "not verified" otherwise."""
+    sealed = f"{e(row.audit_state)} {row.audit_links}/{row.version}"
+    verdict = row.verdict
+    if verdict is None:
+        return f'<span class="audit a-{e(row.audit_state)}">{sealed} · not verified</span>'
+    at = verdict.at.strftime("%Y-%m-%d %H:%M:%S")
+    if not verdict.valid:
+        return (
+            f'<span class="audit a-invalid" title="verified at {e(at)} UTC">INVALID at link '
+            f"{verdict.broken_at} ({e(at)})</span>"
+        )
+    return (
+        f'<span class="audit a-verified" title="{sealed}">verified '
+        f"{verdict.length}/{row.audit_links} at {e(at)}</span>"
+    )
+
+
 def runs_page(
     tenant: str, page: RunPage, status: str | None, search: str | None, after: str | None
 ) -> str:
@@ -93,8 +112,7 @@ def runs_page(
         f'<td class="num" data-col="model">{r.model_nodes}</td>'
         f'<td class="num" data-col="tool">{r.tool_nodes}</td>'
         f'<td class="num">{r.retries}</td>'
-        f'<td><span class="audit a-{e(r.audit_state)}">{e(r.audit_state)} '
-        f"{r.audit_links}/{r.version}</span></td></tr>"
+        f"<td>{audit_cell(r)}</td></tr>"
         for r in page.rows
     )
     if not page.rows:
@@ -136,9 +154,12 @@ def _marks(marks: Iterable[str]) -> str:
 def event_row(ev: EventView) -> str:
     """One event, kept small (a long run lists thousands): its data is fetched when opened."""
     seq = e(ev.sequence)
+    number = link_number(ev.index)
+    other = f' <span class="dim">seq {seq}</span>' if ev.sequence != number else ""
     return (
         f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
-        f"<b>#{seq}</b> <code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
+        f'<b class="link-no" title="link {number}, event sequence {seq}">#{number}</b>{other} '
+        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
         f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
         "<details><summary>data</summary></details></li>"
     )
@@ -216,17 +237,13 @@ def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool
         cp = "<p>No signed checkpoint in the audit store yet.</p>"
     else:
         sig = {True: "valid", False: "INVALID", None: "not checked"}[checkpoint.signature_valid]
-        inc = {True: "valid", False: "INVALID", None: "run not in this checkpoint"}[
-            checkpoint.proof_valid
-        ]
+        inc = inclusion_before_verify(checkpoint)
         cp = (
             f'<dl><dt>checkpoint</dt><dd id="checkpoint-id">#{checkpoint.checkpoint_id} · '
             f"{e(checkpoint.created_at)} · {checkpoint.tenant_runs} of your runs · root "
             f"<code>{e(checkpoint.root_b64)}</code></dd>"
             f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(checkpoint.signature_detail)})'
-            f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}'
-            + (f" (head length {checkpoint.head_length})" if checkpoint.head_length else "")
-            + "</dd></dl>"
+            f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}</dd></dl>'
             + _json_block("signed note", checkpoint.note)
             + _json_block("inclusion proof", checkpoint.proof)
         )

@@ -12,6 +12,7 @@ from typing import get_args
 
 from runtrail.events.domain_events import RunStatus
 from runtrail.projection.store import StoredProjection
+from runtrail_tools.ui.proof import Verdict, Verdicts
 from runtrail_tools.ui.sources import Sources
 from runtrail_tools.ui.times import event_time, seconds, short
 
@@ -38,6 +39,8 @@ class RunRow:
     #: ``sealed`` (every applied event has a link), ``behind`` (fewer links), ``none``.
     audit_state: str
     audit_links: int
+    #: This explorer's last verification of the chain (None: not verified).
+    verdict: Verdict | None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def list_runs(
     run_id: str | None = None,
     after: str | None = None,
     limit: int = 50,
+    verdicts: Verdicts | None = None,
 ) -> RunPage:
     """A page of ``tenant``'s runs (filtered by status, or one run by ID) after ``after``."""
     halted = True if status == "halted" else None
@@ -76,6 +80,7 @@ def list_runs(
     rows = rows[:limit]
     audit = sources.audit()
     heads = audit.heads_of((r.tenant_id, r.run_id) for r in rows)
+    verified = verdicts.of((r.tenant_id, r.run_id) for r in rows) if verdicts else {}
     page: list[RunRow] = []
     for row in rows:
         head = heads.get((row.tenant_id, row.run_id))
@@ -104,6 +109,7 @@ def list_runs(
                 retries=state.model_retries if state else 0,
                 audit_state="none" if not links else "sealed" if links >= row.version else "behind",
                 audit_links=links,
+                verdict=verified.get((row.tenant_id, row.run_id)),
             )
         )
     return RunPage(page, rows[-1].run_id if more and rows else None)
