@@ -16,34 +16,16 @@ from runtrail.projection import ProjectionBatch, ProjectionStore, replay
 from runtrail.projection.store import SORT_KEYS, RunQuery, sort_value
 from runtrail.projection.store_sql import search_statements
 from runtrail.projection.store_sqlite import path_of
-from tests.projection_support import Run
+from tests.projection_support import listed_run
 from tests.test_projection_store import new_url  # noqa: F401  (the two-database fixture)
 
 TENANT = "t1"
 
 
-def a_run(n: int, tenant: str = TENANT) -> Run:
-    """Run ``n``: minute ``n`` of the day, a session, a model, a tool; every third one retries
-    a model call (an error), every fourth one is still open (no run.succeeded)."""
-    run = Run(f"run-{n:03d}", tenant)
-    at = f"2026-11-29T10:{n:02d}:00Z"
-    later = f"2026-11-29T10:{n:02d}:30Z"
-    run.add("run.accepted", {"goalRef": "g", "policyVersion": "p"}, occurred_at=at)
-    model = "gpt-mini" if n % 2 else "Claude-Haiku"
-    run.add("MODEL_REQUEST", {"prompt": {"model": model}}, step=1, occurred_at=at)
-    if n % 3 == 0:
-        run.add("MODEL_RETRY", {"attempt": 2, "reason": "overloaded"}, step=1, occurred_at=at)
-    run.add("MODEL_RESPONSE", {"message": "ok", "raw": None}, step=1, occurred_at=at)
-    run.add("TOOL_CALL", {"callId": "c", "toolName": f"tool_{n % 5}"}, step=2, occurred_at=later)
-    if n % 4:
-        run.add("run.succeeded", {"resultRef": "blob://r"}, occurred_at=later)
-    return run
-
-
 @pytest.fixture
 def store(new_url: Any) -> Iterator[ProjectionStore]:  # noqa: F811
     opened = open_store(PROJECTIONS, new_url("projection"))
-    runs = [a_run(n) for n in range(1, 41)] + [a_run(7, "t2")]
+    runs = [listed_run(n) for n in range(1, 41)] + [listed_run(7, "t2")]
     opened.apply_batch(ProjectionBatch(projections=[replay(r.events) for r in runs]))
     try:
         yield opened

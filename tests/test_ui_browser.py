@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from runtrail.config import Settings
+from runtrail.projection.store import RunQuery
 from runtrail.runtime.registry import SERVICES
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.stack import DevStack, StackOptions
@@ -147,7 +148,7 @@ def test_runs_list_and_timeline_match_the_stores(
         # search by run ID and filter by status narrow the list to what the store says
         # (the research run: the deploy run is command-driven, it records no call nodes)
         some = next(r.run_id for r in demo.runs_of(tenant) if r.key == "research")
-        browser.get(f"{demo.url}/runs?run={quote(some)}")
+        browser.get(f"{demo.url}/runs?q={quote(some)}")
         found = [
             r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "tr.run")
         ]
@@ -317,7 +318,7 @@ def test_another_tenants_token_gets_nothing(demo: DemoStack, browser: Any, tmp_p
     theirs = [r.run_id for r in demo.runs_of("acme")]
     for run_id in theirs:
         assert run_id not in browser.page_source
-        browser.get(f"{demo.url}/runs?run={quote(run_id)}")
+        browser.get(f"{demo.url}/runs?q={quote(run_id)}")
         assert browser.find_elements(By.ID, "no-runs")
         browser.get(run_url(demo.url, run_id))
         assert browser.find_element(By.TAG_NAME, "h1").text == f"No run {run_id}"
@@ -530,13 +531,23 @@ def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
             if not following:
                 break
             following[0].click()
-        # every run of the tenant the store holds (the demo's, and any a test added), once
+        # every run of the tenant the store holds (the demo's, and any a test added), once,
+        # newest first; and back again, page by page, to the first
         _, projections = stores(demo.state_dir)
         try:
-            assert seen == [r.run_id for r in projections.list(tenant="acme")]
+            everyone = projections.search(RunQuery("acme", limit=10_000))
+            assert seen == [r.run_id for r in everyone.rows]
         finally:
             projections.close()
         assert set(seen) >= {r.run_id for r in demo.runs_of("acme")}
+        assert browser.find_element(By.ID, "total").text == str(len(seen))
+        back = [browser.find_element(By.CSS_SELECTOR, "tr.run").get_attribute("data-run")]
+        while previous := browser.find_elements(By.ID, "prev-page"):
+            previous[0].click()
+            back.insert(
+                0, browser.find_element(By.CSS_SELECTOR, "tr.run").get_attribute("data-run")
+            )
+        assert back == seen
 
         browser.find_element(By.CSS_SELECTOR, "header button[type=submit]").click()  # log out
         wait(browser, lambda d: d.find_elements(By.ID, "token"))

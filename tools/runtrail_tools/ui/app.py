@@ -134,19 +134,15 @@ def logout(request: Request) -> Response:
 
 def runs_list(request: Request, tenant: str) -> Response:
     explorer = _explorer(request)
-    status = request.query_params.get("status") or None
-    search = (request.query_params.get("run") or "").strip() or None
-    after = request.query_params.get("after") or None
+    listing = runs.Listing.of(request.query_params)
     page = runs.list_runs(
         explorer.sources,
         tenant,
-        status=status,
-        run_id=search,
-        after=after,
+        listing,
         limit=explorer.sources.ui.page_size,
         verdicts=explorer.verdicts,
     )
-    return HTMLResponse(markup.runs_page(tenant, page, status, search, after))
+    return HTMLResponse(markup.runs_page(tenant, page, listing))
 
 
 def _sessions_of(links: list[LinkSummary]) -> list[str]:

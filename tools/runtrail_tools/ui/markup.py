@@ -16,7 +16,7 @@ import orjson
 from runtrail.capture.record import NodeIoRecord
 from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
 from runtrail_tools.ui.resume import ResumeView
-from runtrail_tools.ui.runs import STATUSES, RunPage, RunRow
+from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
 from runtrail_tools.ui.times import duration_text
 
@@ -95,13 +95,77 @@ def audit_cell(row: RunRow) -> str:
     )
 
 
-def runs_page(
-    tenant: str, page: RunPage, status: str | None, search: str | None, after: str | None
-) -> str:
+#: The list's sortable columns: header text → sort key.
+SORTABLE = {"run": "run", "events": "events", "last update": "updated"}
+HEADERS = (
+    "run",
+    "status",
+    "events",
+    "last update",
+    "duration",
+    "tokens in / out",
+    "model nodes",
+    "tool nodes",
+    "retries",
+    "audit",
+)
+
+
+def _sort_header(title: str, listing: Listing) -> str:
+    key = SORTABLE.get(title)
+    if key is None:
+        return f"<th>{e(title)}</th>"
+    current = listing.sort == key
+    # a click on the current column turns its direction; another column starts descending
+    descending = not listing.descending if current else True
+    query = {**listing.query(), "sort": key, "dir": "desc" if descending else "asc"}
+    arrow = (" ▼" if listing.descending else " ▲") if current else ""
+    hint = f"sort by {title}"
+    return (
+        f'<th><a class="sort" data-sort="{e(key)}" title="{e(hint)}" '
+        f'href="/runs?{e(urlencode(query))}">{e(title)}{arrow}</a></th>'
+    )
+
+
+def _filters(listing: Listing) -> str:
     options = "".join(
-        f'<option value="{e(s)}"{" selected" if s == status else ""}>{e(s)}</option>'
+        f'<option value="{e(s)}"{" selected" if s == listing.status else ""}>{e(s)}</option>'
         for s in STATUSES
     )
+    sorts = "".join(
+        f'<option value="{k}"{" selected" if k == listing.sort else ""}>{e(label)}</option>'
+        for k, label in (
+            ("updated", "last update"),
+            ("started", "start"),
+            ("run", "run ID"),
+            ("events", "events"),
+        )
+    )
+    direction = "".join(
+        f'<option value="{v}"{" selected" if (v == "desc") == listing.descending else ""}>'
+        f"{label}</option>"
+        for v, label in (("desc", "newest / largest first"), ("asc", "oldest / smallest first"))
+    )
+    checked = " checked" if listing.has_errors else ""
+    return (
+        '<form class="filters" method="get" action="/runs">'
+        f'<input name="q" id="search" placeholder="run, session, model or tool" '
+        f'value="{e(listing.text or "")}">'
+        f'<select name="status" id="status"><option value="">any status</option>{options}'
+        "</select>"
+        f'<label><input type="checkbox" name="errors" value="1" id="errors"{checked}> '
+        "has errors</label>"
+        f'<label>from <input type="datetime-local" name="since" id="since" '
+        f'value="{e(listing.since or "")}"></label>'
+        f'<label>to <input type="datetime-local" name="until" id="until" '
+        f'value="{e(listing.until or "")}"></label><span class="dim">UTC</span>'
+        f'<select name="sort" id="sort">{sorts}</select>'
+        f'<select name="dir" id="dir">{direction}</select>'
+        '<button type="submit" id="filter">filter</button></form>'
+    )
+
+
+def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
     rows = "".join(
         f'<tr class="run" data-run="{e(r.run_id)}">'
         f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
@@ -116,24 +180,25 @@ def runs_page(
         for r in page.rows
     )
     if not page.rows:
-        rows = '<tr><td colspan="10" class="empty" id="no-runs">no runs</td></tr>'
-    query = {k: v for k, v in (("status", status), ("run", search)) if v}
+        rows = f'<tr><td colspan="{len(HEADERS)}" class="empty" id="no-runs">no runs</td></tr>'
+    query = listing.query()
     pager = ""
-    if after:
-        pager += f'<a href="/runs?{e(urlencode(query))}">first page</a> '
+    if page.prev_before:
+        at, run = page.prev_before
+        prev = urlencode({**query, "before": run, "at": at})
+        pager += f'<a id="first-page" href="/runs?{e(urlencode(query))}">« first page</a> '
+        pager += f'<a id="prev-page" href="/runs?{e(prev)}">← previous page</a> '
     if page.next_after:
-        nxt = urlencode({**query, "after": page.next_after})
+        at, run = page.next_after
+        nxt = urlencode({**query, "after": run, "at": at})
         pager += f'<a id="next-page" href="/runs?{e(nxt)}">next page →</a>'
+    noun = "run" if page.total == 1 else "runs"
+    filtered = " match" if any(k != "sort" and k != "dir" for k in query) else ""
     body = (
-        f"<h1>Runs of {e(tenant)}</h1>"
-        '<form class="filters" method="get" action="/runs">'
-        f'<input name="run" id="search" placeholder="run ID" value="{e(search or "")}">'
-        f'<select name="status" id="status"><option value="">any status</option>{options}'
-        '</select><button type="submit">filter</button></form>'
-        '<table id="runs"><thead><tr><th>run</th><th>status</th><th>events</th>'
-        "<th>last update</th><th>duration</th><th>tokens in / out</th><th>model nodes</th>"
-        "<th>tool nodes</th><th>retries</th><th>audit</th></tr></thead>"
-        f'<tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
+        f"<h1>Runs of {e(tenant)}</h1>{_filters(listing)}"
+        f'<p class="total"><b id="total">{page.total}</b> {noun}{filtered}</p>'
+        f'<table id="runs"><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
+        f'</tr></thead><tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
     )
     return layout("runs", body, tenant)
 
