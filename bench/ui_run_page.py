@@ -81,7 +81,7 @@ def build_stores(state: Path, forms: list[dict[str, Any]]) -> str:
 def get(port: int, path: str, cookie: str) -> tuple[int, int, float]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     started = time.perf_counter()
-    conn.request("GET", path, headers={"Cookie": f"runtrail_token={cookie}"})
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cookie}"})
     response = conn.getresponse()
     body = response.read()
     elapsed = time.perf_counter() - started

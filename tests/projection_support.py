@@ -133,3 +133,22 @@ def full_run(run_id: str = "run-1", tenant: str = "t1") -> Run:
     r.add("session.snapshot", {"lastAppliedSequence": 25})
     r.add("run.succeeded", {"resultRef": "blob://r"})
     return r
+
+
+def listed_run(n: int, tenant: str = "t1") -> Run:
+    """Run ``n`` of a runs list: minute ``n`` of the day, a session, a model, a tool; every
+    third one retries a model call (an error), every fourth one is still open (no
+    run.succeeded)."""
+    run = Run(f"run-{n:03d}", tenant)
+    at = f"2026-11-29T10:{n:02d}:00Z"
+    later = f"2026-11-29T10:{n:02d}:30Z"
+    run.add("run.accepted", {"goalRef": "g", "policyVersion": "p"}, occurred_at=at)
+    model = "gpt-mini" if n % 2 else "Claude-Haiku"
+    run.add("MODEL_REQUEST", {"prompt": {"model": model}}, step=1, occurred_at=at)
+    if n % 3 == 0:
+        run.add("MODEL_RETRY", {"attempt": 2, "reason": "overloaded"}, step=1, occurred_at=at)
+    run.add("MODEL_RESPONSE", {"message": "ok", "raw": None}, step=1, occurred_at=at)
+    run.add("TOOL_CALL", {"callId": "c", "toolName": f"tool_{n % 5}"}, step=2, occurred_at=later)
+    if n % 4:
+        run.add("run.succeeded", {"resultRef": "blob://r"}, occurred_at=later)
+    return run

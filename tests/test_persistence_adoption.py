@@ -95,13 +95,18 @@ def test_a_wave1_projection_store_keeps_its_rows_and_positions(
     finally:
         store.close()
     assert not _has_table(dialect, run, "consumer_offsets")
-    assert _recorded(run) == [("projection", 1), ("projection", 2), ("tracking", 1)]
+    assert _recorded(run) == [
+        ("projection", 1),
+        ("projection", 2),
+        ("projection", 3),
+        ("tracking", 1),
+    ]
     again = open_store(PROJECTIONS, url)  # a second open applies nothing
     try:
         assert again.stored_offsets(TOPIC, [0, 1]) == {0: 43, 1: 7}
     finally:
         again.close()
-    assert len(_recorded(run)) == 3
+    assert len(_recorded(run)) == 4
 
 
 def test_a_wave1_audit_store_keeps_its_chains_and_positions(

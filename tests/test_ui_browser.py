@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -27,17 +26,17 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from runtrail.config import Settings
+from runtrail.projection.store import RunQuery
 from runtrail.runtime.registry import SERVICES
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.stack import DevStack, StackOptions
 from runtrail_tools.devstack.state import StackState
 from tests.support import stack_settings
 from tests.test_demo_e2e import Printed, parse_runs
-from tests.ui_support import chrome, explorer, ui_env
+from tests.ui_stores import tampered_copy
+from tests.ui_support import explorer, shoot, sign_in, ui_env, wait
 
 pytestmark = [pytest.mark.kafka]
-
-WAIT_S = 60
 
 
 @dataclass(frozen=True)
@@ -98,46 +97,12 @@ def demo(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert dev.down() == []
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chrome()
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def wait(driver: Any, condition: Any) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT_S).until(condition)
-
-
-def sign_in(driver: Any, url: str, token: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(url + "/login")
-    driver.delete_all_cookies()  # cookies are per host, not per port: forget other explorers'
-    driver.get(url + "/runs")
-    wait(driver, lambda d: d.find_elements(By.ID, "token"))  # redirected to the form
-    driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "login").click()
-    wait(driver, lambda d: d.find_elements(By.ID, "runs"))
-
-
 def stores(state_dir: Path) -> tuple[Any, Any]:
     from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 
     audit = open_store(AUDIT_LINKS, f"sqlite:///{state_dir / 'audit.db'}")
     projections = open_store(PROJECTIONS, f"sqlite:///{state_dir / 'projection.db'}")
     return audit, projections
-
-
-def shoot(driver: Any, folder: Path, name: str) -> Path:
-    path = folder / f"{name}.png"
-    driver.save_screenshot(str(path))
-    assert path.stat().st_size > 10_000  # a page, not a blank
-    return path
 
 
 def run_url(base: str, run_id: str) -> str:
@@ -176,13 +141,14 @@ def test_runs_list_and_timeline_match_the_stores(
             assert row.find_element(By.CSS_SELECTOR, "[data-col=tool]").text == str(
                 stored.state.tool_nodes
             )
-            assert cells[9].text == f"sealed {stored.version}/{stored.version}"
+            # nobody verified it here yet: sealed is not "verified"
+            assert cells[9].text == f"sealed {stored.version}/{stored.version} · not verified"
             assert cells[3].text and cells[4].text  # last update and duration from the chain
 
         # search by run ID and filter by status narrow the list to what the store says
         # (the research run: the deploy run is command-driven, it records no call nodes)
         some = next(r.run_id for r in demo.runs_of(tenant) if r.key == "research")
-        browser.get(f"{demo.url}/runs?run={quote(some)}")
+        browser.get(f"{demo.url}/runs?q={quote(some)}")
         found = [
             r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "tr.run")
         ]
@@ -243,13 +209,13 @@ def test_runs_list_and_timeline_match_the_stores(
         shoot(browser, tmp_path, "proof")
 
         # the export download is the store's chain, line for line, and verifies standalone
-        cookie = browser.get_cookie("runtrail_token")["value"]
-        body = fetch(f"{run_url(demo.url, some)}/export.jsonl", cookie)
+        session = browser.get_cookie("runtrail_session")["value"]
+        body = fetch(f"{run_url(demo.url, some)}/export.jsonl", None, session=session)
         lines = body.decode().splitlines()
         assert [json.loads(line)["hash"] for line in lines] == [link.hash for link in chain]
         exported = tmp_path / "export.jsonl"
         exported.write_bytes(body)
-        tool = fetch(f"{demo.url}/verifier.py", cookie)
+        tool = fetch(f"{demo.url}/verifier.py", None, session=session)
         (tmp_path / "verify.py").write_bytes(tool)
         check = subprocess.run(
             [sys.executable, str(tmp_path / "verify.py"), str(exported)],
@@ -263,51 +229,39 @@ def test_runs_list_and_timeline_match_the_stores(
 
 
 def fetch(
-    url: str, cookie: str | None, method: str = "GET", headers: dict[str, str] | None = None
+    url: str,
+    token: str | None,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    session: str | None = None,
 ) -> bytes:
-    status, body = request(url, cookie, method, headers)
+    status, body = request(url, token, method, headers, session)
     assert status == 200, (url, status, body[:300])
     return body
 
 
 def request(
-    url: str, cookie: str | None, method: str = "GET", headers: dict[str, str] | None = None
+    url: str,
+    token: str | None,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    session: str | None = None,
 ) -> tuple[int, bytes]:
+    """One request with a bearer ``token`` (as a script sends it) or a signed-in browser's
+    ``session`` cookie."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     sent = dict(headers or {})
-    if cookie is not None:
-        sent["Cookie"] = f"runtrail_token={cookie}"
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    if session is not None:
+        sent["Cookie"] = f"runtrail_session={session}"
     conn.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), headers=sent)
     response = conn.getresponse()
     try:
         return response.status, response.read()
     finally:
         conn.close()
-
-
-def tampered_copy(state_dir: Path, target: Path, tenant: str, run_id: str) -> int:
-    """A copy of the audit store with one sealed event edited behind the store's back (its
-    stored hash kept, as a forger without the chain would); the index of the edited link."""
-    source = sqlite3.connect(state_dir / "audit.db")
-    copy = sqlite3.connect(target)
-    source.backup(copy)
-    source.close()
-    rows = copy.execute(
-        "SELECT idx, event FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx",
-        (tenant, run_id),
-    ).fetchall()
-    index, text = rows[len(rows) // 2]
-    event = json.loads(text)
-    event["data"] = {**event["data"], "tampered": "mallory"}
-    copy.execute("DROP TRIGGER audit_links_no_update")
-    copy.execute(
-        "UPDATE audit_links SET event = ? WHERE tenant_id = ? AND run_id = ? AND idx = ?",
-        (json.dumps(event, separators=(",", ":")), tenant, run_id, index),
-    )
-    copy.commit()
-    copy.close()
-    return int(index)
 
 
 def test_a_tampered_copy_shows_its_first_broken_link_in_place(
@@ -334,14 +288,19 @@ def test_a_tampered_copy_shows_its_first_broken_link_in_place(
         browser.find_element(By.ID, "verify").click()
         wait(browser, lambda d: "INVALID" in d.find_element(By.ID, "verdict").text)
         verdict = browser.find_element(By.ID, "verdict")
-        assert verdict.text.startswith(f"INVALID at link {index} (hash mismatch)"), verdict.text
+        # one numbering: the verdict's link N is the row marked #N (N = index + 1)
+        number = index + 1
+        assert verdict.text.startswith(f"INVALID at link {number} (hash mismatch)"), verdict.text
         broken = browser.find_elements(By.CSS_SELECTOR, ".event.broken")
         assert [li.get_attribute("data-index") for li in broken] == [str(index)]
-        assert "first broken link" in broken[0].text
+        assert broken[0].find_element(By.CSS_SELECTOR, ".link-no").text == f"#{number}"
+        assert f"first broken link (#{number})" in broken[0].text
+        inclusion = browser.find_elements(By.ID, "inclusion")
+        assert not inclusion or not inclusion[0].text.startswith("valid")
         shoot(browser, tmp_path, "tampered")
     # the original store is untouched: the stack's explorer still calls the chain valid
-    cookie = demo.tokens[tenant]
-    status, body = request(f"{run_url(demo.url, run_id)}/verify", cookie, "POST")
+    token = demo.tokens[tenant]
+    status, body = request(f"{run_url(demo.url, run_id)}/verify", token, "POST")
     assert status == 200 and json.loads(body)["valid"] is True
 
 
@@ -359,21 +318,21 @@ def test_another_tenants_token_gets_nothing(demo: DemoStack, browser: Any, tmp_p
     theirs = [r.run_id for r in demo.runs_of("acme")]
     for run_id in theirs:
         assert run_id not in browser.page_source
-        browser.get(f"{demo.url}/runs?run={quote(run_id)}")
+        browser.get(f"{demo.url}/runs?q={quote(run_id)}")
         assert browser.find_elements(By.ID, "no-runs")
         browser.get(run_url(demo.url, run_id))
         assert browser.find_element(By.TAG_NAME, "h1").text == f"No run {run_id}"
     shoot(browser, tmp_path, "other-tenant")
-    cookie = demo.tokens["globex"]
+    token = demo.tokens["globex"]
     run = run_url(demo.url, theirs[0])
     for path, method in (("/export.jsonl", "GET"), ("/verify", "POST"), ("/live", "GET")):
-        status, _ = request(run + path, cookie, method)
+        status, _ = request(run + path, token, method)
         assert status == 404, path
     # and no token, or a wrong one, gets nothing at all
-    for token in (None, "not-a-token"):
-        status, _ = request(run + "/verify", token, "POST")
+    for wrong in (None, "not-a-token"):
+        status, _ = request(run + "/verify", wrong, "POST")
         assert status == 401
-        status, _ = request(f"{demo.url}/runs", token)
+        status, _ = request(f"{demo.url}/runs", wrong)
         assert status == 303
 
 
@@ -426,14 +385,14 @@ def test_node_replay_mock_inline_and_live_behind_its_button(
 
 def read_events(
     url: str,
-    cookie: str,
+    token: str,
     enough: Callable[[list[dict[str, Any]]], bool],
     last_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """SSE messages of the live stream (id, event, data) until ``enough``, then disconnect."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    headers = {"Cookie": f"runtrail_token={cookie}", "Accept": "text/event-stream"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
     if last_id is not None:
         headers["Last-Event-ID"] = last_id
     conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers=headers)
@@ -475,12 +434,12 @@ def test_live_stream_resumes_after_the_last_event_id_and_loses_nothing(demo: Dem
     partition = Partitions(settings).of(run_id)
     assert partition is not None
     url = f"{run_url(demo.url, run_id)}/live?from={partition}:0"
-    cookie = demo.tokens[tenant]
+    token = demo.tokens[tenant]
     wanted = [link.event["eventId"] for link in chain]
-    first = read_events(url, cookie, lambda found: len(found) >= 3)
+    first = read_events(url, token, lambda found: len(found) >= 3)
     last = wanted[-1]
     rest = read_events(
-        url, cookie, lambda found: any(m["data"]["eventId"] == last for m in found), first[-1]["id"]
+        url, token, lambda found: any(m["data"]["eventId"] == last for m in found), first[-1]["id"]
     )
     events = [m["data"] for m in first + rest]
     # every event of the run, in sequence order, across the reconnect (a redelivered
@@ -560,7 +519,7 @@ def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
         browser.find_element(By.ID, "token").send_keys("not-a-token")
         browser.find_element(By.ID, "login").click()
         assert "not valid" in wait(browser, lambda d: d.find_element(By.ID, "login-error")).text
-        assert browser.get_cookie("runtrail_token") is None
+        assert browser.get_cookie("runtrail_session") is None
 
         sign_in(browser, url, demo.tokens["acme"])
         seen: list[str] = []
@@ -572,13 +531,23 @@ def test_runs_page_by_keyset_and_a_wrong_token_is_refused(
             if not following:
                 break
             following[0].click()
-        # every run of the tenant the store holds (the demo's, and any a test added), once
+        # every run of the tenant the store holds (the demo's, and any a test added), once,
+        # newest first; and back again, page by page, to the first
         _, projections = stores(demo.state_dir)
         try:
-            assert seen == [r.run_id for r in projections.list(tenant="acme")]
+            everyone = projections.search(RunQuery("acme", limit=10_000))
+            assert seen == [r.run_id for r in everyone.rows]
         finally:
             projections.close()
         assert set(seen) >= {r.run_id for r in demo.runs_of("acme")}
+        assert browser.find_element(By.ID, "total").text == str(len(seen))
+        back = [browser.find_element(By.CSS_SELECTOR, "tr.run").get_attribute("data-run")]
+        while previous := browser.find_elements(By.ID, "prev-page"):
+            previous[0].click()
+            back.insert(
+                0, browser.find_element(By.CSS_SELECTOR, "tr.run").get_attribute("data-run")
+            )
+        assert back == seen
 
         browser.find_element(By.CSS_SELECTOR, "header button[type=submit]").click()  # log out
         wait(browser, lambda d: d.find_elements(By.ID, "token"))

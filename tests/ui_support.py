@@ -53,6 +53,46 @@ def chrome() -> Any:
     return webdriver.Chrome(service=Service(driver), options=options)
 
 
+#: How long a page may take to show what a test waits for.
+WAIT_S = 60
+
+
+def wait(driver: Any, condition: Any) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S).until(condition)
+
+
+def sign_in(driver: Any, url: str, token: str) -> None:
+    """Sign in through the login form the explorer redirects an anonymous visitor to."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url + "/login")
+    driver.delete_all_cookies()  # cookies are per host, not per port: forget other explorers'
+    driver.get(url + "/runs")
+    wait(driver, lambda d: d.find_elements(By.ID, "token"))  # redirected to the form
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "login").click()
+    wait(driver, lambda d: d.find_elements(By.ID, "runs"))
+
+
+def shoot(driver: Any, folder: Path, name: str) -> Path:
+    """A screenshot in the test's folder (a page, not a blank)."""
+    path = folder / f"{name}.png"
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    return path
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    driver = chrome()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 @contextmanager
 def explorer(state_dir: Path, env: Mapping[str, str], *flags: str, log: Path) -> Iterator[str]:
     """``runtrail ui`` as a process of its own on a free port; yields its URL."""

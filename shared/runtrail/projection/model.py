@@ -209,6 +209,26 @@ class RunProjection(Frozen):
 
     gaps: tuple[SequenceGap, ...] = ()
 
+    #: When the run's first and latest applied events occurred (as their writers stamped
+    #: them): what a runs list orders by and filters a time range on.
+    started_at: str | None = None
+    updated_at: str | None = None
+    #: The sessions, models and tools the run's events named, in first-seen order (at most
+    #: ``MAX_NAMES`` each): what a runs list searches.
+    session_ids: tuple[str, ...] = ()
+    model_ids: tuple[str, ...] = ()
+    tool_names: tuple[str, ...] = ()
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether anything went wrong: the run failed, a model call was retried, or a tool
+        invocation failed or has an outcome not known."""
+        return (
+            self.status == "failed"
+            or self.model_retries > 0
+            or any(o.outcome != "succeeded" for o in self.tool_outcomes.values())
+        )
+
     @property
     def terminal(self) -> bool:
         """Whether the run has finished (no event applies any more)."""

@@ -20,7 +20,9 @@ Order of checks for each event
      Its projection stays as it stood (pending intents or waits remain as evidence).
   6. The status must be one the rule allows; then the handler validates what the model
      cannot (redaction, references, timestamps) and returns the fields it changes.
-  7. Bookkeeping: version = sequence, lastEventId, turnId/step when the event carries them.
+  7. Bookkeeping: version = sequence, lastEventId, turnId/step when the event carries them;
+     the first and latest occurredAt and the sessions, models and tools named
+     (:mod:`runtrail.projection.names`: what a runs list searches).
      sequence > version + 1 is allowed and the missing range is recorded in ``gaps``.
 
 Transition table (ACTIVE = received, planning, executing, reconciling; LIVE = ACTIVE +
@@ -126,10 +128,11 @@ from runtrail.projection.model import (
     SequenceGap,
     updated,
 )
+from runtrail.projection.names import name_changes
 from runtrail.projection.rule import Rule, Update
 
 #: Bump when the projector's semantics change: snapshots of another version are not trusted.
-PROJECTOR_VERSION = 1
+PROJECTOR_VERSION = 2
 
 _ACTIVE = "an active status (received, planning, executing, reconciling)"
 _LIVE = "a run that has not ended"
@@ -322,6 +325,7 @@ def _advance(state: RunProjection, event: Event, update: Update, in_place: bool)
         changes["turn_id"] = turn_id
     if step is not None:
         changes["step"] = step
+    changes.update(name_changes(state, event))
     if in_place:
         return _update_draft(state, changes)
     return updated(state, changes)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from runtrail.events import Event
 from runtrail.projection.errors import ProjectionError
@@ -121,6 +121,58 @@ class StoredProjection:
 
 StoredList = list[StoredProjection]
 
+#: What a runs page may be ordered by: last update, start, run ID, events (version).
+SortKey = Literal["updated", "started", "run", "events"]
+SORT_KEYS: tuple[SortKey, ...] = ("updated", "started", "run", "events")
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """One page of one tenant's runs: filters, an order, and a keyset cursor either way.
+
+    ``text`` matches a substring (case-insensitive) of the run ID and the sessions, models and
+    tools its events named; ``since``/``until`` (ISO text) keep runs active in the range (last
+    update at or after ``since``, start at or before ``until``); ``has_errors`` keeps runs
+    that failed, retried a model call, had a tool fail or not known, or halted. ``after`` and
+    ``before`` are the (sort value, run ID) of the last or first row of the page shown: the
+    page after it or before it, in the same order."""
+
+    tenant: str
+    text: str | None = None
+    status: str | None = None
+    halted: bool | None = None
+    has_errors: bool | None = None
+    since: str | None = None
+    until: str | None = None
+    sort: SortKey = "updated"
+    descending: bool = True
+    after: tuple[str, str] | None = None
+    before: tuple[str, str] | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class RunsFound:
+    """A page of :meth:`ProjectionStore.search`: its rows in order, how many runs match the
+    filters in all, and whether pages exist after and before it."""
+
+    rows: StoredList
+    total: int
+    more_after: bool
+    more_before: bool
+
+
+def sort_value(row: StoredProjection, sort: SortKey) -> str:
+    """The cursor value of ``row`` under ``sort`` (what ``RunQuery.after/before`` take)."""
+    state = row.state
+    if sort == "run":
+        return row.run_id
+    if sort == "events":
+        return str(row.version)
+    if state is None:
+        return ""
+    return (state.updated_at if sort == "updated" else state.started_at) or ""
+
 
 class ProjectionStore(Protocol):
     """What the projector service, the CLI and the shadow rebuild need from a store."""
@@ -147,6 +199,11 @@ class ProjectionStore(Protocol):
 
         ``after`` (with ``tenant``) is a keyset cursor: only runs whose ID sorts after it, so a
         page of a tenant with 100,000 runs costs an index range scan, not an OFFSET."""
+        ...
+
+    def search(self, query: RunQuery) -> RunsFound:
+        """A page of the tenant's runs as ``query`` asks (indexed by tenant and each sort key:
+        a page of 100,000 runs reads an index range, never an OFFSET)."""
         ...
 
     def halt(self, tenant_id: str, run_id: str, reason: str, coordinates: EventCoordinates) -> None:

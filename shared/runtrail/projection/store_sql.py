@@ -26,6 +26,9 @@ from runtrail.projection.store import (
     EventCoordinates,
     Halt,
     ProjectionBatch,
+    RunQuery,
+    RunsFound,
+    SortKey,
     StoreConflict,
     StoredList,
     StoredProjection,
@@ -74,6 +77,39 @@ FIRST_SCHEMA: tuple[str, ...] = (
     )""",
 )
 
+#: Columns a runs page filters and orders on, copied from the state at every write.
+RUN_INDEX_COLUMNS: tuple[str, ...] = (
+    "ALTER TABLE projections ADD COLUMN started_at TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE projections ADD COLUMN updated_at TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE projections ADD COLUMN search_text TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE projections ADD COLUMN has_errors BOOLEAN NOT NULL DEFAULT FALSE",
+    # rows written before: found by run ID; times and names come with a rebuild
+    "UPDATE projections SET search_text = lower(run_id)",
+)
+#: One index per sort key within a tenant (run ID is the primary key's); {c} is the collation
+#: that makes the index's order the queries' (PostgreSQL: bytewise, as ``list`` orders).
+RUN_INDEXES: tuple[str, ...] = (
+    "CREATE INDEX projections_by_updated ON projections (tenant_id{c}, updated_at{c}, run_id{c})",
+    "CREATE INDEX projections_by_started ON projections (tenant_id{c}, started_at{c}, run_id{c})",
+    "CREATE INDEX projections_by_events ON projections (tenant_id{c}, version, run_id{c})",
+    "CREATE INDEX projections_by_status_updated ON projections "
+    "(tenant_id{c}, status{c}, updated_at{c}, run_id{c})",
+)
+
+
+def _is_sqlite(cur: Any) -> bool:
+    return type(cur).__module__.startswith("sqlite3")
+
+
+def add_run_index(cur: Any) -> None:
+    """Migration 3: the runs page's columns and indexes (collation per dialect)."""
+    collate = "" if _is_sqlite(cur) else ' COLLATE "C"'
+    for statement in RUN_INDEX_COLUMNS:
+        cur.execute(statement)
+    for statement in RUN_INDEXES:
+        cur.execute(statement.format(c=collate))
+
+
 #: The projection store's schema, in order; the tracking table's come first (see ``migrate``).
 PROJECTION = Component(
     "projection",
@@ -84,18 +120,26 @@ PROJECTION = Component(
             "offsets move into the tracking table",
             adopt_statements("projection", "consumer_offsets", "partition_id"),
         ),
+        Migration(3, "the runs page's search, time and error columns", add_run_index),
     ),
 )
 
 #: Fenced: never over a halted run, never to a lower version (an equal one rewrites, idempotent).
 UPSERT_PROJECTION = """
-INSERT INTO projections (tenant_id, run_id, status, version, projector_version, state, halted)
-VALUES (?, ?, ?, ?, ?, ?, FALSE)
+INSERT INTO projections (
+    tenant_id, run_id, status, version, projector_version, state, halted,
+    started_at, updated_at, search_text, has_errors
+)
+VALUES (?, ?, ?, ?, ?, ?, FALSE, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, run_id) DO UPDATE SET
     status = excluded.status,
     version = excluded.version,
     projector_version = excluded.projector_version,
-    state = excluded.state
+    state = excluded.state,
+    started_at = excluded.started_at,
+    updated_at = excluded.updated_at,
+    search_text = excluded.search_text,
+    has_errors = excluded.has_errors
 WHERE projections.halted = FALSE AND projections.version <= excluded.version
 """
 
@@ -184,6 +228,81 @@ def list_statement(
     return statement, tuple(params)
 
 
+def search_text(state: RunProjection) -> str:
+    """What a runs search matches a substring of: the run ID and the names its events gave,
+    lowercased (so ``LIKE`` is case-insensitive in both databases), one per line."""
+    names = (state.run_id, *state.session_ids, *state.model_ids, *state.tool_names)
+    return "\n".join(names).lower()
+
+
+#: Each sort key's column.
+SORT_COLUMNS: dict[SortKey, str] = {
+    "updated": "updated_at",
+    "started": "started_at",
+    "run": "run_id",
+    "events": "version",
+}
+
+
+def _like(text: str) -> str:
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def search_filters(query: RunQuery) -> tuple[list[str], list[Any]]:
+    """The WHERE terms of a runs query (no cursor), ``?`` style."""
+    where: list[str] = ["tenant_id = ?"]
+    params: list[Any] = [query.tenant]
+    if query.text:
+        where.append("search_text LIKE ? ESCAPE '\\'")
+        params.append(_like(query.text))
+    if query.status is not None:
+        where.append("status = ?")
+        params.append(query.status)
+    if query.halted is not None:
+        where.append("halted = ?")
+        params.append(query.halted)
+    if query.has_errors is not None:
+        where.append("(has_errors OR halted)" if query.has_errors else "NOT (has_errors OR halted)")
+    if query.since:
+        where.append("updated_at >= ?")
+        params.append(query.since)
+    if query.until:
+        where.append("started_at <> '' AND started_at <= ?")
+        params.append(query.until)
+    return where, params
+
+
+def search_statements(query: RunQuery, bytewise: str = "") -> tuple[str, tuple[Any, ...]]:
+    """The page query of ``query`` (one more row than the page, to know whether another
+    follows), ``?`` style; ``bytewise`` is the collation of text comparisons and order."""
+    where, params = search_filters(query)
+    column = SORT_COLUMNS[query.sort]
+    key = column if query.sort == "events" else f"{column}{bytewise}"
+    run = f"run_id{bytewise}"
+    backwards = query.before is not None and query.after is None
+    descending = query.descending != backwards  # a page before is read in reverse order
+    cursor = query.before if backwards else query.after
+    if cursor is not None:
+        value: Any = int(cursor[0]) if query.sort == "events" else cursor[0]
+        if query.sort == "run":
+            where.append(f"{run} {'<' if descending else '>'} ?")
+            params.append(cursor[1])
+        else:
+            where.append(f"({key}, {run}) {'<' if descending else '>'} (?, ?)")
+            params.extend((value, cursor[1]))
+    way = " DESC" if descending else ""
+    order = f"{run}{way}" if query.sort == "run" else f"{key}{way}, {run}{way}"
+    statement = f"{SELECT_ROWS} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+    params.append(query.limit + 1)
+    return statement, tuple(params)
+
+
+def count_statement(query: RunQuery) -> tuple[str, tuple[Any, ...]]:
+    where, params = search_filters(query)
+    return f"SELECT COUNT(*) FROM projections WHERE {' AND '.join(where)}", tuple(params)
+
+
 def stored_row(row: tuple[Any, ...]) -> StoredProjection:
     """A row of ``ROW_COLUMNS`` as a :class:`StoredProjection` (same for every database)."""
     (tenant, run, status, version, projector_version, state, halted, reason) = row[:8]
@@ -245,6 +364,10 @@ class BatchWriter:
                 state.version,
                 PROJECTOR_VERSION,
                 state.to_json(),
+                state.started_at or "",
+                state.updated_at or "",
+                search_text(state),
+                state.has_errors,
             ),
         )
         if cur.rowcount == 0:
@@ -375,6 +498,23 @@ class SqlProjectionStore:
             bytewise=self.BYTEWISE,
         )
         return [stored_row(r) for r in self._query(statement, params)]
+
+    def search(self, query: RunQuery) -> RunsFound:
+        statement, params = search_statements(query, self.BYTEWISE)
+        rows = [stored_row(r) for r in self._query(statement, params)]
+        more = len(rows) > query.limit
+        rows = rows[: query.limit]
+        backwards = query.before is not None and query.after is None
+        if backwards:
+            rows.reverse()
+        counted = self._query(*count_statement(query))
+        cursor = query.before if backwards else query.after
+        return RunsFound(
+            rows=rows,
+            total=int(counted[0][0]),
+            more_after=more if not backwards else True,
+            more_before=more if backwards else cursor is not None,
+        )
 
     def load_snapshot(self, tenant_id: str, run_id: str) -> ProjectionSnapshot | None:
         rows = self._query(SELECT_SNAPSHOT, (tenant_id, run_id))

@@ -29,6 +29,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, help="port (RUNTRAIL_UI_PORT, default 9480; 0: any)")
     parser.add_argument("--tokens-file", type=Path, help="JSON {tenant: token}")
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="NAME",
+        help="a Host name to answer besides the bound address's (repeatable; "
+        "RUNTRAIL_UI_ALLOWED_HOSTS)",
+    )
+    parser.add_argument(
         "--model-client",
         metavar="MODULE:FACTORY",
         help="turns live replay on: FACTORY() returns an object with create(prompt)",
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         "host": args.host,
         "port": args.port,
         "tokens_file": args.tokens_file,
+        "allowed_hosts": args.allowed_hosts,
         "model_client": args.model_client,
         "projection_store_url": args.projection_store,
         "audit_store_url": args.audit_store,

@@ -1,8 +1,8 @@
 """The explorer's routes (Starlette). Store reads are synchronous endpoints (Starlette runs
 them in its thread pool); only the login form and the live stream are ``async``.
 
-Every route but ``/login``, ``/healthz`` and ``/static`` needs a token: HTML routes redirect
-to the login form, JSON and stream routes answer 401. A run is looked up under the token's
+Every route but ``/login``, ``/healthz`` and ``/static`` needs a signed-in session or a
+bearer token: HTML routes redirect to the login form, JSON and stream routes answer 401. A run is looked up under the token's
 tenant only, so another tenant's run is a plain 404.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -42,6 +43,7 @@ from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
 from runtrail_tools.ui import live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ class Explorer:
     sources: Sources
     auth: Auth
     partitions: live.Partitions
+    verdicts: proof.Verdicts
 
     @property
     def model_client(self) -> str | None:
@@ -114,14 +117,16 @@ def login_form(request: Request) -> Response:
 async def login(request: Request) -> Response:
     body = (await request.body()).decode("utf-8", "replace")
     token = (parse_qs(body).get("token") or [""])[0].strip()
-    if _explorer(request).auth.tenant_of_token(token) is None:
+    session = _explorer(request).auth.sign_in(token)
+    if session is None:
         return HTMLResponse(markup.login_page("That token is not valid."), status_code=401)
     response = RedirectResponse("/runs", status_code=303)
-    set_login(response, token, secure=request.url.scheme == "https")
+    set_login(response, session, secure=request.url.scheme == "https")
     return response
 
 
 def logout(request: Request) -> Response:
+    _explorer(request).auth.sign_out(request)
     response = RedirectResponse("/login", status_code=303)
     clear_login(response)
     return response
@@ -129,18 +134,15 @@ def logout(request: Request) -> Response:
 
 def runs_list(request: Request, tenant: str) -> Response:
     explorer = _explorer(request)
-    status = request.query_params.get("status") or None
-    search = (request.query_params.get("run") or "").strip() or None
-    after = request.query_params.get("after") or None
+    listing = runs.Listing.of(request.query_params)
     page = runs.list_runs(
         explorer.sources,
         tenant,
-        status=status,
-        run_id=search,
-        after=after,
+        listing,
         limit=explorer.sources.ui.page_size,
+        verdicts=explorer.verdicts,
     )
-    return HTMLResponse(markup.runs_page(tenant, page, status, search, after))
+    return HTMLResponse(markup.runs_page(tenant, page, listing))
 
 
 def _sessions_of(links: list[LinkSummary]) -> list[str]:
@@ -192,7 +194,10 @@ def verify(request: Request, tenant: str) -> Response:
     run_id = request.path_params["run_id"]
     if _run_row(explorer, tenant, run_id) is None:
         return JSONResponse({"error": "no such run"}, status_code=404)
-    return JSONResponse(proof.verify_now(explorer.sources, tenant, run_id).to_json())
+    result = proof.verify_now(explorer.sources, tenant, run_id)
+    explorer.verdicts.record(tenant, run_id, result)
+    inclusion = proof.inclusion_after_verify(explorer.sources, tenant, run_id, result)
+    return JSONResponse({**result.to_json(), "inclusion": inclusion})
 
 
 def export(request: Request, tenant: str) -> Response:
@@ -305,7 +310,8 @@ def home(request: Request) -> Response:
     return RedirectResponse("/runs", status_code=303)
 
 
-def build_app(sources: Sources, auth: Auth) -> Starlette:
+def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None) -> Starlette:
+    """The explorer's app; ``hosts`` are the ``Host`` names it answers (None: any)."""
     static = StaticFiles(directory=str(files("runtrail_tools.ui") / "static"))
     routes = [
         Route("/", home),
@@ -334,6 +340,8 @@ def build_app(sources: Sources, auth: Auth) -> Starlette:
         yield
         sources.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.explorer = Explorer(sources, auth, live.Partitions(sources.settings))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
+    app.state.explorer = Explorer(
+        sources, auth, live.Partitions(sources.settings), proof.Verdicts()
+    )
     return app

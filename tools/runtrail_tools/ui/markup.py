@@ -14,9 +14,9 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
-from runtrail_tools.ui.proof import CheckpointView
+from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
 from runtrail_tools.ui.resume import ResumeView
-from runtrail_tools.ui.runs import STATUSES, RunPage
+from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
 from runtrail_tools.ui.times import duration_text
 
@@ -76,13 +76,96 @@ def _status_badge(status: str, halted: bool) -> str:
     return badge
 
 
-def runs_page(
-    tenant: str, page: RunPage, status: str | None, search: str | None, after: str | None
-) -> str:
+def audit_cell(row: RunRow) -> str:
+    """The list's audit column: how much is sealed, and whether anyone checked it here —
+    "verified N/M at T" only for a chain this explorer verified, "not verified" otherwise."""
+    sealed = f"{e(row.audit_state)} {row.audit_links}/{row.version}"
+    verdict = row.verdict
+    if verdict is None:
+        return f'<span class="audit a-{e(row.audit_state)}">{sealed} · not verified</span>'
+    at = verdict.at.strftime("%Y-%m-%d %H:%M:%S")
+    if not verdict.valid:
+        return (
+            f'<span class="audit a-invalid" title="verified at {e(at)} UTC">INVALID at link '
+            f"{verdict.broken_at} ({e(at)})</span>"
+        )
+    return (
+        f'<span class="audit a-verified" title="{sealed}">verified '
+        f"{verdict.length}/{row.audit_links} at {e(at)}</span>"
+    )
+
+
+#: The list's sortable columns: header text → sort key.
+SORTABLE = {"run": "run", "events": "events", "last update": "updated"}
+HEADERS = (
+    "run",
+    "status",
+    "events",
+    "last update",
+    "duration",
+    "tokens in / out",
+    "model nodes",
+    "tool nodes",
+    "retries",
+    "audit",
+)
+
+
+def _sort_header(title: str, listing: Listing) -> str:
+    key = SORTABLE.get(title)
+    if key is None:
+        return f"<th>{e(title)}</th>"
+    current = listing.sort == key
+    # a click on the current column turns its direction; another column starts descending
+    descending = not listing.descending if current else True
+    query = {**listing.query(), "sort": key, "dir": "desc" if descending else "asc"}
+    arrow = (" ▼" if listing.descending else " ▲") if current else ""
+    hint = f"sort by {title}"
+    return (
+        f'<th><a class="sort" data-sort="{e(key)}" title="{e(hint)}" '
+        f'href="/runs?{e(urlencode(query))}">{e(title)}{arrow}</a></th>'
+    )
+
+
+def _filters(listing: Listing) -> str:
     options = "".join(
-        f'<option value="{e(s)}"{" selected" if s == status else ""}>{e(s)}</option>'
+        f'<option value="{e(s)}"{" selected" if s == listing.status else ""}>{e(s)}</option>'
         for s in STATUSES
     )
+    sorts = "".join(
+        f'<option value="{k}"{" selected" if k == listing.sort else ""}>{e(label)}</option>'
+        for k, label in (
+            ("updated", "last update"),
+            ("started", "start"),
+            ("run", "run ID"),
+            ("events", "events"),
+        )
+    )
+    direction = "".join(
+        f'<option value="{v}"{" selected" if (v == "desc") == listing.descending else ""}>'
+        f"{label}</option>"
+        for v, label in (("desc", "newest / largest first"), ("asc", "oldest / smallest first"))
+    )
+    checked = " checked" if listing.has_errors else ""
+    return (
+        '<form class="filters" method="get" action="/runs">'
+        f'<input name="q" id="search" placeholder="run, session, model or tool" '
+        f'value="{e(listing.text or "")}">'
+        f'<select name="status" id="status"><option value="">any status</option>{options}'
+        "</select>"
+        f'<label><input type="checkbox" name="errors" value="1" id="errors"{checked}> '
+        "has errors</label>"
+        f'<label>from <input type="datetime-local" name="since" id="since" '
+        f'value="{e(listing.since or "")}"></label>'
+        f'<label>to <input type="datetime-local" name="until" id="until" '
+        f'value="{e(listing.until or "")}"></label><span class="dim">UTC</span>'
+        f'<select name="sort" id="sort">{sorts}</select>'
+        f'<select name="dir" id="dir">{direction}</select>'
+        '<button type="submit" id="filter">filter</button></form>'
+    )
+
+
+def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
     rows = "".join(
         f'<tr class="run" data-run="{e(r.run_id)}">'
         f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
@@ -93,29 +176,29 @@ def runs_page(
         f'<td class="num" data-col="model">{r.model_nodes}</td>'
         f'<td class="num" data-col="tool">{r.tool_nodes}</td>'
         f'<td class="num">{r.retries}</td>'
-        f'<td><span class="audit a-{e(r.audit_state)}">{e(r.audit_state)} '
-        f"{r.audit_links}/{r.version}</span></td></tr>"
+        f"<td>{audit_cell(r)}</td></tr>"
         for r in page.rows
     )
     if not page.rows:
-        rows = '<tr><td colspan="10" class="empty" id="no-runs">no runs</td></tr>'
-    query = {k: v for k, v in (("status", status), ("run", search)) if v}
+        rows = f'<tr><td colspan="{len(HEADERS)}" class="empty" id="no-runs">no runs</td></tr>'
+    query = listing.query()
     pager = ""
-    if after:
-        pager += f'<a href="/runs?{e(urlencode(query))}">first page</a> '
+    if page.prev_before:
+        at, run = page.prev_before
+        prev = urlencode({**query, "before": run, "at": at})
+        pager += f'<a id="first-page" href="/runs?{e(urlencode(query))}">« first page</a> '
+        pager += f'<a id="prev-page" href="/runs?{e(prev)}">← previous page</a> '
     if page.next_after:
-        nxt = urlencode({**query, "after": page.next_after})
+        at, run = page.next_after
+        nxt = urlencode({**query, "after": run, "at": at})
         pager += f'<a id="next-page" href="/runs?{e(nxt)}">next page →</a>'
+    noun = "run" if page.total == 1 else "runs"
+    filtered = " match" if any(k != "sort" and k != "dir" for k in query) else ""
     body = (
-        f"<h1>Runs of {e(tenant)}</h1>"
-        '<form class="filters" method="get" action="/runs">'
-        f'<input name="run" id="search" placeholder="run ID" value="{e(search or "")}">'
-        f'<select name="status" id="status"><option value="">any status</option>{options}'
-        '</select><button type="submit">filter</button></form>'
-        '<table id="runs"><thead><tr><th>run</th><th>status</th><th>events</th>'
-        "<th>last update</th><th>duration</th><th>tokens in / out</th><th>model nodes</th>"
-        "<th>tool nodes</th><th>retries</th><th>audit</th></tr></thead>"
-        f'<tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
+        f"<h1>Runs of {e(tenant)}</h1>{_filters(listing)}"
+        f'<p class="total"><b id="total">{page.total}</b> {noun}{filtered}</p>'
+        f'<table id="runs"><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
+        f'</tr></thead><tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
     )
     return layout("runs", body, tenant)
 
@@ -136,9 +219,12 @@ def _marks(marks: Iterable[str]) -> str:
 def event_row(ev: EventView) -> str:
     """One event, kept small (a long run lists thousands): its data is fetched when opened."""
     seq = e(ev.sequence)
+    number = link_number(ev.index)
+    other = f' <span class="dim">seq {seq}</span>' if ev.sequence != number else ""
     return (
         f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
-        f"<b>#{seq}</b> <code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
+        f'<b class="link-no" title="link {number}, event sequence {seq}">#{number}</b>{other} '
+        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
         f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
         "<details><summary>data</summary></details></li>"
     )
@@ -216,17 +302,13 @@ def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool
         cp = "<p>No signed checkpoint in the audit store yet.</p>"
     else:
         sig = {True: "valid", False: "INVALID", None: "not checked"}[checkpoint.signature_valid]
-        inc = {True: "valid", False: "INVALID", None: "run not in this checkpoint"}[
-            checkpoint.proof_valid
-        ]
+        inc = inclusion_before_verify(checkpoint)
         cp = (
             f'<dl><dt>checkpoint</dt><dd id="checkpoint-id">#{checkpoint.checkpoint_id} · '
-            f"{e(checkpoint.created_at)} · {checkpoint.size} runs · root "
+            f"{e(checkpoint.created_at)} · {checkpoint.tenant_runs} of your runs · root "
             f"<code>{e(checkpoint.root_b64)}</code></dd>"
             f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(checkpoint.signature_detail)})'
-            f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}'
-            + (f" (head length {checkpoint.head_length})" if checkpoint.head_length else "")
-            + "</dd></dl>"
+            f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}</dd></dl>'
             + _json_block("signed note", checkpoint.note)
             + _json_block("inclusion proof", checkpoint.proof)
         )

@@ -3,12 +3,21 @@ head's inclusion proof in it — all through the audit library, as ``runtrail au
 
 The checkpoint's signature is checked with the audit service's public key when it can be
 found (the ``.pub`` beside its signing key); the inclusion proof is checked against the root
-the checkpoint states. A page never claims more than was checked: each check has its own line.
+the checkpoint states. A page never claims more than was checked: each check has its own line,
+and the inclusion of the run's head is called valid only once the chain behind that head has
+verified (a head proven in a checkpoint says nothing for a chain broken before it).
+
+One numbering on every page: links are numbered from 1 (row ``#N``, "INVALID at link N"); the
+0-based index appears only in the API (``/links/{index}``, ``firstBrokenIndex``) and in the
+rows' ``data-index``.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +27,51 @@ from runtrail.audit.verify import ChainVerification
 from runtrail_tools.ui.sources import Sources
 
 
+def link_number(index: int) -> int:
+    """The number a page shows for the link at 0-based ``index``."""
+    return index + 1
+
+
 def verify_now(sources: Sources, tenant: str, run_id: str) -> ChainVerification:
     """The chain as the store holds it, verified on this request (never a cached verdict)."""
     return verify_stored(sources.audit(), tenant, run_id)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The last verification of a run's chain by this explorer, for the runs list."""
+
+    valid: bool
+    #: Links verified (valid), or the chain's length when it broke.
+    length: int
+    #: The first broken link's number (1-based), when not valid.
+    broken_at: int | None
+    at: datetime
+
+
+class Verdicts:
+    """Each run's last verdict, kept in this process: the list says "verified at T" only for
+    a chain this explorer verified, and "not verified" otherwise (a restart forgets)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], Verdict] = {}
+        self._lock = threading.Lock()
+
+    def record(self, tenant: str, run_id: str, result: ChainVerification) -> Verdict:
+        broken = result.first_broken_index
+        verdict = Verdict(
+            valid=result.valid,
+            length=result.length,
+            broken_at=None if broken is None else link_number(broken),
+            at=datetime.now(UTC),
+        )
+        with self._lock:
+            self._last[(tenant, run_id)] = verdict
+        return verdict
+
+    def of(self, runs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Verdict]:
+        with self._lock:
+            return {run: self._last[run] for run in runs if run in self._last}
 
 
 @dataclass(frozen=True)
@@ -28,7 +79,8 @@ class CheckpointView:
     checkpoint_id: int
     created_at: str
     note: str
-    size: int
+    #: The signed-in tenant's runs in this checkpoint (never the store-wide count).
+    tenant_runs: int
     root_b64: str
     #: True/False: the signature was checked; None: no public key to check it with.
     signature_valid: bool | None
@@ -37,6 +89,7 @@ class CheckpointView:
     proof: dict[str, Any] | None
     proof_valid: bool | None
     head_length: int | None
+    head_hash: str | None
 
 
 def _public_key(sources: Sources) -> tuple[Path, str] | None:
@@ -71,23 +124,71 @@ def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointV
     proof_json: dict[str, Any] | None = None
     proof_valid: bool | None = None
     length: int | None = None
+    head_hash: str | None = None
+    heads = store.checkpoint_heads(stored.checkpoint_id)
     try:
-        proof = prove_head(store.checkpoint_heads(stored.checkpoint_id), tenant, run_id)
+        proof = prove_head(heads, tenant, run_id)
     except KeyError:
         proof = None
     if proof is not None:
         proof_json = proof.to_json()
         proof_valid = verify_head_proof(proof, checkpoint)
         length = proof.head.length
+        head_hash = proof.head.hash
     return CheckpointView(
         checkpoint_id=stored.checkpoint_id,
         created_at=stored.created_at,
         note=stored.note,
-        size=checkpoint.size,
+        tenant_runs=sum(1 for head in heads if head.tenant_id == tenant),
         root_b64=base64.b64encode(checkpoint.root_hash).decode(),
         signature_valid=signature,
         signature_detail=detail,
         proof=proof_json,
         proof_valid=proof_valid,
         head_length=length,
+        head_hash=head_hash,
     )
+
+
+def inclusion_before_verify(checkpoint: CheckpointView) -> str:
+    """What the panel says of the head's inclusion before the chain is verified."""
+    if checkpoint.proof_valid is None:
+        return "run not in this checkpoint"
+    if not checkpoint.proof_valid:
+        return "INVALID: the proof does not reach the checkpoint's root"
+    return (
+        f"proof checks for the head of length {checkpoint.head_length}; "
+        "verify the chain to rely on it"
+    )
+
+
+def inclusion_after_verify(
+    sources: Sources, tenant: str, run_id: str, result: ChainVerification
+) -> dict[str, Any]:
+    """The head's inclusion in the latest checkpoint, judged with the chain's verdict:
+    ``{"valid": true/false/null, "text": ...}`` (null: nothing to judge)."""
+    checkpoint = latest_checkpoint(sources, tenant, run_id)
+    if checkpoint is None or checkpoint.proof_valid is None or checkpoint.head_length is None:
+        return {"valid": None, "text": "run not in the latest checkpoint"}
+    if not result.valid:
+        broken = result.first_broken_index
+        where = f" at link {link_number(broken)}" if broken is not None else ""
+        return {
+            "valid": False,
+            "text": f"not valid: the chain failed verification{where}, so its checkpointed "
+            "head proves nothing",
+        }
+    if not checkpoint.proof_valid:
+        return {"valid": False, "text": "INVALID: the proof does not reach the checkpoint's root"}
+    link = sources.audit().link_at(tenant, run_id, checkpoint.head_length - 1)
+    if link is None or link.hash != checkpoint.head_hash:
+        return {
+            "valid": False,
+            "text": f"INVALID: link {checkpoint.head_length} of the verified chain is not the "
+            "checkpointed head",
+        }
+    return {
+        "valid": True,
+        "text": f"valid: the verified chain's first {checkpoint.head_length} links are the head "
+        f"in checkpoint #{checkpoint.checkpoint_id}",
+    }

@@ -1,17 +1,21 @@
 """The runs list of one tenant: a page of projection rows, with times and audit state.
 
-Paging is by keyset (the last run ID of the page), so page N costs what page 1 costs whatever
-the tenant's size. Per page the audit store is read in one batch for the heads, and one
+The projection store answers the page (:meth:`ProjectionStore.search`: search, filters, an
+order, keyset cursors either way, the total), so page N costs what page 1 costs whatever the
+tenant's size. Per page the audit store is read in one batch for the heads, and one
 primary-key read per run for its first and last link (start time and last update).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import get_args
 
 from runtrail.events.domain_events import RunStatus
-from runtrail.projection.store import StoredProjection
+from runtrail.projection.names import utc_text
+from runtrail.projection.store import SORT_KEYS, RunQuery, SortKey, StoredProjection, sort_value
+from runtrail_tools.ui.proof import Verdict, Verdicts
 from runtrail_tools.ui.sources import Sources
 from runtrail_tools.ui.times import event_time, seconds, short
 
@@ -38,13 +42,66 @@ class RunRow:
     #: ``sealed`` (every applied event has a link), ``behind`` (fewer links), ``none``.
     audit_state: str
     audit_links: int
+    #: This explorer's last verification of the chain (None: not verified).
+    verdict: Verdict | None
 
 
 @dataclass(frozen=True)
 class RunPage:
     rows: list[RunRow]
-    #: The cursor of the next page (None: this is the last one).
-    next_after: str | None
+    #: Runs matching the filters, on every page.
+    total: int
+    #: (sort value, run ID) cursors of the pages after and before this one (None: none).
+    next_after: tuple[str, str] | None
+    prev_before: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the list was asked for (the page's query string, parsed)."""
+
+    text: str | None = None
+    status: str | None = None
+    has_errors: bool = False
+    since: str | None = None
+    until: str | None = None
+    sort: SortKey = "updated"
+    descending: bool = True
+    after: tuple[str, str] | None = None
+    before: tuple[str, str] | None = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, str]) -> Listing:
+        def given(name: str) -> str | None:
+            return (params.get(name) or "").strip() or None
+
+        sort = given("sort")
+        at = params.get("at") or ""
+        after, before = given("after"), given("before")
+        return cls(
+            text=given("q"),
+            status=given("status"),
+            has_errors=given("errors") == "1",
+            since=given("since"),
+            until=given("until"),
+            sort=sort if sort in SORT_KEYS else "updated",
+            descending=given("dir") != "asc",
+            after=(at, after) if after else None,
+            before=(at, before) if before and not after else None,
+        )
+
+    def query(self) -> dict[str, str]:
+        """The filters and order as query parameters (no cursor): what every link keeps."""
+        pairs = {
+            "q": self.text,
+            "status": self.status,
+            "errors": "1" if self.has_errors else None,
+            "since": self.since,
+            "until": self.until,
+            "sort": None if self.sort == "updated" else self.sort,
+            "dir": None if self.descending else "asc",
+        }
+        return {k: v for k, v in pairs.items() if v}
 
 
 def _tokens(row: StoredProjection) -> tuple[int, int]:
@@ -57,25 +114,41 @@ def _tokens(row: StoredProjection) -> tuple[int, int]:
     return chosen.input_tokens, chosen.output_tokens
 
 
+def _moment(text: str | None) -> str | None:
+    """A time the form sent (``datetime-local``, read as UTC) as the store's text form."""
+    return utc_text(text) if text else None
+
+
 def list_runs(
     sources: Sources,
     tenant: str,
+    listing: Listing,
     *,
-    status: str | None = None,
-    run_id: str | None = None,
-    after: str | None = None,
     limit: int = 50,
+    verdicts: Verdicts | None = None,
 ) -> RunPage:
-    """A page of ``tenant``'s runs (filtered by status, or one run by ID) after ``after``."""
-    halted = True if status == "halted" else None
-    wanted = None if status in (None, "", "halted") else status
-    rows = sources.projections().list(
-        wanted, tenant, halted=halted, limit=limit + 1, run_id=run_id or None, after=after
+    """A page of ``tenant``'s runs as ``listing`` asks."""
+    status = listing.status
+    found = sources.projections().search(
+        RunQuery(
+            tenant,
+            text=listing.text,
+            status=None if status in (None, "halted") else status,
+            halted=True if status == "halted" else None,
+            has_errors=True if listing.has_errors else None,
+            since=_moment(listing.since),
+            until=_moment(listing.until),
+            sort=listing.sort,
+            descending=listing.descending,
+            after=listing.after,
+            before=listing.before,
+            limit=limit,
+        )
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    rows = found.rows
     audit = sources.audit()
     heads = audit.heads_of((r.tenant_id, r.run_id) for r in rows)
+    verified = verdicts.of((r.tenant_id, r.run_id) for r in rows) if verdicts else {}
     page: list[RunRow] = []
     for row in rows:
         head = heads.get((row.tenant_id, row.run_id))
@@ -104,6 +177,16 @@ def list_runs(
                 retries=state.model_retries if state else 0,
                 audit_state="none" if not links else "sealed" if links >= row.version else "behind",
                 audit_links=links,
+                verdict=verified.get((row.tenant_id, row.run_id)),
             )
         )
-    return RunPage(page, rows[-1].run_id if more and rows else None)
+
+    def cursor(row: StoredProjection) -> tuple[str, str]:
+        return sort_value(row, listing.sort), row.run_id
+
+    return RunPage(
+        page,
+        found.total,
+        cursor(rows[-1]) if found.more_after and rows else None,
+        cursor(rows[0]) if found.more_before and rows else None,
+    )

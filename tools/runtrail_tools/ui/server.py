@@ -12,6 +12,7 @@ import uvicorn
 from runtrail.config import Settings
 from runtrail_tools.ui.app import build_app
 from runtrail_tools.ui.auth import Auth
+from runtrail_tools.ui.guard import allowed_hosts
 from runtrail_tools.ui.settings import UiSettings
 from runtrail_tools.ui.sources import Sources, stack_tokens_file
 
@@ -37,7 +38,10 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     sock.listen(128)  # connections wait in the backlog until uvicorn serves: the URL works now
     port = int(sock.getsockname()[1])
     sources = Sources(settings, ui)
-    app = build_app(sources, Auth(tokens))
+    hosts = allowed_hosts(ui.host, ui.allowed_hosts)
+    if hosts is None:
+        say("runtrail ui: bound to every address with no --allowed-host: any Host is answered")
+    app = build_app(sources, Auth(tokens), hosts)
     # open live streams never end on their own: a stop waits at most this long for them
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3

@@ -23,6 +23,11 @@ class UiSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Bind address of the explorer.")
     port: int = Field(default=9480, ge=0, description="Port of the explorer (0: any free).")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names requests may carry besides the bound address's own (a proxy's "
+        "name; comma-separated). Other Host headers are refused.",
+    )
     tokens: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,
         description="Bearer token of each tenant: JSON {tenant: token}. A token sees its own "
@@ -54,6 +59,13 @@ class UiSettings(BaseSettings):
     sessions_store_url: str | None = Field(
         default=None, description="Session store (default: the sessions service's)."
     )
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _hosts_from_text(cls, value: Any) -> Any:
+        return (
+            [h.strip() for h in value.split(",") if h.strip()] if isinstance(value, str) else value
+        )
 
     @field_validator("tokens", mode="before")
     @classmethod

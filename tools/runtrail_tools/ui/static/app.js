@@ -30,17 +30,23 @@ function verify(button) {
     var v = res.body;
     if (res.status !== 200) { text(verdict, v.error || "failed"); return; }
     verdict.className = v.valid ? "ok" : "bad";
+    var inclusion = document.getElementById("inclusion");
+    if (inclusion && v.inclusion) {
+      text(inclusion, v.inclusion.text);
+      inclusion.className = v.inclusion.valid === true ? "ok" : v.inclusion.valid === false ? "bad" : "";
+    }
     if (v.valid) {
       text(verdict, "chain valid: " + v.length + " links");
       return;
     }
+    // links are numbered from 1 on the page (row #N); the API's index is 0-based
     var where = v.firstBrokenIndex;
-    text(verdict, "INVALID at link " + where + " (" + v.reason + ")" + (v.detail ? ": " + v.detail : ""));
+    text(verdict, "INVALID at link " + (where + 1) + " (" + v.reason + ")" + (v.detail ? ": " + v.detail : ""));
     verdict.dataset.brokenIndex = where;
     var li = document.querySelector('#timeline li.event[data-index="' + where + '"]');
     if (li) {
       li.classList.add("broken");
-      li.insertBefore(make("span", "broken-note", "first broken link: " + v.reason), li.querySelector("details"));
+      li.insertBefore(make("span", "broken-note", "first broken link (#" + (where + 1) + "): " + v.reason), li.querySelector("details"));
       li.scrollIntoView({ block: "center" });
     }
   });
