@@ -7,7 +7,8 @@ outbox relay (``runtrail run outbox-relay``) putting command events on a topic o
 transactions, while commands are executed. Topics at RF 3 and ``min.insync.replicas`` 2, as
 ``topics ensure`` makes them on this cluster.
 
-What is measured, and printed as ``FIGURES …`` for the report: events published, lost (accepted
+What is measured, printed as ``FIGURES …`` and listed at the end of the run (the test's
+``figures`` property, tests/tiers.py) for the report: events published, lost (accepted
 but not on the topic), doubled (on the topic twice), reordered (runs whose sequences go back in
 topic order), and the stall: the longest time the events topic took no record (its
 ``LogAppendTime``), while the load ran at a steady rate.
@@ -283,6 +284,7 @@ def run_under_load(
     stack: Stack,
     tmp_path: Path,
     fault: Callable[[AdminClient], None],
+    record_property: Callable[[str, object], None],
 ) -> Figures:
     """Start the load, let it run, run ``fault``, let the load run on, stop it, and check
     everything: nothing lost, doubled or reordered, no process exited, every output complete
@@ -325,6 +327,7 @@ def run_under_load(
             name, len(published), lost, doubled, reordered, stall, *relay, ended - started
         )
         print(figures.line())
+        record_property("figures", figures.line())  # the run's summary lists it (tests/tiers.py)
         assert (lost, doubled, reordered) == (0, 0, 0), figures.line()
         assert relay[1:] == (0, 0, 0), figures.line()
         assert {n: p.proc.pid for n, p in stack.procs.items()} == stack.pids

@@ -5,6 +5,7 @@ exits, every output complete and every audit chain valid (tests/cluster_outage.p
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -19,7 +20,10 @@ DOWN_S = 12
 
 
 def test_a_broker_sigkilled_under_load_loses_doubles_and_reorders_nothing(
-    restartable_cluster: LocalCluster, stack: Stack, tmp_path: Path
+    restartable_cluster: LocalCluster,
+    stack: Stack,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     def kill_the_busiest_broker(admin: AdminClient) -> None:
         busiest = leaders(admin, TOPIC).most_common(1)[0][0]
@@ -31,4 +35,11 @@ def test_a_broker_sigkilled_under_load_loses_doubles_and_reorders_nothing(
             time.sleep(0.5)
         victim.start(timeout=120)
 
-    run_under_load("broker-kill", restartable_cluster, stack, tmp_path, kill_the_busiest_broker)
+    run_under_load(
+        "broker-kill",
+        restartable_cluster,
+        stack,
+        tmp_path,
+        kill_the_busiest_broker,
+        record_property,
+    )

@@ -6,6 +6,7 @@ reordered, no process exits, every output complete and every audit chain valid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -18,7 +19,10 @@ from tests.test_outage_all_services import Stack
 
 
 def test_a_rolling_restart_under_load_loses_doubles_and_reorders_nothing(
-    restartable_cluster: LocalCluster, stack: Stack, tmp_path: Path
+    restartable_cluster: LocalCluster,
+    stack: Stack,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
 ) -> None:
     def roll(admin: AdminClient) -> None:
         for node in restartable_cluster.nodes:
@@ -28,4 +32,4 @@ def test_a_rolling_restart_under_load_loses_doubles_and_reorders_nothing(
             wait_for(lambda: not under_replicated(admin), 90, 0.5, what="replicas in sync")
             assert not stack.dead(), f"exited after broker {node.node_id} restarted"
 
-    run_under_load("rolling-restart", restartable_cluster, stack, tmp_path, roll)
+    run_under_load("rolling-restart", restartable_cluster, stack, tmp_path, roll, record_property)

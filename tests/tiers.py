@@ -165,9 +165,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: seconds each xdist worker spent in tests (the controller's view), for the summary
 _busy: dict[str, float] = {}
+#: the ``figures`` a test recorded (``record_property("figures", …)``): measurements for reports
+_figures: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _figures.extend(str(v) for k, v in report.user_properties if k == "figures")
     if report.when in ("setup", "call", "teardown"):
         nodeid = report.nodeid.split("@", 1)[0]  # xdist appends @group to grouped tests
         _recorded[nodeid] = _recorded.get(nodeid, 0.0) + report.duration
@@ -178,7 +182,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """How long each worker was busy: a worker far below the others idled at the end."""
+    """The figures tests recorded; how long each worker was busy (a worker far below the others
+    idled at the end)."""
+    for line in _figures:
+        terminalreporter.write_line(line)
     if _busy:
         busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_busy.items()))
         terminalreporter.write_line(f"busy per worker: {busy}")
