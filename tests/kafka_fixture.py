@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from runtrail.config import Settings
 from runtrail.kafka.topics import TopicsError, delete_topics, wait_for_topics
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
+from runtrail_tools.kafka.cluster import LocalCluster
 from runtrail_tools.kafka.ports import free_ports
 
 REQUIRE_ENV = "RUNTRAIL_REQUIRE_SERVICES"
@@ -80,6 +81,37 @@ def start_local_broker(
         else:
             return broker
     unavailable("; ".join([*tried, f"the local broker did not start: {last}"]))
+
+
+#: heap of each node of a test cluster: three of them share the machine with the services
+CLUSTER_HEAP = "384m"
+
+
+def start_local_cluster(
+    home: Path, brokers: int = 3, timeout: float = START_TIMEOUT_S
+) -> LocalCluster:
+    """A started :class:`LocalCluster` of ``brokers`` nodes in ``home`` on free ports, or
+    skip/fail the test."""
+    last: BrokerError | None = None
+    settings = Settings()
+    for attempt in range(2):  # a free port can be taken between picking and binding: retry
+        ports = free_ports(2 * brokers)
+        cluster = LocalCluster(
+            home=home / f"try-{attempt}",
+            ports=[(ports[2 * i], ports[2 * i + 1]) for i in range(brokers)],
+            cache_dir=settings.kafka_cache_dir,
+            heap=CLUSTER_HEAP,
+            jvm_options=settings.kafka_jvm_options.split(),
+        )
+        try:
+            cluster.start(timeout=timeout)
+        except BrokerError as exc:
+            last = exc
+            if "already in use" not in str(exc):
+                break
+        else:
+            return cluster
+    unavailable(f"the local {brokers}-broker cluster did not start: {last}")
 
 
 def _docker_answers() -> bool:
@@ -206,3 +238,25 @@ def restartable_broker(tmp_path: Path) -> Iterator[LocalBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def restartable_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A started three-broker cluster of this test's own (``tmp_path/"kafka"``), whose nodes
+    it may kill, stop and start; stopped after the test, whatever state it was left in."""
+    cluster = start_local_cluster(tmp_path / "kafka")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A three-broker cluster shared by the tests of one file, none of which stops a node
+    (mark them ``kafka``: the fixture is no shared broker the tiers know by name)."""
+    cluster = start_local_cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

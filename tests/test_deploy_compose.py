@@ -8,6 +8,7 @@ the file; the rest holds it against the code: the port table, the service comman
 
 from __future__ import annotations
 
+import importlib
 import importlib.resources
 import json
 import re
@@ -20,10 +21,11 @@ import pytest
 import yaml
 
 from runtrail.config import Settings
-from runtrail.runtime.registry import SERVICES
+from runtrail.runtime.registry import RECEIVERS, SERVICES
 from runtrail_tools.demo.targets import DemoSettings
-from runtrail_tools.devstack.ports import plan_ports
+from runtrail_tools.devstack.ports import DEFAULT_BASE, METRICS_OFFSETS, UI_OFFSET, plan_ports
 from runtrail_tools.devstack.service_settings import importable, settings_info
+from runtrail_tools.ui.settings import UiSettings
 from tests.kafka_fixture import services_required
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +103,65 @@ def test_every_service_runs_on_the_local_stacks_ports(compose: dict[str, Any]) -
     assert services["topics"]["command"] == ["topics", "ensure"]
 
 
+def receiver_port(name: str) -> int:
+    """A receiver's metrics port: the port table's, else its own default (otlp-ingest's)."""
+    module, _, attr = RECEIVERS[name].partition(":")
+    default = int(getattr(importlib.import_module(module), attr).default_port)
+    offset = METRICS_OFFSETS.get(name)
+    return DEFAULT_BASE + offset if offset is not None else default
+
+
+def test_every_receiver_and_the_ui_run_too(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name in RECEIVERS:
+        spec = services[name]
+        port = receiver_port(name)
+        assert spec["command"] == ["run", name, "--metrics-port", str(port)], name
+        assert f"{port}:{port}" in spec["ports"] and spec["environment"]["RT_PORT"] == str(port)
+        info = settings_info(name)
+        if info.has("http_port"):
+            api = spec["environment"][info.env_name("http_port")]
+            assert f"{api}:{api}" in spec["ports"], name
+            assert spec["environment"][info.env_name("http_host")] == "0.0.0.0"
+    relay, api = services["outbox-relay"], services["command-api"]
+    # the relay publishes the outbox of the very store the command API appends to
+    assert (
+        relay["environment"]["RUNTRAIL_OUTBOX_RELAY_STORE"]
+        == api["environment"]["RUNTRAIL_COMMAND_API_STORE"]
+    )
+    ui = services["ui"]
+    port = str(DEFAULT_BASE + UI_OFFSET)
+    assert ui["command"] == ["ui", "--host", "0.0.0.0", "--port", port]
+    assert f"{port}:{port}" in ui["ports"]
+
+
+def test_kafka_is_three_brokers_keeping_every_topic_on_three_replicas(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    brokers = [services[name] for name in ("kafka", "kafka-2", "kafka-3")]
+    voters = {b["environment"]["KAFKA_CONTROLLER_QUORUM_VOTERS"] for b in brokers}
+    assert voters == {"1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"}
+    assert [b["environment"]["KAFKA_NODE_ID"] for b in brokers] == ["1", "2", "3"]
+    assert len({b["environment"]["CLUSTER_ID"] for b in brokers}) == 1
+    for broker in brokers:
+        env = broker["environment"]
+        for key in (
+            "KAFKA_DEFAULT_REPLICATION_FACTOR",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        ):
+            assert env[key] == "3", key
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2"
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+    runtrail = services["topics"]["environment"]
+    assert runtrail["RUNTRAIL_REPLICATION_FACTOR"] == "3"  # so min.insync.replicas 2 (ensure)
+    assert runtrail["RUNTRAIL_BOOTSTRAP_SERVERS"] == "kafka:9092,kafka-2:9092,kafka-3:9092"
+    assert {name: {"condition": "service_healthy"} for name in ("kafka", "kafka-2", "kafka-3")} == (
+        services["topics"]["depends_on"]
+    )
+
+
 def test_the_demo_is_a_one_shot_naming_every_service(compose: dict[str, Any]) -> None:
     demo = compose["services"]["demo"]
     plan = plan_ports(list(SERVICES), with_api=api_services())
@@ -117,7 +178,8 @@ def test_the_demo_is_a_one_shot_naming_every_service(compose: dict[str, Any]) ->
 def known_variables() -> set[str]:
     names = {f"RUNTRAIL_{f}".upper() for f in Settings.model_fields}
     names |= {f"RUNTRAIL_DEMO_{f}".upper() for f in DemoSettings.model_fields}
-    for name in SERVICES:
+    names |= {f"RUNTRAIL_UI_{f}".upper() for f in UiSettings.model_fields}
+    for name in [*SERVICES, *RECEIVERS]:
         info = settings_info(name)
         names |= {info.env_name(f) for f in info.fields}
     return names

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,10 @@ import pytest
 import yaml
 
 from runtrail.config import Settings
-from runtrail.runtime.registry import SERVICES
+from runtrail.runtime.registry import RECEIVERS, SERVICES
 from runtrail_tools.devstack.ports import plan_ports
 from runtrail_tools.devstack.service_settings import importable, settings_info
+from runtrail_tools.ui.settings import UiSettings
 from tests.kafka_fixture import services_required
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,6 +132,10 @@ def test_configmap_and_secret_hold_real_settings(objects: list[dict[str, Any]]) 
     for name in SERVICES:
         info = settings_info(name)
         known |= {info.env_name(f) for f in info.fields}
+    for name in RECEIVERS:
+        info = settings_info(name)
+        known |= {info.env_name(f) for f in info.fields}
+    known |= {f"RUNTRAIL_UI_{f}".upper() for f in UiSettings.model_fields}
     config = of_kind(objects, "ConfigMap")["runtrail-settings"]["data"]
     secret = of_kind(objects, "Secret")["runtrail-secrets"]["stringData"]
     for key in [*config, *secret]:
@@ -138,3 +145,99 @@ def test_configmap_and_secret_hold_real_settings(objects: list[dict[str, Any]]) 
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
     assert listed == {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def receiver_port(name: str) -> int:
+    module, _, attr = RECEIVERS[name].partition(":")
+    return int(getattr(importlib.import_module(module), attr).default_port)
+
+
+def test_every_receiver_and_the_ui_have_a_deployment(objects: list[dict[str, Any]]) -> None:
+    deployments = of_kind(objects, "Deployment")
+    scaled = of_kind(objects, "ScaledObject")
+    config = of_kind(objects, "ConfigMap")["runtrail-settings"]["data"]
+    for name in RECEIVERS:
+        pod = deployments[f"runtrail-{name}"]["spec"]["template"]
+        container = pod["spec"]["containers"][0]
+        port = receiver_port(name)
+        assert container["args"] == ["run", name, "--metrics-port", str(port)]
+        assert {"name": "metrics", "containerPort": port} in container["ports"]
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+        assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+        assert f"runtrail-{name}" not in scaled  # no consumer group: no lag to scale on
+        info = settings_info(name)
+        if info.has("http_port"):
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            api = int(env[info.env_name("http_port")])
+            assert api in {p["containerPort"] for p in container["ports"]}
+            assert env[info.env_name("http_host")] == "0.0.0.0"
+    relay = deployments["runtrail-outbox-relay"]["spec"]
+    # one active relay per store: a second would only fence the first
+    assert relay["replicas"] == 1 and relay["strategy"] == {"type": "Recreate"}
+    assert config["RUNTRAIL_OUTBOX_RELAY_STORE"] == config["RUNTRAIL_COMMAND_API_STORE"]
+    ui = deployments["runtrail-ui"]["spec"]["template"]["spec"]["containers"][0]
+    assert ui["args"] == ["ui", "--host", "0.0.0.0", "--port", "9480"]
+    assert ui["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+KAFKA_MOUNT = "/etc/runtrail/kafka"
+
+
+def test_kafka_credentials_come_from_a_mounted_secret(objects: list[dict[str, Any]]) -> None:
+    """Every pod that talks to Kafka (each Deployment, the topics Job) reads the SASL password
+    from the runtrail-kafka Secret mounted as a file, and nothing carries it in the clear."""
+    secret = of_kind(objects, "Secret")["runtrail-kafka"]["stringData"]
+    config = of_kind(objects, "ConfigMap")["runtrail-settings"]["data"]
+    pods = [d["spec"]["template"]["spec"] for d in of_kind(objects, "Deployment").values()]
+    pods += [j["spec"]["template"]["spec"] for j in of_kind(objects, "Job").values()]
+    assert len(pods) == len(SERVICES) + len(RECEIVERS) + 2  # + ui + topics job
+    for pod in pods:
+        (container,) = pod["containers"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        mount = mounts[KAFKA_MOUNT]
+        assert mount["readOnly"] is True
+        source = volumes[mount["name"]]["secret"]
+        assert source["secretName"] == "runtrail-kafka"
+        files = {item["path"]: item["key"] for item in source["items"]}
+        assert set(files.values()) <= set(secret)
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        password = env["RUNTRAIL_KAFKA_SASL_PASSWORD_FILE"]
+        assert password == f"{KAFKA_MOUNT}/password" and files["password"] == "password"
+        assert not any("PASSWORD" in name and not name.endswith("_FILE") for name in env)
+    options = json.loads(config["RUNTRAIL_KAFKA_OPTIONS"])
+    assert options["security.protocol"] == "SASL_SSL"
+    assert options["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["ssl.ca.location"] == f"{KAFKA_MOUNT}/ca.crt"
+    assert not any("password" in key for key in options)
+
+
+def test_keda_reads_the_lag_with_the_same_credentials(objects: list[dict[str, Any]]) -> None:
+    try:
+        from cloudcoil.models.keda.v1alpha1 import TriggerAuthentication
+    except ModuleNotFoundError:
+        missing("cloudcoil-models-keda (dev extra)")
+    (auth,) = of_kind(objects, "TriggerAuthentication").values()
+    model = TriggerAuthentication.model_validate(auth)
+    assert model.model_dump(by_alias=True, exclude_none=True, mode="json") == auth
+    secret = of_kind(objects, "Secret")["runtrail-kafka"]["stringData"]
+    refs = {r["parameter"]: r for r in auth["spec"]["secretTargetRef"]}
+    assert set(refs) == {"sasl", "username", "password", "tls", "ca"}
+    for ref in refs.values():
+        assert ref["name"] == "runtrail-kafka" and ref["key"] in secret
+    assert secret["sasl"] == "scram_sha512" and secret["tls"] == "enable"
+    bootstrap = of_kind(objects, "ConfigMap")["runtrail-settings"]["data"][
+        "RUNTRAIL_BOOTSTRAP_SERVERS"
+    ]
+    for scaled in of_kind(objects, "ScaledObject").values():
+        (trigger,) = scaled["spec"]["triggers"]
+        assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+        assert trigger["metadata"]["bootstrapServers"] == bootstrap
+
+
+def test_topics_are_ensured_at_three_replicas(objects: list[dict[str, Any]]) -> None:
+    config = of_kind(objects, "ConfigMap")["runtrail-settings"]["data"]
+    assert config["RUNTRAIL_REPLICATION_FACTOR"] == "3"  # so min.insync.replicas 2 (ensure)
+    job = of_kind(objects, "Job")["runtrail-topics"]["spec"]["template"]["spec"]
+    assert job["containers"][0]["args"] == ["topics", "ensure"]
+    assert job["restartPolicy"] == "OnFailure"

@@ -33,7 +33,11 @@ def test_design_has_the_five_topics_of_the_design() -> None:
     specs = {s.role: s for s in design_topics(settings)}
     assert set(specs) == {"events", "dlq", "resume-cache", "sessions", "audit"}
     assert specs["events"].name == settings.events_topic
-    sized = {"max.message.bytes": str(settings.max_event_bytes + 256 * 1024)}
+    sized = {
+        "max.message.bytes": str(settings.max_event_bytes + 256 * 1024),
+        "min.insync.replicas": "1",
+        "unclean.leader.election.enable": "false",
+    }
     assert specs["events"].config == {
         "message.timestamp.type": "LogAppendTime",
         "retention.ms": "86400000",

@@ -2,13 +2,14 @@
 
 Each test gets one tier marker from what it uses, so no test file has to say it:
 
-- ``fault``: a broker it kills, stops or restarts (the ``restartable_broker`` fixture), or an
-  explicit ``@pytest.mark.fault``;
+- ``fault``: a broker it kills, stops or restarts (the ``restartable_broker`` and
+  ``restartable_cluster`` fixtures), or an explicit ``@pytest.mark.fault``;
 - ``stack``: a whole stack of services, the demo, or a whole install from a clean clone (a
   fixture named ``stack``, as every such test file calls its stack, or an explicit
   ``@pytest.mark.stack``);
-- ``kafka``: the worker's shared broker (the ``kafka_bootstrap`` fixture, or ``@pytest.mark.kafka``
-  for a test that starts a broker of its own without the fixture);
+- ``kafka``: the worker's shared broker (the ``kafka_bootstrap`` fixture), a cluster no test
+  stops (``kafka_cluster``), or ``@pytest.mark.kafka`` for a test that starts a broker of its own
+  without the fixture;
 - ``unit``: none of these: no broker at all (``make test-fast`` runs this tier).
 
 Under ``pytest-xdist --dist loadgroup`` (``make test``) the unit of work handed to a free worker
@@ -38,11 +39,11 @@ import pytest
 
 TIERS = ("unit", "kafka", "stack", "fault")
 #: fixtures whose broker the test kills, stops or restarts
-FAULT_FIXTURES = frozenset({"restartable_broker"})
+FAULT_FIXTURES = frozenset({"restartable_broker", "restartable_cluster"})
 #: fixtures that start a whole stack of services
 STACK_FIXTURES = frozenset({"stack"})
-#: fixtures that give a test the worker's shared broker
-KAFKA_FIXTURES = frozenset({"kafka_bootstrap"})
+#: fixtures that give a test a broker or cluster it does not stop
+KAFKA_FIXTURES = frozenset({"kafka_bootstrap", "kafka_cluster"})
 #: how many lanes the fault tests are dealt into (xdist groups ``fault-lane-N``)
 LANES_ENV = "RUNTRAIL_FAULT_LANES"
 #: each test's recorded seconds (``RUNTRAIL_TEST_DURATIONS`` names another file, for tests of this)
@@ -164,9 +165,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: seconds each xdist worker spent in tests (the controller's view), for the summary
 _busy: dict[str, float] = {}
+#: the ``figures`` a test recorded (``record_property("figures", …)``): measurements for reports
+_figures: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        _figures.extend(str(v) for k, v in report.user_properties if k == "figures")
     if report.when in ("setup", "call", "teardown"):
         nodeid = report.nodeid.split("@", 1)[0]  # xdist appends @group to grouped tests
         _recorded[nodeid] = _recorded.get(nodeid, 0.0) + report.duration
@@ -177,7 +182,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """How long each worker was busy: a worker far below the others idled at the end."""
+    """The figures tests recorded; how long each worker was busy (a worker far below the others
+    idled at the end)."""
+    for line in _figures:
+        terminalreporter.write_line(line)
     if _busy:
         busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_busy.items()))
         terminalreporter.write_line(f"busy per worker: {busy}")

@@ -53,8 +53,13 @@ class Settings(BaseSettings):
     partitions: int = Field(
         default=6, ge=1, description="Partitions of the events topic when created."
     )
-    replication_factor: int = Field(
-        default=1, ge=1, description="Replication factor of created topics."
+    replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Replication factor of the topics (default: the cluster's, that of runtrail's "
+            "existing topics, else the brokers' default.replication.factor)."
+        ),
     )
     events_retention_ms: int = Field(
         default=-1, description="retention.ms of the events topic (-1 keeps everything)."

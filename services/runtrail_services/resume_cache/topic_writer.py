@@ -18,7 +18,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from runtrail.config import Settings
+from runtrail.kafka.durability import cluster_replication, durability_configs
 from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic, output_message_max_bytes
+from runtrail.kafka.topics import design_topic_names
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.records import (
     Record,
@@ -36,15 +38,20 @@ def ensure_cache_topic(settings: Settings, timeout: float = 30.0) -> None:
     """Create the compacted cache topic if it is missing (``runtrail topics ensure`` would too)."""
     admin = AdminClient(settings.kafka_config())
     topic = settings.resume_cache_topic
-    if topic in admin.list_topics(timeout=timeout).topics:
+    topics = admin.list_topics(timeout=timeout).topics
+    if topic in topics:
         return
+    replication = cluster_replication(
+        admin, settings.replication_factor, design_topic_names(settings), topics, timeout
+    )
     spec = NewTopic(
         topic,
         settings.partitions,
-        settings.replication_factor,
+        replication.factor,
         config={
             "cleanup.policy": "compact",
             "max.message.bytes": str(output_message_max_bytes(settings)),
+            **durability_configs(replication.factor),
         },
     )
     future = admin.create_topics([spec], operation_timeout=timeout)[topic]

@@ -9,6 +9,10 @@ Every topic's ``max.message.bytes`` is sized from ``max_event_bytes`` plus
 :data:`RECORD_HEADROOM_BYTES` (key, headers, record overhead, the dead-letter and audit
 envelopes around an event), so that a legal event goes end to end; a topic left at the
 broker's 1 MB default is reported as drift.
+
+Durability is set and checked the same way (:mod:`runtrail.kafka.durability`): the replication
+factor (the cluster's when none is configured), ``min.insync.replicas`` and unclean leader
+election off.
 """
 
 from __future__ import annotations
@@ -22,6 +26,12 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, TopicMetadata
 
 from runtrail.config import Settings
+from runtrail.kafka.durability import (
+    Replication,
+    cluster_replication,
+    durability_configs,
+    topic_replication,
+)
 
 Status = Literal["created", "ok", "differs"]
 
@@ -79,6 +89,7 @@ class EnsureReport:
     """Every topic's outcome, in the order of the specs."""
 
     outcomes: tuple[TopicOutcome, ...]
+    replication: Replication | None = None
 
     def with_status(self, status: Status) -> list[TopicOutcome]:
         return [o for o in self.outcomes if o.status == status]
@@ -104,14 +115,31 @@ class EnsureReport:
             + row[3]
             for row in rows
         ]
-        return "\n".join(line.rstrip() for line in lines)
+        table = "\n".join(line.rstrip() for line in lines)
+        return f"{table}\n{self.replication}" if self.replication is not None else table
 
 
-def design_topics(settings: Settings) -> list[TopicSpec]:
-    """The topics table of DESIGN.md, named and sized by ``settings``."""
+def design_topic_names(settings: Settings) -> list[str]:
+    """The names of the five topics of the design, as ``settings`` name them."""
+    return [
+        settings.events_topic,
+        settings.dlq_topic,
+        settings.resume_cache_topic,
+        settings.sessions_topic,
+        settings.audit_topic,
+    ]
+
+
+def design_topics(settings: Settings, replication_factor: int | None = None) -> list[TopicSpec]:
+    """The topics table of DESIGN.md, named and sized by ``settings``.
+
+    ``replication_factor`` (else the settings', else 1) also sets the minimum in-sync set."""
     partitions = settings.partitions
-    replication = settings.replication_factor
-    sized = {"max.message.bytes": str(max_message_bytes(settings.max_event_bytes))}
+    replication = replication_factor or settings.replication_factor or 1
+    sized = {
+        "max.message.bytes": str(max_message_bytes(settings.max_event_bytes)),
+        **durability_configs(replication),
+    }
     compacted = {"cleanup.policy": "compact", **sized}
     return [
         TopicSpec(
@@ -154,7 +182,7 @@ def _compare(
     partitions = len(metadata.partitions)
     if partitions != spec.partitions:
         differences.append(Difference("partitions", str(spec.partitions), str(partitions)))
-    replication = max((len(p.replicas) for p in metadata.partitions.values()), default=0)
+    replication = topic_replication(metadata)
     if replication != spec.replication_factor:
         differences.append(
             Difference("replication.factor", str(spec.replication_factor), str(replication))
@@ -243,6 +271,24 @@ def ensure_topics(
         differences = _compare(spec, existing[spec.name], configs.get(spec.name, {}))
         outcomes.append(TopicOutcome(spec, "differs" if differences else "ok", differences))
     return EnsureReport(tuple(outcomes))
+
+
+def ensure_design_topics(admin: AdminClient, settings: Settings, timeout: float) -> EnsureReport:
+    """:func:`ensure_topics` for the design's topics, at the cluster's replication factor when
+    ``settings`` configure none (so that a replicated cluster is not all "differs")."""
+    names = design_topic_names(settings)
+    try:
+        replication = cluster_replication(
+            admin,
+            settings.replication_factor,
+            names,
+            list_topic_metadata(admin, timeout),
+            timeout,
+        )
+    except KafkaException as exc:
+        raise TopicsError(f"cannot read the cluster's replication factor: {exc}") from exc
+    report = ensure_topics(admin, design_topics(settings, replication.factor), timeout)
+    return EnsureReport(report.outcomes, replication)
 
 
 def wait_for_topics(admin: AdminClient, names: Iterable[str], timeout: float = 30.0) -> None:

@@ -57,6 +57,7 @@ from runtrail.events import (
 )
 from runtrail.events.limits import EventLimits
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
@@ -207,6 +208,12 @@ class Publisher:
         )
         self._thread.start()
         self._committer.start()
+        # a replicated events topic acknowledging one copy is said at start, never waited for
+        self._durability = (
+            start_durability_check(settings, [self._topic], "publisher")
+            if producer_factory is None
+            else None
+        )
         self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
 
@@ -378,6 +385,8 @@ class Publisher:
         # a probe or a scan can hold the thread a little; it produces nothing once stop is set
         self._thread.join(timeout=max(3.0, deadline - time.monotonic()))
         self._committer.join(timeout=5.0)
+        if self._durability is not None:
+            self._durability.join(timeout=CHECK_TIMEOUT_S)
         try:
             if not self._draining:
                 self.flush(deadline - time.monotonic())

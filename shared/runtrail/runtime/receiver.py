@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import ServiceSettings, Settings, TenantTokenSettings
 from runtrail.http_server import TokenAuth
+from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
+from runtrail.kafka.topics import design_topic_names
 from runtrail.runtime import stop_signals
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 
@@ -78,12 +80,16 @@ class Receiver(Generic[OwnSettings]):
         """Serve until stopped; the process exit status."""
         self.endpoint.start()
         self.start()
+        durability = start_durability_check(
+            self.settings, design_topic_names(self.settings), self.name
+        )
         try:
             self.serve()
         finally:
             self.health.stopping = True
             self.shut_down()
             self.endpoint.stop()
+            durability.join(timeout=CHECK_TIMEOUT_S)
         return 0
 
     def metrics_endpoint(self, metrics_port: int | None) -> HttpEndpoint:

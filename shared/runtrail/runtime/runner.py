@@ -51,9 +51,10 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.kafka.retry import Backoff
-from runtrail.kafka.topics import max_message_bytes
+from runtrail.kafka.topics import design_topic_names, max_message_bytes
 from runtrail.runtime import stop_signals
 from runtrail.runtime.checkpoint import Checkpoint, Committed
 from runtrail.runtime.commit_procedure import CommitProcedure
@@ -598,6 +599,9 @@ class ServiceRunner:
             self.metrics_port,
             "compiled" if self._codec.decode_native is not None else "Python",
         )
+        durability = start_durability_check(
+            self.settings, design_topic_names(self.settings), self.name
+        )
         status = 0
         try:
             with service_gc() as self._gc:
@@ -614,6 +618,7 @@ class ServiceRunner:
             log.exception("%s: handler failed, stopping without commit", self.name)
             status = 1
         self.metrics.up.set(0)
+        durability.join(timeout=CHECK_TIMEOUT_S)
         self._gc = None  # automatic collections are back as they were
         # After a failure, the revoke inside consumer.close() must not commit either.
         self._failed = status != 0 or self._problem is not None

@@ -39,6 +39,7 @@ def stack_from_args(args: argparse.Namespace) -> Any:
         scrape_interval=getattr(args, "scrape_interval", "5s"),
         ready_timeout=getattr(args, "timeout", 120.0),
         stop_timeout=getattr(args, "stop_timeout", 20.0),
+        brokers=getattr(args, "brokers", None),
     )
     return DevStack(settings, options)
 
@@ -129,6 +130,12 @@ def add_stack_flags(parser: argparse.ArgumentParser, *, recorded: bool = False) 
         "--kafka-controller-port",
         type=int,
         help="local broker controller port (RUNTRAIL_KAFKA_CONTROLLER_PORT)",
+    )
+    group.add_argument(
+        "--brokers",
+        type=int,
+        metavar="N",
+        help="run a local Kafka cluster of N nodes (runtrail kafka up --brokers N)",
     )
     group.add_argument(
         "--prometheus", action="store_true", help="also run Prometheus (Debian's binary)"

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from runtrail.config import Settings
 from runtrail.files import open_private, private_dir
-from runtrail.kafka.topics import TopicsError, design_topics, ensure_topics
+from runtrail.kafka.topics import TopicsError, ensure_design_topics
 from runtrail.runtime.registry import SERVICES
 from runtrail_tools.devstack import procs
 from runtrail_tools.devstack import prometheus as prom
@@ -48,6 +48,7 @@ from runtrail_tools.devstack.service_settings import (
 )
 from runtrail_tools.devstack.state import ProcessRecord, StackState
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
+from runtrail_tools.kafka.cluster import LocalCluster, LocalKafka, local_kafka
 from runtrail_tools.kafka.ports import port_accepts, port_bindable, wait_port_closed
 
 #: Runtime settings the stack lowers for quick feedback unless the environment sets them.
@@ -87,6 +88,8 @@ class StackOptions:
     ready_timeout: float = 120.0
     stop_timeout: float = 20.0
     broker_timeout: float = 120.0
+    #: Nodes of the local Kafka (None: what the state folder holds, one broker when nothing).
+    brokers: int | None = None
 
 
 @dataclass
@@ -138,11 +141,14 @@ class DevStack:
     def pid_path(self, name: str) -> Path:
         return self.dev_dir / f"{name}.pid"
 
-    def broker(self, *, recorded: bool = False) -> LocalBroker:
-        """The local broker of this state folder (the same one ``runtrail kafka`` manages), on
-        the settings' ports, or with ``recorded`` on those its state file says it was started
-        with (``down`` stops the broker ``up`` started, whatever ports it is given)."""
-        broker = LocalBroker.of_settings(self.settings)
+    def broker(self, *, recorded: bool = False) -> LocalKafka:
+        """The local broker or cluster of this state folder (the same one ``runtrail kafka``
+        manages), on the settings' ports, or with ``recorded`` on those its state file says it
+        was started with (``down`` stops the broker ``up`` started, whatever ports it is
+        given; a cluster keeps the ports of its layout file)."""
+        broker = local_kafka(self.settings, self.options.brokers)
+        if isinstance(broker, LocalCluster):
+            return broker
         found = broker.read_state() if recorded else None
         if found is None:
             return broker
@@ -234,7 +240,10 @@ class DevStack:
     def _broker_up(self) -> tuple[str, str]:
         if not self.options.manage_broker:
             return self.settings.bootstrap_servers, "external"
-        broker = self.broker()
+        try:
+            broker = self.broker()
+        except BrokerError as exc:
+            raise StackError(f"kafka did not start: {exc}") from exc
         if broker.is_running():
             found = broker.read_state()
             address = found.bootstrap_servers if found else broker.bootstrap_servers
@@ -251,7 +260,7 @@ class DevStack:
     def _topics(self, settings: Settings) -> None:
         admin = AdminClient(settings.kafka_config())
         try:
-            report = ensure_topics(admin, design_topics(settings), timeout=30.0)
+            report = ensure_design_topics(admin, settings, timeout=30.0)
         except TopicsError as exc:
             raise StackError(f"topics on {settings.bootstrap_servers}: {exc}") from exc
         created = [o.name for o in report.outcomes if o.status == "created"]
@@ -497,9 +506,10 @@ class DevStack:
         else:
             manages_broker = self.options.manage_broker
         if manages_broker and not keep_broker:
-            broker = self.broker(recorded=True)
-            pid = broker.pid
+            pid = None
             try:
+                broker = self.broker(recorded=True)
+                pid = broker.pid
                 broker.stop(timeout=timeout)
             except BrokerError as exc:
                 problems.append(str(exc))

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from runtrail.config import Settings
 from runtrail_tools.kafka.ports import LOOPBACK, port_accepts, port_bindable, wait_port_closed
 
-__all__ = ["BrokerError", "BrokerState", "LocalBroker"]
+__all__ = ["BrokerError", "BrokerState", "LocalBroker", "Quorum"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,32 @@ class BrokerState:
             return cls(**{name: raw[name] for name in cls.__dataclass_fields__})
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """The KRaft controller quorum of a several-node local cluster (every node is a voter).
+
+    ``voters`` holds each node's id, controller port and metadata directory id: the storage
+    format of every node must name the same voters, so they are chosen once for the cluster."""
+
+    cluster_id: str
+    voters: tuple[tuple[int, int, str], ...]
+
+    @property
+    def bootstrap(self) -> str:
+        """``controller.quorum.bootstrap.servers``: every voter's controller listener."""
+        return ",".join(f"{LOOPBACK}:{port}" for _, port, _ in self.voters)
+
+    @property
+    def initial_controllers(self) -> str:
+        """The storage tool's ``--initial-controllers``: ``id@host:port:directory-id`` each."""
+        return ",".join(f"{node}@{LOOPBACK}:{port}:{dir_id}" for node, port, dir_id in self.voters)
+
+    @property
+    def replication_factor(self) -> int:
+        """Copies of each partition: one per node, at most three."""
+        return min(3, len(self.voters))
 
 
 def new_cluster_id() -> str:
@@ -127,7 +153,10 @@ class LocalBroker:
         kafka_home: Path | None = None,
         node_id: int = 1,
         jvm_options: Sequence[str] = (),
+        quorum: Quorum | None = None,
     ) -> None:
+        """``quorum``: the cluster this node is one voter of; None for a single node, its own
+        quorum (formatted ``--standalone``)."""
         if port == controller_port:
             raise BrokerError(f"broker and controller need two ports, both are {port}")
         self.home = Path(home).expanduser().resolve()
@@ -139,6 +168,7 @@ class LocalBroker:
         self.node_id = node_id
         #: extra JVM options of both the storage format and the broker (not its -Xmx)
         self.jvm_options = tuple(jvm_options)
+        self.quorum = quorum
         self._proc: subprocess.Popen[bytes] | None = None
 
     # --- layout ---------------------------------------------------------------------------
@@ -250,6 +280,18 @@ class LocalBroker:
         A broker of this home that already runs is only waited for. On timeout or early exit
         the process is stopped and the error carries the tail of its logs.
         """
+        self.launch()
+        try:
+            self.wait_ready(timeout)
+        except BrokerError:
+            self.stop(timeout=10)
+            raise
+
+    def launch(self) -> None:
+        """Start the broker process (formatting storage on first use) without waiting for it:
+        a node of a cluster answers only once a majority of the quorum runs.
+
+        A broker of this home that already runs is left as it is (ports checked)."""
         if self.is_running():
             state = self.read_state()
             if state is not None and (state.port, state.controller_port) != (
@@ -260,7 +302,6 @@ class LocalBroker:
                     f"the broker of {self.home} already runs on {state.bootstrap_servers} "
                     f"(controller port {state.controller_port}); stop it first to change ports"
                 )
-            self.wait_ready(timeout)
             return
         for port in (self.port, self.controller_port):
             if not port_bindable(port):
@@ -275,11 +316,6 @@ class LocalBroker:
         log4j = self._render_configs()
         self._format_storage(java, libs)
         self._launch(java, libs, log4j)
-        try:
-            self.wait_ready(timeout)
-        except BrokerError:
-            self.stop(timeout=10)
-            raise
 
     def _render_configs(self) -> Path:
         deploy = kafka_deploy_dir()
@@ -291,11 +327,28 @@ class LocalBroker:
                 "PORT": str(self.port),
                 "CONTROLLER_PORT": str(self.controller_port),
                 "LOG_DIRS": str(self.data_dir),
+                **self._quorum_values(),
             },
         )
         return render_file(
             deploy / "log4j2.yaml", self.home / "log4j2.yaml", {"LOG_FILE": str(self.server_log)}
         )
+
+    def _quorum_values(self) -> dict[str, str]:
+        """The template's quorum and replication tokens: every internal topic on as many
+        copies as there are nodes (at most three), acknowledged by two when there are two."""
+        if self.quorum is None:
+            return {
+                "CONTROLLER_QUORUM": f"{LOOPBACK}:{self.controller_port}",
+                "REPLICATION": "1",
+                "MIN_ISR": "1",
+            }
+        replication = self.quorum.replication_factor
+        return {
+            "CONTROLLER_QUORUM": self.quorum.bootstrap,
+            "REPLICATION": str(replication),
+            "MIN_ISR": str(min(2, replication)),
+        }
 
     def _format_storage(self, java: str, libs: Path) -> None:
         """Format ``data/`` for KRaft once; later starts reuse it (and keep every topic)."""
@@ -309,8 +362,14 @@ class LocalBroker:
             f"{libs}/*",
             "kafka.tools.StorageTool",
             "format",
-            "--standalone",
-            f"--cluster-id={new_cluster_id()}",
+            *(
+                ["--standalone", f"--cluster-id={new_cluster_id()}"]
+                if self.quorum is None
+                else [
+                    f"--initial-controllers={self.quorum.initial_controllers}",
+                    f"--cluster-id={self.quorum.cluster_id}",
+                ]
+            ),
             "-c",
             str(self.config_file),
         ]
