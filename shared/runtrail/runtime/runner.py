@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.kafka.consumer_config import consumer_config
 from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.topics import max_message_bytes
@@ -185,7 +186,7 @@ class ServiceRunner:
             "fetch.max.bytes": fetch_bytes,
             "receive.message.max.bytes": max(_LIBRDKAFKA_RECEIVE_MAX, fetch_bytes + 1024 * 1024),
         }
-        config = self.settings.kafka_config(**overrides)
+        config = consumer_config(self.settings, **overrides)
         # Passthrough options win over our defaults, except the ones correctness depends on.
         config.update({k: v for k, v in self.settings.kafka_options.items() if k not in _PINNED})
         return dict(config)
@@ -489,9 +490,14 @@ class ServiceRunner:
         self._sequences.drop([p for _, p in first])
 
     def _step(self) -> None:
-        messages = self._consumer.consume(
-            num_messages=self._batch_size, timeout=self.settings.batch_timeout_ms / 1000
-        )
+        # What the local queue holds now, without waiting: at the end of a backlog the last
+        # partial batch would otherwise wait out the batch timeout. Only an empty queue waits
+        # (for a whole batch or the timeout), so a trickle is still gathered into batches.
+        messages = self._consumer.consume(num_messages=self._batch_size, timeout=0)
+        if not messages:
+            messages = self._consumer.consume(
+                num_messages=self._batch_size, timeout=self.settings.batch_timeout_ms / 1000
+            )
         if messages:
             self._process(messages)
         self.service.tick(int(time.time() * 1000))
