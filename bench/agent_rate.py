@@ -38,6 +38,7 @@ from pathlib import Path
 from bench.harness import broker, create_topic, delete_topic
 
 MODES = ("publish", "handler")
+HERE = Path(__file__).resolve().parent.parent
 
 
 def thread_cpu_ns() -> Counter[str]:
@@ -152,9 +153,15 @@ def _measured(rate: float, count: int, step: Callable[[int], None], settle: Call
     return {"events": count, "seconds": elapsed, "cpu": sum(threads.values()), "threads": threads}
 
 
-def measure(mode: str, rate: float, seconds: float, bootstrap: str | None) -> dict:
-    """One measurement in a fresh process (``bootstrap`` None: without runtrail)."""
+def measure(
+    mode: str, rate: float, seconds: float, bootstrap: str | None, root: Path | None = None
+) -> dict:
+    """One measurement in a fresh process (``bootstrap`` None: without runtrail), with the
+    library of the checkout at ``root`` (None: this one)."""
     env = dict(os.environ)
+    if root is not None:
+        parts = [root / "shared", root / "services", root / "schemas", HERE]
+        env["PYTHONPATH"] = os.pathsep.join(map(str, parts))
     topic = None
     if bootstrap is not None:
         topic = create_topic(bootstrap, 3, prefix="bench-agent")
@@ -194,10 +201,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="paced time a measurement")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--baseline", type=Path, help="another checkout, measured alongside")
     parser.add_argument("--bootstrap-servers")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    rows: dict[tuple[str, float], list[tuple[float, dict[str, float]]]] = {}
+    roots: dict[str, Path | None] = {"this checkout": None}
+    if args.baseline is not None:
+        roots = {"baseline": args.baseline.resolve(), **roots}
+    rows: dict[tuple[str, str, float], list[float]] = {}
     with broker(args.bootstrap_servers) as bootstrap:
         for _ in range(args.rounds):
             for mode in args.modes.split(","):
@@ -205,24 +216,25 @@ def main() -> None:
                     # a short measurement at a high rate is enough; a low rate needs its seconds
                     seconds = max(args.seconds, 200 / rate) if rate < 100 else args.seconds
                     bare = measure(mode, rate, seconds, None)
-                    with_rt = measure(mode, rate, seconds, bootstrap)
-                    added = with_rt["cpu"] - bare["cpu"] * with_rt["events"] / bare["events"]
-                    per_event = added / with_rt["events"] * 1e6
-                    threads: Counter[str] = Counter()
-                    for name, cpu in with_rt["threads"].items():
-                        threads[_thread_group(name)] += cpu / with_rt["events"] * 1e6
-                    rows.setdefault((mode, rate), []).append((per_event, dict(threads)))
-                    top = ", ".join(f"{n} {us:.0f}" for n, us in threads.most_common(5) if us)
-                    print(
-                        f"{mode:8s} {rate:>7,.0f} ev/s: +{per_event:7.1f} µs CPU/event "
-                        f"({with_rt['events']} events; by thread, µs/event: {top})",
-                        flush=True,
-                    )
-    print("\n| through | events/s | runtrail's CPU per event (µs, median) |")
-    print("|---|---|---|")
-    for (mode, rate), found in rows.items():
-        median = statistics.median(per for per, _ in found)
-        print(f"| {mode} | {rate:,.0f} | {median:.1f} |")
+                    for label, root in roots.items():
+                        with_rt = measure(mode, rate, seconds, bootstrap, root)
+                        events = with_rt["events"]
+                        added = with_rt["cpu"] - bare["cpu"] * events / bare["events"]
+                        per_event = added / events * 1e6
+                        threads: Counter[str] = Counter()
+                        for name, cpu in with_rt["threads"].items():
+                            threads[_thread_group(name)] += cpu / events * 1e6
+                        rows.setdefault((mode, label, rate), []).append(per_event)
+                        top = ", ".join(f"{n} {us:.0f}" for n, us in threads.most_common(5) if us)
+                        print(
+                            f"{mode:8s} {label:14s} {rate:>7,.0f} ev/s: +{per_event:7.1f} µs "
+                            f"CPU/event ({events} events; by thread, µs/event: {top})",
+                            flush=True,
+                        )
+    print("\n| through | library | events/s | runtrail's CPU per event (µs, median) |")
+    print("|---|---|---|---|")
+    for (mode, label, rate), found in rows.items():
+        print(f"| {mode} | {label} | {rate:,.0f} | {statistics.median(found):.1f} |")
 
 
 if __name__ == "__main__":
