@@ -29,6 +29,9 @@ class Rate:
     name: str
     events: int
     seconds: float
+    #: of ``seconds``, how long the consuming thread was blocked (neither running nor waiting
+    #: for a CPU): waiting for messages. Unlike the rate, a busy machine does not move it much.
+    blocked: float | None = None
 
     @property
     def per_second(self) -> float:
@@ -161,6 +164,12 @@ def report(
     print(f"\nresults written to {out}")
 
 
+def _busy_seconds(thread_id: int) -> float:
+    """Seconds a thread of this process spent on a CPU or waiting for one (its schedstat)."""
+    fields = Path(f"/proc/self/task/{thread_id}/schedstat").read_text().split()
+    return (int(fields[0]) + int(fields[1])) / 1e9
+
+
 @dataclass
 class ServiceRun:
     """What :func:`run_service` measured, and what ``while_running`` returned."""
@@ -206,6 +215,7 @@ def run_service(
     )
     labels = {"service": name}
     marks: dict[str, float] = {}
+    runner_thread = threading.get_native_id()
     extra: list[Any] = []
 
     # Only the two counters watched are collected: a whole registry's collect took up to
@@ -225,9 +235,11 @@ def run_service(
             consumed = sample("runtrail_consumed_total")
             if consumed and "first" not in marks:
                 marks["first"] = time.perf_counter()
+                marks["first_busy"] = _busy_seconds(runner_thread)
             processed = sample(done_metric)
             if processed >= expected:
                 marks["last"] = time.perf_counter()
+                marks["last_busy"] = _busy_seconds(runner_thread)
                 marks["processed"] = processed
                 try:
                     if while_running is not None:
@@ -258,9 +270,11 @@ def run_service(
         raise SystemExit(f"the {name} service stopped (status {status}) before catching up")
     if status != 0:
         raise SystemExit(f"the {name} service stopped with status {status}")
+    seconds = marks["last"] - marks["first"]
     rate = Rate(
         label or f"{name} service through the runtime",
         int(marks["processed"]),
-        marks["last"] - marks["first"],
+        seconds,
+        seconds - (marks["last_busy"] - marks["first_busy"]),
     )
     return ServiceRun(rate, registry, status, extra[0] if extra else None)

@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from runtrail.config import Settings
+from runtrail.kafka.consumer_config import consumer_config
 
 
 class TopicReadError(RuntimeError):
@@ -60,7 +61,8 @@ class BoundedTopicReader:
         self._timeout = timeout_s
         self._stall_timeout = stall_timeout_s
         self._consumer = Consumer(
-            settings.kafka_config(
+            consumer_config(
+                settings,
                 **{
                     # librdkafka wants a group id even for assign(); nothing is ever committed.
                     "group.id": f"runtrail.replay.{uuid.uuid4().hex[:12]}",
@@ -70,7 +72,7 @@ class BoundedTopicReader:
                     "auto.offset.reset": "earliest",
                     "client.id": "runtrail-replay",
                     **(config or {}),
-                }
+                },
             )
         )
         if ranges is not None:

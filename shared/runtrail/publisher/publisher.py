@@ -187,6 +187,7 @@ class Publisher:
         self._progress = (self._ledger.first_unsettled, time.monotonic())
         #: every event accepted before this time (``time.monotonic_ns``) is written and fsynced
         self._durable_before_ns = time.monotonic_ns()
+        self._committing = False  # a batch taken from _buffer is being written
         self._last_store = time.monotonic()
         self._metrics.set_spool_depth(self._wal.depth)
         # (tenant, run) -> the sequence after the last one the unsent spool holds
@@ -200,6 +201,11 @@ class Publisher:
             )
 
         self._stop = threading.Event()
+        #: set when the committer has work: the buffer got its first record, or close
+        self._to_commit = threading.Event()
+        #: set when the background thread has work: an event handed to librdkafka with none
+        #: in flight before, draining entered, or close
+        self._to_poll = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"runtrail-publisher[{self._topic}]", daemon=True
         )
@@ -227,7 +233,11 @@ class Publisher:
         """A ``time.monotonic_ns()`` time: every event ``publish()`` accepted before it is in
         the spool on disk (written and fsynced), so it survives a SIGKILL. It is the start of
         the last completed group commit; what came later waits for the next one (about
-        ``spool_commit_ms`` plus one write and fsync)."""
+        ``spool_commit_ms`` plus one write and fsync). With nothing waiting to be written,
+        everything accepted so far is durable: now."""
+        with self._lock:
+            if not self._buffer and not self._committing:
+                return time.monotonic_ns()
         return self._durable_before_ns
 
     @property
@@ -382,6 +392,8 @@ class Publisher:
         if self._draining:  # the spool is being sent: give it the time we have
             self.drain(timeout)
         self._stop.set()
+        self._to_commit.set()
+        self._to_poll.set()
         # a probe or a scan can hold the thread a little; it produces nothing once stop is set
         self._thread.join(timeout=max(3.0, deadline - time.monotonic()))
         self._committer.join(timeout=5.0)
@@ -459,6 +471,8 @@ class Publisher:
         if not self._draining:
             try:
                 if self._produce_with_backpressure(record):
+                    if not self._inflight:
+                        self._to_poll.set()
                     self._inflight.add(index, record.key, record.value)
                 else:
                     self._enter_draining("the local producer queue stays full")
@@ -472,6 +486,8 @@ class Publisher:
         if self._draining:
             self._metrics.count("spooled")
         self._ledger.take()
+        if not self._buffer:
+            self._to_commit.set()
         self._buffer.append(record)
 
     def _produce_with_backpressure(self, record: SpoolRecord) -> bool:
@@ -516,6 +532,7 @@ class Publisher:
         self._next_retry = time.monotonic() + self._backoff.delay()
         if purge:
             self._purge_wanted = True
+        self._to_poll.set()
 
     def _note_ack(self, msg: Any) -> None:
         partition, offset = msg.partition(), msg.offset()
@@ -566,8 +583,17 @@ class Publisher:
 
     # --- the group commit -------------------------------------------------------------------
     def _commit_loop(self) -> None:
+        """A group commit ``spool_commit_ms`` after the first record of a batch is accepted;
+        asleep while nothing is accepted, but for moving and storing the cursor once a second
+        while events are unacknowledged or the stored cursor lags."""
         interval = self._settings.spool_commit_ms / 1000
-        while not self._stop.wait(interval):
+        while not self._stop.is_set():
+            with self._lock:
+                idle = self._wal.caught_up
+            self._to_commit.wait(None if idle else 1.0)
+            if self._stop.wait(interval):
+                return  # close() commits what is left
+            self._to_commit.clear()  # before the batch is taken: a later record sets it again
             try:
                 self._commit()
             except Exception:
@@ -581,15 +607,20 @@ class Publisher:
             with self._lock:
                 started = time.monotonic_ns()  # everything accepted before it is in the batch
                 batch, self._buffer = self._buffer, []
-            if batch:
-                try:
+                self._committing = True
+            try:
+                if batch:
                     self._wal.append(batch)
-                except OSError as exc:
-                    with self._lock:
-                        self._buffer[:0] = batch  # kept in memory; retried next commit
-                    log.error("cannot write the spool %s: %s", self._wal.folder, exc)
-                    return
-            self._durable_before_ns = started
+            except OSError as exc:
+                with self._lock:
+                    self._buffer[:0] = batch  # kept in memory; retried next commit
+                    self._committing = False
+                self._to_commit.set()
+                log.error("cannot write the spool %s: %s", self._wal.folder, exc)
+                return
+            with self._lock:
+                self._durable_before_ns = started
+                self._committing = False
             with self._lock:
                 first = self._ledger.first_unsettled
             self._wal.advance(first)
@@ -603,6 +634,16 @@ class Publisher:
         """Serve delivery callbacks; purge on failure; resend the spool; recover fatal errors."""
         while not self._stop.is_set():
             try:
+                with self._lock:
+                    idle = not (
+                        self._inflight or self._draining or self._purge_wanted or self._fatal
+                    )
+                    if idle:
+                        self._to_poll.clear()  # under the lock: _route sets it after
+                if idle:
+                    # nothing can report: no wake-ups until an event is produced (errors the
+                    # client raised meanwhile are served within the second)
+                    self._to_poll.wait(1.0)
                 self._producer.poll(0.05)
                 if self._purge_wanted:
                     self._purge_and_collect(self._producer)

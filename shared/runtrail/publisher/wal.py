@@ -291,6 +291,13 @@ class Wal:
             if self._marks and self._marks[0].index < pos.index:
                 self._marks[0] = pos
 
+    @property
+    def caught_up(self) -> bool:
+        """The stored cursor is at the end: nothing written waits to be acknowledged or for
+        the cursor to be stored."""
+        with self._lock:
+            return self._stored_cursor == self._end
+
     def store_cursor(self) -> None:
         """Persist the cursor and delete segments wholly behind it (cheap when unchanged)."""
         with self._lock:

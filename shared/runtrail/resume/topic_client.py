@@ -20,6 +20,7 @@ from typing import Unpack, cast
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from runtrail.config import Settings
+from runtrail.kafka.consumer_config import consumer_config
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.errors import CacheUnavailable, NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
@@ -51,12 +52,13 @@ class TopicCacheClient:
         self._intents: dict[tuple[str, str], Intent] = {}
         self._positions: dict[int, int] = {}
         self._consumer = Consumer(
-            settings.kafka_config(
+            consumer_config(
+                settings,
                 **{
                     "group.id": f"runtrail-cache-reader-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": False,
-                }
+                },
             )
         )
         self.records = 0

@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.kafka.consumer_config import consumer_config
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.kafka.retry import Backoff
@@ -186,7 +187,7 @@ class ServiceRunner:
             "fetch.max.bytes": fetch_bytes,
             "receive.message.max.bytes": max(_LIBRDKAFKA_RECEIVE_MAX, fetch_bytes + 1024 * 1024),
         }
-        config = self.settings.kafka_config(**overrides)
+        config = consumer_config(self.settings, **overrides)
         # Passthrough options win over our defaults, except the ones correctness depends on.
         config.update({k: v for k, v in self.settings.kafka_options.items() if k not in _PINNED})
         return dict(config)
@@ -490,9 +491,14 @@ class ServiceRunner:
         self._sequences.drop([p for _, p in first])
 
     def _step(self) -> None:
-        messages = self._consumer.consume(
-            num_messages=self._batch_size, timeout=self.settings.batch_timeout_ms / 1000
-        )
+        # What the local queue holds now, without waiting: at the end of a backlog the last
+        # partial batch would otherwise wait out the batch timeout. Only an empty queue waits
+        # (for a whole batch or the timeout), so a trickle is still gathered into batches.
+        messages = self._consumer.consume(num_messages=self._batch_size, timeout=0)
+        if not messages:
+            messages = self._consumer.consume(
+                num_messages=self._batch_size, timeout=self.settings.batch_timeout_ms / 1000
+            )
         if messages:
             self._process(messages)
         self.service.tick(int(time.time() * 1000))

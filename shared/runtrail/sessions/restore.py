@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
+from runtrail.kafka.consumer_config import consumer_config
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered
 from runtrail.runtime.sequencing import new_sequence_checker
@@ -53,13 +54,14 @@ def read_events(
     where absent) up to the end each partition had when reading began."""
     name = topic or settings.events_topic
     consumer = Consumer(
-        settings.kafka_config(
+        consumer_config(
+            settings,
             **{
                 "group.id": f"runtrail-sessions-restore-{uuid.uuid4()}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": False,
-            }
+            },
         )
     )
     try:
