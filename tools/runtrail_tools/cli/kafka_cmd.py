@@ -1,4 +1,4 @@
-"""``runtrail kafka up|down|status|fetch`` and ``runtrail topics ensure``.
+"""``runtrail kafka up|down|status|fetch|acls`` and ``runtrail topics ensure``.
 
 The local broker lives in ``<state dir>/kafka`` so that every command, from any process,
 finds the same broker through its pid and state files.
@@ -12,19 +12,45 @@ from typing import Any
 
 from runtrail.config import Settings
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.kafka.acls import principals
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
+from runtrail_tools.kafka.security import (
+    ADMIN_PRINCIPAL,
+    MODES,
+    BrokerSecurity,
+    recorded_mode,
+)
 
 #: Exit status of ``runtrail kafka status`` when no broker runs.
 NOT_RUNNING = 3
 
 
 def broker_for(settings: Settings, args: argparse.Namespace | None = None) -> LocalBroker:
-    """The local broker of ``settings.state_dir``, on the ports of the flags or settings."""
-    return LocalBroker.of_settings(
+    """The local broker of ``settings.state_dir``, on the ports of the flags or settings,
+    secured as ``--security`` says or as its home was first set up."""
+    broker = LocalBroker.of_settings(
         settings,
         port=getattr(args, "port", None),
         controller_port=getattr(args, "controller_port", None),
     )
+    mode = getattr(args, "security", None) or recorded_mode(broker.home)
+    if mode not in (None, "none"):
+        broker.security = BrokerSecurity(broker.home, mode, principals(settings))
+    return broker
+
+
+def _print_security(broker: LocalBroker) -> None:
+    security = broker.security
+    if security is None:
+        return
+    folder = security.write_client_files(broker.bootstrap_servers)
+    admin = security.client(ADMIN_PRINCIPAL).environment(broker.bootstrap_servers)
+    print(f"  security: {security.mode} ({security.listener}), ACLs enforced")
+    print(f"  client settings per principal: {folder}/<principal>.env")
+    print(f"  as the admin ({ADMIN_PRINCIPAL}, a super user):")
+    for key, value in admin.items():
+        print(f"  export {key}='{value}'")
+    print("  then grant each service its ACLs: runtrail kafka acls --apply")
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -41,7 +67,9 @@ def _up(args: argparse.Namespace) -> int:
         return 1
     print(f"kafka running at {broker.bootstrap_servers} (pid {broker.pid})")
     print(f"  logs: {broker.server_log}")
-    print(f"  export RUNTRAIL_BOOTSTRAP_SERVERS={broker.bootstrap_servers}")
+    if broker.security is None:
+        print(f"  export RUNTRAIL_BOOTSTRAP_SERVERS={broker.bootstrap_servers}")
+    _print_security(broker)
     return 0
 
 
@@ -84,9 +112,41 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _acls(args: argparse.Namespace) -> int:
+    from runtrail_tools.kafka import acls
+
+    settings = settings_from_args(args)
+    role_list = acls.roles(
+        settings, group_prefix=args.group_prefix, transactional_id=args.transactional_id
+    )
+    if args.markdown:
+        print(acls.markdown_table(role_list), end="")
+        return 0
+    if not args.apply:
+        print("\n".join(acls.kafka_acls_commands(role_list, settings.bootstrap_servers)))
+        return 0
+    from confluent_kafka.admin import AdminClient
+
+    from runtrail.kafka.auth import AuthWatch, wait_connected
+    from runtrail.kafka.client_log import quiet_unless_verbose
+
+    config = settings.kafka_config(logger=quiet_unless_verbose(args.verbose))
+    config["error_cb"] = watch = AuthWatch(config)
+    admin = AdminClient(config)
+    wait_connected(admin, watch, timeout=args.timeout)
+    try:
+        count = acls.apply(admin, role_list, timeout=args.timeout)
+    except RuntimeError as exc:
+        print(f"runtrail: on {settings.bootstrap_servers}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{count} ACLs in place for {len(role_list)} principals on {settings.bootstrap_servers}")
+    return 0
+
+
 def _topics_ensure(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AdminClient
 
+    from runtrail.kafka.auth import AuthWatch, wait_connected
     from runtrail.kafka.client_log import quiet_unless_verbose
     from runtrail.kafka.topics import TopicsError, design_topics, ensure_topics
 
@@ -95,7 +155,10 @@ def _topics_ensure(args: argparse.Namespace) -> int:
         "replication_factor": args.replication_factor,
     }
     settings = settings_from_args(args, **extra)
-    admin = AdminClient(settings.kafka_config(logger=quiet_unless_verbose(args.verbose)))
+    config = settings.kafka_config(logger=quiet_unless_verbose(args.verbose))
+    config["error_cb"] = watch = AuthWatch(config)
+    admin = AdminClient(config)
+    wait_connected(admin, watch, timeout=args.timeout)  # a refused login fails here, at once
     try:
         report = ensure_topics(admin, design_topics(settings), timeout=args.timeout)
     except TopicsError as exc:
@@ -136,6 +199,13 @@ def register(subparsers: Any) -> None:
     )
     up.add_argument("--controller-port", dest="controller_port", type=int, help=argparse.SUPPRESS)
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the broker")
+    up.add_argument(
+        "--security",
+        choices=("none", *MODES),
+        help="scram: SASL_SSL with SCRAM-SHA-512; mtls: TLS with required client "
+        "certificates; both with ACLs enforced and credentials generated into the state "
+        "folder (default: as the broker was first set up, else none)",
+    )
     up.set_defaults(func=_up)
 
     down = kafka_sub.add_parser("down", help="stop the local broker")
@@ -154,6 +224,24 @@ def register(subparsers: Any) -> None:
     )
     add_common_flags(fetch)
     fetch.set_defaults(func=_fetch)
+
+    acl = kafka_sub.add_parser(
+        "acls", help="the ACLs each runtrail principal needs (kafka-acls.sh commands)"
+    )
+    add_common_flags(acl)
+    acl.add_argument("--group-prefix", default="runtrail", help="consumer groups' prefix")
+    acl.add_argument(
+        "--transactional-id",
+        default="runtrail-outbox-relay",
+        help="the outbox relay's transactional.id (RUNTRAIL_OUTBOX_RELAY_TRANSACTIONAL_ID)",
+    )
+    what = acl.add_mutually_exclusive_group()
+    what.add_argument("--markdown", action="store_true", help="print them as a table")
+    what.add_argument(
+        "--apply", action="store_true", help="create them on the cluster (as a super user)"
+    )
+    acl.add_argument("--timeout", type=float, default=30.0, help="seconds per admin call")
+    acl.set_defaults(func=_acls)
 
     topics = subparsers.add_parser("topics", help="the design's Kafka topics")
     topics_sub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)

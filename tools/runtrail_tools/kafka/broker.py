@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any, Self
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from runtrail.config import read_option_files
+from runtrail.files import make_private, open_private
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.errors import BrokerError
 from runtrail_tools.kafka.deploy import kafka_deploy_dir, kafka_pom, render_file
 from runtrail_tools.kafka.jars import distribution_libs, fetch_jars, find_java
+from runtrail_tools.kafka.security import ADMIN_PRINCIPAL, BrokerSecurity, upsert_scram_users
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
@@ -127,6 +130,7 @@ class LocalBroker:
         kafka_home: Path | None = None,
         node_id: int = 1,
         jvm_options: Sequence[str] = (),
+        security: BrokerSecurity | None = None,
     ) -> None:
         if port == controller_port:
             raise BrokerError(f"broker and controller need two ports, both are {port}")
@@ -139,6 +143,8 @@ class LocalBroker:
         self.node_id = node_id
         #: extra JVM options of both the storage format and the broker (not its -Xmx)
         self.jvm_options = tuple(jvm_options)
+        #: TLS, SASL and ACLs (None: a PLAINTEXT broker that allows everything)
+        self.security = security
         self._proc: subprocess.Popen[bytes] | None = None
 
     # --- layout ---------------------------------------------------------------------------
@@ -272,11 +278,15 @@ class LocalBroker:
         java = find_java()
         for folder in (self.home, self.data_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        if self.security is not None:
+            self.security.ensure()
         log4j = self._render_configs()
         self._format_storage(java, libs)
         self._launch(java, libs, log4j)
         try:
             self.wait_ready(timeout)
+            if self.security is not None:
+                upsert_scram_users(self._admin(), self.security)
         except BrokerError:
             self.stop(timeout=10)
             raise
@@ -293,6 +303,11 @@ class LocalBroker:
                 "LOG_DIRS": str(self.data_dir),
             },
         )
+        if self.security is not None:
+            text = self.config_file.read_text(encoding="utf-8")
+            with open_private(self.config_file, "w", encoding="utf-8") as out:
+                out.write(self.security.secure_properties(text))
+            make_private(self.config_file)  # it holds the broker's key password
         return render_file(
             deploy / "log4j2.yaml", self.home / "log4j2.yaml", {"LOG_FILE": str(self.server_log)}
         )
@@ -301,12 +316,7 @@ class LocalBroker:
         """Format ``data/`` for KRaft once; later starts reuse it (and keep every topic)."""
         if (self.data_dir / "meta.properties").is_file():
             return
-        command = [
-            java,
-            "-Xmx256m",
-            *self.jvm_options,
-            "-cp",
-            f"{libs}/*",
+        tool = [
             "kafka.tools.StorageTool",
             "format",
             "--standalone",
@@ -314,6 +324,14 @@ class LocalBroker:
             "-c",
             str(self.config_file),
         ]
+        secret_args = self.security.format_arguments() if self.security is not None else []
+        # the tool's arguments go in a Java argument file when they hold SCRAM passwords
+        arg_file = self.home / "format.args"
+        if secret_args:
+            with open_private(arg_file, "w", encoding="utf-8") as out:
+                out.write("\n".join(tool + secret_args) + "\n")
+            tool = [f"@{arg_file}"]
+        command = [java, "-Xmx256m", *self.jvm_options, "-cp", f"{libs}/*", *tool]
         try:
             done = subprocess.run(
                 command,
@@ -325,11 +343,15 @@ class LocalBroker:
             )
         except subprocess.TimeoutExpired as exc:
             raise BrokerError(f"formatting {self.data_dir} took over {_FORMAT_TIMEOUT_S}s") from exc
+        finally:
+            arg_file.unlink(missing_ok=True)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()
             raise BrokerError(
                 f"formatting {self.data_dir} failed (exit {done.returncode}):\n{output}"
             )
+        if self.security is not None:
+            self.security.record_mode()
 
     def _launch(self, java: str, libs: Path, log4j: Path) -> None:
         command = [
@@ -403,6 +425,10 @@ class LocalBroker:
             "socket.connection.setup.timeout.ms": 2000,
             "logger": client_logger(f"{__name__}.probe"),
         }
+        if self.security is not None:
+            admin = self.security.client(ADMIN_PRINCIPAL)
+            config.update(admin.options)
+            config.update(read_option_files(admin.option_files))
         return AdminClient(config)
 
     def _lists_this_broker(self, admin: AdminClient) -> bool:
