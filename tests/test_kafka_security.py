@@ -225,29 +225,30 @@ def test_publisher_services_and_cli_end_to_end_each_with_only_its_acls(
         assert publisher.flush(60) == 0
     assert publisher.refused is None
 
-    audit = service(
-        cluster,
-        "audit",
-        tmp_path,
-        cluster.env("runtrail-audit"),
-        store_url=sqlite_url(tmp_path / "audit.db"),
-    )
-    capture = service(
-        cluster,
-        "capture",
-        tmp_path,
-        cluster.env("runtrail-capture"),
-        sink_url=(tmp_path / "capture").as_uri(),
-    )
+    own_options: dict[str, dict[str, str]] = {
+        "audit": {"store_url": sqlite_url(tmp_path / "audit.db")},
+        "capture": {"sink_url": (tmp_path / "capture").as_uri()},
+        "sessions": {"http_port": "0"},
+        "resume-cache": {"http_port": "0"},
+        "projector": {},
+    }
+    assert set(own_options) == set(acls.CONSUMER_OUTPUTS)  # every consumer service runs
+    procs = [
+        service(cluster, name, tmp_path, cluster.env(acls.principal_name(name)), **options)
+        for name, options in own_options.items()
+    ]
     try:
-        for proc in (audit, capture):
-            wait_for(lambda p=proc: p.processed() >= count, 120, what=f"{proc.service} to consume")
+        for proc in procs:
+            wait_for(lambda p=proc: p.processed() >= count, 180, what=f"{proc.service} to consume")
             assert proc.processed() == count
     finally:
-        codes = {p.service: p.terminate() for p in (audit, capture)}
-    assert codes == {"audit": 0, "capture": 0}, [
-        (p.log_path.read_text() if p.log_path else "")[-3000:] for p in (audit, capture)
+        codes = {p.service: p.terminate() for p in procs}
+    assert codes == dict.fromkeys(own_options, 0), [
+        (p.log_path.read_text() if p.log_path else "")[-3000:] for p in procs
     ]
+    for proc in procs:  # nothing refused along the way
+        log = proc.log_path.read_text() if proc.log_path else ""
+        assert "AUTHORIZATION_FAILED" not in log and REFUSED not in log, log[-3000:]
     # the audit service sealed and published links with its own principal
     reader = Consumer(cluster.client_config(ADMIN_PRINCIPAL, **{"group.id": f"r-{uuid.uuid4()}"}))
     try:
@@ -398,3 +399,46 @@ def test_a_changed_scram_password_is_used_after_a_restart(secured: Secured, tmp_
         assert fresh.flush(60) == 0
     assert fresh.refused is None
     assert count == stale_count
+
+
+def events_on(cluster: Secured, topic: str) -> int:
+    """How many records ``topic`` holds (its end offsets, read as the admin)."""
+    reader = Consumer(cluster.client_config(ADMIN_PRINCIPAL, **{"group.id": f"r-{uuid.uuid4()}"}))
+    try:
+        return sum(
+            reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        )
+    finally:
+        reader.close()
+
+
+def test_unconfirmed_events_are_resent_by_an_agent_that_may_not_read_the_topic(
+    secured: Secured, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The agent's spool after an outage: its recovery look-up is refused (no Read), so the
+    unconfirmed events are resent unchecked rather than held forever."""
+    cluster = secured
+    agent = cluster.settings_as("runtrail-agent", spool_dir=tmp_path / "spool")
+    (closed,) = free_ports(1)
+    outage = agent.model_copy(update={"bootstrap_servers": f"127.0.0.1:{closed}"})
+    rng = random.Random(9)
+    with Publisher(agent, registry=CollectorRegistry()) as first:  # the topic is not empty
+        for form in run_events("run-before", rng, tenant="acme", steps=1):
+            assert first.on_event(form) is not None
+        assert first.flush(60) == 0
+    before = events_on(cluster, cluster.settings.events_topic)
+    forms = list(run_events("run-outage", rng, tenant="acme", steps=2))
+    with Publisher(outage, registry=CollectorRegistry()) as down:
+        for form in forms:
+            assert down.on_event(form) is not None
+        down.close(timeout=1)  # nothing acknowledged: all of it stays in the spool
+
+    with (
+        caplog.at_level("WARNING", logger="runtrail.publisher.publisher"),
+        Publisher(agent, registry=CollectorRegistry()) as back,
+    ):
+        assert back.flush(60) == 0
+        assert back.refused is None
+    assert events_on(cluster, cluster.settings.events_topic) == before + len(forms)
+    assert "may not read" in caplog.text
