@@ -442,3 +442,30 @@ def test_unconfirmed_events_are_resent_by_an_agent_that_may_not_read_the_topic(
         assert back.refused is None
     assert events_on(cluster, cluster.settings.events_topic) == before + len(forms)
     assert "may not read" in caplog.text
+
+
+def test_the_ai4j_adapter_publishes_as_the_agent_from_its_properties_file(
+    secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Java adapter, configured by the ``clients/runtrail-agent.properties`` that ``kafka up
+    --security`` writes (secrets read through Kafka's DirectoryConfigProvider)."""
+    from tests.ai4j_adapter import adapter
+
+    built = adapter()
+    cluster = secured
+    bootstrap = cluster.broker.bootstrap_servers
+    folder = cluster.security.write_client_files(bootstrap)
+    properties = folder / "runtrail-agent.properties"
+    secrets = [
+        Path(f).read_text().strip()
+        for f in cluster.security.client("runtrail-agent").option_files.values()
+    ]
+    assert not any(secret in properties.read_text() for secret in secrets)
+    monkeypatch.setenv("RUNTRAIL_AI4J_KAFKA_PROPERTIES", str(properties))
+    before = events_on(cluster, cluster.settings.events_topic)
+    records = tmp_path / "ai4j"
+    records.mkdir()
+    stats = built.run("run", bootstrap, cluster.settings.events_topic, "acme", str(records), "j-1")
+    assert stats["published"] > 0 and "lastError" not in stats, stats
+    assert stats["failed"] == stats["dropped"] == stats["inFlight"] == stats["spooled"] == 0
+    assert events_on(cluster, cluster.settings.events_topic) == before + stats["published"]

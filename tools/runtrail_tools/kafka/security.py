@@ -223,13 +223,19 @@ class BrokerSecurity:
         return ClientSettings(principal, options, files)
 
     def write_client_files(self, bootstrap_servers: str) -> Path:
-        """``clients/<principal>.env`` per principal (``export`` lines, no secret in them:
-        secrets stay in the files they name); returns the folder."""
+        """Per principal, ``clients/<principal>.env`` (``export`` lines for runtrail) and
+        ``clients/<principal>.properties`` (a Java client's, e.g. the ai4j adapter's); no
+        secret in either: secrets stay in the files they name. Returns the folder."""
         folder = private_dir(self.folder / "clients")
         for principal in self.principals:
-            env = self.client(principal).environment(bootstrap_servers)
+            client = self.client(principal)
+            env = client.environment(bootstrap_servers)
             text = "".join(f"export {k}={_shell_quote(v)}\n" for k, v in env.items())
             with open_private(folder / f"{principal}.env", "w", encoding="utf-8") as out:
+                out.write(text)
+            props = client.java_properties()  # the listener's bootstrapServers() says where
+            text = "".join(f"{k}={_escape(v)}\n" for k, v in props.items())
+            with open_private(folder / f"{principal}.properties", "w", encoding="utf-8") as out:
                 out.write(text)
         return folder
 
