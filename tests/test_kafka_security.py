@@ -469,3 +469,61 @@ def test_the_ai4j_adapter_publishes_as_the_agent_from_its_properties_file(
     assert stats["published"] > 0 and "lastError" not in stats, stats
     assert stats["failed"] == stats["dropped"] == stats["inFlight"] == stats["spooled"] == 0
     assert events_on(cluster, cluster.settings.events_topic) == before + stats["published"]
+
+
+def test_the_outbox_relay_and_the_explorer_each_with_only_its_acls(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """The relay writes in transactions under its transactional ID and reads the topic back
+    (read-committed) at start; the explorer's live view reads a run's events in a throwaway
+    group. Each as its own principal."""
+    import asyncio
+
+    from runtrail.persistence import COMMAND_EVENTS, open_store
+    from runtrail.resume.partitioning import partition_for
+    from runtrail_tools.ui.live import stream
+    from tests.commands_support import accept, command
+
+    cluster = secured
+    store_url = sqlite_url(tmp_path / "commands.db")
+    store = open_store(COMMAND_EVENTS, store_url)
+    run = f"relayed-{uuid.uuid4().hex[:6]}"
+    assert store.execute(accept(run)).accepted
+    for version in range(1, 4):
+        data = {"budgetId": "b", "amount": 1.0, "unit": "usd"}
+        assert store.execute(command("reserve_budget", run, version, data)).accepted
+    relayed = store.outbox_size()
+    before = events_on(cluster, cluster.settings.events_topic)
+    relay = ServiceProcess(
+        "outbox-relay",
+        cluster.broker.bootstrap_servers,
+        cluster.settings.events_topic,
+        group="unused",
+        options={"store": store_url, "idle_poll_s": "0.05"},
+        env={**cluster.env("runtrail-outbox-relay"), "RUNTRAIL_STATE_DIR": str(tmp_path)},
+        log_path=tmp_path / "relay.log",
+    )
+    try:
+        wait_for(lambda: store.outbox_size() == 0, 120, what="the relay to drain the outbox")
+        assert relay.terminate() == 0
+    finally:
+        relay.close()
+        store.close()
+    log = (tmp_path / "relay.log").read_text()
+    assert "AUTHORIZATION_FAILED" not in log and REFUSED not in log, log[-3000:]
+    # each transaction adds a commit marker: at least the events, never fewer
+    assert events_on(cluster, cluster.settings.events_topic) >= before + relayed
+
+    async def first_event() -> bytes:
+        ui = cluster.settings_as("runtrail-ui")
+        events = stream(ui, "acme", run, partition_for(run, PARTITIONS), 0)
+        try:
+            async for chunk in events:
+                if chunk.startswith(b"id: "):
+                    return chunk
+            raise AssertionError("the live stream ended")
+        finally:
+            await events.aclose()
+
+    chunk = asyncio.run(asyncio.wait_for(first_event(), 60))
+    assert b"event: runtrail-event" in chunk and run.encode() in chunk
