@@ -527,3 +527,42 @@ def test_the_outbox_relay_and_the_explorer_each_with_only_its_acls(
 
     chunk = asyncio.run(asyncio.wait_for(first_event(), 60))
     assert b"event: runtrail-event" in chunk and run.encode() in chunk
+
+
+def test_the_otlp_receiver_publishes_as_its_own_principal(secured: Secured, tmp_path: Path) -> None:
+    import threading
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
+    from tests.otel_support import run_agent
+
+    cluster = secured
+    settings = cluster.settings_as(
+        "runtrail-otlp-ingest", spool_dir=tmp_path / "spool", state_dir=tmp_path / "state"
+    )
+    token = uuid.uuid4().hex
+    receiver = OtlpIngestReceiver(
+        settings, options={"http_port": "0", "tokens": json.dumps({"acme": token})}, metrics_port=0
+    )
+    thread = threading.Thread(target=receiver.run, daemon=True)
+    thread.start()
+    before = events_on(cluster, cluster.settings.events_topic)
+    try:
+        wait_for(lambda: receiver.health.ready, 30, what="receiver ready")
+        exporter = OTLPSpanExporter(
+            f"http://127.0.0.1:{receiver.port}/v1/traces",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        run_agent(provider)
+        provider.shutdown()
+        assert receiver.publisher.flush(30) == 0
+        assert receiver.publisher.refused is None
+    finally:
+        receiver.request_stop()
+        thread.join(30)
+    assert events_on(cluster, cluster.settings.events_topic) > before
