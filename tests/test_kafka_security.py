@@ -310,15 +310,17 @@ def test_the_agent_writes_events_but_cannot_read_them_nor_write_other_topics(
         consumer.close()
 
 
-def bad_credentials(cluster: Secured, tmp: Path) -> tuple[dict[str, str], str]:
-    """The audit principal's environment with credentials the broker refuses, and the words
-    that name its mechanism."""
+def bad_credentials(
+    cluster: Secured, tmp: Path, principal: str = "runtrail-audit"
+) -> tuple[dict[str, str], str]:
+    """``principal``'s environment with credentials the broker refuses, and the words that
+    name its mechanism."""
     if cluster.mode == "scram":
         wrong = tmp / "wrong-password"
         wrong.write_text("not-the-password\n")
-        return cluster.env("runtrail-audit", **{"sasl.password": str(wrong)}), "SCRAM-SHA-512"
-    foreign = Authority(tmp / "foreign-ca").identity("runtrail-audit")
-    env = cluster.env("runtrail-audit", **{"ssl.key.password": str(foreign.key_password)})
+        return cluster.env(principal, **{"sasl.password": str(wrong)}), "SCRAM-SHA-512"
+    foreign = Authority(tmp / "foreign-ca").identity(principal)
+    env = cluster.env(principal, **{"ssl.key.password": str(foreign.key_password)})
     options = json.loads(env["RUNTRAIL_KAFKA_OPTIONS"])
     options["ssl.certificate.location"] = str(foreign.certificate)
     options["ssl.key.location"] = str(foreign.key)
@@ -566,3 +568,33 @@ def test_the_otlp_receiver_publishes_as_its_own_principal(secured: Secured, tmp_
         receiver.request_stop()
         thread.join(30)
     assert events_on(cluster, cluster.settings.events_topic) > before
+
+
+@pytest.mark.parametrize(
+    ("receiver", "options"),
+    [
+        ("outbox-relay", ("-o", "store=sqlite:///{tmp}/commands.db")),
+        ("otlp-ingest", ("-o", "http_port=0")),
+    ],
+)
+def test_receivers_with_refused_credentials_stop_at_once(
+    secured: Secured, tmp_path: Path, receiver: str, options: tuple[str, ...]
+) -> None:
+    cluster = secured
+    env, mechanism = bad_credentials(cluster, tmp_path, acls.principal_name(receiver))
+    env["RUNTRAIL_STATE_DIR"] = str(tmp_path / "state")
+    started = time.monotonic()
+    done = runtrail(
+        env,
+        "run",
+        receiver,
+        "--metrics-port",
+        "0",
+        *(o.format(tmp=tmp_path) for o in options),
+        timeout=90,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert time.monotonic() - started < 45
+    stopped = [line for line in done.stderr.splitlines() if f"{receiver}: Kafka broker" in line]
+    assert len(stopped) == 1, done.stderr[-3000:]
+    assert REFUSED in stopped[0] and mechanism in stopped[0] and "stopping" in stopped[0]

@@ -4,8 +4,9 @@ Why: a wrong SCRAM password or a certificate the other side does not trust is no
 waiting fixes, yet librdkafka retries it forever, logging a line per attempt. This module
 recognises such a refusal among the errors a client reports (``error_cb``) and words it as
 one sentence naming the broker, the security protocol, the mechanism and the identity, so a
-service can stop with it (:class:`~runtrail.runtime.runner.ServiceRunner`), a command can
-exit with it (:func:`wait_connected`) and every other client logs it once
+service can stop with it (:class:`~runtrail.runtime.runner.ServiceRunner`, a receiver through
+:func:`verify_credentials`), a command can exit with it (:func:`wait_connected`) and every
+other client logs it once
 (:func:`error_reporter`, the default ``error_cb`` of :meth:`Settings.kafka_config`).
 
 Recognised: ``_AUTHENTICATION`` / ``SASL_AUTHENTICATION_FAILED`` (a SCRAM or PLAIN refusal),
@@ -138,6 +139,18 @@ class AuthWatch:
             self.failure = KafkaAuthError(err, describe(err, self._config))
 
 
+def verify_credentials(config: Mapping[str, Any], timeout: float) -> None:
+    """Connect once with ``config`` before a client whose first call blocks long (the relay's
+    ``init_transactions``): a refusal raises :class:`KafkaAuthError` within about a second, an
+    unreachable cluster ``KafkaException`` at ``timeout``."""
+    from confluent_kafka.admin import AdminClient
+
+    probe = {k: v for k, v in config.items() if not k.startswith("transactional.")}
+    watch = AuthWatch(probe)
+    probe["error_cb"] = watch
+    wait_connected(AdminClient(probe), watch, timeout)
+
+
 def wait_connected(admin: Any, watch: AuthWatch, timeout: float) -> None:
     """Block until ``admin`` reads the cluster metadata; raise the refusal ``watch`` saw as
     soon as it sees one, or the last error at ``timeout``."""
@@ -162,5 +175,6 @@ __all__ = [
     "is_auth_failure",
     "mechanism_of",
     "naming_options",
+    "verify_credentials",
     "wait_connected",
 ]

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import ServiceSettings, Settings, TenantTokenSettings
 from runtrail.http_server import TokenAuth
+from runtrail.kafka.auth import KafkaAuthError
 from runtrail.runtime import stop_signals
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 
@@ -78,13 +79,17 @@ class Receiver(Generic[OwnSettings]):
         """Serve until stopped; the process exit status."""
         self.endpoint.start()
         self.start()
+        status = 0
         try:
             self.serve()
+        except KafkaAuthError as exc:  # a refused login: stop, saying why, rather than retry
+            log.error("%s: %s; stopping", self.name, exc)
+            status = 1
         finally:
             self.health.stopping = True
             self.shut_down()
             self.endpoint.stop()
-        return 0
+        return status
 
     def metrics_endpoint(self, metrics_port: int | None) -> HttpEndpoint:
         """The metrics/health endpoint: ``metrics_port``, else the settings', else the default."""
