@@ -598,3 +598,32 @@ def test_receivers_with_refused_credentials_stop_at_once(
     stopped = [line for line in done.stderr.splitlines() if f"{receiver}: Kafka broker" in line]
     assert len(stopped) == 1, done.stderr[-3000:]
     assert REFUSED in stopped[0] and mechanism in stopped[0] and "stopping" in stopped[0]
+
+
+def test_kafka_up_security_prints_the_admin_settings_without_a_secret(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    port, controller_port = free_ports(2)
+    flags = ("--state-dir", str(state))
+    ports = ("--kafka-port", str(port), "--kafka-controller-port", str(controller_port))
+    up = runtrail({}, "kafka", "up", "--security", "scram", *flags, *ports, timeout=240)
+    try:
+        if up.returncode != 0 and "did not start" in up.stderr:
+            unavailable(up.stderr[-2000:])
+        assert up.returncode == 0, up.stderr
+        folder = state / "kafka" / "security"
+        secret = (folder / "scram" / "runtrail-admin.password").read_text()
+        assert secret not in up.stdout + up.stderr
+        assert f"export RUNTRAIL_BOOTSTRAP_SERVERS='127.0.0.1:{port}'" in up.stdout
+        assert "RUNTRAIL_KAFKA_OPTION_FILES" in up.stdout and "SCRAM-SHA-512" in up.stdout
+        env_file = folder / "clients" / "runtrail-admin.env"
+        env = dict(
+            line.removeprefix("export ").split("=", 1) for line in env_file.read_text().splitlines()
+        )
+        env = {k: v.strip("'") for k, v in env.items()}
+        ensured = runtrail(env, "topics", "ensure", *flags)
+        assert ensured.returncode == 0, ensured.stderr
+        # the home keeps its mode: no silent downgrade to an open broker
+        downgrade = runtrail({}, "kafka", "up", "--security", "none", *flags, *ports)
+        assert downgrade.returncode == 1 and "set up for --security scram" in downgrade.stderr
+    finally:
+        runtrail({}, "kafka", "down", *flags)

@@ -55,6 +55,14 @@ def _print_security(broker: LocalBroker) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     broker = broker_for(settings_from_args(args), args)
+    recorded = recorded_mode(broker.home)
+    if args.security == "none" and recorded is not None:
+        print(
+            f"runtrail: the broker in {broker.home} was set up for --security {recorded}; "
+            f"stop it and remove {broker.home} to run it without security",
+            file=sys.stderr,
+        )
+        return 1
     if broker.is_running():
         state = broker.read_state()
         address = state.bootstrap_servers if state else broker.bootstrap_servers
