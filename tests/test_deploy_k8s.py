@@ -202,9 +202,11 @@ def test_kafka_credentials_come_from_a_mounted_secret(objects: list[dict[str, An
         files = {item["path"]: item["key"] for item in source["items"]}
         assert set(files.values()) <= set(secret)
         env = {e["name"]: e.get("value") for e in container["env"]}
-        password = env["RUNTRAIL_KAFKA_SASL_PASSWORD_FILE"]
-        assert password == f"{KAFKA_MOUNT}/password" and files["password"] == "password"
-        assert not any("PASSWORD" in name and not name.endswith("_FILE") for name in env)
+        files_json = json.loads(env["RUNTRAIL_KAFKA_OPTION_FILES"])
+        option_files = Settings(kafka_option_files=files_json)
+        password = option_files.kafka_option_files["sasl.password"]
+        assert password == Path(f"{KAFKA_MOUNT}/password") and files["password"] == "password"
+        assert not any("PASSWORD" in name for name in env)
     options = json.loads(config["RUNTRAIL_KAFKA_OPTIONS"])
     assert options["security.protocol"] == "SASL_SSL"
     assert options["sasl.mechanism"] == "SCRAM-SHA-512"

@@ -2,7 +2,9 @@
 
 Values come from, in order of precedence: CLI flags (passed as init kwargs), ``RUNTRAIL_*``
 environment variables, then the defaults below. Kafka client options (SASL, TLS, timeouts…)
-pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X key=value``.
+pass through untouched via ``RUNTRAIL_KAFKA_OPTIONS`` (a JSON object) or ``-X key=value``;
+secret ones (a SASL password, a key's password) are read from files named in
+``RUNTRAIL_KAFKA_OPTION_FILES``, so they sit in no environment, argv or log.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ class Settings(BaseSettings):
     kafka_options: dict[str, str] = Field(
         default_factory=dict,
         description="Extra librdkafka options for every client (security.protocol, sasl.*, ssl.*…).",
+    )
+    kafka_option_files: dict[str, Path] = Field(
+        default_factory=dict,
+        description="librdkafka options whose value is a file's text (its trailing newline "
+        "dropped), option -> path: the *_FILE form of secrets such as sasl.password or "
+        "ssl.key.password, e.g. from a mounted Secret. Read whenever a client is made, so a "
+        "changed secret is used from the next start. An option may not be in both.",
     )
     extra_schema_dirs: list[Path] = Field(
         default_factory=list,
@@ -225,7 +234,7 @@ class Settings(BaseSettings):
         "-XX:TieredStopAtLevel=1: a broker that starts on about half the CPU).",
     )
 
-    @field_validator("kafka_options", mode="before")
+    @field_validator("kafka_options", "kafka_option_files", mode="before")
     @classmethod
     def _options_from_pairs(cls, value: Any) -> Any:
         """Accept ``key=value,key=value`` as well as a JSON object."""
@@ -238,15 +247,48 @@ class Settings(BaseSettings):
         """librdkafka config for a client: bootstrap servers + passthrough options + overrides.
 
         It holds a ``logger`` (unless the caller passes one): librdkafka's log lines then go
-        through ``logging``, rate-limited, never raw to stderr. That object is no librdkafka
-        option: the config is for a client's constructor, never to be serialised (what is,
-        ``kafka_options``, stays plain strings).
+        through ``logging``, rate-limited, never raw to stderr; and an ``error_cb`` (unless the
+        caller passes one) that logs a refusal of the credentials once, naming the broker and
+        the mechanism (:mod:`runtrail.kafka.auth`). Those objects are no librdkafka options:
+        the config is for a client's constructor, never to be serialised (what is,
+        ``kafka_options``, stays plain strings). Options from ``kafka_option_files`` are read
+        here, at each call, so the secret is in memory only while a client is made.
         """
+        from runtrail.kafka.auth import error_reporter
+
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        both = sorted(set(self.kafka_options) & set(self.kafka_option_files))
+        if both:  # checked here, not by validation, whose errors would echo the options
+            raise KafkaOptionFileError(
+                f"kafka option(s) {', '.join(both)} given both in kafka_options and "
+                "kafka_option_files: give each one way"
+            )
         config.update(self.kafka_options)
+        config.update(read_option_files(self.kafka_option_files))
         config.update(overrides)
         config.setdefault("logger", client_logger())
+        config.setdefault("error_cb", error_reporter(config))
         return config
+
+
+class KafkaOptionFileError(ValueError):
+    """A file named in ``kafka_option_files`` cannot be read (the message names the option
+    and the path, never the content)."""
+
+
+def read_option_files(files: Mapping[str, Path] | Mapping[str, str]) -> dict[str, str]:
+    """Option -> the text of its file, without the trailing newline a Secret file may end in."""
+    values: dict[str, str] = {}
+    for option, path in files.items():
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise KafkaOptionFileError(
+                f"cannot read kafka option {option} from {path}: {reason}"
+            ) from None
+        values[option] = text.rstrip("\r\n")
+    return values
 
 
 def load_settings(**overrides: Any) -> Settings:

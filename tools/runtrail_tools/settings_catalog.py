@@ -103,12 +103,16 @@ def masked(name: str, value: Any) -> str:
 
     Whole values of secret settings and of secret options inside a mapping (Kafka options,
     token tables) become ``***``; any other text has its secret-shaped parts masked by the
-    publisher's redactor (a password in a store URL, a token in an option value).
+    publisher's redactor (a password in a store URL, a token in an option value). A mapping
+    of options to files (``kafka_option_files``) shows its paths: the secrets are in the files.
     """
     if not value:
         return str(value)
     if any(w in name for w in _SECRET_WORDS):
         return MASK
+    if name.endswith("_files") and isinstance(value, dict):
+        # option -> the file holding it: the paths are shown (they are where to look)
+        return str({str(k): redact_text(str(v)) for k, v in value.items()})
     if isinstance(value, dict):
         shown = {
             str(k): MASK if _secret_option(str(k)) else redact_text(str(v))

@@ -6,6 +6,7 @@ every service has: ``/metrics``, ``/healthz`` (the process's loop turns) and ``/
 receiver is listening and the publisher is not closed) on the metrics port (default 9460).
 Stopping (SIGTERM/SIGINT) answers new requests 503, then closes the publisher, which waits
 (bounded) for the broker and leaves anything unsent in its durable spool for the next start.
+Credentials the cluster refuses stop it (``runtrail.kafka.auth``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import logging
 import os
 
+from confluent_kafka import KafkaError
+
+from runtrail.kafka.auth import KafkaAuthError
 from runtrail.publisher import Publisher
 from runtrail.runtime.receiver import Receiver, tenant_auth
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer
@@ -71,6 +75,15 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
             self.settings.metrics_host,
             self.endpoint.port,
         )
+
+    def serve(self) -> None:
+        """Beat until stopped. Credentials the cluster refuses stop the receiver (exit 1,
+        the refusal said once): spans it accepted meanwhile wait in the spool."""
+        while not self._stop.wait(1.0):
+            self.health.beat()
+            refused = self.publisher.refused
+            if refused is not None:
+                raise KafkaAuthError(KafkaError(KafkaError._AUTHENTICATION, refused), refused)
 
     def shut_down(self) -> None:
         self.ingest.accepting = False

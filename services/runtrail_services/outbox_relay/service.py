@@ -16,12 +16,16 @@ from confluent_kafka import KafkaException
 from prometheus_client import Counter, Gauge
 
 from runtrail.commands.relay import OutboxRelay
+from runtrail.kafka.auth import KafkaAuthError, verify_credentials
 from runtrail.kafka.producer_config import producer_config
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.receiver import Receiver
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.outbox_relay.settings import OutboxRelaySettings
+
+#: How long the relay waits for the cluster before a (re)build counts as failed and is retried.
+CONNECT_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,8 @@ class OutboxRelayReceiver(Receiver[OutboxRelaySettings]):
         self.relay: OutboxRelay | None = None
 
     def _relay(self) -> OutboxRelay:
+        # init_transactions would wait out its whole timeout on refused credentials
+        verify_credentials(self.settings.kafka_config(), CONNECT_TIMEOUT_S)
         relay = OutboxRelay(
             self.store,
             self.settings.events_topic,
@@ -81,6 +87,8 @@ class OutboxRelayReceiver(Receiver[OutboxRelaySettings]):
                     self.health.ready = True
                 sent = self.relay.pump()
             except (KafkaException, StoreUnavailable) as exc:
+                if isinstance(exc, KafkaAuthError):
+                    raise  # no rebuild can fix it: the receiver stops, saying why
                 log.warning("outbox-relay: %s; rebuilding in %.1fs", exc, self.own.retry_s)
                 self.health.ready = False
                 self.relay = None

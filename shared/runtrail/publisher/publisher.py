@@ -56,6 +56,7 @@ from runtrail.events import (
     EventError,
 )
 from runtrail.events.limits import EventLimits
+from runtrail.kafka.auth import describe, is_auth_failure, naming_options
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
@@ -113,6 +114,17 @@ class Submitted:
         return self.event_id is not None
 
 
+#: The broker's answers when a principal lacks READ on the topic or its (throwaway) group.
+_READ_REFUSALS = frozenset(
+    {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
+)
+
+
+def _read_refused(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in _READ_REFUSALS
+
+
 def _is_permanent(err: KafkaError) -> bool:
     return err.code() in PERMANENT_ERRORS
 
@@ -160,6 +172,8 @@ class Publisher:
         self._closed = False
         self._warned_failure = False
         self._purge_wanted = False
+        #: why the broker refuses this publisher's credentials (None: it does not, or not yet)
+        self.refused: str | None = None
 
         self._config = producer_config(
             settings,
@@ -168,6 +182,7 @@ class Publisher:
             **dict(producer_overrides or {}),
         )
         self._factory: ProducerFactory = producer_factory or Producer
+        self._naming = naming_options(self._config)
         self._producer = self._factory(self._config)
         self._wal = Wal.open_for(settings.spool_dir, settings.tenant, self._topic)
 
@@ -575,6 +590,13 @@ class Publisher:
         log.log(level, "delivery failed: %s", err.str())
 
     def _on_kafka_error(self, err: KafkaError) -> None:
+        if is_auth_failure(err):
+            # told once: the agent goes on, its events wait in the spool until the credentials
+            # are fixed and the agent restarted (a retry with the same ones cannot succeed)
+            if self.refused is None:
+                self.refused = describe(err, self._naming)
+                log.error("%s; events are kept in the spool %s", self.refused, self.spool_path)
+            return
         if err.fatal():
             self._fatal = True
             log.error("fatal producer error, the producer will be recreated: %s", err.str())
@@ -813,8 +835,18 @@ class Publisher:
                 else set()
             )
         except KafkaException as exc:
-            log.warning("cannot look up unconfirmed events on %s yet: %s", self._topic, exc)
-            return False
+            if not _read_refused(exc):
+                log.warning("cannot look up unconfirmed events on %s yet: %s", self._topic, exc)
+                return False
+            # a least-privilege agent may write the topic but not read it: resend unchecked
+            # (at least once; every consumer skips an eventId it has already seen)
+            log.warning(
+                "this publisher may not read %s, so its %d unconfirmed event(s) are resent "
+                "without looking them up; a consumer skips any it already has",
+                self._topic,
+                len(ids),
+            )
+            found = set()
         with self._lock:
             self._found |= found
             self._scanned = True

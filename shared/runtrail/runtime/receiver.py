@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import ServiceSettings, Settings, TenantTokenSettings
 from runtrail.http_server import TokenAuth
+from runtrail.kafka.auth import KafkaAuthError
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.topics import design_topic_names
 from runtrail.runtime import stop_signals
@@ -83,14 +84,18 @@ class Receiver(Generic[OwnSettings]):
         durability = start_durability_check(
             self.settings, design_topic_names(self.settings), self.name
         )
+        status = 0
         try:
             self.serve()
+        except KafkaAuthError as exc:  # a refused login: stop, saying why, rather than retry
+            log.error("%s: %s; stopping", self.name, exc)
+            status = 1
         finally:
             self.health.stopping = True
             self.shut_down()
             self.endpoint.stop()
             durability.join(timeout=CHECK_TIMEOUT_S)
-        return 0
+        return status
 
     def metrics_endpoint(self, metrics_port: int | None) -> HttpEndpoint:
         """The metrics/health endpoint: ``metrics_port``, else the settings', else the default."""

@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.events.limits import EventLimits, TooDeep
+from runtrail.kafka.auth import KafkaAuthError, describe, is_auth_failure, naming_options
 from runtrail.kafka.consumer_config import consumer_config
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import dead_letter_config
@@ -120,7 +121,7 @@ class ServiceRunner:
         self._retry_at = 0.0
         self._backoff = Backoff()
         self._paused = False
-        self._fatal_error: KafkaError | None = None
+        self._fatal_error: KafkaException | None = None
         self._brokers_down = False  # the client said all brokers are down, no broker up since
         #: positions, holds, start points and commits: what may be committed, per partition
         self.checkpoint = Checkpoint(self._group_commits)
@@ -150,7 +151,10 @@ class ServiceRunner:
             self.health,
             EndpointAuth.from_settings(settings),
         )
-        self._consumer = Consumer(self._consumer_config())
+        #: what the consumer connects with (security.protocol, mechanism…), for error messages
+        config = self._consumer_config()
+        self._connect_options = naming_options(config)
+        self._consumer = Consumer(config)
         #: flush order, requests in flight, generations, restart points: every commit
         self.commits = CommitProcedure(
             service_name,
@@ -245,8 +249,12 @@ class ServiceRunner:
 
     # --- Kafka client callbacks (called from inside consume()) -----------------------------
     def _on_kafka_error(self, err: KafkaError) -> None:
+        if is_auth_failure(err):
+            if self._fatal_error is None:
+                self._fatal_error = KafkaAuthError(err, describe(err, self._connect_options))
+            return
         if err.fatal() or err.code() in _FATAL_LINK_CODES:
-            self._fatal_error = err
+            self._fatal_error = self._fatal_error or KafkaException(err)
             return
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self._link_down(f"{err.name()}: {err.str()}")
@@ -566,7 +574,7 @@ class ServiceRunner:
     def _turn(self) -> None:
         """One turn of the loop; a retryable failure is waited out, a fatal one raised."""
         if self._fatal_error is not None:
-            raise KafkaException(self._fatal_error)
+            raise self._fatal_error
         try:
             if self._problem is None:
                 self._step()
@@ -614,6 +622,9 @@ class ServiceRunner:
                 while not self._stop.is_set():
                     self._turn()
                     self.health.beat()
+        except KafkaAuthError as exc:
+            log.error("%s: %s; stopping", self.name, exc)
+            status = 1
         except KafkaException as exc:
             log.error("%s: fatal Kafka error, stopping without commit: %s", self.name, exc)
             status = 1

@@ -117,11 +117,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from runtrail_tools.cli.common import configure_logging
 
     configure_logging(getattr(args, "verbose", 0))
+    from runtrail.config import KafkaOptionFileError
+    from runtrail.kafka.auth import KafkaAuthError
     from runtrail_tools.cli.store_open import StoreUnreachable
 
     try:
         return int(func(args) or 0)
-    except StoreUnreachable as exc:
+    except (StoreUnreachable, KafkaAuthError, KafkaOptionFileError) as exc:
         sys.stderr.write(f"runtrail: {exc}\n")
         return 2
     except MissingExtra as exc:

@@ -111,6 +111,9 @@ class Demo:
             "RUNTRAIL_BOOTSTRAP_SERVERS": s.bootstrap_servers,
             "RUNTRAIL_EVENTS_TOPIC": s.events_topic,
             "RUNTRAIL_KAFKA_OPTIONS": json.dumps(s.kafka_options),
+            "RUNTRAIL_KAFKA_OPTION_FILES": json.dumps(
+                {k: str(v) for k, v in s.kafka_option_files.items()}
+            ),
         }
         argv = [
             sys.executable, "-m", AGENT_MODULES[self.framework],

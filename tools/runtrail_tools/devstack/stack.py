@@ -298,6 +298,9 @@ class DevStack:
             "RUNTRAIL_PARTITIONS": str(settings.partitions),
             "RUNTRAIL_STATE_DIR": str(self.state_dir),
             "RUNTRAIL_KAFKA_OPTIONS": json.dumps(settings.kafka_options),
+            "RUNTRAIL_KAFKA_OPTION_FILES": json.dumps(
+                {k: str(v) for k, v in settings.kafka_option_files.items()}
+            ),
             "RUNTRAIL_METRICS_HOST": "127.0.0.1",
         }
         for key, value in DEV_RUNTIME_ENV.items():

@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Any, Self
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from runtrail.config import read_option_files
+from runtrail.files import make_private, open_private
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.errors import BrokerError
 from runtrail_tools.kafka.deploy import kafka_deploy_dir, kafka_pom, render_file
 from runtrail_tools.kafka.jars import distribution_libs, fetch_jars, find_java
+from runtrail_tools.kafka.security import ADMIN_PRINCIPAL, BrokerSecurity, upsert_scram_users
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
@@ -154,6 +157,7 @@ class LocalBroker:
         node_id: int = 1,
         jvm_options: Sequence[str] = (),
         quorum: Quorum | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         """``quorum``: the cluster this node is one voter of; None for a single node, its own
         quorum (formatted ``--standalone``)."""
@@ -169,6 +173,8 @@ class LocalBroker:
         #: extra JVM options of both the storage format and the broker (not its -Xmx)
         self.jvm_options = tuple(jvm_options)
         self.quorum = quorum
+        #: TLS, SASL and ACLs (None: a PLAINTEXT broker that allows everything)
+        self.security = security
         self._proc: subprocess.Popen[bytes] | None = None
 
     # --- layout ---------------------------------------------------------------------------
@@ -283,6 +289,8 @@ class LocalBroker:
         self.launch()
         try:
             self.wait_ready(timeout)
+            if self.security is not None:
+                upsert_scram_users(self._admin(), self.security)
         except BrokerError:
             self.stop(timeout=10)
             raise
@@ -313,6 +321,8 @@ class LocalBroker:
         java = find_java()
         for folder in (self.home, self.data_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        if self.security is not None:
+            self.security.ensure()
         log4j = self._render_configs()
         self._format_storage(java, libs)
         self._launch(java, libs, log4j)
@@ -330,6 +340,11 @@ class LocalBroker:
                 **self._quorum_values(),
             },
         )
+        if self.security is not None:
+            text = self.config_file.read_text(encoding="utf-8")
+            with open_private(self.config_file, "w", encoding="utf-8") as out:
+                out.write(self.security.secure_properties(text))
+            make_private(self.config_file)  # it holds the broker's key password
         return render_file(
             deploy / "log4j2.yaml", self.home / "log4j2.yaml", {"LOG_FILE": str(self.server_log)}
         )
@@ -354,12 +369,7 @@ class LocalBroker:
         """Format ``data/`` for KRaft once; later starts reuse it (and keep every topic)."""
         if (self.data_dir / "meta.properties").is_file():
             return
-        command = [
-            java,
-            "-Xmx256m",
-            *self.jvm_options,
-            "-cp",
-            f"{libs}/*",
+        tool = [
             "kafka.tools.StorageTool",
             "format",
             *(
@@ -373,6 +383,14 @@ class LocalBroker:
             "-c",
             str(self.config_file),
         ]
+        secret_args = self.security.format_arguments() if self.security is not None else []
+        # the tool's arguments go in a Java argument file when they hold SCRAM passwords
+        arg_file = self.home / "format.args"
+        if secret_args:
+            with open_private(arg_file, "w", encoding="utf-8") as out:
+                out.write("\n".join(tool + secret_args) + "\n")
+            tool = [f"@{arg_file}"]
+        command = [java, "-Xmx256m", *self.jvm_options, "-cp", f"{libs}/*", *tool]
         try:
             done = subprocess.run(
                 command,
@@ -384,11 +402,15 @@ class LocalBroker:
             )
         except subprocess.TimeoutExpired as exc:
             raise BrokerError(f"formatting {self.data_dir} took over {_FORMAT_TIMEOUT_S}s") from exc
+        finally:
+            arg_file.unlink(missing_ok=True)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()
             raise BrokerError(
                 f"formatting {self.data_dir} failed (exit {done.returncode}):\n{output}"
             )
+        if self.security is not None:
+            self.security.record_mode()
 
     def _launch(self, java: str, libs: Path, log4j: Path) -> None:
         command = [
@@ -462,6 +484,10 @@ class LocalBroker:
             "socket.connection.setup.timeout.ms": 2000,
             "logger": client_logger(f"{__name__}.probe"),
         }
+        if self.security is not None:
+            admin = self.security.client(ADMIN_PRINCIPAL)
+            config.update(admin.options)
+            config.update(read_option_files(admin.option_files))
         return AdminClient(config)
 
     def _lists_this_broker(self, admin: AdminClient) -> bool:

@@ -482,6 +482,22 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
       return this;
     }
 
+    /**
+     * Every setting of a properties file, as {@link #kafkaProperty} (e.g. the
+     * {@code clients/<principal>.properties} of {@code runtrail kafka up --security}). Secrets
+     * belong in files the properties point at through a config provider, not in the file.
+     */
+    public Builder kafkaProperties(java.nio.file.Path file) throws java.io.IOException {
+      Properties loaded = new Properties();
+      try (java.io.Reader in = java.nio.file.Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+        loaded.load(in);
+      }
+      for (String key : loaded.stringPropertyNames()) {
+        extra.setProperty(key, loaded.getProperty(key));
+      }
+      return this;
+    }
+
     /** A producer of one's own (its partitioner must stay the default for keyed records). */
     public Builder producer(Producer<byte[], byte[]> value) {
       producer = value;

@@ -146,9 +146,14 @@ public final class Driver {
     String topic = args[2];
     String tenant = args[3];
     Path dir = Path.of(args[4]);
-    RuntrailAgentListener runtrail =
+    RuntrailAgentListener.Builder builder =
         RuntrailAgentListener.builder().bootstrapServers(bootstrap).topic(topic).tenant(tenant).actorId("ai4j-test")
-            .spoolDir(dir.resolve("spool")).build();
+            .spoolDir(dir.resolve("spool"));
+    String properties = System.getenv("RUNTRAIL_AI4J_KAFKA_PROPERTIES"); // a secured broker's client
+    if (properties != null) {
+      builder.kafkaProperties(Path.of(properties));
+    }
+    RuntrailAgentListener runtrail = builder.build();
     for (int i = 5; i < args.length; i++) {
       boolean sync = args[i].startsWith("failsync:");
       boolean fails = sync || args[i].startsWith("fail:");
