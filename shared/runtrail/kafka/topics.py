@@ -1,4 +1,4 @@
-"""The five topics of the design, and creating or checking them on a cluster.
+"""The topics of the design (the five of DESIGN.md and the raw OTLP staging topic), and creating or checking them on a cluster.
 
 ``ensure_topics`` creates what is missing and, for what exists, compares the partition count,
 the replication factor and every config we set with what the cluster has. A difference is
@@ -107,6 +107,10 @@ class EnsureReport:
         return "\n".join(line.rstrip() for line in lines)
 
 
+#: how long the raw OTLP topic keeps what the receivers forwarded (a week)
+OTLP_RAW_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
 def design_topics(settings: Settings) -> list[TopicSpec]:
     """The topics table of DESIGN.md, named and sized by ``settings``."""
     partitions = settings.partitions
@@ -131,6 +135,15 @@ def design_topics(settings: Settings) -> list[TopicSpec]:
         ),
         TopicSpec(settings.sessions_topic, partitions, replication, compacted, role="sessions"),
         TopicSpec(settings.audit_topic, partitions, replication, dict(sized), role="audit"),
+        # a staging topic: the mapper commits past a trace once its events are on the events
+        # topic, so a week covers any mapper outage worth recovering from
+        TopicSpec(
+            settings.otlp_raw_topic,
+            partitions,
+            replication,
+            {"retention.ms": str(OTLP_RAW_RETENTION_MS), **sized},
+            role="otlp-raw",
+        ),
     ]
 
 

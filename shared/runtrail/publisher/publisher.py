@@ -288,6 +288,26 @@ class Publisher:
             log.exception("unexpected error while publishing")
             return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
 
+    def submit_record(self, record: SpoolRecord) -> Submitted:
+        """Send a record that is no runtrail event, already encoded (the raw spans the OTLP
+        receivers forward, on their own topic), the way events go: in order, through the
+        write-ahead spool while the broker is away, looked up on the topic by its
+        ``event_id`` (also its ``rt.event_id`` header) before a resend. Never raises."""
+        try:
+            self._limits.check_size(len(record.value))
+            with self._lock:
+                if self._closed:
+                    raise Rejected("closed", "the publisher is closed")
+                self._route(record)
+            return Submitted(record.event_id)
+        except EventError as exc:
+            return self._reject(exc.reason, str(exc))
+        except Rejected as exc:
+            return self._reject(exc.reason, str(exc))
+        except Exception as exc:  # never into the caller
+            log.exception("unexpected error while publishing a record")
+            return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
+
     def set_next_sequence(
         self, run_id: str, next_sequence: int, *, tenant_id: str | None = None
     ) -> None:
