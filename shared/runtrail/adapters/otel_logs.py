@@ -68,6 +68,16 @@ def event_name(record_event_name: str, attributes: Mapping[str, Any]) -> str:
     return named if isinstance(named, str) else ""
 
 
+def refusal(record: LogView) -> str | None:
+    """Why a log record can never join a span, whatever came before it (no span context, not
+    a GenAI event); None when it can. What a receiver that forwards records can tell alone."""
+    if not record.trace_id or not record.span_id:
+        return "log-without-span"
+    if record.event_name not in GENAI_EVENTS:
+        return "log-not-genai"
+    return None
+
+
 class LogJoin:
     """Log records waiting for their span, bounded; spans recently recorded, to tell a late
     record from one whose span has not come yet."""
@@ -84,10 +94,9 @@ class LogJoin:
         """Keep each GenAI log record until its span comes; the others, counted by reason."""
         refused: Counter[str] = Counter()
         for record in logs:
-            if not record.trace_id or not record.span_id:
-                refused["log-without-span"] += 1
-            elif record.event_name not in GENAI_EVENTS:
-                refused["log-not-genai"] += 1
+            reason = refusal(record)
+            if reason is not None:
+                refused[reason] += 1
             elif (record.trace_id, record.span_id) in self._recorded:
                 refused["log-after-span"] += 1
             else:
@@ -110,6 +119,12 @@ class LogJoin:
         while len(self._recorded) > self.max_recorded:
             self._recorded.popitem(last=False)
         return out
+
+    def drop_trace(self, trace_id: str) -> int:
+        """Forget the records still waiting for spans of ``trace_id`` (its spans are not coming:
+        the trace went idle); how many."""
+        keys = [key for key in self._waiting if key[0] == trace_id]
+        return sum(len(self._waiting.pop(key)) for key in keys)
 
     @property
     def waiting(self) -> int:

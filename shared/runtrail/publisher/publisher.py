@@ -223,6 +223,18 @@ class Publisher:
         ``spool_commit_ms`` plus one write and fsync)."""
         return self._durable_before_ns
 
+    def wait_durable(self, accepted_ns: int, timeout: float = 5.0) -> bool:
+        """Wait (bounded) until every event accepted before ``accepted_ns`` (a
+        ``time.monotonic_ns()`` time) is in the spool on disk: True once it is (it survives a
+        SIGKILL), False at the timeout."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        pause = self._settings.spool_commit_ms / 4000
+        while self._durable_before_ns <= accepted_ns:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+        return True
+
     @property
     def spool_path(self) -> str:
         """The write-ahead spool folder this publisher owns."""

@@ -1,0 +1,391 @@
+"""The scaled-out OTLP ingest on the real broker: receivers in mode ``forward`` write raw spans
+to the raw topic, ``runtrail run otlp-mapper`` (a consumer group) maps them.
+
+Spans come from the real OTel SDK and go out through its real OTLP/HTTP exporter. What the
+mapper wrote is checked as every service reads it: per run, in partition order, through the
+runtime's own per-run sequence checker (a duplicate is skipped, a conflict dead-lettered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runtrail.adapters.otel import span_view
+from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.config import Settings
+from runtrail.events import EventCodec
+from runtrail.runtime.runner import ServiceRunner
+from runtrail.runtime.sequencing import SequenceChecker, Verdict
+from runtrail_services.otlp_ingest.mapper import OtlpMapperService
+from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
+from tests.otel_support import run_agent
+from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
+
+pytestmark = [pytest.mark.kafka]
+CODEC = EventCodec()
+TOKEN = "token-acme-0123456789"
+EVENTS_PER_RUN = 11  # run_agent's run: see tests/test_otlp_ingest.py EXPECTED_TYPES
+RAW_PARTITIONS = 4
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
+    """Topics and a mapper group of this test alone."""
+    prefix = unique_topic("scale")
+    return Settings(
+        bootstrap_servers=kafka_bootstrap,
+        otlp_raw_topic=create_topic(
+            kafka_bootstrap,
+            f"{prefix}.otlp-raw",
+            partitions=RAW_PARTITIONS,
+            **{"message.timestamp.type": "CreateTime"},
+        ),
+        events_topic=create_topic(kafka_bootstrap, f"{prefix}.events", partitions=2),
+        dlq_topic=create_topic(kafka_bootstrap, f"{prefix}.dlq", partitions=1),
+        group=f"{prefix}.otlp-mapper",
+        state_dir=tmp_path / "state",
+        commit_interval_ms=200,
+        batch_timeout_ms=100,
+    )
+
+
+# --- the parts --------------------------------------------------------------------------------
+@contextmanager
+def receiver(settings: Settings, spool: Path) -> Iterator[OtlpIngestReceiver]:
+    """A receiver in mode forward, in this process, with a spool of its own."""
+    options = {"http_port": "0", "mode": "forward", "tokens": json.dumps({"acme": TOKEN})}
+    running = OtlpIngestReceiver(
+        settings.model_copy(update={"spool_dir": spool}), options=options, metrics_port=0
+    )
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    wait_for(lambda: running.health.ready, 10, what="receiver ready")
+    try:
+        yield running
+    finally:
+        running.request_stop()
+        thread.join(30)
+
+
+@contextmanager
+def mapper(settings: Settings) -> Iterator[ServiceRunner]:
+    """One mapper instance (a member of the mapper group), in this process."""
+    runner = ServiceRunner(OtlpMapperService, settings, service_name="otlp-mapper", metrics_port=0)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    try:
+        yield runner
+    finally:
+        runner.request_stop()
+        thread.join(30)
+
+
+def env_of(settings: Settings, spool: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "RUNTRAIL_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "RUNTRAIL_EVENTS_TOPIC": settings.events_topic,
+        "RUNTRAIL_DLQ_TOPIC": settings.dlq_topic,
+        "RUNTRAIL_OTLP_RAW_TOPIC": settings.otlp_raw_topic,
+        "RUNTRAIL_GROUP": str(settings.group),
+        "RUNTRAIL_STATE_DIR": str(settings.state_dir),
+        "RUNTRAIL_SPOOL_DIR": str(spool),
+        "RUNTRAIL_COMMIT_INTERVAL_MS": "200",
+        "RUNTRAIL_BATCH_TIMEOUT_MS": "100",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ready(metrics_port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``runtrail ARGS`` as its own process (output to ``log``)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "runtrail_tools.cli.main", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+
+def traced(runs: int) -> tuple[list[str], list[ReadableSpan]]:
+    """``runs`` agent runs traced with the real SDK: their run IDs and spans in end order."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    run_ids = [run_agent(provider, conversation=f"conv-{i}") for i in range(runs)]
+    provider.shutdown()
+    return run_ids, list(memory.get_finished_spans())
+
+
+def post(url: str, spans: Sequence[ReadableSpan]) -> None:
+    """Each span in a request of its own, through the real OTLP/HTTP exporter."""
+    exporter = OTLPSpanExporter(f"{url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"})
+    for span in spans:
+        assert exporter.export([span]) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+
+
+def assigned(runner: ServiceRunner) -> float:
+    sample = runner.registry.get_sample_value(
+        "runtrail_assigned_partitions", {"service": "otlp-mapper"}
+    )
+    return sample or 0.0
+
+
+def url_of(running: OtlpIngestReceiver) -> str:
+    return f"http://127.0.0.1:{running.port}"
+
+
+# --- what was written -------------------------------------------------------------------------
+def written(settings: Settings, events: int) -> list[Any]:
+    """Every record on the events topic, once ``events`` distinct events (by eventId) are."""
+    found: list[Any] = []
+
+    def enough() -> bool:
+        total = sum(end_offsets(settings.bootstrap_servers, settings.events_topic, 2).values())
+        if total < events:
+            return False
+        found[:] = consume_all(
+            settings.bootstrap_servers, settings.events_topic, expect=total, timeout=30
+        )
+        return len({CODEC.decode(m.value()).event.event_id for m in found}) >= events
+
+    wait_for(enough, 120, 1.0, what=f"{events} distinct events")
+    return found
+
+
+def as_services_read(messages: list[Any]) -> tuple[dict[str, list[Any]], Counter[str]]:
+    """Each run's events as a service takes them (the runtime's sequence checks, in partition
+    order: duplicates skipped, conflicts dropped), and the verdicts."""
+    checker = SequenceChecker()
+    verdicts: Counter[str] = Counter()
+    runs: dict[str, list[Any]] = {}
+    for msg in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        event = CODEC.decode(msg.value()).event
+        verdict = checker.check(
+            msg.partition(), event.tenant_id, event.run_id, event.sequence, event.event_id
+        )
+        verdicts[verdict.value] += 1
+        if verdict not in (Verdict.DUPLICATE, Verdict.CONFLICT):
+            runs.setdefault(event.run_id, []).append(event)
+    return runs, verdicts
+
+
+def one_receiver(
+    spans: Sequence[ReadableSpan], run_id: str
+) -> list[tuple[str, str | None, int | None]]:
+    """What one receiver in mode map makes of the run's spans, one request per span:
+    (type, turn, step) in sequence order."""
+    mapper_ = TraceMapper()
+    out: list[tuple[str, str | None, int | None]] = []
+    for span in spans:
+        view = span_view(span)
+        assert view is not None
+        if view.trace_id == run_id:
+            out.extend((e.event_type, e.turn_id, e.step) for e in mapper_.map([view]).events)
+    return out
+
+
+def shape(events: list[Any]) -> list[tuple[str, str | None, int | None]]:
+    return [(e.type, e.turn_id, e.step) for e in events]
+
+
+def assert_mapped_once(
+    runs: dict[str, list[Any]], run_ids: list[str], spans: Sequence[ReadableSpan]
+) -> None:
+    for run_id in run_ids:
+        events = runs[run_id]
+        assert [e.sequence for e in events] == list(range(1, EVENTS_PER_RUN + 1))
+        assert shape(events) == one_receiver(spans, run_id)
+        assert {e.tenant_id for e in events} == {"acme"}
+
+
+def no_dead_letters(settings: Settings) -> bool:
+    return sum(end_offsets(settings.bootstrap_servers, settings.dlq_topic, 1).values()) == 0
+
+
+# --- the tests --------------------------------------------------------------------------------
+def test_a_trace_split_over_two_receivers_is_one_run_as_one_receiver_would_map_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    run_ids, spans = traced(2)
+    with (
+        receiver(settings, tmp_path / "spool-a") as a,
+        receiver(settings, tmp_path / "spool-b") as b,
+        mapper(settings),
+    ):
+        for index, span in enumerate(spans):  # half to each, as a load balancer would
+            sent_to = (a, b)[index % 2]
+            post(url_of(sent_to), [span])
+            assert sent_to.publisher.flush(10) == 0
+        runs, verdicts = as_services_read(written(settings, 2 * EVENTS_PER_RUN))
+    assert_mapped_once(runs, run_ids, spans)
+    assert verdicts == Counter({"next": 2 * EVENTS_PER_RUN})
+    assert no_dead_letters(settings)
+
+
+def test_a_mapper_killed_mid_trace_and_started_again_loses_and_doubles_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    run_ids, spans = traced(6)
+    first = [s for s in spans if s.name.startswith("chat") or s.name.startswith("execute_tool")]
+    rest = [s for s in spans if s not in first]
+    env = env_of(settings, tmp_path / "mapper-spool")
+    log = tmp_path / "mapper.log"
+    args = ["run", "otlp-mapper", "--metrics-port", "0"]
+    with receiver(settings, tmp_path / "spool") as a:
+        post(url_of(a), first)  # every trace open: model and tool spans, no root yet
+        killed = process(args, env, log)
+        try:
+            # the mapper published for open traces: its commit is held at their first records
+            wait_for(
+                lambda: (
+                    sum(end_offsets(settings.bootstrap_servers, settings.events_topic, 2).values())
+                    >= 6 * 6
+                ),
+                60,
+                what="events of the open traces",
+            )
+        finally:
+            kill(killed)
+        post(url_of(a), rest)
+        again = process(args, env, log)
+        try:
+            messages = written(settings, 6 * EVENTS_PER_RUN)
+        finally:
+            again.send_signal(signal.SIGTERM)
+            assert again.wait(30) == 0, log.read_text()[-3000:]
+    runs, verdicts = as_services_read(messages)
+    assert_mapped_once(runs, run_ids, spans)
+    assert verdicts["conflict"] == 0 and verdicts["gap"] == 0 and verdicts["reordered"] == 0
+    assert verdicts["next"] == 6 * EVENTS_PER_RUN
+    assert verdicts["duplicate"] >= 6 * 6  # the replay wrote them again, under the same IDs
+    assert no_dead_letters(settings)
+
+
+def test_two_mappers_share_the_partitions_and_each_trace_is_mapped_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    run_ids, spans = traced(8)
+    with mapper(settings) as one, mapper(settings) as two:
+        for runner in (one, two):
+            wait_for(
+                lambda r=runner: assigned(r) > 0,
+                60,
+                what="both mappers assigned",
+            )
+        with receiver(settings, tmp_path / "spool") as a:
+            post(url_of(a), spans)
+        messages = written(settings, 8 * EVENTS_PER_RUN)
+        assert one.checkpoint.positions() and two.checkpoint.positions()
+        assert not set(one.checkpoint.positions()) & set(two.checkpoint.positions())
+    runs, verdicts = as_services_read(messages)
+    assert_mapped_once(runs, run_ids, spans)
+    assert verdicts["conflict"] == 0
+    assert no_dead_letters(settings)
+
+
+def test_log_records_survive_the_kill_of_the_receiver_that_took_them(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A model span's content came as a log record to a receiver killed right after its 200;
+    the span comes later through another receiver: the model node has the content."""
+    memory = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(memory))
+    port, metrics = free_port(), free_port()
+    env = env_of(settings, tmp_path / "spool-a")
+    log = tmp_path / "receiver-a.log"
+    args = ["run", "otlp-ingest", "--metrics-port", str(metrics), "-o", "mode=forward"]
+    args += ["-o", f"http_port={port}", "-o", f"tokens={json.dumps({'acme': TOKEN})}"]
+    doomed = process(args, env, log)
+    try:
+        wait_for(lambda: ready(metrics), 60, what="receiver A ready")
+        logger_provider = LoggerProvider()
+        logger_provider.add_log_record_processor(
+            SimpleLogRecordProcessor(
+                OTLPLogExporter(
+                    f"http://127.0.0.1:{port}/v1/logs",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                )
+            )
+        )
+        tracer = tracer_provider.get_tracer("tests.logs")
+        logger = logger_provider.get_logger("tests.logs")
+        with tracer.start_as_current_span(
+            "invoke_agent bot", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ) as agent:
+            run_id = f"{agent.get_span_context().trace_id:032x}"
+            with tracer.start_as_current_span(
+                "chat gpt-test",
+                attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test"},
+            ):
+                logger.emit(
+                    event_name="gen_ai.user.message",
+                    body={"content": "weather in Oslo?"},
+                    attributes={"gen_ai.system": "openai"},
+                )
+        logger_provider.shutdown()  # each record was answered 200 when emitted
+    finally:
+        kill(doomed)
+    tracer_provider.shutdown()
+    # the receiver comes back on its spool (a pod on its volume) and sends what it had not
+    again = process(args, env, log)
+    try:
+        wait_for(lambda: ready(metrics), 60, what="receiver A ready again")
+        raw = settings.otlp_raw_topic
+        wait_for(
+            lambda: sum(end_offsets(settings.bootstrap_servers, raw, RAW_PARTITIONS).values()) >= 1,
+            30,
+            what="the log record on the raw topic",
+        )
+        with receiver(settings, tmp_path / "spool-b") as b, mapper(settings):
+            post(url_of(b), memory.get_finished_spans())
+            runs, _ = as_services_read(written(settings, 6))
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.wait(30)
+    request = next(e for e in runs[run_id] if e.type == "MODEL_REQUEST")
+    assert request.json_form()["data"]["prompt"]["messages"] == [
+        {"role": "user", "content": "weather in Oslo?"}
+    ]
+    assert no_dead_letters(settings)
