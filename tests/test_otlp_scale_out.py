@@ -56,10 +56,7 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
     return Settings(
         bootstrap_servers=kafka_bootstrap,
         otlp_raw_topic=create_topic(
-            kafka_bootstrap,
-            f"{prefix}.otlp-raw",
-            partitions=RAW_PARTITIONS,
-            **{"message.timestamp.type": "CreateTime"},
+            kafka_bootstrap, f"{prefix}.otlp-raw", partitions=RAW_PARTITIONS
         ),
         events_topic=create_topic(kafka_bootstrap, f"{prefix}.events", partitions=2),
         dlq_topic=create_topic(kafka_bootstrap, f"{prefix}.dlq", partitions=1),

@@ -42,7 +42,11 @@ def test_design_has_the_six_topics_of_the_design() -> None:
     for role in COMPACTED_ROLES:
         assert specs[role].config == {"cleanup.policy": "compact", **sized}
     assert specs["dlq"].config == sized and specs["audit"].config == sized
-    assert specs["otlp-raw"].config == {"retention.ms": str(7 * 24 * 3600 * 1000), **sized}
+    assert specs["otlp-raw"].config == {
+        "message.timestamp.type": "LogAppendTime",
+        "retention.ms": str(7 * 24 * 3600 * 1000),
+        **sized,
+    }
     assert {s.partitions for s in specs.values()} == {4}
     assert {s.replication_factor for s in specs.values()} == {1}
 

@@ -12,7 +12,8 @@ record of its oldest trace still known (:meth:`PartitionMapping.hold`): open, wi
 waiting, or ended within ``ended_linger_ms``. After a crash or a rebalance the next owner
 reads every such trace again from its first record, and mapping is a function of the
 partition's records in order (each record mapped as one batch, expiry by the records'
-timestamps, never the clock), so it makes the same events. Each event's sequence is the
+timestamps, which the broker stamps on the raw topic, never this process's clock), so it makes
+the same events. Each event's sequence is the
 trace's count so far and its eventId a hash of tenant, run, sequence, span and type
 (:func:`event_id`): what is already on the events topic comes again as a duplicate (same
 eventId at the same sequence), which every consumer skips, never as a conflict.

@@ -136,12 +136,17 @@ def design_topics(settings: Settings) -> list[TopicSpec]:
         TopicSpec(settings.sessions_topic, partitions, replication, compacted, role="sessions"),
         TopicSpec(settings.audit_topic, partitions, replication, dict(sized), role="audit"),
         # a staging topic: the mapper commits past a trace once its events are on the events
-        # topic, so a week covers any mapper outage worth recovering from
+        # topic, so a week covers any mapper outage worth recovering from; the broker's clock
+        # stamps its records (the mapper forgets idle traces by them, never by a receiver's)
         TopicSpec(
             settings.otlp_raw_topic,
             partitions,
             replication,
-            {"retention.ms": str(OTLP_RAW_RETENTION_MS), **sized},
+            {
+                "message.timestamp.type": "LogAppendTime",
+                "retention.ms": str(OTLP_RAW_RETENTION_MS),
+                **sized,
+            },
             role="otlp-raw",
         ),
     ]
