@@ -321,6 +321,67 @@ def test_two_mappers_share_the_partitions_and_each_trace_is_mapped_once(
     assert no_dead_letters(settings)
 
 
+def members(settings: Settings) -> int:
+    """How many members the mapper group has now."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+    future = admin.describe_consumer_groups([str(settings.group)])[str(settings.group)]
+    try:
+        return len(future.result(10).members)
+    except Exception:
+        return 0
+
+
+def test_two_receivers_two_mappers_one_killed_mid_load_every_span_mapped_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The issue's scale-out test: each trace's spans split across two receivers, two mapper
+    processes, one SIGKILLed while traces are open; the other takes its partitions over."""
+    run_ids, spans = traced(8)
+    first = [s for s in spans if s.name.startswith(("chat", "execute_tool"))]
+    rest = [s for s in spans if s not in first]
+    env = env_of(settings, tmp_path / "mapper-spool")
+    args = ["run", "otlp-mapper", "--metrics-port", "0"]
+    survivor = process(args, env, tmp_path / "survivor.log")
+    doomed = process(args, env, tmp_path / "doomed.log")
+    try:
+        wait_for(lambda: members(settings) == 2, 60, 0.5, what="two mappers in the group")
+        with (
+            receiver(settings, tmp_path / "spool-a") as a,
+            receiver(settings, tmp_path / "spool-b") as b,
+        ):
+
+            def split(batch: list[ReadableSpan]) -> None:
+                for index, span in enumerate(batch):
+                    sent_to = (a, b)[index % 2]
+                    post(url_of(sent_to), [span])
+                    assert sent_to.publisher.flush(10) == 0
+
+            split(first)
+            wait_for(
+                lambda: (
+                    sum(end_offsets(settings.bootstrap_servers, settings.events_topic, 2).values())
+                    >= 8 * 9
+                ),
+                60,
+                what="the open traces' events, from both mappers",
+            )
+            kill(doomed)
+            split(rest)
+            messages = written(settings, 8 * EVENTS_PER_RUN)
+    finally:
+        if doomed.poll() is None:
+            kill(doomed)
+        survivor.send_signal(signal.SIGTERM)
+        assert survivor.wait(30) == 0, (tmp_path / "survivor.log").read_text()[-3000:]
+    runs, verdicts = as_services_read(messages)
+    assert_mapped_once(runs, run_ids, spans)
+    assert verdicts["conflict"] == verdicts["gap"] == verdicts["reordered"] == 0
+    assert verdicts["next"] == 8 * EVENTS_PER_RUN
+    assert no_dead_letters(settings)
+
+
 def test_log_records_survive_the_kill_of_the_receiver_that_took_them(
     settings: Settings, tmp_path: Path
 ) -> None:
