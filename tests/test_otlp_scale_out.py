@@ -321,6 +321,26 @@ def test_two_mappers_share_the_partitions_and_each_trace_is_mapped_once(
     assert no_dead_letters(settings)
 
 
+def test_broker_down_a_forwarding_receiver_still_answers_200_and_spools(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """As in mode map: a span the broker cannot take now is accepted (200) into the durable
+    spool, never bounced back to the sender; the receiver's next start sends it, in order."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    down = settings.model_copy(update={"bootstrap_servers": dead, "delivery_timeout_ms": 1000})
+    run_ids, spans = traced(1)
+    with receiver(down, tmp_path / "spool") as a:
+        post(url_of(a), spans)
+        wait_for(lambda: a.publisher.stats().spool_depth == len(spans), 20, what="spooled")
+    with receiver(settings, tmp_path / "spool") as again, mapper(settings):
+        assert again.publisher.drain(30)
+        runs, verdicts = as_services_read(written(settings, EVENTS_PER_RUN))
+    assert_mapped_once(runs, run_ids, spans)
+    assert verdicts == Counter({"next": EVENTS_PER_RUN})
+
+
 def members(settings: Settings) -> int:
     """How many members the mapper group has now."""
     from confluent_kafka.admin import AdminClient
