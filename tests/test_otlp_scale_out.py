@@ -40,7 +40,14 @@ from runtrail.runtime.sequencing import SequenceChecker, Verdict
 from runtrail_services.otlp_ingest.mapper import OtlpMapperService
 from runtrail_services.otlp_ingest.service import OtlpIngestReceiver
 from tests.otel_support import run_agent
-from tests.support import consume_all, create_topic, end_offsets, unique_topic, wait_for
+from tests.support import (
+    committed_offsets,
+    consume_all,
+    create_topic,
+    end_offsets,
+    unique_topic,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kafka]
 CODEC = EventCodec()
@@ -86,9 +93,11 @@ def receiver(settings: Settings, spool: Path) -> Iterator[OtlpIngestReceiver]:
 
 
 @contextmanager
-def mapper(settings: Settings) -> Iterator[ServiceRunner]:
+def mapper(settings: Settings, **options: str) -> Iterator[ServiceRunner]:
     """One mapper instance (a member of the mapper group), in this process."""
-    runner = ServiceRunner(OtlpMapperService, settings, service_name="otlp-mapper", metrics_port=0)
+    runner = ServiceRunner(
+        OtlpMapperService, settings, service_name="otlp-mapper", metrics_port=0, options=options
+    )
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
     try:
@@ -319,6 +328,33 @@ def test_two_mappers_share_the_partitions_and_each_trace_is_mapped_once(
     assert_mapped_once(runs, run_ids, spans)
     assert verdicts["conflict"] == 0
     assert no_dead_letters(settings)
+
+
+def test_the_commit_reaches_the_end_once_traces_ended_and_other_traces_hold_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Commits are held only for what a replay needs: once the run ended (and its linger
+    passed, by the clock on an idle partition) and beside a trace of an HTTP service alone
+    (no GenAI span: nothing kept), the group's commit is the end of the raw topic."""
+    run_ids, spans = traced(1)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("tests.http").start_as_current_span("GET /health"):
+        pass
+    provider.shutdown()
+    raw, group = settings.otlp_raw_topic, str(settings.group)
+
+    def committed_to_the_end() -> bool:
+        ends = end_offsets(settings.bootstrap_servers, raw, RAW_PARTITIONS)
+        committed = committed_offsets(settings.bootstrap_servers, group, raw, RAW_PARTITIONS)
+        return all(committed[p] == end for p, end in ends.items() if end > 0)
+
+    with receiver(settings, tmp_path / "spool") as a, mapper(settings, ended_linger_ms="0"):
+        post(url_of(a), [*memory.get_finished_spans(), *spans])
+        runs, _ = as_services_read(written(settings, EVENTS_PER_RUN))
+        wait_for(committed_to_the_end, 30, 0.5, what="the commit at the end of the raw topic")
+    assert_mapped_once(runs, run_ids, spans)
 
 
 def test_broker_down_a_forwarding_receiver_still_answers_200_and_spools(

@@ -27,6 +27,9 @@ from runtrail_services.otlp_ingest.mapper_state import PartitionMapping
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpMapperSettings
 
+#: how often ended traces are looked at by the clock (between records)
+EXPIRY_INTERVAL_MS = 1000
+
 
 class OtlpMapperService(RawService):
     name: ClassVar[str] = "otlp-mapper"
@@ -38,6 +41,7 @@ class OtlpMapperService(RawService):
         self.metrics = IngestMetrics(context.registry)
         self.events = EventRecords(context.settings)
         self._partitions: dict[Partition, PartitionMapping] = {}
+        self._expired_at = 0
 
     @classmethod
     def source_topic(cls, settings: Settings) -> str:
@@ -60,6 +64,12 @@ class OtlpMapperService(RawService):
                 )
             mapping.apply(record, self.events)
         self.events.poll()
+
+    def tick(self, now_ms: int) -> None:
+        if now_ms - self._expired_at >= EXPIRY_INTERVAL_MS:
+            self._expired_at = now_ms
+            for mapping in self._partitions.values():
+                mapping.expire_ended(now_ms)
 
     def flush(self) -> None:
         self.events.flush(CONFIRM_TIMEOUT_S)

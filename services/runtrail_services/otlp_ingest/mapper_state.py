@@ -3,9 +3,10 @@
 Every record of a trace is on one partition (keyed ``tenant/traceId``), so a partition's
 traces are mapped by one mapper at a time, in the order the receivers wrote them. The state is
 what the single-process receiver holds (a :class:`~runtrail.adapters.otel_mapping.TraceMapper`
-and a :class:`~runtrail.adapters.otel_logs.LogJoin` per tenant), plus per trace a
-:class:`_Mark`: the offset of its first record, its next sequence, the span IDs and records
-already applied.
+and a :class:`~runtrail.adapters.otel_logs.LogJoin` per tenant), plus per trace that state is
+kept for a :class:`_Mark`: the offset of its first record, its next sequence, the span IDs and
+records already applied. A trace nothing is kept for (no GenAI span yet: an HTTP service's
+trace) has no mark and holds nothing.
 
 Why a replay changes nothing: the offset committed for a partition is held at the first
 record of its oldest trace still known (:meth:`PartitionMapping.hold`): open, with log records
@@ -106,6 +107,14 @@ class PartitionMapping:
             self._apply_logs(tenant, logs)
         else:
             self._apply_spans(key, mark, spans, sink)
+        if not (
+            mark.ended
+            or self._mapper(tenant).is_open(key[1])
+            or self._join(tenant).waits_for(key[1])
+        ):
+            # nothing of it is kept (no GenAI span yet, say an HTTP service's trace): a replay
+            # need not start at it, so it holds nothing
+            del self._marks[key]
 
     def _apply_logs(self, tenant: str, logs: list[LogView]) -> None:
         join = self._join(tenant)
@@ -156,13 +165,24 @@ class PartitionMapping:
             if not (age > idle or (mark.ended and age > linger)):
                 return
             del self._marks[key]
-            if not mark.ended:
-                tenant, trace_id = key
-                if self._mapper(tenant).forget(trace_id):
-                    self._metrics.evicted.inc()
-                dropped = self._join(tenant).drop_trace(trace_id)
-                if dropped:
-                    self._metrics.logs("dropped", Counter({"log-waited-too-long": dropped}))
+            tenant, trace_id = key
+            if not mark.ended and self._mapper(tenant).forget(trace_id):
+                self._metrics.evicted.inc()
+            dropped = self._join(tenant).drop_trace(trace_id)
+            if dropped:
+                self._metrics.logs("dropped", Counter({"log-waited-too-long": dropped}))
+
+    def expire_ended(self, now_ms: int) -> None:
+        """Forget the ended traces whose linger passed by ``now_ms`` (the clock: a partition
+        that gets no new record still lets its commit reach the end). Safe by the clock, as by
+        no record: an ended trace's mark changes no event, only where a replay starts."""
+        linger = self._settings.ended_linger_ms
+        for key in [k for k, m in self._marks.items() if m.ended and now_ms - m.last_ms > linger]:
+            del self._marks[key]
+            tenant, trace_id = key
+            dropped = self._join(tenant).drop_trace(trace_id)
+            if dropped:
+                self._metrics.logs("dropped", Counter({"log-waited-too-long": dropped}))
 
     def hold(self) -> int | None:
         """The offset a replay of this partition must start at: the first record of the

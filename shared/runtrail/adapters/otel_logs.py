@@ -89,6 +89,8 @@ class LogJoin:
         self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: log records forgotten to stay under ``max_waiting`` before their span came
         self.evicted = 0
+        #: per trace, how many of its spans have records waiting
+        self._spans_waiting: Counter[str] = Counter()
 
     def add(self, logs: Iterable[LogView]) -> Counter[str]:
         """Keep each GenAI log record until its span comes; the others, counted by reason."""
@@ -101,10 +103,13 @@ class LogJoin:
                 refused["log-after-span"] += 1
             else:
                 key = (record.trace_id, record.span_id)
+                if key not in self._waiting:
+                    self._spans_waiting[record.trace_id] += 1
                 self._waiting.setdefault(key, []).append(record.as_span_event())
                 self._waiting.move_to_end(key)
         while len(self._waiting) > self.max_waiting:
-            _, events = self._waiting.popitem(last=False)
+            (trace_id, _), events = self._waiting.popitem(last=False)
+            self._gone(trace_id)
             self.evicted += len(events)
         return refused
 
@@ -115,6 +120,8 @@ class LogJoin:
             key = (span.trace_id, span.span_id)
             self._recorded[key] = None
             events = self._waiting.pop(key, None)
+            if events is not None:
+                self._gone(span.trace_id)
             out.append(span if events is None else replace(span, events=(*span.events, *events)))
         while len(self._recorded) > self.max_recorded:
             self._recorded.popitem(last=False)
@@ -123,8 +130,23 @@ class LogJoin:
     def drop_trace(self, trace_id: str) -> int:
         """Forget the records still waiting for spans of ``trace_id`` (its spans are not coming:
         the trace went idle); how many."""
+        if not self._spans_waiting[trace_id]:
+            return 0
         keys = [key for key in self._waiting if key[0] == trace_id]
+        del self._spans_waiting[trace_id]
         return sum(len(self._waiting.pop(key)) for key in keys)
+
+    def waits_for(self, trace_id: str) -> bool:
+        """Whether records of ``trace_id`` wait for their spans."""
+        return self._spans_waiting[trace_id] > 0
+
+    def _gone(self, trace_id: str) -> None:
+        """One span of ``trace_id`` has no records waiting any more."""
+        left = self._spans_waiting[trace_id] - 1
+        if left > 0:
+            self._spans_waiting[trace_id] = left
+        else:
+            del self._spans_waiting[trace_id]
 
     @property
     def waiting(self) -> int:
