@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -60,6 +61,13 @@ RAW_PARTITIONS = 4
 def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
     """Topics and a mapper group of this test alone."""
     prefix = unique_topic("scale")
+    # the mapper's trace ledger, as `topics ensure` makes it: named after the raw topic
+    create_topic(
+        kafka_bootstrap,
+        f"{prefix}.otlp-raw.traces",
+        partitions=RAW_PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
     return Settings(
         bootstrap_servers=kafka_bootstrap,
         otlp_raw_topic=create_topic(
@@ -355,6 +363,59 @@ def test_the_commit_reaches_the_end_once_traces_ended_and_other_traces_hold_noth
         runs, _ = as_services_read(written(settings, EVENTS_PER_RUN))
         wait_for(committed_to_the_end, 30, 0.5, what="the commit at the end of the raw topic")
     assert_mapped_once(runs, run_ids, spans)
+
+
+def test_a_trace_silent_past_its_idle_bound_goes_on_numbering_also_in_a_new_mapper(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The mapper forgets a trace silent for ``trace_idle_ms`` (its commit moves on); the trace
+    speaks again, to a mapper started after that commit: the run's sequence goes on from the
+    trace ledger, no conflict, no gap."""
+    run_ids, spans = traced(1)
+    first = [s for s in spans if s.name.startswith(("chat", "execute_tool"))]
+    http = [s for s in spans if s.name.startswith("GET")]
+    root = [s for s in spans if s.name.startswith("invoke_agent")]
+    env = env_of(settings, tmp_path / "mapper-spool")
+    env |= {
+        "RUNTRAIL_OTLP_MAPPER_TRACE_IDLE_MS": "1500",
+        "RUNTRAIL_OTLP_MAPPER_ENDED_LINGER_MS": "0",
+    }
+    args = ["run", "otlp-mapper", "--metrics-port", "0"]
+    raw, group = settings.otlp_raw_topic, str(settings.group)
+
+    def committed_to_the_end() -> bool:
+        ends = end_offsets(settings.bootstrap_servers, raw, RAW_PARTITIONS)
+        committed = committed_offsets(settings.bootstrap_servers, group, raw, RAW_PARTITIONS)
+        return all(committed[p] == end for p, end in ends.items() if end > 0)
+
+    with receiver(settings, tmp_path / "spool") as a:
+        forgetting = process(args, env, tmp_path / "mapper.log")
+        try:
+            post(url_of(a), first)
+            written(settings, 9)  # the open run, up to its second model call
+            time.sleep(2)  # silent past trace_idle_ms: its next record makes the mapper forget it
+            post(url_of(a), http)
+            wait_for(committed_to_the_end, 30, 0.5, what="the commit past the forgotten trace")
+        finally:
+            kill(forgetting)
+        fresh = process(args, env, tmp_path / "mapper.log")
+        try:
+            post(url_of(a), root)
+            messages = written(settings, 12)
+        finally:
+            fresh.send_signal(signal.SIGTERM)
+            fresh.wait(30)
+    runs, verdicts = as_services_read(messages)
+    events = runs[run_ids[0]]
+    assert [e.sequence for e in events] == list(range(1, 13))
+    # the run opens again where it stopped (its turns were forgotten) and ends
+    assert [e.type for e in events[9:]] == [
+        "run.accepted",
+        "run.state_transitioned",
+        "run.succeeded",
+    ]
+    assert verdicts["conflict"] == verdicts["gap"] == 0
+    assert no_dead_letters(settings)
 
 
 def test_broker_down_a_forwarding_receiver_still_answers_200_and_spools(

@@ -26,6 +26,7 @@ from runtrail_services.otlp_ingest.event_records import EventRecords
 from runtrail_services.otlp_ingest.mapper_state import PartitionMapping
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpMapperSettings
+from runtrail_services.otlp_ingest.trace_ledger import TraceLedger
 
 #: how often ended traces are looked at by the clock (between records)
 EXPIRY_INTERVAL_MS = 1000
@@ -40,6 +41,7 @@ class OtlpMapperService(RawService):
         self.settings = OtlpMapperSettings.load(context.options)
         self.metrics = IngestMetrics(context.registry)
         self.events = EventRecords(context.settings)
+        self.ledger = TraceLedger(context.settings)
         self._partitions: dict[Partition, PartitionMapping] = {}
         self._expired_at = 0
 
@@ -48,20 +50,23 @@ class OtlpMapperService(RawService):
         return settings.otlp_raw_topic
 
     def on_assigned(self, partitions: Sequence[Partition]) -> None:
+        self.ledger.restore([p for _, p in partitions])
         for tp in partitions:  # rebuilt from the commit, which is held at its oldest trace
-            self._partitions[tp] = PartitionMapping(self.settings, self.metrics)
+            self._partitions[tp] = self._mapping(tp)
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         for tp in partitions:
             self._partitions.pop(tp, None)
+        self.ledger.forget_partitions([p for _, p in partitions])
+
+    def _mapping(self, tp: Partition) -> PartitionMapping:
+        return PartitionMapping(self.settings, self.metrics, self.ledger, tp[1])
 
     def process_raw(self, batch: Sequence[RawRecord]) -> None:
         for record in batch:
             mapping = self._partitions.get(record.source)
             if mapping is None:  # a record of a partition assigned before the hook ran
-                mapping = self._partitions[record.source] = PartitionMapping(
-                    self.settings, self.metrics
-                )
+                mapping = self._partitions[record.source] = self._mapping(record.source)
             mapping.apply(record, self.events)
         self.events.poll()
 
@@ -73,9 +78,11 @@ class OtlpMapperService(RawService):
 
     def flush(self) -> None:
         self.events.flush(CONFIRM_TIMEOUT_S)
+        self.ledger.flush(CONFIRM_TIMEOUT_S)
         holds = {tp: hold for tp, m in self._partitions.items() if (hold := m.hold()) is not None}
         self.context.checkpoint.set_holds(holds)
         self.metrics.open_traces.set(sum(m.open_traces for m in self._partitions.values()))
 
     def close(self) -> None:
         self.events.close()
+        self.ledger.close()

@@ -19,6 +19,10 @@ trace's count so far and its eventId a hash of tenant, run, sequence, span and t
 (:func:`event_id`): what is already on the events topic comes again as a duplicate (same
 eventId at the same sequence), which every consumer skips, never as a conflict.
 
+A trace forgotten while open (silent for ``trace_idle_ms``) leaves its next sequence in the
+mapper's trace ledger (:mod:`.trace_ledger`), so a later span of it continues the run's
+numbering, also in a mapper started after the commit passed it.
+
 Spans already applied to a trace (an exporter's retry through another receiver, a receiver's
 spool resent) are dropped as ``duplicate-span``; a record applied already (the runtime retries
 a failed batch one record at a time) is skipped.
@@ -45,6 +49,7 @@ from runtrail_services.otlp_ingest.raw_records import (
     spans_of,
 )
 from runtrail_services.otlp_ingest.settings import OtlpMapperSettings
+from runtrail_services.otlp_ingest.trace_ledger import TraceLedger
 
 #: the namespace of the mapper's eventIds (UUID version 5)
 EVENT_IDS = uuid.UUID("6c1c7a52-3a0e-5b8e-9f4e-2f7d4b0e8a11")
@@ -73,9 +78,17 @@ class _Mark:
 class PartitionMapping:
     """Maps one partition's raw records; :meth:`hold` says where a replay must start."""
 
-    def __init__(self, settings: OtlpMapperSettings, metrics: IngestMetrics) -> None:
+    def __init__(
+        self,
+        settings: OtlpMapperSettings,
+        metrics: IngestMetrics,
+        ledger: TraceLedger,
+        partition: int,
+    ) -> None:
         self._settings = settings
         self._metrics = metrics
+        self._ledger = ledger
+        self._partition = partition
         self._mappers: dict[str, TraceMapper] = {}
         self._joins: dict[str, LogJoin] = {}
         #: the traces known, least recently written first (expiry takes them from the front)
@@ -93,10 +106,13 @@ class PartitionMapping:
         if len(trace_ids) != 1:
             raise ValueError(f"a raw record holds one trace, this one {len(trace_ids)}")
         key = (tenant, trace_ids.pop())
-        self._expire(record.timestamp_ms)
+        self._expire(record.timestamp_ms, record.offset)
         mark = self._marks.get(key)
         if mark is None:
             mark = self._marks[key] = _Mark(first=record.offset, last_ms=record.timestamp_ms)
+            continued = self._ledger.next_sequence(self._partition, key, record.offset)
+            if continued is not None:  # forgotten while open: its run goes on
+                mark.next_sequence = continued
         elif record_id and record_id in mark.records:
             return  # applied already (a batch retried one record at a time)
         if record_id:
@@ -114,7 +130,7 @@ class PartitionMapping:
         ):
             # nothing of it is kept (no GenAI span yet, say an HTTP service's trace): a replay
             # need not start at it, so it holds nothing
-            del self._marks[key]
+            self._drop(key, mark, record.offset)
 
     def _apply_logs(self, tenant: str, logs: list[LogView]) -> None:
         join = self._join(tenant)
@@ -154,7 +170,14 @@ class PartitionMapping:
         self._metrics.mapped(len(fresh), outcome)
 
     # --- expiry and the hold ----------------------------------------------------------------
-    def _expire(self, now_ms: int) -> None:
+    def _drop(self, key: TraceKey, mark: _Mark, offset: int) -> None:
+        """Forget a trace's mark at raw ``offset``; one that numbered events and did not end
+        leaves its next sequence in the ledger (a later span continues the run)."""
+        del self._marks[key]
+        if not mark.ended and mark.next_sequence > 1:
+            self._ledger.forgotten(self._partition, key, offset, mark.next_sequence)
+
+    def _expire(self, now_ms: int, offset: int) -> None:
         """Forget the traces idle past their bound, by the records' own timestamps (so a
         replay forgets them at the same record): an ended trace after ``ended_linger_ms``,
         an open one (its root never came) after ``trace_idle_ms``."""
@@ -164,7 +187,7 @@ class PartitionMapping:
             age = now_ms - mark.last_ms
             if not (age > idle or (mark.ended and age > linger)):
                 return
-            del self._marks[key]
+            self._drop(key, mark, offset)
             tenant, trace_id = key
             if not mark.ended and self._mapper(tenant).forget(trace_id):
                 self._metrics.evicted.inc()

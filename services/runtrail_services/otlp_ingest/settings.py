@@ -88,7 +88,7 @@ class OtlpMapperSettings(ServiceSettings):
         description=(
             "A trace with no record for this long (by the raw records' timestamps) whose root "
             "span never came is forgotten, with the log records waiting for its spans, so the "
-            "partition's commit moves on."
+            "partition's commit moves on (its next sequence stays in the trace ledger)."
         ),
     )
     ended_linger_ms: int = Field(

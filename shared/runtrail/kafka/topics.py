@@ -1,4 +1,5 @@
-"""The topics of the design (the five of DESIGN.md and the raw OTLP staging topic), and creating or checking them on a cluster.
+"""The topics of the design (the five of DESIGN.md and the scaled-out OTLP ingest's two), and
+creating or checking them on a cluster.
 
 ``ensure_topics`` creates what is missing and, for what exists, compares the partition count,
 the replication factor and every config we set with what the cluster has. A difference is
@@ -111,6 +112,11 @@ class EnsureReport:
 OTLP_RAW_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
+def otlp_traces_topic(settings: Settings) -> str:
+    """The OTLP mapper's trace ledger: named after the raw topic, partitioned as it is."""
+    return f"{settings.otlp_raw_topic}.traces"
+
+
 def design_topics(settings: Settings) -> list[TopicSpec]:
     """The topics table of DESIGN.md, named and sized by ``settings``."""
     partitions = settings.partitions
@@ -148,6 +154,11 @@ def design_topics(settings: Settings) -> list[TopicSpec]:
                 **sized,
             },
             role="otlp-raw",
+        ),
+        # where a trace the mapper forgot while open left its sequence (one record per such
+        # trace, the latest kept), read whole by a mapper when it takes a raw partition
+        TopicSpec(
+            otlp_traces_topic(settings), partitions, replication, compacted, role="otlp-traces"
         ),
     ]
 
