@@ -107,9 +107,9 @@ class TraceLedger:
 
     def forgotten(self, partition: int, key: TraceKey, offset: int, next_sequence: int) -> None:
         """A trace forgotten while open at raw ``offset``, its next sequence unused."""
+        if self.next_sequence(partition, key, offset) == next_sequence:
+            return  # known already (a replay forgetting it again, a span that added nothing)
         epochs = self._epochs.setdefault(partition, {}).setdefault(key, [])
-        if (offset, next_sequence) in epochs:
-            return  # a replay forgetting it again
         epochs.append((offset, next_sequence))
         epochs.sort()
         del epochs[:-MAX_EPOCHS]
