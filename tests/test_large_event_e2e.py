@@ -55,6 +55,7 @@ def test_a_5mb_model_response_goes_through_every_service(
         "RUNTRAIL_DLQ_TOPIC": f"{topic}.dlq",
         "RUNTRAIL_RESUME_CACHE_TOPIC": f"{topic}.cache",
         "RUNTRAIL_SESSIONS_TOPIC": f"{topic}.sessions",
+        "RUNTRAIL_OTLP_RAW_TOPIC": f"{topic}.otlp-raw",
         "RUNTRAIL_AUDIT_TOPIC": f"{topic}.audit",
     }
     ensure_topics(kafka_bootstrap, env, partitions=PARTITIONS)

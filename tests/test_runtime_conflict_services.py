@@ -133,6 +133,7 @@ def test_every_store_holds_the_first_writers_events_and_the_dlq_the_conflicts(
         "RUNTRAIL_DLQ_TOPIC": f"{topic}.dlq",
         "RUNTRAIL_RESUME_CACHE_TOPIC": f"{topic}.cache",
         "RUNTRAIL_SESSIONS_TOPIC": f"{topic}.sessions",
+        "RUNTRAIL_OTLP_RAW_TOPIC": f"{topic}.otlp-raw",
         "RUNTRAIL_AUDIT_TOPIC": f"{topic}.audit",
         "RUNTRAIL_PARTITIONS": str(PARTITIONS),
     }

@@ -73,6 +73,7 @@ def run_corpus(
         "RUNTRAIL_DLQ_TOPIC": f"{topic}.dlq",
         "RUNTRAIL_RESUME_CACHE_TOPIC": f"{topic}.cache",
         "RUNTRAIL_SESSIONS_TOPIC": f"{topic}.sessions",
+        "RUNTRAIL_OTLP_RAW_TOPIC": f"{topic}.otlp-raw",
         "RUNTRAIL_AUDIT_TOPIC": f"{topic}.audit",
         "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),
     }

@@ -52,6 +52,7 @@ class Setup:
             "RUNTRAIL_DLQ_TOPIC": f"{self.topic}.dlq",
             "RUNTRAIL_RESUME_CACHE_TOPIC": f"{self.topic}.cache",
             "RUNTRAIL_SESSIONS_TOPIC": f"{self.topic}.sessions",
+            "RUNTRAIL_OTLP_RAW_TOPIC": f"{self.topic}.otlp-raw",
             "RUNTRAIL_AUDIT_TOPIC": f"{self.topic}.audit",
             "RUNTRAIL_STATE_DIR": str(self.state),
         }

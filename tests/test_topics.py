@@ -23,15 +23,17 @@ from runtrail.kafka.topics import (
 from runtrail_tools.cli.main import main
 from tests.kafka_fixture import TopicFactory
 
-COMPACTED_ROLES = {"resume-cache", "sessions"}
+COMPACTED_ROLES = {"resume-cache", "sessions", "otlp-traces"}
 
 # --- without a broker ---------------------------------------------------------------------
 
 
-def test_design_has_the_five_topics_of_the_design() -> None:
+def test_design_has_the_seven_topics_of_the_design() -> None:
     settings = Settings(partitions=4, replication_factor=1, events_retention_ms=86_400_000)
     specs = {s.role: s for s in design_topics(settings)}
-    assert set(specs) == {"events", "dlq", "resume-cache", "sessions", "audit"}
+    roles = {"events", "dlq", "resume-cache", "sessions", "audit", "otlp-raw", "otlp-traces"}
+    assert set(specs) == roles
+    assert specs["otlp-traces"].name == f"{settings.otlp_raw_topic}.traces"
     assert specs["events"].name == settings.events_topic
     sized = {
         "max.message.bytes": str(settings.max_event_bytes + 256 * 1024),
@@ -46,6 +48,11 @@ def test_design_has_the_five_topics_of_the_design() -> None:
     for role in COMPACTED_ROLES:
         assert specs[role].config == {"cleanup.policy": "compact", **sized}
     assert specs["dlq"].config == sized and specs["audit"].config == sized
+    assert specs["otlp-raw"].config == {
+        "message.timestamp.type": "LogAppendTime",
+        "retention.ms": str(7 * 24 * 3600 * 1000),
+        **sized,
+    }
     assert {s.partitions for s in specs.values()} == {4}
     assert {s.replication_factor for s in specs.values()} == {1}
 
@@ -77,7 +84,7 @@ def test_report_table_lists_every_difference() -> None:
 
 @pytest.fixture
 def unique_settings(kafka_bootstrap: str, kafka_admin: AdminClient) -> Iterator[Settings]:
-    """Settings whose five topic names belong to this test alone (deleted afterwards)."""
+    """Settings whose seven topic names belong to this test alone (deleted afterwards)."""
     prefix = f"rt-{uuid.uuid4().hex[:10]}"
     settings = Settings(
         bootstrap_servers=kafka_bootstrap,
@@ -86,6 +93,7 @@ def unique_settings(kafka_bootstrap: str, kafka_admin: AdminClient) -> Iterator[
         resume_cache_topic=f"{prefix}.resume-cache",
         sessions_topic=f"{prefix}.sessions",
         audit_topic=f"{prefix}.audit",
+        otlp_raw_topic=f"{prefix}.otlp-raw",
         partitions=3,
     )
     yield settings
@@ -98,7 +106,7 @@ def test_ensure_creates_the_topics_with_their_configs_then_finds_them_ok(
 ) -> None:
     specs = design_topics(unique_settings)
     first = ensure_topics(kafka_admin, specs)
-    assert [o.status for o in first.outcomes] == ["created"] * 5
+    assert [o.status for o in first.outcomes] == ["created"] * 7
 
     metadata = kafka_admin.list_topics(timeout=10).topics
     configs = describe_topic_configs(kafka_admin, [s.name for s in specs], timeout=30)
@@ -112,7 +120,7 @@ def test_ensure_creates_the_topics_with_their_configs_then_finds_them_ok(
     assert configs[unique_settings.dlq_topic]["message.timestamp.type"] == "CreateTime"
 
     second = ensure_topics(kafka_admin, specs)
-    assert [o.status for o in second.outcomes] == ["ok"] * 5
+    assert [o.status for o in second.outcomes] == ["ok"] * 7
     assert not second.has_differences
 
 
@@ -149,7 +157,13 @@ def test_cli_topics_ensure_exits_1_when_a_topic_differs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for field in ("dlq_topic", "resume_cache_topic", "sessions_topic", "audit_topic"):
+    for field in (
+        "dlq_topic",
+        "resume_cache_topic",
+        "sessions_topic",
+        "audit_topic",
+        "otlp_raw_topic",
+    ):
         monkeypatch.setenv(f"RUNTRAIL_{field.upper()}", getattr(unique_settings, field))
     base = [
         "topics",
@@ -162,12 +176,12 @@ def test_cli_topics_ensure_exits_1_when_a_topic_differs(
         "3",
     ]
     assert main(base) == 0
-    assert capsys.readouterr().out.count("created") == 5
+    assert capsys.readouterr().out.count("created") == 7
     assert main(base) == 0
-    assert capsys.readouterr().out.count(" ok ") == 5
+    assert capsys.readouterr().out.count(" ok ") == 7
     assert main([*base[:-1], "2"]) == 1
     captured = capsys.readouterr()
-    assert captured.out.count("partitions: want 2, have 3") == 5
+    assert captured.out.count("partitions: want 2, have 3") == 7
     assert "left as they are" in captured.err
 
 

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
         default="runtrail.sessions", description="Compacted sessions topic."
     )
     audit_topic: str = Field(default="runtrail.audit", description="Sealed audit links topic.")
+    otlp_raw_topic: str = Field(
+        default="runtrail.otlp-raw",
+        description="Raw OTLP spans and log records the receivers forward to the mapper, keyed "
+        "by tenant and trace ID.",
+    )
     partitions: int = Field(
         default=6, ge=1, description="Partitions of the events topic when created."
     )

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings
 
 from runtrail.config import Settings
 from runtrail.publisher.redaction import is_sensitive_key, redact_text
-from runtrail.runtime.registry import RECEIVERS, SERVICES
+from runtrail.runtime.registry import RAW_SERVICES, RECEIVERS, SERVICES
 
 #: A setting whose name holds one of these is shown as ``***`` whole (tokens, their files,
 #: signing key paths); every other value is shown with secret-shaped parts masked.
@@ -54,14 +54,16 @@ def sections() -> Iterator[SettingsSection]:
     """The core settings, then each registered service's, in registry order, then the run
     explorer's (``runtrail ui``)."""
     yield SettingsSection("core", Settings)
-    for service, target in {**SERVICES, **RECEIVERS}.items():
+    for service, target in {**SERVICES, **RAW_SERVICES, **RECEIVERS}.items():
         package = target.split(":", 1)[0].rsplit(".", 1)[0]
         try:
             module = importlib.import_module(f"{package}.settings")
         except ModuleNotFoundError:
             continue
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, BaseSettings) and cls.__module__ == module.__name__:
+            # a package may hold two services' settings (otlp-ingest and its mapper)
+            named = getattr(cls, "service_name", service) in (service, "service")
+            if issubclass(cls, BaseSettings) and cls.__module__ == module.__name__ and named:
                 yield SettingsSection(service, cls)
     from runtrail_tools.ui.settings import (
         UiSettings,  # a command, not a service: not in the registry

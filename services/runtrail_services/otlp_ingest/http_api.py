@@ -20,10 +20,11 @@ import logging
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
+from typing import Protocol
 
-from runtrail.adapters.otel import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_logs import LogJoin, LogView
 from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail_services.otlp_ingest.decoding import (
@@ -47,6 +48,18 @@ TRACES = "/v1/traces"
 LOGS = "/v1/logs"
 
 
+class SpanSink(Protocol):
+    """Where decoded requests go: :class:`Ingest` (maps here) or
+    :class:`~runtrail_services.otlp_ingest.forwarding.Forwarder` (to the raw topic)."""
+
+    metrics: IngestMetrics
+    accepting: bool
+
+    def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome: ...
+
+    def record_logs(self, tenant: str, logs: list[LogView]) -> Counter[str]: ...
+
+
 class Ingest:
     """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order)."""
 
@@ -66,15 +79,6 @@ class Ingest:
         self._joins: dict[str, LogJoin] = {}
         self._lock = threading.Lock()
         self.accepting = True
-        #: the reasons already logged: each is logged once, its counts are in the metrics
-        self._told: set[str] = set()
-
-    def _tell(self, what: str, counts: Counter[str]) -> None:
-        """Log each new reason once (INFO), naming the metric that counts it from then on."""
-        new = sorted(reason for reason in counts if counts[reason] and reason not in self._told)
-        if new:
-            self._told.update(new)
-            log.info("otlp-ingest: %s, first seen: %s (counted from now on)", what, ", ".join(new))
 
     def _join(self, tenant: str) -> LogJoin:
         join = self._joins.get(tenant)
@@ -92,7 +96,9 @@ class Ingest:
                 refused["log-waited-too-long"] += join.evicted - evicted
         self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
         self.metrics.logs("dropped", refused)
-        self._tell("log records not recorded (runtrail_otlp_ingest_log_records_total)", refused)
+        self.metrics.tell(
+            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
+        )
         return refused
 
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
@@ -108,18 +114,7 @@ class Ingest:
             outcome = publish_mapped(self.publisher, mapper.map(spans), tenant=tenant)
             self.metrics.evicted.inc(mapper.evicted - evicted)
             self.metrics.open_traces.set(sum(m.open_traces for m in self._mappers.values()))
-        dropped = sum(outcome.dropped.values())
-        # a tool span that waited for its parent is dropped (late-span) in a later request
-        recorded = max(0, len(spans) - dropped - outcome.rejected_spans)
-        self.metrics.events.inc(outcome.published)
-        self.metrics.late.inc(outcome.late)
-        gaps = sum(outcome.incomplete.values())
-        self.metrics.spans("recorded", Counter({"": recorded - gaps}) + outcome.incomplete)
-        self.metrics.spans("dropped", outcome.dropped)
-        self.metrics.spans("rejected", outcome.rejected)
-        self._tell("spans not recorded (runtrail_otlp_ingest_spans_total)", outcome.dropped)
-        self._tell("spans recorded incomplete (runtrail_otlp_ingest_spans_total)",
-                   outcome.incomplete)  # fmt: skip
+        self.metrics.mapped(len(spans), outcome)
         return outcome
 
 
@@ -140,7 +135,7 @@ def _reasons(what: str, counts: Counter[str]) -> str:
 
 
 def _handler(
-    ingest: Ingest, auth: TokenAuth, max_body: int, max_decoded: int
+    ingest: SpanSink, auth: TokenAuth, max_body: int, max_decoded: int
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -237,7 +232,7 @@ class IngestServer(BackgroundServer):
         self,
         host: str,
         port: int,
-        ingest: Ingest,
+        ingest: SpanSink,
         auth: TokenAuth,
         *,
         max_body_bytes: int,

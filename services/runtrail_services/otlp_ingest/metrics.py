@@ -3,14 +3,21 @@
 Every span that did not become events is counted with its reason, so "telemetry dropped under
 load without a counter" cannot happen here: ``runtrail_otlp_ingest_spans{outcome,reason}``;
 so is every log record that was not kept for its span: ``runtrail_otlp_ingest_log_records``.
-Counters move once per request, not per span.
+Counters move once per request (per raw record in the mapper), not per span. A receiver that
+forwards counts what it forwarded; the mapper (``runtrail run otlp-mapper``) registers the
+same series for what mapping made of it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter as Tally
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from runtrail.adapters.otel_publish import PublishOutcome
+
+log = logging.getLogger(__name__)
 
 
 class IngestMetrics:
@@ -27,17 +34,18 @@ class IngestMetrics:
         self._spans = Counter(
             "runtrail_otlp_ingest_spans",
             "Spans received, by outcome: recorded (reason model-without-content: a model call "
-            "recorded with no messages); dropped (published nothing), by reason "
-            "(not-genai, unmapped-operation:NAME, after-run-end, late-span); rejected: the events of "
-            "spans the publisher refused, by its reason.",
+            "recorded with no messages); forwarded (to the raw topic, for the mapper); dropped "
+            "(published nothing), by reason (not-genai, unmapped-operation:NAME, after-run-end, "
+            "late-span, duplicate-span); rejected: the events of spans the publisher refused, by "
+            "its reason.",
             ["outcome", "reason"],
             registry=registry,
         )
         self._logs = Counter(
             "runtrail_otlp_ingest_log_records",
             "Log records received, by outcome: kept (joined to their span when it comes); "
-            "dropped, by reason (log-not-genai, log-without-span, log-after-span, "
-            "log-waited-too-long).",
+            "forwarded (to the raw topic, for the mapper); dropped, by reason (log-not-genai, "
+            "log-without-span, log-after-span, log-waited-too-long).",
             ["outcome", "reason"],
             registry=registry,
         )
@@ -67,6 +75,8 @@ class IngestMetrics:
         self._spans.labels("recorded", "")
         self._spans.labels("dropped", "not-genai")
         self._logs.labels("kept", "")
+        #: the reasons already logged: each is logged once, its counts are in the metrics
+        self._told: set[str] = set()
 
     def request(self, outcome: str) -> None:
         self._requests.labels(outcome).inc()
@@ -80,3 +90,26 @@ class IngestMetrics:
         for reason, n in counts.items():
             if n:
                 self._logs.labels(outcome, reason).inc(n)
+
+    def mapped(self, spans: int, outcome: PublishOutcome) -> None:
+        """What ``spans`` spans became: events published, late, recorded, dropped, rejected."""
+        dropped = sum(outcome.dropped.values())
+        # a tool span that waited for its parent is dropped (late-span) in a later request
+        recorded = max(0, spans - dropped - outcome.rejected_spans)
+        self.events.inc(outcome.published)
+        self.late.inc(outcome.late)
+        gaps = sum(outcome.incomplete.values())
+        self.spans("recorded", Tally({"": recorded - gaps}) + outcome.incomplete)
+        self.spans("dropped", outcome.dropped)
+        self.spans("rejected", outcome.rejected)
+        self.tell("spans not recorded (runtrail_otlp_ingest_spans_total)", outcome.dropped)
+        self.tell(
+            "spans recorded incomplete (runtrail_otlp_ingest_spans_total)", outcome.incomplete
+        )
+
+    def tell(self, what: str, counts: Tally[str]) -> None:
+        """Log each new reason once (INFO), naming the metric that counts it from then on."""
+        new = sorted(reason for reason in counts if counts[reason] and reason not in self._told)
+        if new:
+            self._told.update(new)
+            log.info("otlp-ingest: %s, first seen: %s (counted from now on)", what, ", ".join(new))

@@ -7,6 +7,9 @@ receiver is listening and the publisher is not closed) on the metrics port (defa
 Stopping (SIGTERM/SIGINT) answers new requests 503, then closes the publisher, which waits
 (bounded) for the broker and leaves anything unsent in its durable spool for the next start.
 Credentials the cluster refuses stop it (``runtrail.kafka.auth``).
+
+In mode ``forward`` its publisher writes raw records to the raw topic (:mod:`.forwarding`),
+with a spool of its own; in mode ``map`` events to the events topic (:class:`.http_api.Ingest`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from confluent_kafka import KafkaError
 from runtrail.kafka.auth import KafkaAuthError
 from runtrail.publisher import Publisher
 from runtrail.runtime.receiver import Receiver, tenant_auth
-from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer
+from runtrail_services.otlp_ingest.forwarding import Forwarder
+from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer, SpanSink
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
 
@@ -35,15 +39,21 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
 
     def open(self) -> None:
         auth = tenant_auth(self.name, self.own)
-        self.publisher = Publisher(self.settings, registry=self.registry)
+        forward = self.own.mode == "forward"
+        self.topic = self.settings.otlp_raw_topic if forward else self.settings.events_topic
+        self.publisher = Publisher(self.settings, registry=self.registry, topic=self.topic)
         try:
             self.metrics = IngestMetrics(self.registry)
-            self.ingest = Ingest(
-                self.publisher,
-                self.metrics,
-                max_traces=self.own.max_traces,
-                session_resource_attribute=self.own.session_resource_attribute,
-            )
+            self.ingest: SpanSink
+            if forward:
+                self.ingest = Forwarder(self.publisher, self.metrics)
+            else:
+                self.ingest = Ingest(
+                    self.publisher,
+                    self.metrics,
+                    max_traces=self.own.max_traces,
+                    session_resource_attribute=self.own.session_resource_attribute,
+                )
             self.server = IngestServer(
                 self.own.http_host,
                 self.own.http_port,
@@ -67,11 +77,12 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
         self.server.start()
         self.health.ready = True
         log.info(
-            "otlp-ingest (pid %d) on %s:%d (/v1/traces, /v1/logs) -> %s; metrics on %s:%d",
+            "otlp-ingest (pid %d, mode %s) on %s:%d (/v1/traces, /v1/logs) -> %s; metrics on %s:%d",
             os.getpid(),
+            self.own.mode,
             self.own.http_host,
             self.server.port,
-            self.settings.events_topic,
+            self.topic,
             self.settings.metrics_host,
             self.endpoint.port,
         )

@@ -1,5 +1,9 @@
 """Settings of the OTLP/HTTP receiver: ``RUNTRAIL_OTLP_INGEST_*``, overridden by ``-o``.
 
+``mode``: ``forward`` (production: any number of receivers write raw spans to the raw topic and
+``runtrail run otlp-mapper`` maps them) or ``map`` (one receiver maps in its own process, as
+the dev stack and the demo run it; spans of one trace must all reach it).
+
 Tokens: as the resume-cache's, ``tokens`` is a JSON object tenant → bearer token and
 ``tokens_file`` a JSON file of the same shape (the file wins per tenant). The token a sender
 presents decides the tenant its spans are recorded under; without a token nothing is taken.
@@ -7,10 +11,12 @@ presents decides the tenant its spans are recorded under; without a token nothin
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from runtrail.config import TenantTokenSettings
+from runtrail.config import ServiceSettings, TenantTokenSettings
 
 
 class OtlpIngestSettings(TenantTokenSettings):
@@ -19,6 +25,14 @@ class OtlpIngestSettings(TenantTokenSettings):
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OTLP_INGEST_", extra="ignore")
     service_name = "otlp-ingest"
 
+    mode: Literal["map", "forward"] = Field(
+        default="map",
+        description=(
+            "forward: write raw spans and log records to the otlp-raw topic for "
+            "`runtrail run otlp-mapper` (scales out, restarts safely); map: map them in this "
+            "process (one receiver only)."
+        ),
+    )
     http_host: str = Field(default="127.0.0.1", description="Bind address of the OTLP receiver.")
     http_port: int = Field(
         default=4318, ge=0, description="Port of POST /v1/traces (4318: OTLP/HTTP's; 0 = any)."
@@ -36,7 +50,10 @@ class OtlpIngestSettings(TenantTokenSettings):
     max_traces: int = Field(
         default=10_000,
         ge=1,
-        description="Open traces (runs) whose turns and steps are kept; the oldest are forgotten.",
+        description=(
+            "Open traces (runs) whose turns and steps are kept (mode map); the oldest are "
+            "forgotten."
+        ),
     )
     session_resource_attribute: str | None = Field(
         default=None,
@@ -45,3 +62,46 @@ class OtlpIngestSettings(TenantTokenSettings):
             "gen_ai.conversation.id, session.id or langfuse.session.id (e.g. service.instance.id)."
         ),
     )
+
+
+class OtlpMapperSettings(ServiceSettings):
+    """What ``runtrail run otlp-mapper`` reads (``RUNTRAIL_OTLP_MAPPER_*``, overridden by ``-o``)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OTLP_MAPPER_", extra="ignore")
+    service_name = "otlp-mapper"
+
+    max_traces: int = Field(
+        default=10_000,
+        ge=1,
+        description="Open traces per partition and tenant whose turns and steps are kept.",
+    )
+    session_resource_attribute: str | None = Field(
+        default=None,
+        description=(
+            "Resource attribute naming the session of a run whose spans carry no "
+            "gen_ai.conversation.id, session.id or langfuse.session.id (as otlp-ingest's)."
+        ),
+    )
+    trace_idle_ms: int = Field(
+        default=1_800_000,
+        ge=1,
+        description=(
+            "A trace with no record for this long (by the raw records' timestamps) whose root "
+            "span never came is forgotten, with the log records waiting for its spans, so the "
+            "partition's commit moves on (its next sequence stays in the trace ledger)."
+        ),
+    )
+    ended_linger_ms: int = Field(
+        default=60_000,
+        ge=0,
+        description=(
+            "How long a trace whose run ended stays known after its last record, so a span "
+            "arriving after the root is dropped as after-run-end, also after a restart."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _linger_within_idle(self) -> OtlpMapperSettings:
+        if self.ended_linger_ms > self.trace_idle_ms:
+            raise ValueError("ended_linger_ms must not exceed trace_idle_ms")
+        return self

@@ -1,5 +1,5 @@
-"""OpenTelemetry GenAI → runtrail: a ``SpanExporter`` for in-process use, and the publishing
-step the OTLP/HTTP receiver (``runtrail run otlp-ingest``) shares with it.
+"""OpenTelemetry GenAI → runtrail: a ``SpanExporter`` for in-process use (its publishing step,
+:func:`~runtrail.adapters.otel_publish.publish_mapped`, is the OTLP ingest's too).
 
 Add the exporter to the agent's tracer provider behind a ``BatchSpanProcessor``::
 
@@ -17,91 +17,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
-from runtrail.adapters.otel_mapping import Mapped, TraceMapper
+from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanEvent, SpanView
-from runtrail.events import CURRENT_VERSIONS
 
 log = logging.getLogger(__name__)
-
-
-class Submitter(Protocol):
-    """The part of :class:`runtrail.publisher.Publisher` used here."""
-
-    def submit(self, event: Any, *, trace_context: Any = ...) -> Any: ...
-
-    def flush(self, timeout: float = ...) -> int: ...
-
-    def forget_run(self, run_id: str) -> None: ...
-
-
-#: events after which a run publishes nothing more (its sequence counter can go)
-TERMINAL = frozenset({"run.succeeded", "run.failed"})
-
-
-@dataclass
-class PublishOutcome:
-    """What one batch of spans became."""
-
-    published: int = 0
-    #: spans that published nothing (mapping), by reason
-    dropped: Counter[str] = field(default_factory=Counter)
-    #: events the publisher refused, by its reason (each also in its metrics and log)
-    rejected: Counter[str] = field(default_factory=Counter)
-    #: spans with at least one refused event
-    rejected_spans: int = 0
-    #: spans mapped late: into a step that had already ended (turn and step still right)
-    late: int = 0
-    #: spans recorded without something they should carry, by reason (``Mapped.incomplete``)
-    incomplete: Counter[str] = field(default_factory=Counter)
-
-    def add(self, other: PublishOutcome) -> None:
-        self.published += other.published
-        self.dropped.update(other.dropped)
-        self.rejected.update(other.rejected)
-        self.rejected_spans += other.rejected_spans
-        self.late += other.late
-        self.incomplete.update(other.incomplete)
-
-
-def publish_mapped(publisher: Submitter, mapped: Mapped, *, tenant: str | None) -> PublishOutcome:
-    """Publish the events of one mapped batch in order; count what the publisher refused."""
-    outcome = PublishOutcome(
-        dropped=Counter(mapped.dropped), late=mapped.late, incomplete=Counter(mapped.incomplete)
-    )
-    refused_spans: set[str] = set()
-    for event in mapped.events:
-        form: dict[str, Any] = {
-            "type": event.event_type,
-            "schemaVersion": CURRENT_VERSIONS[event.event_type],
-            "runId": event.run_id,
-            "occurredAt": event.occurred_at,
-            "sessionId": event.session_id,
-            "turnId": event.turn_id,
-            "step": event.step,
-            "data": event.data,
-        }
-        if tenant is not None:
-            form["tenantId"] = tenant
-        context = {"traceparent": f"00-{event.run_id}-{event.span_id}-01"}
-        submitted = publisher.submit(form, trace_context=context)
-        if submitted.event_id is not None:
-            outcome.published += 1
-        else:
-            outcome.rejected[str(submitted.reason)] += 1
-            refused_spans.add(event.span_id)
-        if event.event_type in TERMINAL:
-            publisher.forget_run(event.run_id)  # a long-lived process keeps no counter per run
-    outcome.rejected_spans = len(refused_spans)
-    return outcome
 
 
 def span_view(span: ReadableSpan) -> SpanView | None:

@@ -68,6 +68,16 @@ def event_name(record_event_name: str, attributes: Mapping[str, Any]) -> str:
     return named if isinstance(named, str) else ""
 
 
+def refusal(record: LogView) -> str | None:
+    """Why a log record can never join a span, whatever came before it (no span context, not
+    a GenAI event); None when it can. What a receiver that forwards records can tell alone."""
+    if not record.trace_id or not record.span_id:
+        return "log-without-span"
+    if record.event_name not in GENAI_EVENTS:
+        return "log-not-genai"
+    return None
+
+
 class LogJoin:
     """Log records waiting for their span, bounded; spans recently recorded, to tell a late
     record from one whose span has not come yet."""
@@ -79,23 +89,27 @@ class LogJoin:
         self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
         #: log records forgotten to stay under ``max_waiting`` before their span came
         self.evicted = 0
+        #: per trace, how many of its spans have records waiting
+        self._spans_waiting: Counter[str] = Counter()
 
     def add(self, logs: Iterable[LogView]) -> Counter[str]:
         """Keep each GenAI log record until its span comes; the others, counted by reason."""
         refused: Counter[str] = Counter()
         for record in logs:
-            if not record.trace_id or not record.span_id:
-                refused["log-without-span"] += 1
-            elif record.event_name not in GENAI_EVENTS:
-                refused["log-not-genai"] += 1
+            reason = refusal(record)
+            if reason is not None:
+                refused[reason] += 1
             elif (record.trace_id, record.span_id) in self._recorded:
                 refused["log-after-span"] += 1
             else:
                 key = (record.trace_id, record.span_id)
+                if key not in self._waiting:
+                    self._spans_waiting[record.trace_id] += 1
                 self._waiting.setdefault(key, []).append(record.as_span_event())
                 self._waiting.move_to_end(key)
         while len(self._waiting) > self.max_waiting:
-            _, events = self._waiting.popitem(last=False)
+            (trace_id, _), events = self._waiting.popitem(last=False)
+            self._gone(trace_id)
             self.evicted += len(events)
         return refused
 
@@ -106,10 +120,33 @@ class LogJoin:
             key = (span.trace_id, span.span_id)
             self._recorded[key] = None
             events = self._waiting.pop(key, None)
+            if events is not None:
+                self._gone(span.trace_id)
             out.append(span if events is None else replace(span, events=(*span.events, *events)))
         while len(self._recorded) > self.max_recorded:
             self._recorded.popitem(last=False)
         return out
+
+    def drop_trace(self, trace_id: str) -> int:
+        """Forget the records still waiting for spans of ``trace_id`` (its spans are not coming:
+        the trace went idle); how many."""
+        if not self._spans_waiting[trace_id]:
+            return 0
+        keys = [key for key in self._waiting if key[0] == trace_id]
+        del self._spans_waiting[trace_id]
+        return sum(len(self._waiting.pop(key)) for key in keys)
+
+    def waits_for(self, trace_id: str) -> bool:
+        """Whether records of ``trace_id`` wait for their spans."""
+        return self._spans_waiting[trace_id] > 0
+
+    def _gone(self, trace_id: str) -> None:
+        """One span of ``trace_id`` has no records waiting any more."""
+        left = self._spans_waiting[trace_id] - 1
+        if left > 0:
+            self._spans_waiting[trace_id] = left
+        else:
+            del self._spans_waiting[trace_id]
 
     @property
     def waiting(self) -> int:

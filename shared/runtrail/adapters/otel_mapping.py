@@ -360,6 +360,15 @@ class TraceMapper:
     def open_traces(self) -> int:
         return len(self._traces)
 
+    def is_open(self, trace_id: str) -> bool:
+        """Whether state is kept for ``trace_id`` (its run has not ended, nor was forgotten)."""
+        return trace_id in self._traces
+
+    def forget(self, trace_id: str) -> bool:
+        """Drop an open trace's turns, steps and waiting tools (it went idle: its root is not
+        coming); whether it was open. A later span of it opens the run again."""
+        return self._traces.pop(trace_id, None) is not None
+
     # --- one span ---------------------------------------------------------------------------
     def _one(self, span: SpanView, out: Mapped) -> None:
         operation = _operation(span)

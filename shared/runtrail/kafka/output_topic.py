@@ -80,6 +80,8 @@ class _Record:
     value: bytes | None
     headers: Headers
     tag: Any
+    #: the partition it must go to (None: by its key)
+    partition: int | None = None
 
 
 class OutputTopic:
@@ -112,10 +114,17 @@ class OutputTopic:
 
     # --- sending ---------------------------------------------------------------------------
     def send(
-        self, key: bytes | None, value: bytes | None, headers: Headers = None, tag: Any = None
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = None,
+        tag: Any = None,
+        *,
+        partition: int | None = None,
     ) -> None:
-        """Queue a record; never raises for an outage (``confirm`` reports it)."""
-        rid, now = self._unacked.add(_Record(key, value, headers, tag))
+        """Queue a record (to ``partition``, else by its key); never raises for an outage
+        (``confirm`` reports it)."""
+        rid, now = self._unacked.add(_Record(key, value, headers, tag, partition))
         if now:
             self._produce(rid)
 
@@ -146,6 +155,7 @@ class OutputTopic:
 
     def _produce(self, rid: int) -> None:
         record = self._unacked.records[rid]
+        where = {} if record.partition is None else {"partition": record.partition}
         try:
             self._producer.produce(
                 self.topic,
@@ -153,6 +163,7 @@ class OutputTopic:
                 value=record.value,
                 headers=record.headers,
                 on_delivery=functools.partial(self._delivered, rid),
+                **where,
             )
         except (BufferError, KafkaException) as exc:
             self._refused(rid, exc)

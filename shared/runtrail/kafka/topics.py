@@ -1,4 +1,5 @@
-"""The five topics of the design, and creating or checking them on a cluster.
+"""The topics of the design (the five of DESIGN.md and the scaled-out OTLP ingest's two), and
+creating or checking them on a cluster.
 
 ``ensure_topics`` creates what is missing and, for what exists, compares the partition count,
 the replication factor and every config we set with what the cluster has. A difference is
@@ -119,6 +120,15 @@ class EnsureReport:
         return f"{table}\n{self.replication}" if self.replication is not None else table
 
 
+#: how long the raw OTLP topic keeps what the receivers forwarded (a week)
+OTLP_RAW_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def otlp_traces_topic(settings: Settings) -> str:
+    """The OTLP mapper's trace ledger: named after the raw topic, partitioned as it is."""
+    return f"{settings.otlp_raw_topic}.traces"
+
+
 def design_topic_names(settings: Settings) -> list[str]:
     """The names of the five topics of the design, as ``settings`` name them."""
     return [
@@ -131,7 +141,8 @@ def design_topic_names(settings: Settings) -> list[str]:
 
 
 def design_topics(settings: Settings, replication_factor: int | None = None) -> list[TopicSpec]:
-    """The topics table of DESIGN.md, named and sized by ``settings``.
+    """The topics table of DESIGN.md (and the scaled-out OTLP ingest's two), named and sized by
+    ``settings``.
 
     ``replication_factor`` (else the settings', else 1) also sets the minimum in-sync set."""
     partitions = settings.partitions
@@ -159,6 +170,25 @@ def design_topics(settings: Settings, replication_factor: int | None = None) -> 
         ),
         TopicSpec(settings.sessions_topic, partitions, replication, compacted, role="sessions"),
         TopicSpec(settings.audit_topic, partitions, replication, dict(sized), role="audit"),
+        # a staging topic: the mapper commits past a trace once its events are on the events
+        # topic, so a week covers any mapper outage worth recovering from; the broker's clock
+        # stamps its records (the mapper forgets idle traces by them, never by a receiver's)
+        TopicSpec(
+            settings.otlp_raw_topic,
+            partitions,
+            replication,
+            {
+                "message.timestamp.type": "LogAppendTime",
+                "retention.ms": str(OTLP_RAW_RETENTION_MS),
+                **sized,
+            },
+            role="otlp-raw",
+        ),
+        # where a trace the mapper forgot while open left its sequence (one record per such
+        # trace, the latest kept), read whole by a mapper when it takes a raw partition
+        TopicSpec(
+            otlp_traces_topic(settings), partitions, replication, compacted, role="otlp-traces"
+        ),
     ]
 
 

@@ -255,6 +255,18 @@ class Publisher:
                 return time.monotonic_ns()
         return self._durable_before_ns
 
+    def wait_durable(self, accepted_ns: int, timeout: float = 5.0) -> bool:
+        """Wait (bounded) until every event accepted before ``accepted_ns`` (a
+        ``time.monotonic_ns()`` time) is in the spool on disk: True once it is (it survives a
+        SIGKILL), False at the timeout."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        pause = self._settings.spool_commit_ms / 4000
+        while self._durable_before_ns <= accepted_ns:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+        return True
+
     @property
     def spool_path(self) -> str:
         """The write-ahead spool folder this publisher owns."""
@@ -318,6 +330,26 @@ class Publisher:
             return self._reject(exc.reason, str(exc))
         except Exception as exc:  # never into the agent
             log.exception("unexpected error while publishing")
+            return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
+
+    def submit_record(self, record: SpoolRecord) -> Submitted:
+        """Send a record that is no runtrail event, already encoded (the raw spans the OTLP
+        receivers forward, on their own topic), the way events go: in order, through the
+        write-ahead spool while the broker is away, looked up on the topic by its
+        ``event_id`` (also its ``rt.event_id`` header) before a resend. Never raises."""
+        try:
+            self._limits.check_size(len(record.value))
+            with self._lock:
+                if self._closed:
+                    raise Rejected("closed", "the publisher is closed")
+                self._route(record)
+            return Submitted(record.event_id)
+        except EventError as exc:
+            return self._reject(exc.reason, str(exc))
+        except Rejected as exc:
+            return self._reject(exc.reason, str(exc))
+        except Exception as exc:  # never into the caller
+            log.exception("unexpected error while publishing a record")
             return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
 
     def set_next_sequence(

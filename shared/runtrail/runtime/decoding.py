@@ -20,7 +20,7 @@ from confluent_kafka import Message
 from runtrail.events import Event, EventCodec, EventError
 from runtrail.events.limits import EventLimits, TooDeep, TooLarge
 from runtrail.events.native import NATIVE
-from runtrail.runtime.delivery import Delivered
+from runtrail.runtime.delivery import Delivered, RawRecord
 from runtrail.runtime.sequencing import SequenceChecks, Verdict
 
 ExtraHeaders = list[tuple[str, str | bytes | None]]
@@ -40,6 +40,8 @@ class BatchResult:
     """The events to process, the highest offset seen per partition, and what was counted."""
 
     delivered: list[Delivered] = field(default_factory=list)
+    #: the records of a raw service (:func:`raw_batch`), instead of ``delivered``
+    records: list[RawRecord] = field(default_factory=list)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset per partition
     consumed: int = 0
     dead: dict[str, int] = field(default_factory=dict)
@@ -221,6 +223,24 @@ class BatchDecoder:
         else:
             self._dead_letter(msg, SEQUENCE_CONFLICT, detail)
         result.dead[SEQUENCE_CONFLICT] = result.dead.get(SEQUENCE_CONFLICT, 0) + 1
+
+
+def raw_batch(messages: list[Message]) -> BatchResult:
+    """A consumed batch of a topic that holds no runtrail events, for a raw service: each
+    record as it is, in partition order, and the positions it reached (errors skipped)."""
+    result = BatchResult()
+    append = result.records.append
+    positions = result.positions
+    for msg in messages:
+        if msg.error() is not None:
+            continue
+        topic: str = msg.topic()  # type: ignore[assignment]
+        partition: int = msg.partition()  # type: ignore[assignment]
+        offset: int = msg.offset()  # type: ignore[assignment]
+        positions[(topic, partition)] = offset + 1
+        append(RawRecord(topic, partition, offset, msg.timestamp()[1], msg.key(), msg.value(), msg))
+    result.consumed = len(result.records)
+    return result
 
 
 def conflict_headers(first_event_id: str, event_id: str, sequence: int) -> ExtraHeaders:

@@ -1,8 +1,9 @@
-"""What a service receives: a validated event with its source coordinates."""
+"""What a service receives: a validated event with its source coordinates (or, for a service of
+a topic that holds no runtrail events, the record as consumed)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from confluent_kafka import Message
 
@@ -47,3 +48,29 @@ class Delivered(NamedTuple):
                 "reads Delivered.written must keep Service.reads_written = True"
             )
         return self.written
+
+
+class RawRecord(NamedTuple):
+    """One consumed record of a topic whose values are not runtrail events (the raw OTLP spans
+    the receivers forward): handed to a :class:`~runtrail.runtime.service.RawService` as it
+    was consumed, with the same coordinates as :class:`Delivered`, so the consume loop, the
+    dead letters and the checkpoint treat both alike."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    message: Message
+
+    @property
+    def source(self) -> Partition:
+        return (self.topic, self.partition)
+
+    def header(self, name: str) -> bytes | None:
+        """The value of the record's header ``name`` (the first one), if any."""
+        for key, value in cast(list[tuple[str, Any]], self.message.headers() or []):
+            if key == name:
+                return value if isinstance(value, bytes) else None
+        return None

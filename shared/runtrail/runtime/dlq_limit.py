@@ -66,7 +66,7 @@ from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
@@ -209,7 +209,7 @@ class DlqLimiter:
         if not state.window:
             del self._states[tp]
 
-    def succeeded_batch(self, delivered: Sequence[Delivered]) -> None:
+    def succeeded_batch(self, delivered: Sequence[Delivered] | Sequence[RawRecord]) -> None:
         """A whole batch was taken: the run of each partition that had one ends."""
         states = self._states
         if not states:

@@ -16,6 +16,12 @@ SERVICES: dict[str, str] = {
     "projector": "runtrail_services.projector.service:ProjectorService",
 }
 
+#: services of topics that hold no runtrail events (raw services), run like the others; not in
+#: the dev stack and the deploy manifests, which do not run otlp-ingest either
+RAW_SERVICES: dict[str, str] = {
+    "otlp-mapper": "runtrail_services.otlp_ingest.mapper:OtlpMapperService",
+}
+
 #: receivers: not topic consumers (an HTTP server feeding the publisher), run by their own path
 RECEIVERS: dict[str, str] = {
     "otlp-ingest": "runtrail_services.otlp_ingest.service:OtlpIngestReceiver",
@@ -30,9 +36,9 @@ class UnknownService(LookupError):
 
 def service_class(name: str) -> type[Service]:
     try:
-        target = SERVICES[name]
+        target = {**SERVICES, **RAW_SERVICES}[name]
     except KeyError:
-        known = ", ".join(sorted(SERVICES))
+        known = ", ".join(sorted({**SERVICES, **RAW_SERVICES}))
         raise UnknownService(f"unknown service {name!r} (known: {known})") from None
     module_name, _, attr = target.partition(":")
     cls: type[Service] = getattr(importlib.import_module(module_name), attr)

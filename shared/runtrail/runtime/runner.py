@@ -61,15 +61,15 @@ from runtrail.runtime import stop_signals
 from runtrail.runtime.checkpoint import Checkpoint, Committed
 from runtrail.runtime.commit_procedure import CommitProcedure
 from runtrail.runtime.deadletter import DeadLetterError, DeadLetterProducer, Headers
-from runtrail.runtime.decoding import BatchDecoder
-from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.decoding import BatchDecoder, BatchResult, raw_batch
+from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 from runtrail.runtime.dlq_limit import DlqLimit, DlqLimiter, Trip
 from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Problem, classify
 from runtrail.runtime.sequencing import new_sequence_checker
-from runtrail.runtime.service import Service, ServiceContext
+from runtrail.runtime.service import RawService, Service, ServiceContext
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,9 @@ class ServiceRunner:
             checkpoint=self.checkpoint,
         )
         self.service = factory(self.context)
+        #: a service of raw records (not events): the same loop, without decoding them
+        self._raw = self.service if isinstance(self.service, RawService) else None
+        self._topic = type(self.service).source_topic(settings)
         self._batch_size = settings.batch_size or self.service.batch_size
         self._codec = EventCodec(settings.extra_schema_dirs)
         self._decoder = BatchDecoder(
@@ -218,13 +221,19 @@ class ServiceRunner:
         )
 
     def _dead_letter_delivered(
-        self, delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+        self,
+        delivered: Delivered | RawRecord,
+        reason: str,
+        detail: str,
+        extra: Headers | None = None,
     ) -> None:
-        """An event a service could not take: to the DLQ with its consumed bytes and headers."""
+        """An event (or raw record) a service could not take: to the DLQ with its consumed
+        bytes and headers."""
         msg = delivered.message
         if msg is not None:
             value, headers = msg.value(), cast(Headers | None, msg.headers())
         else:  # built by hand (tests, replays): there are no consumed bytes to keep
+            assert isinstance(delivered, Delivered)  # a raw record is always a consumed one
             value, headers = (
                 (
                     self._codec.encode(delivered.event)
@@ -405,10 +414,11 @@ class ServiceRunner:
                 return
         limiter = self._dlq_limit
         with self.metrics.batch_seconds.time():
-            result = self._decoder.decode_batch(messages)
-            if result.delivered:
+            result = self._decode(messages)
+            batch = self._batch_of(result)
+            if batch:
                 try:
-                    self.service.process(result.delivered)
+                    self._handle(batch)
                 except StoreUnavailable:
                     self._rewind(messages)
                     raise
@@ -417,26 +427,44 @@ class ServiceRunner:
                     log.warning(
                         "%s: a batch of %d failed (%s: %s); processing it one event at a time",
                         self.name,
-                        len(result.delivered),
+                        len(batch),
                         type(exc).__name__,
                         exc,
                     )
-                    self._process_each(result.delivered, messages)
+                    self._process_each(batch, messages)
                 else:
                     if limiter.counting:
-                        limiter.succeeded_batch(result.delivered)
+                        limiter.succeeded_batch(batch)
             if limiter.counting:  # no position passes an open run of handler errors
                 limiter.cap(result.positions)
             self.checkpoint.reached(result.positions)
         self.metrics.consumed.inc(result.consumed)
-        self.metrics.processed.inc(len(result.delivered))
+        self.metrics.processed.inc(len(batch))
         for reason, count in result.dead.items():
             self.metrics.dead_lettered(reason).inc(count)
         for kind, count in result.anomalies.items():
             self.metrics.sequence_anomaly(kind).inc(count)
             log.warning("%s: %d per-run sequence %s(s) in this batch", self.name, count, kind)
 
-    def _process_each(self, batch: list[Delivered], messages: list[Message]) -> None:
+    def _decode(self, messages: list[Message]) -> BatchResult:
+        """The batch as the service takes it: validated events, or a raw service's records."""
+        return (
+            raw_batch(messages) if self._raw is not None else self._decoder.decode_batch(messages)
+        )
+
+    def _batch_of(self, result: BatchResult) -> list[Delivered] | list[RawRecord]:
+        return result.records if self._raw is not None else result.delivered
+
+    def _handle(self, batch: Sequence[Delivered] | Sequence[RawRecord]) -> None:
+        """Hand a batch to the service: events to ``process``, records to ``process_raw``."""
+        if self._raw is not None:
+            self._raw.process_raw(cast(Sequence[RawRecord], batch))
+        else:
+            self.service.process(cast(Sequence[Delivered], batch))
+
+    def _process_each(
+        self, batch: list[Delivered] | list[RawRecord], messages: list[Message]
+    ) -> None:
         """Find the poison event(s) of a failed batch: each one that raises is dead-lettered,
         up to the dead-letter limit of its partition (past it the partition stops)."""
         limiter = self._dlq_limit
@@ -445,7 +473,7 @@ class ServiceRunner:
             if tp in self._stopped:
                 continue  # after the event that tripped the limit: left for the next start
             try:
-                self.service.process((delivered,))
+                self._handle((delivered,))  # type: ignore[arg-type]
             except StoreUnavailable:
                 self._rewind(messages)
                 raise
@@ -597,7 +625,7 @@ class ServiceRunner:
         """Consume until stopped; returns the process exit status."""
         self._http.start()
         self._consumer.subscribe(
-            [self.settings.events_topic],
+            [self._topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -607,11 +635,15 @@ class ServiceRunner:
             "%s (pid %d) consuming %s as group %s; metrics on %s:%d; %s consume path",
             self.name,
             os.getpid(),
-            self.settings.events_topic,
+            self._topic,
             self.group,
             self.settings.metrics_host,
             self.metrics_port,
-            "compiled" if self._codec.decode_native is not None else "Python",
+            "raw-record"
+            if self._raw is not None
+            else "compiled"
+            if self._codec.decode_native is not None
+            else "Python",
         )
         durability = start_durability_check(
             self.settings, design_topic_names(self.settings), self.name

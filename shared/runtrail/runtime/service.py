@@ -51,7 +51,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.runtime.checkpoint import Checkpoint
-from runtrail.runtime.delivery import Delivered, Partition
+from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 
 #: extra dead-letter headers (name, value)
 Headers = list[tuple[str, str | bytes | None]]
@@ -61,12 +61,16 @@ class DeadLetterFn(Protocol):
     """Send ``delivered`` (its consumed bytes and headers) to the DLQ with a reason."""
 
     def __call__(
-        self, delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+        self,
+        delivered: Delivered | RawRecord,
+        reason: str,
+        detail: str,
+        extra: Headers | None = None,
     ) -> None: ...
 
 
 def _no_dead_letters(
-    delivered: Delivered, reason: str, detail: str, extra: Headers | None = None
+    delivered: Delivered | RawRecord, reason: str, detail: str, extra: Headers | None = None
 ) -> None:
     """The default of a context built without a runtime (tests): dead letters go nowhere."""
 
@@ -104,6 +108,11 @@ class Service(ABC):
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
 
+    @classmethod
+    def source_topic(cls, settings: Settings) -> str:
+        """The topic the service consumes: the events topic."""
+        return settings.events_topic
+
     @abstractmethod
     def process(self, batch: Sequence[Delivered]) -> None:
         """Apply a batch (in partition order). Output may stay buffered until :meth:`flush`."""
@@ -124,3 +133,27 @@ class Service(ABC):
 
     def close(self) -> None:  # noqa: B027
         """Release resources; called once at shutdown, after the last flush."""
+
+
+class RawService(Service):
+    """A service of a topic that holds no runtrail events (the raw OTLP spans the receivers
+    forward, :mod:`runtrail_services.otlp_mapper`).
+
+    The runtime hands it each record as consumed (:class:`RawRecord`: no Avro decoding, no
+    per-run sequence checks: the records are not events) through the same consume loop,
+    checkpoint and commit procedure as every service: holds, flush-before-commit, the batch
+    retried one record at a time and dead letters all apply. Subclasses name their topic
+    (:meth:`source_topic`) and implement :meth:`process_raw`.
+    """
+
+    @classmethod
+    @abstractmethod
+    def source_topic(cls, settings: Settings) -> str:
+        """The topic the service consumes."""
+
+    @abstractmethod
+    def process_raw(self, batch: Sequence[RawRecord]) -> None:
+        """Apply a batch of records (in partition order), as :meth:`Service.process` does events."""
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        raise TypeError(f"{self.name} takes raw records (process_raw), not events")

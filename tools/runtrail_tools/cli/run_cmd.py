@@ -11,7 +11,13 @@ import logging
 from typing import Any
 
 from runtrail.extras import explain
-from runtrail.runtime.registry import RECEIVERS, SERVICES, UnknownService, service_class
+from runtrail.runtime.registry import (
+    RAW_SERVICES,
+    RECEIVERS,
+    SERVICES,
+    UnknownService,
+    service_class,
+)
 from runtrail.runtime.runner import ServiceRunner
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 from runtrail_tools.cli.service_help import ServiceHelp
@@ -32,7 +38,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("-h", "--help", action=ServiceHelp)
     parser.add_argument(
-        "service", help=f"service name: {', '.join(sorted({**SERVICES, **RECEIVERS}))}"
+        "service",
+        help=f"service name: {', '.join(sorted({**SERVICES, **RAW_SERVICES, **RECEIVERS}))}",
     )
     parser.add_argument("--group", help="consumer group (default runtrail.SERVICE)")
     parser.add_argument("--metrics-port", type=int, help="port of /metrics, /healthz, /readyz")

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from runtrail.runtime.registry import RECEIVERS, SERVICES
+from runtrail.runtime.registry import RAW_SERVICES, RECEIVERS, SERVICES
 from runtrail_tools.settings_catalog import _default, sections
 
 
@@ -51,7 +51,7 @@ class ServiceHelp(argparse.Action):
         if text is not None:
             print()
             print(text)
-        elif service in SERVICES or service in RECEIVERS:
+        elif service in SERVICES or service in RAW_SERVICES or service in RECEIVERS:
             print(f"\n{service} takes no options of its own")
         elif service is not None:
             print(f"\nno service named {service!r}")

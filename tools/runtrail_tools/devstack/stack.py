@@ -295,6 +295,7 @@ class DevStack:
             "RUNTRAIL_RESUME_CACHE_TOPIC": settings.resume_cache_topic,
             "RUNTRAIL_SESSIONS_TOPIC": settings.sessions_topic,
             "RUNTRAIL_AUDIT_TOPIC": settings.audit_topic,
+            "RUNTRAIL_OTLP_RAW_TOPIC": settings.otlp_raw_topic,
             "RUNTRAIL_PARTITIONS": str(settings.partitions),
             "RUNTRAIL_STATE_DIR": str(self.state_dir),
             "RUNTRAIL_KAFKA_OPTIONS": json.dumps(settings.kafka_options),
