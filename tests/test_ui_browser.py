@@ -595,3 +595,49 @@ def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_
     wait(browser, lambda d: d.find_elements(By.ID, "run-id"))
     assert reason in browser.find_element(By.CSS_SELECTOR, ".summary").text
     shoot(browser, tmp_path, "halted")
+
+
+def test_publisher_events_have_times_and_the_approver_is_in_the_row(
+    demo: DemoStack, browser: Any, tmp_path: Path
+) -> None:
+    """A publisher-driven run (research: its events carry no ``recordedAt``) shows a time on
+    every event and a waterfall with its streamed answers' first tokens; the command-driven
+    deploy run names its approver in the approval's row."""
+    from selenium.webdriver.common.by import By
+
+    tenant = "acme"
+    sign_in(browser, demo.url, demo.tokens[tenant])
+    audit, _ = stores(demo.state_dir)
+    try:
+        research = next(r.run_id for r in demo.runs_of(tenant) if r.key == "research")
+        chain = audit.load_chain(tenant, research)
+        assert any(link.event.get("recordedAt") is None for link in chain)  # the publisher's
+        browser.get(run_url(demo.url, research))
+        wait(browser, lambda d: d.find_elements(By.ID, "waterfall"))
+        times = browser.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index] time")
+        assert [t.get_attribute("datetime") for t in times] == [
+            link.event["occurredAt"] for link in chain
+        ]
+        assert all(t.text for t in times)
+        steps = {link.event.get("step") for link in chain} - {None}
+        shown = browser.find_elements(By.CSS_SELECTOR, "#waterfall tr.wf-step")
+        assert {int(s.get_attribute("data-step")) for s in shown} == steps
+        assert browser.find_elements(By.CSS_SELECTOR, "#waterfall span.ttft")  # streamed
+        shoot(browser, tmp_path, "research-waterfall")
+
+        deploy = next(r.run_id for r in demo.runs_of(tenant) if r.key == "deploy")
+        granted = [
+            link for link in audit.load_chain(tenant, deploy)
+            if link.event["type"] == "run.approval_granted"
+        ]  # fmt: skip
+        assert len(granted) == 1
+        actor = granted[0].event["actor"]
+        browser.get(run_url(demo.url, deploy))
+        row = browser.find_element(
+            By.CSS_SELECTOR, f'li.event[data-index="{granted[0].index}"] .actor'
+        )
+        assert row.text == f"approved by {actor['kind']}:{actor['id']}"
+        assert actor["id"] == granted[0].event["data"]["approvedBy"]
+        shoot(browser, tmp_path, "deploy-approver")
+    finally:
+        audit.close()

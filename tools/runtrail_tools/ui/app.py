@@ -41,10 +41,11 @@ from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
+from runtrail_tools.ui.waterfall import build_waterfall
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,14 @@ def run_view(request: Request, tenant: str) -> Response:
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
     page = markup.run_page(
-        tenant, run, built, proof_html, resume_html, live_from, explorer.model_client is not None
+        tenant,
+        run,
+        built,
+        build_waterfall(built),
+        proof_html,
+        resume_html,
+        live_from,
+        explorer.model_client is not None,
     )
     return HTMLResponse(page)
 
@@ -238,6 +246,16 @@ def node_io(request: Request, tenant: str) -> Response:
         to_json({"inputs": record.inputs, "outputs": record.outputs}),
         media_type="application/json",
     )
+
+
+def node_prompt(request: Request, tenant: str) -> Response:
+    """A MODEL node's prompt as chat messages (an HTML fragment, escaped like every page)."""
+    record = _record(
+        _explorer(request), tenant, request.path_params["run_id"], request.path_params["record_id"]
+    )
+    if record is None:
+        return HTMLResponse("<p>no such node</p>", status_code=404)
+    return HTMLResponse(markup.chat_html(chat.prompt_messages(record.inputs)))
 
 
 def verifier_download(request: Request, tenant: str) -> Response:
@@ -327,6 +345,7 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         Route("/runs/{run_id}/live", live_stream),
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
+        Route("/runs/{run_id}/nodes/{record_id}/prompt", _api_auth(node_prompt)),
         Route(
             "/runs/{run_id}/nodes/{record_id}/{mode:str}",
             _api_auth(replay_node),
@@ -342,6 +361,9 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
     app.state.explorer = Explorer(
-        sources, auth, live.Partitions(sources.settings), proof.Verdicts()
+        sources,
+        auth,
+        live.Partitions(sources.settings),
+        proof.Verdicts(),
     )
     return app

@@ -14,11 +14,13 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
+from runtrail_tools.ui.chat import Message, answer_messages
 from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
 from runtrail_tools.ui.resume import ResumeView
 from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
-from runtrail_tools.ui.times import duration_text
+from runtrail_tools.ui.times import clock_text, duration_text, ms_text
+from runtrail_tools.ui.waterfall import Waterfall
 
 
 def e(value: object) -> str:
@@ -216,6 +218,35 @@ def _marks(marks: Iterable[str]) -> str:
     return "".join(f'<span class="mark m-{e(m.replace(" ", "-"))}">{e(m)}</span>' for m in marks)
 
 
+#: Event types whose actor is the person who decided (the command API writes the caller).
+_DECIDED_BY = {
+    "run.approval_granted": "approved by",
+    "run.cancellation_requested": "cancellation requested by",
+    "run.input_received": "answered by",
+}
+
+
+def _event_time(ev: EventView) -> str:
+    """When it happened (``occurredAt``, on every event); the broker's ``recordedAt`` too,
+    in the tooltip, when the sealed event carries it (commands do, publishers leave it)."""
+    shown = ev.occurred_at or ev.recorded_at
+    title = f"occurred {ev.occurred_at}" + (
+        f" · recorded {ev.recorded_at}" if ev.recorded_at else " · recorded by the broker"
+    )
+    return f'<time datetime="{e(shown)}" title="{e(title)}">{e(clock_text(shown))}</time>'
+
+
+def _actor(ev: EventView) -> str:
+    if not ev.actor:
+        return ""
+    decided = _DECIDED_BY.get(ev.event_type)
+    if ev.event_type == "run.failed" and ev.actor.split(":")[0] in ("user", "operator"):
+        decided = "failed by"  # a denied approval: the person who denied it
+    if decided:
+        return f' <span class="actor decided">{e(decided)} <b>{e(ev.actor)}</b></span>'
+    return f' <span class="actor dim">{e(ev.actor)}</span>'
+
+
 def event_row(ev: EventView) -> str:
     """One event, kept small (a long run lists thousands): its data is fetched when opened."""
     seq = e(ev.sequence)
@@ -224,9 +255,63 @@ def event_row(ev: EventView) -> str:
     return (
         f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
         f'<b class="link-no" title="link {number}, event sequence {seq}">#{number}</b>{other} '
-        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
-        f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
+        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}{_actor(ev)}{_event_time(ev)}"
         "<details><summary>data</summary></details></li>"
+    )
+
+
+def chat_html(messages: list[Message]) -> str:
+    """Messages as a chat: one bubble per message, its tool calls and tool result inside."""
+    bubbles = []
+    for m in messages:
+        calls = "".join(
+            f'<div class="tool-call" data-call="{e(c.call_id)}">calls <b>{e(c.name)}</b>'
+            f"<pre>{e(compact(c.arguments))}</pre></div>"
+            for c in m.tool_calls
+        )
+        result = (
+            f'<div class="tool-result" data-call="{e(m.answers)}">result of call '
+            f"<code>{e(m.answers)}</code><pre>{e(compact(m.result))}</pre></div>"
+            if m.answers is not None
+            else ""
+        )
+        text = f'<div class="text">{e(m.text)}</div>' if m.text else ""
+        bubbles.append(
+            f'<div class="msg r-{e(m.role)}" data-role="{e(m.role)}">'
+            f'<span class="role">{e(m.role)}</span>{text}{calls}{result}</div>'
+        )
+    return f'<div class="chat">{"".join(bubbles) or "<p class=dim>no messages</p>"}</div>'
+
+
+def waterfall_section(waterfall: Waterfall | None) -> str:
+    """Each step and node on the run's time axis, with its duration (SVG attributes place
+    the bars: the CSP allows no inline style)."""
+    if waterfall is None:
+        return ""
+    rows = []
+    for bar in waterfall.bars:
+        x, width = waterfall.offset(bar.start_ms), waterfall.width(bar.duration_ms)
+        marker, note = "", ""
+        if bar.first_token is not None:
+            at = waterfall.offset(bar.start_ms + bar.first_token.after_ms)
+            marker = f'<line class="ttft" x1="{at}" x2="{at}" y1="0" y2="12"></line>'
+            note = (
+                f' <span class="ttft" data-ttft-ms="{bar.first_token.after_ms}">first token '
+                f"{e(ms_text(bar.first_token.after_ms))} · {bar.first_token.chunks} chunks</span>"
+            )
+        record = f' data-record="{e(bar.record_id)}"' if bar.record_id else ""
+        rows.append(
+            f'<tr class="wf wf-{e(bar.kind)}" data-step="{e(bar.step)}"{record} '
+            f'data-start-ms="{bar.start_ms}" data-duration-ms="{bar.duration_ms}">'
+            f'<td class="wf-label">{e(bar.label)}</td><td class="wf-bar">'
+            '<svg viewBox="0 0 1000 12" preserveAspectRatio="none" role="img">'
+            f'<rect x="{x}" y="1" width="{width}" height="10"></rect>{marker}</svg></td>'
+            f'<td class="wf-time">{e(ms_text(bar.duration_ms))}{note}</td></tr>'
+        )
+    total = ms_text(waterfall.span_ms)
+    return (
+        f'<section id="waterfall"><h2>Waterfall <span class="dim">({e(total)})</span></h2>'
+        f'<table class="waterfall">{"".join(rows)}</table></section>'
     )
 
 
@@ -251,13 +336,14 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
             head += f' <span class="mark m-retry">{record.retry_count} retries</span>'
     head += "</div>"
     if record.node_type == "MODEL":
+        answer = answer_messages(record.outputs, record.output_text)
         body = (
-            '<details class="lazy-io" data-part="inputs"><summary>prompt</summary><pre></pre>'
-            "</details>"
+            '<details class="lazy-chat"><summary>prompt</summary><div class="chat-slot"></div>'
+            '<details class="lazy-io" data-part="inputs"><summary>raw JSON</summary><pre></pre>'
+            "</details></details>"
             + (
-                f'<div class="output"><span class="dim">output</span>'
-                f"<pre>{e(record.output_text)}</pre></div>"
-                if record.output_text
+                f'<div class="output"><span class="dim">output</span>{chat_html(answer)}</div>'
+                if answer
                 else ""
             )
             + _json_block("reasoning", record.reasoning_text, "reasoning")
@@ -392,6 +478,7 @@ def run_page(
     tenant: str,
     run: dict[str, Any],
     timeline: Timeline,
+    waterfall: Waterfall | None,
     proof: str,
     resume: str,
     live_from: str | None,
@@ -418,7 +505,8 @@ def run_page(
         else ""
     )
     body = (
-        f'{head}<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
+        f"{head}{waterfall_section(waterfall)}"
+        '<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
         f"{live}{steps}</div><aside>{proof}{resume}</aside></div>"
     )
     return layout(f"run {run_id}", body, tenant)

@@ -138,6 +138,15 @@ document.addEventListener("toggle", function (event) {
   if (event) {
     if (!details.querySelector("pre")) details.appendChild(make("pre"));
     fill(details, runUrl + "/links/" + event.dataset.index, function (b) { return b.error ? b : b.event.data; });
+  } else if (details.classList.contains("lazy-chat") && !details.dataset.loaded) {
+    // the prompt as chat messages: an HTML fragment the server escaped, as it does every page
+    details.dataset.loaded = "1";
+    var slot = details.querySelector(".chat-slot");
+    text(slot, "loading…");
+    var node = details.closest(".node").dataset.record;
+    fetch(runUrl + "/nodes/" + encodeURIComponent(node) + "/prompt", { credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (html) { slot.innerHTML = html; });
   } else if (details.classList.contains("lazy-io")) {
     var record = details.closest(".node").dataset.record;
     fill(details, runUrl + "/nodes/" + encodeURIComponent(record), function (b) { return b.error ? b : b[details.dataset.part]; });
