@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
@@ -42,6 +43,7 @@ from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
 from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
@@ -58,6 +60,7 @@ class Explorer:
     auth: Auth
     partitions: live.Partitions
     verdicts: proof.Verdicts
+    actions: Actions
 
     @property
     def model_client(self) -> str | None:
@@ -192,8 +195,50 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html,
         live_from,
         explorer.model_client is not None,
+        _actions_html(request, explorer, tenant, run_id),
     )
     return HTMLResponse(page)
+
+
+def _actions_html(request: Request, explorer: Explorer, tenant: str, run_id: str) -> str:
+    session = explorer.auth.session(request)
+    notice = explorer.actions.take(session[0], run_id) if session else None
+    observed = explorer.actions.observe(tenant, run_id)
+    form_token = session[1].form_token if session else None
+    section = markup.actions_section(run_id, observed, explorer.actions.url, form_token)
+    return markup.notice_html(notice) + section
+
+
+async def run_command(request: Request) -> Response:
+    """A command from the run page's form: only from a signed-in browser whose page carried
+    this session's form token; sent as the CLI sends it, the outcome shown on the run page."""
+    explorer = _explorer(request)
+    session = explorer.auth.session(request)
+    if session is None:
+        return PlainTextResponse("sign in first: commands come from the run page\n", 403)
+    body = (await request.body()).decode("utf-8", "replace")
+    form = {k: v[0].strip() for k, v in parse_qs(body).items() if v}
+    if not explorer.auth.form_token_valid(request, form.get("csrf")):
+        return PlainTextResponse("this form is not from a page of your session\n", 403)
+    run_id, verb = request.path_params["run_id"], form.get("verb", "")
+    tenant = session[1].tenant
+    version = form.get("version", "")
+    if verb not in VERBS or not version.isdigit() or not form.get("by"):
+        return PlainTextResponse("a command needs a verb, the observed version and --by\n", 400)
+    if await run_in_threadpool(_run_row, explorer, tenant, run_id) is None:
+        return _not_found(run_id)
+    notice = await run_in_threadpool(
+        explorer.actions.send,
+        tenant,
+        run_id,
+        verb,
+        int(version),
+        form["by"],
+        form.get("digest") or None,
+        form.get("reason") or None,
+    )
+    explorer.actions.keep(session[0], run_id, notice)
+    return RedirectResponse(markup.run_href(run_id) + "#actions", status_code=303)
 
 
 # --- JSON and downloads ------------------------------------------------------------------------
@@ -341,6 +386,7 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         Route("/verifier.py", _api_auth(verifier_download)),
         Route("/runs/{run_id}", _html_auth(run_view)),
         Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
+        Route("/runs/{run_id}/commands", run_command, methods=["POST"]),
         Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
         Route("/runs/{run_id}/live", live_stream),
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
@@ -365,5 +411,6 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         auth,
         live.Partitions(sources.settings),
         proof.Verdicts(),
+        Actions(sources.ui.command_url, auth.tokens),
     )
     return app

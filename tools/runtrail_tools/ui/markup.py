@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
+from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
 from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
 from runtrail_tools.ui.resume import ResumeView
@@ -445,6 +446,71 @@ def resume_section(view: ResumeView | None, problem: str | None) -> str:
     )
 
 
+#: Who the page's commands name when the operator does not say (the CLI's ``--by`` fallback).
+DEFAULT_BY = "operator"
+
+
+def notice_html(notice: Notice | None) -> str:
+    """What became of the command just sent, as the CLI says it."""
+    if notice is None:
+        return ""
+    cls = "ok" if notice.accepted else "bad"
+    return (
+        f'<div id="command-outcome" class="notice {cls}"><b>{e(notice.text)}</b>'
+        + _json_block("the command API's answer", notice.answer)
+        + "</div>"
+    )
+
+
+def actions_section(
+    run_id: str, observed: Observed | str | None, url: str | None, form_token: str | None
+) -> str:
+    """Approve, deny, request cancellation: what the command API allows now, at the version
+    it showed, each with the same command for a shell."""
+    head = '<section id="actions" class="panel"><h2>Actions</h2>'
+    if observed is None:
+        return head + "<p>The command API has no such run: it takes no commands.</p></section>"
+    if isinstance(observed, str):
+        return head + f"<p>{e(observed)}</p></section>"
+    verbs = [v for v, (command, _) in VERBS.items() if command in observed.allowed]
+    seen = (
+        f'<p>command API: <span id="observed-status">{e(observed.status)}</span> at version '
+        f'<b id="observed-version">{observed.version}</b>'
+        + (f" · pending <code>{e(observed.digest)}</code>" if observed.digest else "")
+        + "</p>"
+    )
+    if not verbs or form_token is None or url is None:
+        why = "nothing is allowed in this state" if not verbs else "sign in to act"
+        return head + seen + f'<p class="dim">{why}</p></section>'
+    buttons = "".join(
+        f'<button type="submit" name="verb" value="{e(v)}" id="do-{e(v)}">'
+        f"{e(VERBS[v][1])}</button> "
+        for v in verbs
+    )
+    clis = "".join(
+        f'<li><code class="cli" id="cli-{e(v)}">'
+        f"{e(cli_command(v, run_id, url, observed, DEFAULT_BY))}</code> "
+        f'<button type="button" class="copy-cli" data-for="cli-{e(v)}">copy</button></li>'
+        for v in verbs
+    )
+    form = (
+        f'<form method="post" action="{e(run_href(run_id, "/commands"))}" id="command-form">'
+        f'<input type="hidden" name="csrf" value="{e(form_token)}">'
+        f'<input type="hidden" name="version" value="{observed.version}">'
+        f'<input type="hidden" name="digest" value="{e(observed.digest or "")}">'
+        f'<label>by <input name="by" id="command-by" value="{DEFAULT_BY}" required></label> '
+        '<label>reason <input name="reason" id="command-reason"></label><p>'
+        f"{buttons}</p></form>"
+    )
+    return (
+        head
+        + seen
+        + form
+        + '<p class="dim">the same from a shell (token in RUNTRAIL_COMMAND_TOKEN):</p>'
+        + f'<ul class="cli-commands">{clis}</ul><span id="copy-state"></span></section>'
+    )
+
+
 def lineage(projection: dict[str, Any]) -> str:
     """Where a run started from (run.branched: a fork or time-travel replay), and the input it
     waits for: empty when neither."""
@@ -483,6 +549,7 @@ def run_page(
     resume: str,
     live_from: str | None,
     live_enabled: bool,
+    actions: str = "",
 ) -> str:
     run_id = run["runId"]
     steps = "".join(step_block(s, live_enabled) for s in timeline.steps)
@@ -507,6 +574,6 @@ def run_page(
     body = (
         f"{head}{waterfall_section(waterfall)}"
         '<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
-        f"{live}{steps}</div><aside>{proof}{resume}</aside></div>"
+        f"{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
     )
     return layout(f"run {run_id}", body, tenant)

@@ -117,7 +117,26 @@ document.addEventListener("click", function (event) {
   if (target.id === "verify") verify(target);
   else if (target.classList.contains("replay-mock")) replayNode(target, "mock");
   else if (target.classList.contains("replay-live")) replayNode(target, "live");
+  else if (target.classList.contains("copy-cli")) copyCli(target);
 });
+
+// "copy": the clipboard where the browser allows it, else the command selected for Ctrl+C
+function copyCli(button) {
+  var code = document.getElementById(button.dataset.for);
+  var state = document.getElementById("copy-state");
+  function selectIt() {
+    var range = document.createRange();
+    range.selectNodeContents(code);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    text(state, "selected: press Ctrl+C");
+  }
+  if (!navigator.clipboard) { selectIt(); return; }
+  navigator.clipboard.writeText(code.textContent).then(function () {
+    text(state, "copied: " + code.textContent);
+  }, selectIt);
+}
 
 // an event's data, and a node's prompt and raw response, are fetched when first opened
 function fill(details, url, pick) {
