@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from runtrail.audit.errors import MalformedLink
 from runtrail.audit.export import export_lines
 from runtrail.audit.link import LinkSummary
+from runtrail.audit.log_proofs import NoProof
 from runtrail.capture.reader import CaptureReadError
 from runtrail.capture.replay import ReplayError
 from runtrail.projection.display import row_json
@@ -180,7 +181,8 @@ def run_view(request: Request, tenant: str) -> Response:
         records = []
     built = timeline.build_timeline(links, records)
     checkpoint = proof.latest_checkpoint(sources, tenant, run_id)
-    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None)
+    log_view = proof.log_checkpoint(sources, tenant, run_id)
+    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
     try:
         view = resume.resume_view(sources, tenant, run_id, _sessions_of(links))
         resume_html = markup.resume_section(view, None)
@@ -263,6 +265,21 @@ def export(request: Request, tenant: str) -> Response:
         b"".join(export_lines(links)),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{name}.links.jsonl"'},
+    )
+
+
+def bundle(request: Request, tenant: str) -> Response:
+    """The run's offline proof bundle: the bytes ``runtrail audit bundle --run`` writes."""
+    run_id = request.path_params["run_id"]
+    try:
+        body = proof.bundle_bytes(_explorer(request).sources, tenant, run_id)
+    except NoProof as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    return Response(
+        body,
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{name}.bundle.json"'},
     )
 
 
@@ -388,6 +405,7 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
         Route("/runs/{run_id}/commands", run_command, methods=["POST"]),
         Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
+        Route("/runs/{run_id}/bundle.json", _api_auth(bundle)),
         Route("/runs/{run_id}/live", live_stream),
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),

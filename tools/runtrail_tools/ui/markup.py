@@ -16,7 +16,12 @@ import orjson
 from runtrail.capture.record import NodeIoRecord
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
-from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
+from runtrail_tools.ui.proof import (
+    CheckpointView,
+    LogCheckpointView,
+    inclusion_before_verify,
+    link_number,
+)
 from runtrail_tools.ui.resume import ResumeView
 from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
@@ -384,7 +389,59 @@ def step_block(step: Step, live_enabled: bool) -> str:
     )
 
 
-def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool) -> str:
+def _utc(epoch_s: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def log_block(log: LogCheckpointView | None, run_id: str) -> str:
+    """The transparency log's latest checkpoint: signed, witnessed by whom, and whether the
+    run's links are in it; the run's offline proof bundle to download."""
+    if log is None:
+        return '<h3>Transparency log</h3><p id="log-checkpoint">no log checkpoint signed yet</p>'
+    sig = {True: "valid", False: "INVALID", None: "not checked (no public key found)"}[
+        log.signature_valid
+    ]
+    if log.witnesses == 0:
+        witnessed = "no witnesses configured"
+    else:
+        names = ", ".join(f"{name} at {_utc(at)}" for name, at in sorted(log.cosigned.items()))
+        state = "witnessed" if log.witnessed else "NOT witnessed"
+        witnessed = (
+            f"{state}: {len(log.cosigned)} of {log.witnesses} trusted witnesses cosigned "
+            f"(quorum {log.quorum})" + (f": {names}" if names else "")
+        )
+    if log.run_logged:
+        where = f"all {log.links} links, the last one at leaf {log.last_leaf}"
+    elif log.links:
+        where = "not all of its links are in this checkpoint yet (a later one will hold them)"
+    else:
+        where = "no links"
+    bundle = (
+        f' · <a id="download-bundle" href="{e(run_href(run_id, "/bundle.json"))}">'
+        "offline proof bundle</a>"
+        if log.links
+        else ""
+    )
+    return (
+        '<h3>Transparency log</h3><dl id="log-checkpoint">'
+        f'<dt>checkpoint</dt><dd id="log-size">{log.size} leaves · {e(log.created_at)}</dd>'
+        f'<dt>signature</dt><dd id="log-signature">{e(sig)}</dd>'
+        f'<dt>witnesses</dt><dd id="log-witnessed" class="{"ok" if log.witnessed else ""}">'
+        f"{e(witnessed)}</dd>"
+        f'<dt>this run</dt><dd id="log-run">{e(where)}</dd></dl>'
+        + _json_block("cosigned checkpoint", log.note)
+        + (f"<p>download:{bundle[2:]}</p>" if bundle else "")
+    )
+
+
+def proof_section(
+    run_id: str,
+    checkpoint: CheckpointView | None,
+    verifier: bool,
+    log: LogCheckpointView | None = None,
+) -> str:
     if checkpoint is None:
         cp = "<p>No signed checkpoint in the audit store yet.</p>"
     else:
@@ -406,7 +463,7 @@ def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool
         '<section id="proof" class="panel"><h2>Proof</h2>'
         '<p><button id="verify" data-url="' + e(run_href(run_id, "/verify")) + '">'
         'verify the chain now</button> <span id="verdict"></span></p>'
-        f"{cp}<p>download: {downloads}</p></section>"
+        f"{cp}<p>download: {downloads}</p>{log_block(log, run_id)}</section>"
     )
 
 
