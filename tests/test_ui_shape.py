@@ -22,6 +22,9 @@ import pytest
 
 from runtrail.capture import JsonlFileSink, NodeIoRecord, NodePairer
 from runtrail.capture.times import epoch_ms
+from runtrail.persistence import RESUME_ENTRIES, open_store
+from runtrail.persistence.urls import sqlite_url
+from runtrail.resume.builder import EntryBuilder, WriteBatch
 from tests.capture_support import feed_all
 from tests.projection_support import Run
 from tests.ui_stores import seed, serving
@@ -117,7 +120,7 @@ def at(ms: int) -> str:
 
 def shaped_run(run_id: str) -> Run:
     """Two steps: a streamed answer (GenAI form) and a tool call; then an OpenAI-form request
-    answered with a tool call; an approval granted through the command API (its actor, its
+    whose first attempt fails and is retried, answered with a tool call; an approval granted through the command API (its actor, its
     recordedAt); success."""
     run = Run(run_id, TENANT)
     run.add("run.accepted", {"goalRef": "goal://1", "policyVersion": "p-1"}, occurred_at=at(0))
@@ -139,6 +142,10 @@ def shaped_run(run_id: str) -> Run:
     run.add("STEP_END", {"reason": "tool_use"}, occurred_at=at(2310), **where)
     where = {"turn_id": "t1", "step": 2}
     run.add("MODEL_REQUEST", {"prompt": OPENAI_PROMPT}, occurred_at=at(3000), **where)
+    run.add("MODEL_RESPONSE", {"message": "Sor", "raw": None}, occurred_at=at(3100), **where)
+    retry = {"attempt": 1, "maxAttempts": 3, "reason": "TimeoutError: read timed out"}
+    run.add("MODEL_RETRY", retry, occurred_at=at(3200), **where)  # the attempt is dropped
+    run.add("MODEL_REQUEST", {"prompt": OPENAI_PROMPT}, occurred_at=at(3300), **where)
     run.add("MODEL_RESPONSE", {"message": None, "raw": OPENAI_RAW}, occurred_at=at(3900), **where)
     run.add("STEP_END", {"reason": "tool_use"}, occurred_at=at(3910), **where)
     digest = "sha256:" + "ab" * 32
@@ -173,6 +180,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     sink = JsonlFileSink(state / "capture")
     sink.write(records)
     sink.close()
+    cache = open_store(RESUME_ENTRIES, sqlite_url(state / "resume-cache.db"), readers=1)
+    try:  # the resume cache's entries, built from the same events by its own builder
+        batch = WriteBatch()
+        builder = EntryBuilder()
+        for offset, event in enumerate(run.events):
+            builder.feed(event, 0, batch, offset)
+        cache.apply(batch, "runtrail.events")
+    finally:
+        cache.close()
     with serving(state, TOKENS, root / "ui.log") as url:
         yield Served(url, run, records)
 
@@ -316,3 +332,26 @@ def test_prompts_and_answers_read_as_chat_in_both_forms(
     pre = raw.find_element(By.TAG_NAME, "pre")
     wait(browser, lambda d: pre.text not in ("", "loading…"))
     assert json.loads(pre.text) == OPENAI_PROMPT
+
+
+def test_resume_entries_are_in_step_order_and_link_to_their_nodes(
+    served: Served, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_run(browser, served)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#resume tr.entry")
+    got = [(r.get_attribute("data-step"), r.get_attribute("data-kind")) for r in rows]
+    assert got == [("1", "model"), ("1", "tool"), ("2", "model")]
+    by_id = {r.record_id: r for r in served.records}
+    for row, (step, kind) in zip(rows, got, strict=True):
+        link = row.find_element(By.CSS_SELECTOR, "a.entry-node")
+        target = link.get_attribute("href").rsplit("#", 1)[1]
+        node = browser.find_element(By.ID, target)
+        record = by_id[node.get_attribute("data-record")]
+        assert (str(record.step), record.node_type.lower()) == (step, kind)
+    tool_link = rows[1].find_element(By.CSS_SELECTOR, "a.entry-node")
+    href = tool_link.get_attribute("href")
+    tool_link.click()  # to the tool's node card
+    assert browser.execute_script("return window.location.hash") == "#" + href.rsplit("#", 1)[1]
+    shoot(browser, tmp_path, "resume-entries")

@@ -185,7 +185,7 @@ def run_view(request: Request, tenant: str) -> Response:
     proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
     try:
         view = resume.resume_view(sources, tenant, run_id, _sessions_of(links))
-        resume_html = markup.resume_section(view, None)
+        resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
     page = markup.run_page(

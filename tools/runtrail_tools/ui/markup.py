@@ -22,7 +22,7 @@ from runtrail_tools.ui.proof import (
     inclusion_before_verify,
     link_number,
 )
-from runtrail_tools.ui.resume import ResumeView
+from runtrail_tools.ui.resume import ResumeView, by_step
 from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
 from runtrail_tools.ui.times import clock_text, duration_text, ms_text
@@ -306,6 +306,9 @@ def waterfall_section(waterfall: Waterfall | None) -> str:
                 f"{e(ms_text(bar.first_token.after_ms))} · {bar.first_token.chunks} chunks</span>"
             )
         record = f' data-record="{e(bar.record_id)}"' if bar.record_id else ""
+        if bar.retries:
+            noun = "retry" if bar.retries == 1 else "retries"
+            note += f' <span class="mark m-retry" data-retries="{bar.retries}">{bar.retries} {noun}</span>'
         rows.append(
             f'<tr class="wf wf-{e(bar.kind)}" data-step="{e(bar.step)}"{record} '
             f'data-start-ms="{bar.start_ms}" data-duration-ms="{bar.duration_ms}">'
@@ -339,7 +342,8 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
             f"{e(record.output_tokens)} out</span>"
         )
         if record.retry_count:
-            head += f' <span class="mark m-retry">{record.retry_count} retries</span>'
+            noun = "retry" if record.retry_count == 1 else "retries"
+            head += f' <span class="mark m-retry">{record.retry_count} {noun}</span>'
     head += "</div>"
     if record.node_type == "MODEL":
         answer = answer_messages(record.outputs, record.output_text)
@@ -374,7 +378,8 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
             else '<div class="dim">no result recorded</div>'
         )
     return (
-        f'<div class="node n-{e(record.node_type.lower())}" data-record="{e(record.record_id)}">'
+        f'<div class="node n-{e(record.node_type.lower())}" '
+        f'id="{e(node_anchor(record.record_id))}" data-record="{e(record.record_id)}">'
         f"{head}{body}</div>"
     )
 
@@ -382,8 +387,14 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
 def step_block(step: Step, live_enabled: bool) -> str:
     nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
     events = "".join(event_row(ev) for ev in step.events)
+    retried = (
+        f' <span class="mark m-retry">{step.retries} failed attempt'
+        f"{'' if step.retries == 1 else 's'} retried</span>"
+        if step.retries
+        else ""
+    )
     return (
-        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}</h3>'
+        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}{retried}</h3>'
         f'<div class="step-body"><ol class="events">{events}</ol>'
         f'<div class="nodes">{nodes}</div></div></section>'
     )
@@ -467,15 +478,30 @@ def proof_section(
     )
 
 
-def resume_section(view: ResumeView | None, problem: str | None) -> str:
+def node_anchor(record_id: str) -> str:
+    return f"node-{record_id}"
+
+
+def resume_section(
+    view: ResumeView | None, problem: str | None, records: list[NodeIoRecord] | None = None
+) -> str:
     if view is None:
         return f'<section id="resume" class="panel"><h2>Resume</h2><p>{e(problem)}</p></section>'
-    entries = "".join(
-        f'<tr class="entry"><td>{e(x.kind.value)}</td><td>{e(x.step)}</td>'
-        f"<td>{e(x.tool_name or '')}</td><td><code>{e(x.key[:24])}…</code></td>"
-        f"<td>{_json_block('result', x.result)}</td></tr>"
-        for x in view.entries
-    )
+    rows = []
+    for x, node in by_step(view.entries, records or []):
+        what = e(x.tool_name or x.kind.value)
+        link = (
+            f'<a class="entry-node" href="#{e(node_anchor(node.record_id))}">{what}</a>'
+            if node is not None
+            else f'{what} <span class="dim">(no captured node)</span>'
+        )
+        rows.append(
+            f'<tr class="entry" data-step="{e(x.step)}" data-kind="{e(x.kind.value)}">'
+            f"<td>step {e(x.step)}</td><td>{link}</td>"
+            f'<td><code title="{e(x.key)}">{e(x.key[:12])}…</code></td>'
+            f"<td>{_json_block('result', x.result)}</td></tr>"
+        )
+    entries = "".join(rows)
     intents = "".join(
         f'<li class="intent">{e(i.tool_name)} (call {e(i.call_id)}, step {e(i.step)}) '
         f'<span class="mark m-outcome-unknown">outcome unknown</span>'

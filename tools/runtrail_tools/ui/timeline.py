@@ -98,6 +98,11 @@ class Step:
         return f"step {self.step}" + (f" · turn {self.turn_id}" if self.turn_id else "")
 
     @property
+    def retries(self) -> int:
+        """Failed model attempts the step retried (each MODEL_RETRY drops one attempt)."""
+        return sum(1 for ev in self.events if ev.event_type == "MODEL_RETRY")
+
+    @property
     def span_ms(self) -> tuple[int, int] | None:
         """From its first event's time to its last one's (None when no time parses)."""
         times = [ev.at_ms for ev in self.events if ev.at_ms is not None]

@@ -25,6 +25,7 @@ class Bar:
     step: int | None
     record_id: str | None = None
     first_token: FirstToken | None = None
+    retries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,16 @@ def build_waterfall(timeline: Timeline) -> Waterfall | None:
     for step in timeline.steps:
         span = step.span_ms
         if step.step is not None and span is not None:
-            bars.append(Bar("step", step.label, span[0], span[1] - span[0], step.step))
+            bars.append(
+                Bar(
+                    "step",
+                    step.label,
+                    span[0],
+                    span[1] - span[0],
+                    step.step,
+                    retries=step.retries,
+                )
+            )
         for record in sorted(step.nodes, key=lambda r: r.started_at_epoch_ms):
             bars.append(_node_bar(record, step))
     bars += [_node_bar(record, None) for record in timeline.unplaced]
