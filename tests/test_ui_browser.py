@@ -582,8 +582,10 @@ def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_
             lambda: (row := projections.get(tenant, run_id)) is not None and row.halted,
             "the projector to halt the run",
         )
-        reason = projections.get(tenant, run_id).halt_reason
-        assert reason is not None
+        halted = projections.get(tenant, run_id)
+        reason = halted.halt_reason
+        assert reason is not None and halted.halt_coordinates is not None
+        halted_at = halted.halt_coordinates.event_id
     finally:
         projections.close()
     sign_in(browser, demo.url, demo.tokens[tenant])
@@ -594,6 +596,17 @@ def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_
     rows[0].find_element(By.LINK_TEXT, run_id).click()
     wait(browser, lambda d: d.find_elements(By.ID, "run-id"))
     assert reason in browser.find_element(By.CSS_SELECTOR, ".summary").text
+    # marked in the timeline, on the event it halted at (the approval nobody asked for)
+    marked = browser.find_elements(By.CSS_SELECTOR, "li.event .halt-here")
+    assert [m.text for m in marked] == [f"the projection halted here: {reason}"]
+    row = marked[0].find_element(By.XPATH, "./ancestor::li[1]")
+    assert row.get_attribute("data-type") == "run.approval_granted"
+    audit, _ = stores(demo.state_dir)
+    try:
+        link = audit.link_at(tenant, run_id, int(row.get_attribute("data-index")))
+        assert link is not None and link.event["eventId"] == halted_at
+    finally:
+        audit.close()
     shoot(browser, tmp_path, "halted")
 
 

@@ -253,7 +253,17 @@ def _actor(ev: EventView) -> str:
     return f' <span class="actor dim">{e(ev.actor)}</span>'
 
 
-def event_row(ev: EventView) -> str:
+#: The event a run's projection halted at: (event ID, the halt's reason).
+Halt = tuple[str, str]
+
+
+def _halted_here(ev: EventView, halt: Halt | None) -> str:
+    if halt is None or not ev.event_id or ev.event_id != halt[0]:
+        return ""
+    return f' <span class="mark halted halt-here">the projection halted here: {e(halt[1])}</span>'
+
+
+def event_row(ev: EventView, halt: Halt | None = None) -> str:
     """One event, kept small (a long run lists thousands): its data is fetched when opened."""
     seq = e(ev.sequence)
     number = link_number(ev.index)
@@ -261,7 +271,8 @@ def event_row(ev: EventView) -> str:
     return (
         f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
         f'<b class="link-no" title="link {number}, event sequence {seq}">#{number}</b>{other} '
-        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}{_actor(ev)}{_event_time(ev)}"
+        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}{_halted_here(ev, halt)}{_actor(ev)}"
+        f"{_event_time(ev)}"
         "<details><summary>data</summary></details></li>"
     )
 
@@ -384,9 +395,9 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     )
 
 
-def step_block(step: Step, live_enabled: bool) -> str:
+def step_block(step: Step, live_enabled: bool, halt: Halt | None = None) -> str:
     nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
-    events = "".join(event_row(ev) for ev in step.events)
+    events = "".join(event_row(ev, halt) for ev in step.events)
     retried = (
         f' <span class="mark m-retry">{step.retries} failed attempt'
         f"{'' if step.retries == 1 else 's'} retried</span>"
@@ -635,7 +646,9 @@ def run_page(
     actions: str = "",
 ) -> str:
     run_id = run["runId"]
-    steps = "".join(step_block(s, live_enabled) for s in timeline.steps)
+    at = run.get("haltedAt") or {}
+    halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
+    steps = "".join(step_block(s, live_enabled, halt) for s in timeline.steps)
     unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
