@@ -29,6 +29,8 @@ def make_event(
     occurred_at: str = T0,
     turn_id: str | None = None,
     step: int | None = None,
+    actor: dict[str, str] | None = None,
+    recorded_at: str | None = None,
 ) -> Event:
     """A validated event built from its JSON form, as the codec would hand it over."""
     return validate_json_form(
@@ -40,8 +42,8 @@ def make_event(
             "type": event_type,
             "schemaVersion": CURRENT_VERSIONS[event_type] if version is None else version,
             "occurredAt": occurred_at,
-            "recordedAt": None,
-            "actor": {"kind": "agent", "id": "test-agent"},
+            "recordedAt": recorded_at,
+            "actor": actor or {"kind": "agent", "id": "test-agent"},
             "causationEventId": None,
             "correlationId": f"corr-{run_id}",
             "sessionId": "sess-1",

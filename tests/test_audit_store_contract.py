@@ -188,6 +188,9 @@ def test_batch_lookups_by_event_id_and_by_run(store: LinkStore) -> None:
         for link in links
     ]
     assert [x.occurred_at for x in summaries] == [link.event.get("occurredAt") for link in links]
+    assert [(x.actor_kind, x.actor_id) for x in summaries] == [
+        (link.event["actor"]["kind"], link.event["actor"]["id"]) for link in links
+    ]
     assert store.summaries("globex", "run-1") == []
 
 

@@ -4,11 +4,6 @@ configuration. It checks every consistency proof runtrail sends with its own cod
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from runtrail.audit import GENESIS_HASH, NoteSigner, seal
 from runtrail.audit.checkpoint import Checkpoint
-from runtrail.audit.cosignature import WitnessVerifier, witnessed_by
+from runtrail.audit.cosignature import witnessed_by
 from runtrail.audit.note import sign_note
 from runtrail.audit.store import LinkStore
 from runtrail.audit.tile_store import FileTileStore
@@ -25,15 +20,9 @@ from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail_services.audit.transparency import LogPublisher
 from runtrail_services.audit.witnessing import Witness, WitnessClient
-from tests.go_tools import go_tool
+from tests.witness_support import Omniwitness, omniwitness
 
 ORIGIN = "runtrail.test/witnessed-log"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def extend(store: LinkStore, run: str, count: int) -> None:
@@ -48,20 +37,6 @@ def extend(store: LinkStore, run: str, count: int) -> None:
     store.append_batch(batch, {})
 
 
-class Omniwitness:
-    def __init__(self, url: str, verifier: WitnessVerifier) -> None:
-        self.url = url
-        self.verifier = verifier
-
-    def post(self, body: str) -> tuple[int, str]:
-        request = urllib.request.Request(f"{self.url}/add-checkpoint", body.encode(), method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return int(response.status), response.read().decode()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read().decode()
-
-
 @pytest.fixture
 def log_signer() -> NoteSigner:
     return NoteSigner(ORIGIN, Ed25519PrivateKey.generate())
@@ -69,36 +44,8 @@ def log_signer() -> NoteSigner:
 
 @pytest.fixture
 def witness(tmp_path: Path, log_signer: NoteSigner) -> Iterator[Omniwitness]:
-    binary = go_tool("omniwitness")
-    key = NoteSigner("witness.test/w1", Ed25519PrivateKey.generate())
-    (tmp_path / "witness.key").write_text(key.skey())
-    (tmp_path / "logs.yaml").write_text(
-        f'Logs:\n  - Origin: "{ORIGIN}"\n    PublicKey: "{log_signer.verifier.vkey()}"\n'
-        '    URL: "http://127.0.0.1:9/"\n'
-    )
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(binary), f"-listen=127.0.0.1:{port}", "-metrics_listen=",
-         f"-private_key_path={tmp_path / 'witness.key'}",
-         f"-additional_logs={tmp_path / 'logs.yaml'}", f"-db_file={tmp_path / 'witness.db'}"],
-        stdout=subprocess.DEVNULL, stderr=(tmp_path / "witness.log").open("wb"),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "omniwitness did not start:\n" + (tmp_path / "witness.log").read_text()
-                    ) from None
-                time.sleep(0.1)
-        yield Omniwitness(f"http://127.0.0.1:{port}", WitnessVerifier.of_signer(key))
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with omniwitness(tmp_path, ORIGIN, log_signer.verifier.vkey()) as started:
+        yield started
 
 
 @pytest.fixture

@@ -582,8 +582,10 @@ def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_
             lambda: (row := projections.get(tenant, run_id)) is not None and row.halted,
             "the projector to halt the run",
         )
-        reason = projections.get(tenant, run_id).halt_reason
-        assert reason is not None
+        halted = projections.get(tenant, run_id)
+        reason = halted.halt_reason
+        assert reason is not None and halted.halt_coordinates is not None
+        halted_at = halted.halt_coordinates.event_id
     finally:
         projections.close()
     sign_in(browser, demo.url, demo.tokens[tenant])
@@ -594,4 +596,61 @@ def test_a_halted_run_is_marked_and_filtered(demo: DemoStack, browser: Any, tmp_
     rows[0].find_element(By.LINK_TEXT, run_id).click()
     wait(browser, lambda d: d.find_elements(By.ID, "run-id"))
     assert reason in browser.find_element(By.CSS_SELECTOR, ".summary").text
+    # marked in the timeline, on the event it halted at (the approval nobody asked for)
+    marked = browser.find_elements(By.CSS_SELECTOR, "li.event .halt-here")
+    assert [m.text for m in marked] == [f"the projection halted here: {reason}"]
+    row = marked[0].find_element(By.XPATH, "./ancestor::li[1]")
+    assert row.get_attribute("data-type") == "run.approval_granted"
+    audit, _ = stores(demo.state_dir)
+    try:
+        link = audit.link_at(tenant, run_id, int(row.get_attribute("data-index")))
+        assert link is not None and link.event["eventId"] == halted_at
+    finally:
+        audit.close()
     shoot(browser, tmp_path, "halted")
+
+
+def test_publisher_events_have_times_and_the_approver_is_in_the_row(
+    demo: DemoStack, browser: Any, tmp_path: Path
+) -> None:
+    """A publisher-driven run (research: its events carry no ``recordedAt``) shows a time on
+    every event and a waterfall with its streamed answers' first tokens; the command-driven
+    deploy run names its approver in the approval's row."""
+    from selenium.webdriver.common.by import By
+
+    tenant = "acme"
+    sign_in(browser, demo.url, demo.tokens[tenant])
+    audit, _ = stores(demo.state_dir)
+    try:
+        research = next(r.run_id for r in demo.runs_of(tenant) if r.key == "research")
+        chain = audit.load_chain(tenant, research)
+        assert any(link.event.get("recordedAt") is None for link in chain)  # the publisher's
+        browser.get(run_url(demo.url, research))
+        wait(browser, lambda d: d.find_elements(By.ID, "waterfall"))
+        times = browser.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index] time")
+        assert [t.get_attribute("datetime") for t in times] == [
+            link.event["occurredAt"] for link in chain
+        ]
+        assert all(t.text for t in times)
+        steps = {link.event.get("step") for link in chain} - {None}
+        shown = browser.find_elements(By.CSS_SELECTOR, "#waterfall tr.wf-step")
+        assert {int(s.get_attribute("data-step")) for s in shown} == steps
+        assert browser.find_elements(By.CSS_SELECTOR, "#waterfall span.ttft")  # streamed
+        shoot(browser, tmp_path, "research-waterfall")
+
+        deploy = next(r.run_id for r in demo.runs_of(tenant) if r.key == "deploy")
+        granted = [
+            link for link in audit.load_chain(tenant, deploy)
+            if link.event["type"] == "run.approval_granted"
+        ]  # fmt: skip
+        assert len(granted) == 1
+        actor = granted[0].event["actor"]
+        browser.get(run_url(demo.url, deploy))
+        row = browser.find_element(
+            By.CSS_SELECTOR, f'li.event[data-index="{granted[0].index}"] .actor'
+        )
+        assert row.text == f"approved by {actor['kind']}:{actor['id']}"
+        assert actor["id"] == granted[0].event["data"]["approvedBy"]
+        shoot(browser, tmp_path, "deploy-approver")
+    finally:
+        audit.close()

@@ -15,8 +15,10 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from runtrail.audit.link import genesis_head, seal
+from runtrail.events import Event
 from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.projection.replay import replay
@@ -24,14 +26,22 @@ from runtrail.projection.store import ProjectionBatch
 from runtrail_services.audit.checkpointing import sign_and_store
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
-from tests.projection_support import Run
 from tests.ui_support import explorer, ui_env
 
 #: A port nothing listens on: the explorer renders pages without live updates.
 NO_BROKER = "127.0.0.1:1"
 
 
-def seed(state_dir: Path, runs: Iterable[Run]) -> None:
+class SeededRun(Protocol):
+    """A run's events, as ``tests.projection_support.Run`` builds them (or a command API
+    wrote them)."""
+
+    tenant: str
+    run_id: str
+    events: list[Event]
+
+
+def seed(state_dir: Path, runs: Iterable[SeededRun]) -> None:
     """Seal and project each run's events into ``state_dir``'s audit and projection stores."""
     audit = open_store(AUDIT_LINKS, sqlite_url(state_dir / "audit.db"))
     projections = open_store(PROJECTIONS, sqlite_url(state_dir / "projection.db"))

@@ -11,6 +11,7 @@ are a convenience; a verifier should be given the keys it trusts from elsewhere.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,3 +57,9 @@ def make_bundle(
         "proofs": proofs,
         "keys": {"log": log_vkey, "witnesses": list(witness_vkeys), "quorum": quorum},
     }
+
+
+def bundle_text(bundle: dict[str, Any]) -> str:
+    """The bundle as a file holds it: ``runtrail audit bundle`` writes these bytes, and the
+    run explorer serves the same."""
+    return json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"

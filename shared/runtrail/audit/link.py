@@ -105,6 +105,9 @@ class LinkSummary:
     session_id: str | None
     occurred_at: str | None
     recorded_at: str | None
+    #: who wrote the event (``actor.kind``/``actor.id``): an approval's actor is its approver
+    actor_kind: str | None = None
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

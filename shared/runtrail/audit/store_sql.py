@@ -298,21 +298,25 @@ SELECT_COSIGNATURES = (
     "SELECT witness, line FROM audit_log_cosignatures WHERE checkpoint_id = ? ORDER BY witness"
 )
 
-#: The envelope fields a summary reads from each stored event (JSON members, in this order).
-SUMMARY_FIELDS = (
-    "eventId", "type", "sequence", "step", "turnId", "sessionId", "occurredAt", "recordedAt"
+#: The envelope fields a summary reads from each stored event (JSON member paths, in this
+#: order): the actor's kind and ID are one level down.
+SUMMARY_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("eventId",), ("type",), ("sequence",), ("step",), ("turnId",), ("sessionId",),
+    ("occurredAt",), ("recordedAt",), ("actor", "kind"), ("actor", "id"),
 )  # fmt: skip
 
-#: How each dialect reads a member of the stored event text.
-_JSON_MEMBER: Mapping[Dialect, str] = {
-    "sqlite": "json_extract(event, '$.{name}')",
-    "postgresql": "event::jsonb ->> '{name}'",
-}
+
+def _json_member(dialect: Dialect, path: tuple[str, ...]) -> str:
+    """How ``dialect`` reads the text of one member (by path) of the stored event."""
+    if dialect == "sqlite":
+        return f"json_extract(event, '$.{'.'.join(path)}')"
+    *parents, last = path
+    return "event::jsonb" + "".join(f" -> '{p}'" for p in parents) + f" ->> '{last}'"
 
 
 def select_summaries(dialect: Dialect) -> str:
     """A run's links as (idx, *SUMMARY_FIELDS), read by the database from the event text."""
-    members = ", ".join(_JSON_MEMBER[dialect].format(name=name) for name in SUMMARY_FIELDS)
+    members = ", ".join(_json_member(dialect, path) for path in SUMMARY_FIELDS)
     return f"SELECT idx, {members} FROM audit_links WHERE tenant_id = ? AND run_id = ? ORDER BY idx"
 
 
@@ -459,7 +463,7 @@ def _int(value: Any) -> int | None:
 
 def summary_from_row(row: Sequence[Any]) -> LinkSummary:
     """A (idx, *SUMMARY_FIELDS) row; a member missing or of another type reads as None."""
-    idx, event_id, etype, sequence, step, turn, session, occurred, recorded = row
+    idx, event_id, etype, sequence, step, turn, session, occurred, recorded, kind, actor = row
     return LinkSummary(
         index=int(idx),
         event_id=_text(event_id),
@@ -470,6 +474,8 @@ def summary_from_row(row: Sequence[Any]) -> LinkSummary:
         session_id=_text(session),
         occurred_at=_text(occurred),
         recorded_at=_text(recorded),
+        actor_kind=_text(kind),
+        actor_id=_text(actor),
     )
 
 

@@ -514,7 +514,7 @@ def cmd_log_consistency(args: argparse.Namespace, settings: Settings) -> int:
 
 @_guarded
 def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
-    from runtrail.audit.bundle import make_bundle
+    from runtrail.audit.bundle import bundle_text, make_bundle
     from runtrail.audit.log_proofs import NoProof
     from runtrail_services.audit.signing import load_or_create_signer
 
@@ -528,7 +528,7 @@ def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
             bundle = make_bundle(store, settings.tenant, args.run, vkey, witnesses, quorum)
         except NoProof as exc:
             raise NothingFound(f"audit bundle: {exc}") from exc
-    args.output.write_text(json.dumps(bundle, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    args.output.write_text(bundle_text(bundle), "utf-8")
     _emit(
         {
             "file": str(args.output),

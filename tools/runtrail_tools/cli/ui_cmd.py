@@ -41,6 +41,12 @@ def register(subparsers: Any) -> None:
         metavar="MODULE:FACTORY",
         help="turns live replay on: FACTORY() returns an object with create(prompt)",
     )
+    parser.add_argument(
+        "--command-url",
+        metavar="URL",
+        help="the command API, for actions from a run's page (RUNTRAIL_UI_COMMAND_URL; "
+        "default: the followed stack's)",
+    )
     for name, what in (
         ("projection-store", "projection store URL"),
         ("audit-store", "audit link store URL"),
@@ -59,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     stack = StackState.load(settings.state_dir.expanduser().resolve())
+    command_url = args.command_url
     if stack is not None:
+        api = stack.services.get("command-api")
+        if command_url is None and "RUNTRAIL_UI_COMMAND_URL" not in os.environ and api:
+            command_url = api.api_url
         follow: dict[str, Any] = {}
         if args.bootstrap_servers is None and "RUNTRAIL_BOOTSTRAP_SERVERS" not in os.environ:
             follow["bootstrap_servers"] = stack.bootstrap_servers
@@ -72,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         "tokens_file": args.tokens_file,
         "allowed_hosts": args.allowed_hosts,
         "model_client": args.model_client,
+        "command_url": command_url,
         "projection_store_url": args.projection_store,
         "audit_store_url": args.audit_store,
         "capture_sink_url": args.capture_sink,

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
@@ -35,16 +36,19 @@ from starlette.staticfiles import StaticFiles
 from runtrail.audit.errors import MalformedLink
 from runtrail.audit.export import export_lines
 from runtrail.audit.link import LinkSummary
+from runtrail.audit.log_proofs import NoProof
 from runtrail.capture.reader import CaptureReadError
 from runtrail.capture.replay import ReplayError
 from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
+from runtrail_tools.ui.waterfall import build_waterfall
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,7 @@ class Explorer:
     auth: Auth
     partitions: live.Partitions
     verdicts: proof.Verdicts
+    actions: Actions
 
     @property
     def model_client(self) -> str | None:
@@ -176,16 +181,66 @@ def run_view(request: Request, tenant: str) -> Response:
         records = []
     built = timeline.build_timeline(links, records)
     checkpoint = proof.latest_checkpoint(sources, tenant, run_id)
-    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None)
+    log_view = proof.log_checkpoint(sources, tenant, run_id)
+    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
     try:
         view = resume.resume_view(sources, tenant, run_id, _sessions_of(links))
-        resume_html = markup.resume_section(view, None)
+        resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
     page = markup.run_page(
-        tenant, run, built, proof_html, resume_html, live_from, explorer.model_client is not None
+        tenant,
+        run,
+        built,
+        build_waterfall(built),
+        proof_html,
+        resume_html,
+        live_from,
+        explorer.model_client is not None,
+        _actions_html(request, explorer, tenant, run_id),
     )
     return HTMLResponse(page)
+
+
+def _actions_html(request: Request, explorer: Explorer, tenant: str, run_id: str) -> str:
+    session = explorer.auth.session(request)
+    notice = explorer.actions.take(session[0], run_id) if session else None
+    observed = explorer.actions.observe(tenant, run_id)
+    form_token = session[1].form_token if session else None
+    section = markup.actions_section(run_id, observed, explorer.actions.url, form_token)
+    return markup.notice_html(notice) + section
+
+
+async def run_command(request: Request) -> Response:
+    """A command from the run page's form: only from a signed-in browser whose page carried
+    this session's form token; sent as the CLI sends it, the outcome shown on the run page."""
+    explorer = _explorer(request)
+    session = explorer.auth.session(request)
+    if session is None:
+        return PlainTextResponse("sign in first: commands come from the run page\n", 403)
+    body = (await request.body()).decode("utf-8", "replace")
+    form = {k: v[0].strip() for k, v in parse_qs(body).items() if v}
+    if not explorer.auth.form_token_valid(request, form.get("csrf")):
+        return PlainTextResponse("this form is not from a page of your session\n", 403)
+    run_id, verb = request.path_params["run_id"], form.get("verb", "")
+    tenant = session[1].tenant
+    version = form.get("version", "")
+    if verb not in VERBS or not version.isdigit() or not form.get("by"):
+        return PlainTextResponse("a command needs a verb, the observed version and --by\n", 400)
+    if await run_in_threadpool(_run_row, explorer, tenant, run_id) is None:
+        return _not_found(run_id)
+    notice = await run_in_threadpool(
+        explorer.actions.send,
+        tenant,
+        run_id,
+        verb,
+        int(version),
+        form["by"],
+        form.get("digest") or None,
+        form.get("reason") or None,
+    )
+    explorer.actions.keep(session[0], run_id, notice)
+    return RedirectResponse(markup.run_href(run_id) + "#actions", status_code=303)
 
 
 # --- JSON and downloads ------------------------------------------------------------------------
@@ -210,6 +265,21 @@ def export(request: Request, tenant: str) -> Response:
         b"".join(export_lines(links)),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{name}.links.jsonl"'},
+    )
+
+
+def bundle(request: Request, tenant: str) -> Response:
+    """The run's offline proof bundle: the bytes ``runtrail audit bundle --run`` writes."""
+    run_id = request.path_params["run_id"]
+    try:
+        body = proof.bundle_bytes(_explorer(request).sources, tenant, run_id)
+    except NoProof as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    return Response(
+        body,
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{name}.bundle.json"'},
     )
 
 
@@ -238,6 +308,16 @@ def node_io(request: Request, tenant: str) -> Response:
         to_json({"inputs": record.inputs, "outputs": record.outputs}),
         media_type="application/json",
     )
+
+
+def node_prompt(request: Request, tenant: str) -> Response:
+    """A MODEL node's prompt as chat messages (an HTML fragment, escaped like every page)."""
+    record = _record(
+        _explorer(request), tenant, request.path_params["run_id"], request.path_params["record_id"]
+    )
+    if record is None:
+        return HTMLResponse("<p>no such node</p>", status_code=404)
+    return HTMLResponse(markup.chat_html(chat.prompt_messages(record.inputs)))
 
 
 def verifier_download(request: Request, tenant: str) -> Response:
@@ -323,10 +403,13 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         Route("/verifier.py", _api_auth(verifier_download)),
         Route("/runs/{run_id}", _html_auth(run_view)),
         Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
+        Route("/runs/{run_id}/commands", run_command, methods=["POST"]),
         Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
+        Route("/runs/{run_id}/bundle.json", _api_auth(bundle)),
         Route("/runs/{run_id}/live", live_stream),
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
+        Route("/runs/{run_id}/nodes/{record_id}/prompt", _api_auth(node_prompt)),
         Route(
             "/runs/{run_id}/nodes/{record_id}/{mode:str}",
             _api_auth(replay_node),
@@ -342,6 +425,10 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
     app.state.explorer = Explorer(
-        sources, auth, live.Partitions(sources.settings), proof.Verdicts()
+        sources,
+        auth,
+        live.Partitions(sources.settings),
+        proof.Verdicts(),
+        Actions(sources.ui.command_url, auth.tokens),
     )
     return app

@@ -14,11 +14,19 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
-from runtrail_tools.ui.proof import CheckpointView, inclusion_before_verify, link_number
-from runtrail_tools.ui.resume import ResumeView
+from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
+from runtrail_tools.ui.chat import Message, answer_messages
+from runtrail_tools.ui.proof import (
+    CheckpointView,
+    LogCheckpointView,
+    inclusion_before_verify,
+    link_number,
+)
+from runtrail_tools.ui.resume import ResumeView, by_step
 from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
-from runtrail_tools.ui.times import duration_text
+from runtrail_tools.ui.times import clock_text, duration_text, ms_text
+from runtrail_tools.ui.waterfall import Waterfall
 
 
 def e(value: object) -> str:
@@ -216,7 +224,46 @@ def _marks(marks: Iterable[str]) -> str:
     return "".join(f'<span class="mark m-{e(m.replace(" ", "-"))}">{e(m)}</span>' for m in marks)
 
 
-def event_row(ev: EventView) -> str:
+#: Event types whose actor is the person who decided (the command API writes the caller).
+_DECIDED_BY = {
+    "run.approval_granted": "approved by",
+    "run.cancellation_requested": "cancellation requested by",
+    "run.input_received": "answered by",
+}
+
+
+def _event_time(ev: EventView) -> str:
+    """When it happened (``occurredAt``, on every event); the broker's ``recordedAt`` too,
+    in the tooltip, when the sealed event carries it (commands do, publishers leave it)."""
+    shown = ev.occurred_at or ev.recorded_at
+    title = f"occurred {ev.occurred_at}" + (
+        f" · recorded {ev.recorded_at}" if ev.recorded_at else " · recorded by the broker"
+    )
+    return f'<time datetime="{e(shown)}" title="{e(title)}">{e(clock_text(shown))}</time>'
+
+
+def _actor(ev: EventView) -> str:
+    if not ev.actor:
+        return ""
+    decided = _DECIDED_BY.get(ev.event_type)
+    if ev.event_type == "run.failed" and ev.actor.split(":")[0] in ("user", "operator"):
+        decided = "failed by"  # a denied approval: the person who denied it
+    if decided:
+        return f' <span class="actor decided">{e(decided)} <b>{e(ev.actor)}</b></span>'
+    return f' <span class="actor dim">{e(ev.actor)}</span>'
+
+
+#: The event a run's projection halted at: (event ID, the halt's reason).
+Halt = tuple[str, str]
+
+
+def _halted_here(ev: EventView, halt: Halt | None) -> str:
+    if halt is None or not ev.event_id or ev.event_id != halt[0]:
+        return ""
+    return f' <span class="mark halted halt-here">the projection halted here: {e(halt[1])}</span>'
+
+
+def event_row(ev: EventView, halt: Halt | None = None) -> str:
     """One event, kept small (a long run lists thousands): its data is fetched when opened."""
     seq = e(ev.sequence)
     number = link_number(ev.index)
@@ -224,9 +271,67 @@ def event_row(ev: EventView) -> str:
     return (
         f'<li class="event" data-index="{ev.index}" data-seq="{seq}" data-type="{e(ev.event_type)}">'
         f'<b class="link-no" title="link {number}, event sequence {seq}">#{number}</b>{other} '
-        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}"
-        f'<time title="occurred {e(ev.occurred_at)}">{e(ev.recorded_at)}</time>'
+        f"<code>{e(ev.event_type)}</code>{_marks(ev.marks)}{_halted_here(ev, halt)}{_actor(ev)}"
+        f"{_event_time(ev)}"
         "<details><summary>data</summary></details></li>"
+    )
+
+
+def chat_html(messages: list[Message]) -> str:
+    """Messages as a chat: one bubble per message, its tool calls and tool result inside."""
+    bubbles = []
+    for m in messages:
+        calls = "".join(
+            f'<div class="tool-call" data-call="{e(c.call_id)}">calls <b>{e(c.name)}</b>'
+            f"<pre>{e(compact(c.arguments))}</pre></div>"
+            for c in m.tool_calls
+        )
+        result = (
+            f'<div class="tool-result" data-call="{e(m.answers)}">result of call '
+            f"<code>{e(m.answers)}</code><pre>{e(compact(m.result))}</pre></div>"
+            if m.answers is not None
+            else ""
+        )
+        text = f'<div class="text">{e(m.text)}</div>' if m.text else ""
+        bubbles.append(
+            f'<div class="msg r-{e(m.role)}" data-role="{e(m.role)}">'
+            f'<span class="role">{e(m.role)}</span>{text}{calls}{result}</div>'
+        )
+    return f'<div class="chat">{"".join(bubbles) or "<p class=dim>no messages</p>"}</div>'
+
+
+def waterfall_section(waterfall: Waterfall | None) -> str:
+    """Each step and node on the run's time axis, with its duration (SVG attributes place
+    the bars: the CSP allows no inline style)."""
+    if waterfall is None:
+        return ""
+    rows = []
+    for bar in waterfall.bars:
+        x, width = waterfall.offset(bar.start_ms), waterfall.width(bar.duration_ms)
+        marker, note = "", ""
+        if bar.first_token is not None:
+            at = waterfall.offset(bar.start_ms + bar.first_token.after_ms)
+            marker = f'<line class="ttft" x1="{at}" x2="{at}" y1="0" y2="12"></line>'
+            note = (
+                f' <span class="ttft" data-ttft-ms="{bar.first_token.after_ms}">first token '
+                f"{e(ms_text(bar.first_token.after_ms))} · {bar.first_token.chunks} chunks</span>"
+            )
+        record = f' data-record="{e(bar.record_id)}"' if bar.record_id else ""
+        if bar.retries:
+            noun = "retry" if bar.retries == 1 else "retries"
+            note += f' <span class="mark m-retry" data-retries="{bar.retries}">{bar.retries} {noun}</span>'
+        rows.append(
+            f'<tr class="wf wf-{e(bar.kind)}" data-step="{e(bar.step)}"{record} '
+            f'data-start-ms="{bar.start_ms}" data-duration-ms="{bar.duration_ms}">'
+            f'<td class="wf-label">{e(bar.label)}</td><td class="wf-bar">'
+            '<svg viewBox="0 0 1000 12" preserveAspectRatio="none" role="img">'
+            f'<rect x="{x}" y="1" width="{width}" height="10"></rect>{marker}</svg></td>'
+            f'<td class="wf-time">{e(ms_text(bar.duration_ms))}{note}</td></tr>'
+        )
+    total = ms_text(waterfall.span_ms)
+    return (
+        f'<section id="waterfall"><h2>Waterfall <span class="dim">({e(total)})</span></h2>'
+        f'<table class="waterfall">{"".join(rows)}</table></section>'
     )
 
 
@@ -248,16 +353,18 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
             f"{e(record.output_tokens)} out</span>"
         )
         if record.retry_count:
-            head += f' <span class="mark m-retry">{record.retry_count} retries</span>'
+            noun = "retry" if record.retry_count == 1 else "retries"
+            head += f' <span class="mark m-retry">{record.retry_count} {noun}</span>'
     head += "</div>"
     if record.node_type == "MODEL":
+        answer = answer_messages(record.outputs, record.output_text)
         body = (
-            '<details class="lazy-io" data-part="inputs"><summary>prompt</summary><pre></pre>'
-            "</details>"
+            '<details class="lazy-chat"><summary>prompt</summary><div class="chat-slot"></div>'
+            '<details class="lazy-io" data-part="inputs"><summary>raw JSON</summary><pre></pre>'
+            "</details></details>"
             + (
-                f'<div class="output"><span class="dim">output</span>'
-                f"<pre>{e(record.output_text)}</pre></div>"
-                if record.output_text
+                f'<div class="output"><span class="dim">output</span>{chat_html(answer)}</div>'
+                if answer
                 else ""
             )
             + _json_block("reasoning", record.reasoning_text, "reasoning")
@@ -282,22 +389,81 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
             else '<div class="dim">no result recorded</div>'
         )
     return (
-        f'<div class="node n-{e(record.node_type.lower())}" data-record="{e(record.record_id)}">'
+        f'<div class="node n-{e(record.node_type.lower())}" '
+        f'id="{e(node_anchor(record.record_id))}" data-record="{e(record.record_id)}">'
         f"{head}{body}</div>"
     )
 
 
-def step_block(step: Step, live_enabled: bool) -> str:
+def step_block(step: Step, live_enabled: bool, halt: Halt | None = None) -> str:
     nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
-    events = "".join(event_row(ev) for ev in step.events)
+    events = "".join(event_row(ev, halt) for ev in step.events)
+    retried = (
+        f' <span class="mark m-retry">{step.retries} failed attempt'
+        f"{'' if step.retries == 1 else 's'} retried</span>"
+        if step.retries
+        else ""
+    )
     return (
-        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}</h3>'
+        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}{retried}</h3>'
         f'<div class="step-body"><ol class="events">{events}</ol>'
         f'<div class="nodes">{nodes}</div></div></section>'
     )
 
 
-def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool) -> str:
+def _utc(epoch_s: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def log_block(log: LogCheckpointView | None, run_id: str) -> str:
+    """The transparency log's latest checkpoint: signed, witnessed by whom, and whether the
+    run's links are in it; the run's offline proof bundle to download."""
+    if log is None:
+        return '<h3>Transparency log</h3><p id="log-checkpoint">no log checkpoint signed yet</p>'
+    sig = {True: "valid", False: "INVALID", None: "not checked (no public key found)"}[
+        log.signature_valid
+    ]
+    if log.witnesses == 0:
+        witnessed = "no witnesses configured"
+    else:
+        names = ", ".join(f"{name} at {_utc(at)}" for name, at in sorted(log.cosigned.items()))
+        state = "witnessed" if log.witnessed else "NOT witnessed"
+        witnessed = (
+            f"{state}: {len(log.cosigned)} of {log.witnesses} trusted witnesses cosigned "
+            f"(quorum {log.quorum})" + (f": {names}" if names else "")
+        )
+    if log.run_logged:
+        where = f"all {log.links} links, the last one at leaf {log.last_leaf}"
+    elif log.links:
+        where = "not all of its links are in this checkpoint yet (a later one will hold them)"
+    else:
+        where = "no links"
+    bundle = (
+        f' · <a id="download-bundle" href="{e(run_href(run_id, "/bundle.json"))}">'
+        "offline proof bundle</a>"
+        if log.links
+        else ""
+    )
+    return (
+        '<h3>Transparency log</h3><dl id="log-checkpoint">'
+        f'<dt>checkpoint</dt><dd id="log-size">{log.size} leaves · {e(log.created_at)}</dd>'
+        f'<dt>signature</dt><dd id="log-signature">{e(sig)}</dd>'
+        f'<dt>witnesses</dt><dd id="log-witnessed" class="{"ok" if log.witnessed else ""}">'
+        f"{e(witnessed)}</dd>"
+        f'<dt>this run</dt><dd id="log-run">{e(where)}</dd></dl>'
+        + _json_block("cosigned checkpoint", log.note)
+        + (f"<p>download:{bundle[2:]}</p>" if bundle else "")
+    )
+
+
+def proof_section(
+    run_id: str,
+    checkpoint: CheckpointView | None,
+    verifier: bool,
+    log: LogCheckpointView | None = None,
+) -> str:
     if checkpoint is None:
         cp = "<p>No signed checkpoint in the audit store yet.</p>"
     else:
@@ -319,19 +485,34 @@ def proof_section(run_id: str, checkpoint: CheckpointView | None, verifier: bool
         '<section id="proof" class="panel"><h2>Proof</h2>'
         '<p><button id="verify" data-url="' + e(run_href(run_id, "/verify")) + '">'
         'verify the chain now</button> <span id="verdict"></span></p>'
-        f"{cp}<p>download: {downloads}</p></section>"
+        f"{cp}<p>download: {downloads}</p>{log_block(log, run_id)}</section>"
     )
 
 
-def resume_section(view: ResumeView | None, problem: str | None) -> str:
+def node_anchor(record_id: str) -> str:
+    return f"node-{record_id}"
+
+
+def resume_section(
+    view: ResumeView | None, problem: str | None, records: list[NodeIoRecord] | None = None
+) -> str:
     if view is None:
         return f'<section id="resume" class="panel"><h2>Resume</h2><p>{e(problem)}</p></section>'
-    entries = "".join(
-        f'<tr class="entry"><td>{e(x.kind.value)}</td><td>{e(x.step)}</td>'
-        f"<td>{e(x.tool_name or '')}</td><td><code>{e(x.key[:24])}…</code></td>"
-        f"<td>{_json_block('result', x.result)}</td></tr>"
-        for x in view.entries
-    )
+    rows = []
+    for x, node in by_step(view.entries, records or []):
+        what = e(x.tool_name or x.kind.value)
+        link = (
+            f'<a class="entry-node" href="#{e(node_anchor(node.record_id))}">{what}</a>'
+            if node is not None
+            else f'{what} <span class="dim">(no captured node)</span>'
+        )
+        rows.append(
+            f'<tr class="entry" data-step="{e(x.step)}" data-kind="{e(x.kind.value)}">'
+            f"<td>step {e(x.step)}</td><td>{link}</td>"
+            f'<td><code title="{e(x.key)}">{e(x.key[:12])}…</code></td>'
+            f"<td>{_json_block('result', x.result)}</td></tr>"
+        )
+    entries = "".join(rows)
     intents = "".join(
         f'<li class="intent">{e(i.tool_name)} (call {e(i.call_id)}, step {e(i.step)}) '
         f'<span class="mark m-outcome-unknown">outcome unknown</span>'
@@ -356,6 +537,71 @@ def resume_section(view: ResumeView | None, problem: str | None) -> str:
         f'<table class="entries"><tbody>{entries}</tbody></table>'
         f'<h3>open intents ({len(view.intents)})</h3><ul id="intents">{intents or "<li>none</li>"}'
         f'</ul><h3>sessions</h3><ul id="sessions">{sessions or "<li>none</li>"}</ul></section>'
+    )
+
+
+#: Who the page's commands name when the operator does not say (the CLI's ``--by`` fallback).
+DEFAULT_BY = "operator"
+
+
+def notice_html(notice: Notice | None) -> str:
+    """What became of the command just sent, as the CLI says it."""
+    if notice is None:
+        return ""
+    cls = "ok" if notice.accepted else "bad"
+    return (
+        f'<div id="command-outcome" class="notice {cls}"><b>{e(notice.text)}</b>'
+        + _json_block("the command API's answer", notice.answer)
+        + "</div>"
+    )
+
+
+def actions_section(
+    run_id: str, observed: Observed | str | None, url: str | None, form_token: str | None
+) -> str:
+    """Approve, deny, request cancellation: what the command API allows now, at the version
+    it showed, each with the same command for a shell."""
+    head = '<section id="actions" class="panel"><h2>Actions</h2>'
+    if observed is None:
+        return head + "<p>The command API has no such run: it takes no commands.</p></section>"
+    if isinstance(observed, str):
+        return head + f"<p>{e(observed)}</p></section>"
+    verbs = [v for v, (command, _) in VERBS.items() if command in observed.allowed]
+    seen = (
+        f'<p>command API: <span id="observed-status">{e(observed.status)}</span> at version '
+        f'<b id="observed-version">{observed.version}</b>'
+        + (f" · pending <code>{e(observed.digest)}</code>" if observed.digest else "")
+        + "</p>"
+    )
+    if not verbs or form_token is None or url is None:
+        why = "nothing is allowed in this state" if not verbs else "sign in to act"
+        return head + seen + f'<p class="dim">{why}</p></section>'
+    buttons = "".join(
+        f'<button type="submit" name="verb" value="{e(v)}" id="do-{e(v)}">'
+        f"{e(VERBS[v][1])}</button> "
+        for v in verbs
+    )
+    clis = "".join(
+        f'<li><code class="cli" id="cli-{e(v)}">'
+        f"{e(cli_command(v, run_id, url, observed, DEFAULT_BY))}</code> "
+        f'<button type="button" class="copy-cli" data-for="cli-{e(v)}">copy</button></li>'
+        for v in verbs
+    )
+    form = (
+        f'<form method="post" action="{e(run_href(run_id, "/commands"))}" id="command-form">'
+        f'<input type="hidden" name="csrf" value="{e(form_token)}">'
+        f'<input type="hidden" name="version" value="{observed.version}">'
+        f'<input type="hidden" name="digest" value="{e(observed.digest or "")}">'
+        f'<label>by <input name="by" id="command-by" value="{DEFAULT_BY}" required></label> '
+        '<label>reason <input name="reason" id="command-reason"></label><p>'
+        f"{buttons}</p></form>"
+    )
+    return (
+        head
+        + seen
+        + form
+        + '<p class="dim">the same from a shell (token in RUNTRAIL_COMMAND_TOKEN):</p>'
+        + f'<ul class="cli-commands">{clis}</ul><span id="copy-state"></span></section>'
     )
 
 
@@ -392,13 +638,17 @@ def run_page(
     tenant: str,
     run: dict[str, Any],
     timeline: Timeline,
+    waterfall: Waterfall | None,
     proof: str,
     resume: str,
     live_from: str | None,
     live_enabled: bool,
+    actions: str = "",
 ) -> str:
     run_id = run["runId"]
-    steps = "".join(step_block(s, live_enabled) for s in timeline.steps)
+    at = run.get("haltedAt") or {}
+    halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
+    steps = "".join(step_block(s, live_enabled, halt) for s in timeline.steps)
     unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
@@ -418,7 +668,8 @@ def run_page(
         else ""
     )
     body = (
-        f'{head}<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
-        f"{live}{steps}</div><aside>{proof}{resume}</aside></div>"
+        f"{head}{waterfall_section(waterfall)}"
+        '<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
+        f"{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
     )
     return layout(f"run {run_id}", body, tenant)

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from runtrail.audit.checkpoint import prove_head, verify_checkpoint, verify_head_proof
+from runtrail.audit.cosignature import WitnessVerifier, witnessed_by
+from runtrail.audit.note import NoteVerifier
 from runtrail.audit.store import verify_stored
 from runtrail.audit.verify import ChainVerification
 from runtrail_tools.ui.sources import Sources
@@ -192,3 +194,105 @@ def inclusion_after_verify(
         "text": f"valid: the verified chain's first {checkpoint.head_length} links are the head "
         f"in checkpoint #{checkpoint.checkpoint_id}",
     }
+
+
+# --- the transparency log ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogKeys:
+    """What the explorer trusts the log with: the audit service's public key and the
+    witnesses and quorum its settings name (``RUNTRAIL_AUDIT_WITNESSES`` and ``…_QUORUM``)."""
+
+    log: NoteVerifier | None
+    witnesses: list[WitnessVerifier]
+    quorum: int
+    #: the witnesses' keys as configured (what a bundle carries)
+    witness_vkeys: list[str]
+
+
+def log_keys(sources: Sources) -> LogKeys:
+    from runtrail_services.audit.settings import AuditSettings
+    from runtrail_services.audit.trust import load_verifier
+
+    audit = AuditSettings.load()
+    key = _public_key(sources)
+    vkeys = list(audit.witnesses.values())
+    return LogKeys(
+        load_verifier(*key) if key is not None else None,
+        [WitnessVerifier.from_vkey(v) for v in vkeys],
+        audit.witness_quorum if vkeys else 0,
+        vkeys,
+    )
+
+
+@dataclass(frozen=True)
+class LogCheckpointView:
+    """The latest checkpoint of the transparency log, as checked here."""
+
+    size: int
+    created_at: str
+    #: the note with every cosignature the store keeps for it
+    note: str
+    #: True/False: the log's signature checked; None: no public key to check it with
+    signature_valid: bool | None
+    #: trusted witness → when it cosigned (epoch seconds), for the cosignatures that verify
+    cosigned: dict[str, int]
+    quorum: int
+    witnesses: int
+    #: the leaf of the run's last link, None when it is not in the log yet
+    last_leaf: int | None
+    links: int
+
+    @property
+    def witnessed(self) -> bool:
+        return self.quorum > 0 and len(self.cosigned) >= self.quorum
+
+    @property
+    def run_logged(self) -> bool:
+        """Every link of the run is in this checkpoint's tree."""
+        return self.last_leaf is not None and self.last_leaf < self.size
+
+
+def log_checkpoint(sources: Sources, tenant: str, run_id: str) -> LogCheckpointView | None:
+    """The log's latest checkpoint, its signature and cosignatures checked with the trusted
+    keys, and where the run's last link is in it; None before the first one."""
+    from runtrail.audit.errors import NoteError
+    from runtrail.audit.log_proofs import cosigned_note
+    from runtrail.audit.note import open_note
+
+    store = sources.audit()
+    stored = store.latest_log_checkpoint()
+    if stored is None:
+        return None
+    note = cosigned_note(store, stored)
+    keys = log_keys(sources)
+    signature: bool | None = None
+    if keys.log is not None:
+        try:
+            open_note(note, keys.log)
+            signature = True
+        except NoteError:
+            signature = False
+    head = store.head(tenant, run_id)
+    last = store.log_index(tenant, run_id, head.length - 1) if head is not None else None
+    return LogCheckpointView(
+        size=stored.checkpoint.size,
+        created_at=stored.created_at,
+        note=note,
+        signature_valid=signature,
+        cosigned=witnessed_by(note, keys.witnesses),
+        quorum=keys.quorum,
+        witnesses=len(keys.witnesses),
+        last_leaf=last,
+        links=head.length if head is not None else 0,
+    )
+
+
+def bundle_bytes(sources: Sources, tenant: str, run_id: str) -> bytes:
+    """The run's offline proof bundle, the bytes ``runtrail audit bundle --run`` writes
+    (:class:`~runtrail.audit.log_proofs.NoProof` when there is none to make)."""
+    from runtrail.audit.bundle import bundle_text, make_bundle
+
+    keys = log_keys(sources)
+    vkey = keys.log.vkey() if keys.log is not None else None
+    bundle = make_bundle(sources.audit(), tenant, run_id, vkey, keys.witness_vkeys, keys.quorum)
+    return bundle_text(bundle).encode("utf-8")

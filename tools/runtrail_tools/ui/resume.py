@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runtrail.capture.record import NodeIoRecord
 from runtrail.resume.entry import CacheEntry, Intent
+from runtrail.resume.keys import Kind
 from runtrail.sessions import SessionStoreError, UntrustedSnapshot
 from runtrail_tools.ui.sources import Sources
 
@@ -56,3 +58,38 @@ def resume_view(sources: Sources, tenant: str, run_id: str, sessions: list[str])
         last_sequence=state.last_sequence,
         sessions=[session_view(sources, tenant, s) for s in sessions],
     )
+
+
+def _call_of(record: NodeIoRecord) -> tuple[str | None, str | None]:
+    inputs = record.inputs if isinstance(record.inputs, dict) else {}
+    return inputs.get("callId"), inputs.get("toolName")
+
+
+def entry_node(entry: CacheEntry, records: list[NodeIoRecord]) -> NodeIoRecord | None:
+    """The captured node an entry was built from: the same turn and step and kind, and for a
+    tool the same call (its ID, else its tool name); the last such record (a retried model
+    call's entry is its last attempt's answer)."""
+    found = None
+    for record in records:
+        if (record.turn_id, record.step) != (entry.turn_id, entry.step):
+            continue
+        if entry.kind is Kind.MODEL and record.node_type == "MODEL":
+            found = record
+        elif entry.kind is not Kind.MODEL and record.node_type == "TOOL":
+            call_id, tool = _call_of(record)
+            if (entry.call_id and entry.call_id == call_id) or (
+                not entry.call_id and entry.tool_name == tool
+            ):
+                found = record
+    return found
+
+
+def by_step(
+    entries: list[CacheEntry], records: list[NodeIoRecord]
+) -> list[tuple[CacheEntry, NodeIoRecord | None]]:
+    """Entries in step order (a step's model answer before its tools), each with its node."""
+    ordered = sorted(
+        entries,
+        key=lambda x: (x.step is None, x.step or 0, x.kind is not Kind.MODEL, x.call_id or ""),
+    )
+    return [(entry, entry_node(entry, records)) for entry in ordered]

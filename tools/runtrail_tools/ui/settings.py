@@ -44,6 +44,12 @@ class UiSettings(BaseSettings):
         description="MODULE:FACTORY of the model client for live replay; unset, live replay "
         "is off (mock replay always works).",
     )
+    command_url: str | None = Field(
+        default=None,
+        description="The command API (its base URL), for approve, deny and cancel from a run's "
+        "page with the signed-in tenant's token; unset, the run page offers no actions (a "
+        "stack started by `runtrail dev up` gives its own).",
+    )
     projection_store_url: str | None = Field(
         default=None, description="Projection store (default: the projector's)."
     )

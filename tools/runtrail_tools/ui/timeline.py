@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import iter_records
 from runtrail.capture.record import NodeIoRecord
+from runtrail.capture.times import epoch_ms
 from runtrail_tools.ui.sources import Sources
 
 #: Marks by event type (prefix match on the dotted domain types).
@@ -49,10 +50,16 @@ class EventView:
     occurred_at: str
     recorded_at: str
     marks: list[str]
+    #: ``kind:id`` of who wrote it ("" when the envelope names no one)
+    actor: str = ""
+    #: ``occurredAt`` in epoch ms (the writer's clock, which capture's node times use too);
+    #: None when it does not parse
+    at_ms: int | None = None
 
     @classmethod
     def of(cls, link: LinkSummary) -> EventView:
         event_type = link.event_type or "?"
+        actor = ":".join(p for p in (link.actor_kind, link.actor_id) if p)
         return cls(
             index=link.index,
             sequence=link.sequence,
@@ -61,7 +68,18 @@ class EventView:
             occurred_at=link.occurred_at or "",
             recorded_at=link.recorded_at or "",
             marks=marks_of(event_type),
+            actor=actor,
+            at_ms=_ms(link.occurred_at),
         )
+
+
+def _ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return epoch_ms(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -78,6 +96,43 @@ class Step:
         if self.step is None:
             return "run"
         return f"step {self.step}" + (f" · turn {self.turn_id}" if self.turn_id else "")
+
+    @property
+    def retries(self) -> int:
+        """Failed model attempts the step retried (each MODEL_RETRY drops one attempt)."""
+        return sum(1 for ev in self.events if ev.event_type == "MODEL_RETRY")
+
+    @property
+    def span_ms(self) -> tuple[int, int] | None:
+        """From its first event's time to its last one's (None when no time parses)."""
+        times = [ev.at_ms for ev in self.events if ev.at_ms is not None]
+        return (min(times), max(times)) if times else None
+
+    def first_token(self) -> FirstToken | None:
+        """Time to first token of a streamed answer: from the step's last MODEL_REQUEST to
+        the first MODEL_RESPONSE after it, when two or more responses follow it (streamed
+        deltas; a single response is the whole answer, so its delay is no first token)."""
+        asked: int | None = None
+        first: int | None = None
+        chunks = 0
+        for ev in self.events:
+            if ev.event_type == "MODEL_REQUEST":
+                asked, first, chunks = ev.at_ms, None, 0
+            elif ev.event_type == "MODEL_RESPONSE" and asked is not None:
+                chunks += 1
+                if first is None:
+                    first = ev.at_ms
+        if asked is None or first is None or chunks < 2:
+            return None
+        return FirstToken(max(0, first - asked), chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstToken:
+    """How long a streamed answer took to start, and in how many response events it came."""
+
+    after_ms: int
+    chunks: int
 
 
 @dataclass(frozen=True)

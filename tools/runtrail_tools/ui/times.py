@@ -38,3 +38,22 @@ def duration_text(value: float | None) -> str:
     minutes, secs = divmod(int(value), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def clock_text(iso: str) -> str:
+    """Time of day to the millisecond (``10:00:01.234``) of an ISO timestamp, or the text as
+    written when it does not parse."""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def ms_text(value: int) -> str:
+    """A duration in milliseconds, as a person reads it (``840 ms``, ``2.31 s``, ``4m05s``)."""
+    if value < 1000:
+        return f"{value} ms"
+    if value < 60_000:
+        return f"{value / 1000:.2f} s"
+    return duration_text(value / 1000)

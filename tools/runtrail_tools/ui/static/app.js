@@ -117,7 +117,26 @@ document.addEventListener("click", function (event) {
   if (target.id === "verify") verify(target);
   else if (target.classList.contains("replay-mock")) replayNode(target, "mock");
   else if (target.classList.contains("replay-live")) replayNode(target, "live");
+  else if (target.classList.contains("copy-cli")) copyCli(target);
 });
+
+// "copy": the clipboard where the browser allows it, else the command selected for Ctrl+C
+function copyCli(button) {
+  var code = document.getElementById(button.dataset.for);
+  var state = document.getElementById("copy-state");
+  function selectIt() {
+    var range = document.createRange();
+    range.selectNodeContents(code);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    text(state, "selected: press Ctrl+C");
+  }
+  if (!navigator.clipboard) { selectIt(); return; }
+  navigator.clipboard.writeText(code.textContent).then(function () {
+    text(state, "copied: " + code.textContent);
+  }, selectIt);
+}
 
 // an event's data, and a node's prompt and raw response, are fetched when first opened
 function fill(details, url, pick) {
@@ -138,6 +157,15 @@ document.addEventListener("toggle", function (event) {
   if (event) {
     if (!details.querySelector("pre")) details.appendChild(make("pre"));
     fill(details, runUrl + "/links/" + event.dataset.index, function (b) { return b.error ? b : b.event.data; });
+  } else if (details.classList.contains("lazy-chat") && !details.dataset.loaded) {
+    // the prompt as chat messages: an HTML fragment the server escaped, as it does every page
+    details.dataset.loaded = "1";
+    var slot = details.querySelector(".chat-slot");
+    text(slot, "loading…");
+    var node = details.closest(".node").dataset.record;
+    fetch(runUrl + "/nodes/" + encodeURIComponent(node) + "/prompt", { credentials: "same-origin" })
+      .then(function (r) { return r.text(); })
+      .then(function (html) { slot.innerHTML = html; });
   } else if (details.classList.contains("lazy-io")) {
     var record = details.closest(".node").dataset.record;
     fill(details, runUrl + "/nodes/" + encodeURIComponent(record), function (b) { return b.error ? b : b[details.dataset.part]; });
