@@ -171,7 +171,7 @@ def secured(
             cluster.env(ADMIN_PRINCIPAL), "topics", "ensure", "--partitions", str(PARTITIONS)
         )
         assert ensured.returncode == 0, ensured.stderr
-        assert ensured.stdout.count("created") == 5, ensured.stdout
+        assert ensured.stdout.count("created") == 7, ensured.stdout  # + the OTLP ingest's two
         admin = AdminClient(cluster.client_config(ADMIN_PRINCIPAL))
         acls.apply(admin, acls.roles(settings, group_prefix=cluster.group_prefix))
         yield cluster

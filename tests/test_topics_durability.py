@@ -63,10 +63,11 @@ def settings(kafka_cluster: LocalCluster, admin: AdminClient) -> Iterator[Settin
         resume_cache_topic=f"{prefix}.resume-cache",
         sessions_topic=f"{prefix}.sessions",
         audit_topic=f"{prefix}.audit",
+        otlp_raw_topic=f"{prefix}.otlp-raw",
         partitions=3,
     )
     yield made
-    delete_topics(admin, design_topic_names(made))
+    delete_topics(admin, [spec.name for spec in design_topics(made)])
 
 
 def _create(admin: AdminClient, name: str, replication: int, config: dict[str, str]) -> None:
@@ -97,11 +98,12 @@ def test_ensure_adopts_the_clusters_replication_and_sets_durability(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for field in ("dlq_topic", "resume_cache_topic", "sessions_topic", "audit_topic"):
+    fields = ("dlq_topic", "resume_cache_topic", "sessions_topic", "audit_topic", "otlp_raw_topic")
+    for field in fields:
         monkeypatch.setenv(f"RUNTRAIL_{field.upper()}", getattr(settings, field))
     assert _cli(settings) == 0
     out = capsys.readouterr().out
-    assert out.count("created") == 5
+    assert out.count("created") == 7  # the design's five and the scaled-out OTLP ingest's two
     assert "replication factor 3 (the brokers' default.replication.factor)" in out
 
     metadata = admin.list_topics(timeout=10).topics
@@ -114,7 +116,7 @@ def test_ensure_adopts_the_clusters_replication_and_sets_durability(
     # again, without a replication factor: every topic is ok, none "differs"
     assert _cli(settings) == 0
     again = capsys.readouterr().out
-    assert again.count(" ok ") == 5
+    assert again.count(" ok ") == 7
     assert "replication factor 3 (that of the existing topics)" in again
 
 

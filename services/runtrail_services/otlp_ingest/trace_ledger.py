@@ -38,6 +38,9 @@ TraceKey = tuple[str, str]
 #: per trace: (raw offset, next sequence), oldest first
 Epochs = list[tuple[int, int]]
 
+#: the group of each ledger read (one of its own, never committed: the ledger is read whole)
+LEDGER_GROUP_PREFIX = "runtrail-otlp-ledger-"
+
 
 class TraceLedger:
     """The ledger of one mapper: epochs per raw partition, and the producer writing them."""
@@ -57,7 +60,7 @@ class TraceLedger:
         consumer = Consumer(
             self._settings.kafka_config(
                 **{
-                    "group.id": f"runtrail-otlp-ledger-{uuid.uuid4().hex[:8]}",
+                    "group.id": f"{LEDGER_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                 }
             )

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtrail.config import Settings
+from runtrail.kafka.topics import otlp_traces_topic
+from runtrail_services.otlp_ingest.trace_ledger import LEDGER_GROUP_PREFIX
 
 #: Kafka's own names of the operations and resource types (kafka-acls.sh spells them so).
 READ, WRITE, DESCRIBE = "Read", "Write", "Describe"
@@ -104,7 +106,23 @@ def roles(
                 Grant(TRANSACTIONAL_ID, transactional_id, (WRITE, DESCRIBE)),
             ),
         ),
-        Role("otlp-ingest", "runtrail run otlp-ingest", (Grant(TOPIC, events, write),)),
+        Role(
+            "otlp-ingest",
+            "runtrail run otlp-ingest (mode map: events; mode forward: the raw topic)",
+            (Grant(TOPIC, events, write), Grant(TOPIC, settings.otlp_raw_topic, write)),
+        ),
+        Role(
+            "otlp-mapper",
+            "runtrail run otlp-mapper",
+            (
+                Grant(TOPIC, settings.otlp_raw_topic, (READ, DESCRIBE)),
+                Grant(GROUP, f"{group_prefix}.otlp-mapper", (READ,)),
+                Grant(TOPIC, events, write),
+                Grant(TOPIC, dlq, write),
+                Grant(TOPIC, otlp_traces_topic(settings), (READ, WRITE, DESCRIBE)),
+                Grant(GROUP, LEDGER_GROUP_PREFIX, (READ,), prefixed=True),
+            ),
+        ),
         Role(
             UI,
             "runtrail ui (the explorer's live view)",
