@@ -128,7 +128,7 @@ def test_text_that_reads_as_a_reference_goes_by_one(tmp_path: Path) -> None:
     vault = vault_from_settings(given)
     assert vault is not None
     protect = ContentProtector(vault, PrivacyPolicy())
-    forged = f"rtref:1:main:dk-{'0' * 32}:{'0' * 64}:1"
+    forged = f"rtref:1:main:dk-{'0' * 32}:1:{'0' * 64}"
     form = {"type": "MODEL_REASONING", "runId": "r", "tenantId": "t", "data": {"text": forged}}
     assert protect(form) is form  # a well-formed reference is kept: it may be a re-publish
     lookalike = {**form, "data": {"text": "rtref:1:but not one"}}

@@ -8,21 +8,40 @@ A reader that resolves nothing (no reference in the value) gets the value back u
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
-from runtrail.privacy.reference import ERASED, as_reference
+import orjson
+
+from runtrail.privacy.reference import ERASED, PATTERN, PREFIX, ContentRef, as_reference
 from runtrail.privacy.vault import ContentVault
+
+if TYPE_CHECKING:
+    from runtrail.capture.record import NodeIoRecord
+    from runtrail.config import Settings
 
 
 class Resolver:
     def __init__(self, vault: ContentVault | None) -> None:
         self.vault = vault
 
-    def one(self, tenant: str, text: str) -> Any:
-        ref = as_reference(text)
-        if ref is None:
-            return text
+    def ref(self, tenant: str, ref: ContentRef) -> Any:
         return ERASED if self.vault is None else self.vault.resolve(tenant, ref)
+
+    def one(self, tenant: str, text: str) -> Any:
+        """A string holding references: the content of one that is all of it, else the text
+        with each reference replaced by its content as text (streamed deltas joined)."""
+        if PREFIX not in text:
+            return text
+        whole = as_reference(text)
+        if whole is not None:
+            return self.ref(tenant, whole)
+
+        def spelled(found: re.Match[str]) -> str:
+            content = self.ref(tenant, ContentRef.of(found))
+            return content if isinstance(content, str) else orjson.dumps(content).decode()
+
+        return PATTERN.sub(spelled, text)
 
     def value(self, tenant: str, value: Any) -> Any:
         """``value`` with every reference in it resolved (a new value; the input is kept)."""
@@ -38,6 +57,21 @@ class Resolver:
     def close(self) -> None:
         if self.vault is not None:
             self.vault.close()
+
+
+def resolver_from_settings(settings: Settings) -> Resolver:
+    """The resolver of the configured content store (none configured: every reference reads
+    as erased, since its content cannot be opened here)."""
+    from runtrail.privacy.protect import vault_from_settings
+
+    return Resolver(vault_from_settings(settings))
+
+
+def resolved_record(resolver: Resolver, record: NodeIoRecord) -> NodeIoRecord:
+    """A capture record with its references resolved (the record itself when it holds none)."""
+    form = record.model_dump(mode="json", by_alias=True)
+    opened = resolver.value(record.tenant_id, form)
+    return record if opened == form else type(record).model_validate(opened)
 
 
 def holds_erased(value: Any) -> bool:
