@@ -102,3 +102,50 @@ def test_key_files_are_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert b"someone@example.com" not in path.read_bytes()
         assert "someone" not in path.name
+
+
+def test_a_live_replay_of_erased_input_calls_nothing(tmp_path: Path) -> None:
+    from runtrail.capture.record import NodeIoRecord
+    from runtrail.capture.replay import ReplayError, replay_model_live, replay_tool_live
+    from runtrail.privacy.resolve import Resolver, resolved_record
+
+    vault = ContentVault(
+        open_store(PROTECTED_CONTENT, (tmp_path / "c").as_uri()), FileKeyStore(tmp_path / "k")
+    )
+    prompt = vault.put("acme", "run-1", {"messages": [SENTINEL]})
+    arguments = vault.put("acme", "run-1", {"q": SENTINEL})
+    base = {"tenantId": "acme", "runId": "run-1", "startedAtEpochMs": 1, "capturedAtEpochMs": 2}
+    base["durationMs"] = 1
+    model = NodeIoRecord.model_validate(
+        {**base, "recordId": "m", "nodeId": "model@x", "nodeType": "MODEL", "inputs": str(prompt)}
+    )
+    tool = NodeIoRecord.model_validate(
+        {
+            **base,
+            "recordId": "t",
+            "nodeId": "tool@x",
+            "nodeType": "TOOL",
+            "inputs": {"callId": "c", "toolName": "lookup", "arguments": str(arguments)},
+        }
+    )
+    resolver = Resolver(vault)
+    assert resolved_record(resolver, model).inputs == {"messages": [SENTINEL]}
+    calls: list[object] = []
+
+    class Client:
+        def create(self, prompt: object) -> object:
+            calls.append(prompt)
+            return prompt
+
+    with pytest.raises(ReplayError, match="not resolved"):
+        replay_model_live(model, Client())  # the reference itself is never sent
+    vault.erase("acme", "run-1")
+    for record in (model, tool):
+        opened = resolved_record(resolver, record)
+        assert ERASED in str(opened.inputs)
+        with pytest.raises(ReplayError, match="erased"):
+            if record.node_type == "MODEL":
+                replay_model_live(opened, Client())
+            else:
+                replay_tool_live(opened, calls.append)
+    assert calls == []

@@ -75,10 +75,11 @@ def resolved_record(resolver: Resolver, record: NodeIoRecord) -> NodeIoRecord:
 
 
 def holds_erased(value: Any) -> bool:
-    """Whether a resolved value lost content to erasure (a replay must not call out then)."""
+    """Whether a value lost content to erasure, or still holds a reference nobody opened: a
+    live replay must not call a model or a tool with it."""
     kind = type(value)
     if kind is str:
-        return bool(value == ERASED)
+        return bool(value == ERASED or PREFIX in value)
     if kind is dict:
         return any(holds_erased(v) for v in value.values())
     if kind is list:

@@ -33,7 +33,7 @@ from runtrail.capture import (
     replay_model_mock,
     replay_tool_live,
 )
-from runtrail.privacy.resolve import Resolver, holds_erased, resolved_record, resolver_from_settings
+from runtrail.privacy.resolve import Resolver, resolved_record, resolver_from_settings
 from runtrail_tools.cli.common import replay_group
 
 #: Exit statuses: done / nothing found (or unreadable sink) / could not run as asked.
@@ -150,12 +150,6 @@ def run_replay(args: argparse.Namespace) -> int:
         record = resolved_record(resolver, record)
     finally:
         resolver.close()
-    if not args.mock and holds_erased(record.inputs):
-        return _fail(
-            EXIT_USAGE,
-            f"the input of {args.record_id} was erased: a live replay would call with "
-            "incomplete input (a mock replay shows what is left)",
-        )
     head = {"recordId": record.record_id, "nodeId": record.node_id, "nodeType": record.node_type}
     try:
         if args.mock:
