@@ -22,6 +22,7 @@ from runtrail.publisher import Publisher
 from runtrail.resume import ResumeCache
 from runtrail.resume.http_client import ServiceCacheClient
 from tests.resume_support import TOKENS, CacheService, make_topics
+from tests.support import wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -90,9 +91,12 @@ def test_lookups_by_content_find_entries_published_by_reference(
         assert model is not None and model.message == f"answer {SENTINEL}"
         assert tool.entry is not None and tool.entry.result == [SENTINEL]
         store = open_store(RESUME_ENTRIES, service.store_url, readers=1)
-        entries = [json.dumps(entry.to_json()) for entry in store.entries("acme")]
-        store.close()
-        assert len(entries) == 2 and all(PREFIX in e and SENTINEL not in e for e in entries)
+        try:  # lookups may be answered before the service's store flush: wait for it
+            wait_for(lambda: len(store.entries("acme")) == 2, 30, what="the stored entries")
+            entries = [json.dumps(entry.to_json()) for entry in store.entries("acme")]
+        finally:
+            store.close()
+        assert all(PREFIX in e and SENTINEL not in e for e in entries)
 
         vault.erase("acme", "run-1")
         model, tool = lookup()

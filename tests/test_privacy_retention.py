@@ -56,7 +56,7 @@ def test_old_content_is_pruned_and_reads_as_erased(
     new = vault.put("t1", "run-new", "new content")
     key = f"t1/{old.key_id}/{old.digest}"
     if backend == "file":
-        os.utime(tmp_path / "content" / key, (OLD_S, OLD_S))
+        os.utime(tmp_path / "content" / "t1" / old.key_id / "objects.seg", (OLD_S, OLD_S))
     else:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("UPDATE runtrail_content SET modified_s = %s WHERE key = %s", (OLD_S, key))

@@ -71,8 +71,8 @@ def test_a_tampered_object_reads_as_erased(tmp_path: Path) -> None:
         FileKeyStore(tmp_path / "k"),
     )
     ref = vault.put("acme", "run-1", "x")
-    path = tmp_path / "c" / "acme" / ref.key_id / ref.digest
-    path.write_bytes(path.read_bytes()[:-1] + b"\x00")
+    path = tmp_path / "c" / "acme" / ref.key_id / "objects.seg"
+    path.write_bytes(path.read_bytes()[:-1] + bytes([path.read_bytes()[-1] ^ 1]))
     assert vault.resolve("acme", ref) == ERASED
     forged = ContentRef(ref.store, ref.key_id, "0" * 64, 1)
     assert vault.resolve("acme", forged) == ERASED
@@ -83,6 +83,7 @@ def test_rotation_rewraps_data_keys_without_touching_content(tmp_path: Path) -> 
     vault = ContentVault(open_store(PROTECTED_CONTENT, (tmp_path / "c").as_uri()), keys)
     refs = [vault.put("acme", f"run-{n}", n) for n in range(3)]
     before = {p: p.read_bytes() for p in (tmp_path / "c").rglob("*") if p.is_file()}
+    assert len(before) == 3  # one segment per data key
     assert keys.rotate("acme") == 3
     old = tmp_path / "k" / "tenants" / "acme" / "1.key"
     keys.keyring.retire("acme", "1")  # type: ignore[attr-defined]

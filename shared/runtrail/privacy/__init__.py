@@ -10,5 +10,10 @@ One module per job:
 * :mod:`.content_store` — the content-store interface; adapters :mod:`.content_file`,
   :mod:`.content_object` (obstore), :mod:`.content_postgres`, opened by URL through
   :data:`runtrail.persistence.PROTECTED_CONTENT`;
-* :mod:`.vault` — sealing into the store, resolving references, erasing a subject.
+* :mod:`.vault` — sealing into the store, opening a reference, erasing a subject;
+* :mod:`.policy` — what goes by reference, per tenant and class, and whose key seals it;
+* :mod:`.protect` — the publisher's hook replacing protected fields by references;
+* :mod:`.resolve` — readers opening references (erased: the marker);
+* :mod:`.erasure`, :mod:`.run_end` — erasing and recording it in the run's history;
+* :mod:`.retention` — pruning by age or count, per store.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import obstore
@@ -34,6 +34,12 @@ class ObjectContentStore:
 
     def delete(self, key: str) -> None:
         obstore.delete(self._store, key)
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        doomed = list(keys)
+        if doomed:
+            obstore.delete(self._store, doomed)
+        return len(doomed)
 
     def delete_prefix(self, prefix: str) -> int:
         keys = [found.key for found in self.objects(prefix)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -54,6 +54,15 @@ class PostgresContentStore:
 
     def delete(self, key: str) -> None:
         self._db.query("DELETE FROM runtrail_content WHERE key = %s", (key,))
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        doomed = list(keys)
+        if not doomed:
+            return 0
+        rows = self._db.query(
+            "DELETE FROM runtrail_content WHERE key = ANY(%s) RETURNING key", (doomed,)
+        )
+        return len(rows)
 
     def delete_prefix(self, prefix: str) -> int:
         rows = self._db.query(

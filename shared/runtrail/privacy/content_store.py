@@ -8,8 +8,9 @@ reference's ``store`` field says (a URL may carry credentials, a reference never
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from runtrail.sessions.naming import segment
@@ -40,6 +41,10 @@ class ContentStore(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete these objects (absent ones are ignored); how many were there."""
+        ...
+
     def objects(self, prefix: str = "") -> Iterator[StoredObject]: ...
 
     def close(self) -> None: ...
@@ -50,4 +55,9 @@ def object_key(tenant: str, key_id: str, digest: str) -> str:
 
 
 def key_prefix(tenant: str, key_id: str) -> str:
-    return f"{segment(tenant)}/{key_id}/"
+    return f"{_tenant_segment(tenant)}/{key_id}/"
+
+
+@lru_cache(maxsize=4096)  # once per tenant, not per sealed field
+def _tenant_segment(tenant: str) -> str:
+    return segment(tenant)

@@ -6,7 +6,10 @@ Layout under the URL's folder (``file:///var/lib/runtrail/keys``)::
     data/<tenant>/keys/<keyId>.json     {tenantKeyVersion, wrapped}: a data key, wrapped
     data/<tenant>/subjects/<h>          the key ID of the subject whose sha256 is h
 
-The subject is kept only as a digest, so the key store names no end user. Two processes
+The subject is kept only as a digest, so the key store names no end user. A tenant key is
+fsynced when made (losing it loses every data key it wraps); a data key file is fsynced only
+with ``?fsync=true``, like the content it seals (see :mod:`runtrail.privacy.content_file`): a
+power cut may lose the last runs' keys, whose content then reads as erased. Two processes
 making the same subject's key race on the subject file (created exclusively): the loser drops
 its key and takes the winner's. Destroying a key deletes both files; rotating writes each
 key file again, wrapped by the new tenant key, atomically.
@@ -25,8 +28,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from runtrail.files import open_private, private_dir, write_atomic
-from runtrail.persistence.url_options import reject_unknown, split_options
+from runtrail.files import fsync_dir, open_private, private_dir, write_atomic
+from runtrail.persistence.url_options import as_bool, reject_unknown, split_options
 from runtrail.persistence.urls import file_path
 from runtrail.privacy.keys import DataKey, TenantKeyring, WrappedKey, associated
 from runtrail.privacy.sealing import new_key, seal, unseal
@@ -66,6 +69,9 @@ class FileTenantKeyring:
             try:
                 with open_private(self._folder(tenant) / f"{version}.key", "xb") as out:
                     out.write(new_key())
+                    out.flush()
+                    os.fsync(out.fileno())
+                fsync_dir(self._folder(tenant))
                 return str(version)
             except FileExistsError:  # another process rotated at the same moment
                 version += 1
@@ -80,18 +86,26 @@ class FileTenantKeyring:
 class FileKeyStore:
     """Data keys of every tenant, wrapped by ``keyring`` (default: tenant keys beside them)."""
 
-    def __init__(self, root: Path, keyring: TenantKeyring | None = None) -> None:
+    def __init__(
+        self, root: Path, keyring: TenantKeyring | None = None, *, fsync: bool = False
+    ) -> None:
         self.root = private_dir(root)
+        self._fsync = fsync
         self.keyring: TenantKeyring = keyring or FileTenantKeyring(self.root / "tenants")
         self._cache: dict[tuple[str, str], bytes] = {}
+        #: (tenant, subject) -> the key this process seals with (a publisher's hot path reads
+        #: no file per field; a key destroyed by another process is not noticed here: erase a
+        #: run once it ended)
+        self._sealing: dict[tuple[str, str], DataKey] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> FileKeyStore:
         base, options = split_options(url, overrides)
         keyring = options.pop("keyring", None)
+        fsync = as_bool(options.pop("fsync", False))
         reject_unknown(options, "key store")
-        return cls(file_path(base), keyring)
+        return cls(file_path(base), keyring, fsync=fsync)
 
     def _tenant(self, tenant: str) -> Path:
         return self.root / "data" / segment(tenant)
@@ -109,6 +123,16 @@ class FileKeyStore:
             return None
 
     def data_key(self, tenant: str, subject: str) -> DataKey:
+        with self._lock:
+            sealing = self._sealing.get((tenant, subject))
+        if sealing is not None:
+            return sealing
+        found = self._data_key(tenant, subject)
+        with self._lock:
+            self._sealing[(tenant, subject)] = found
+        return found
+
+    def _data_key(self, tenant: str, subject: str) -> DataKey:
         known = self.key_id_of(tenant, subject)
         if known is not None:
             secret = self.key_by_id(tenant, known)
@@ -137,7 +161,14 @@ class FileKeyStore:
         path = self._key_file(tenant, key_id)
         private_dir(path.parent)
         body = {"tenantKeyVersion": wrapped.version, "wrapped": base64.b64encode(wrapped.blob)}
-        write_atomic(path, json.dumps(body, default=bytes.decode).encode())
+        data = json.dumps(body, default=bytes.decode).encode()
+        if self._fsync:
+            write_atomic(path, data)
+            return
+        beside = path.with_name(f".{path.name}.{os.getpid()}")
+        with open_private(beside, "wb") as out:
+            out.write(data)
+        os.replace(beside, path)
 
     def key_by_id(self, tenant: str, key_id: str) -> bytes | None:
         with self._lock:
@@ -164,6 +195,7 @@ class FileKeyStore:
         self._subject_file(tenant, subject).unlink(missing_ok=True)
         with self._lock:
             self._cache.pop((tenant, key_id), None)
+            self._sealing.pop((tenant, subject), None)
         return key_id
 
     def key_ids(self, tenant: str) -> Iterator[str]:
@@ -186,6 +218,7 @@ class FileKeyStore:
     def close(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._sealing.clear()
 
 
 def _shred(path: Path) -> None:

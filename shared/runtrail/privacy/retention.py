@@ -24,10 +24,9 @@ if TYPE_CHECKING:
 
 def prune_content(store: ContentStore, cutoff_s: float, prefix: str = "") -> int:
     """Delete sealed objects last written before ``cutoff_s`` (epoch seconds); how many."""
-    doomed = [found.key for found in store.objects(prefix) if found.modified_s < cutoff_s]
-    for key in doomed:
-        store.delete(key)
-    return len(doomed)
+    return store.delete_many(
+        [found.key for found in store.objects(prefix) if found.modified_s < cutoff_s]
+    )
 
 
 def prune_sessions(store: AgentSessionStore, cutoff_s: float, tenant: str | None = None) -> int:

@@ -9,6 +9,7 @@ GCM's 2^32 random-nonce bound.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Any
 
 from runtrail.extras import require
@@ -22,6 +23,7 @@ class Unsealable(Exception):
     """The blob is not one this key sealed for this place (tampered, wrong key, wrong place)."""
 
 
+@lru_cache(maxsize=1024)  # a publisher seals many fields with one run's key
 def _aesgcm(key: bytes) -> Any:
     aead = require("cryptography.hazmat.primitives.ciphers.aead", "protected content")
     return aead.AESGCM(key)
