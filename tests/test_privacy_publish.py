@@ -30,6 +30,7 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("MODEL_RESPONSE", {"message": SENTINEL, "raw": {"choices": [{"text": SENTINEL}]}}),
     ("TOOL_CALL", {"callId": "c1", "toolName": "lookup", "arguments": {"q": SENTINEL}}),
     ("TOOL_RESULT", {"callId": "c1", "toolName": "lookup", "output": [SENTINEL], "error": None}),
+    ("session.snapshot", {"lastAppliedSequence": 5, "memory": {"notes": [SENTINEL]}}),
 ]
 
 
@@ -61,7 +62,7 @@ def test_every_class_by_reference_leaves_no_content_on_the_topic(
         privacy_policy={"byReference": "all"},
     )
     with Publisher(given) as pub:
-        ids = [pub.publish(kind, "run-1", data) for kind, data in EVENTS]
+        ids = [pub.publish(kind, "run-1", data, session_id="s1") for kind, data in EVENTS]
         assert all(ids), pub.stats()
         assert pub.flush(60) == 0
     raw = read_all(kafka_bootstrap, topic, len(EVENTS))

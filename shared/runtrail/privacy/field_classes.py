@@ -34,4 +34,8 @@ CONTENT_FIELDS: dict[str, dict[str, FieldClass]] = {
     },
     "run.input_required": {"prompt": FieldClass.PROMPTS},
     "run.input_received": {"input": FieldClass.PROMPTS},
+    "session.snapshot": {
+        "memory": FieldClass.SESSION_SNAPSHOTS,
+        "compactResults": FieldClass.SESSION_SNAPSHOTS,
+    },
 }
