@@ -160,8 +160,15 @@ def test_with_services_alone_postgresql_and_s3_urls_name_their_extra(
     assert result["postgresql"] == {
         **dict.fromkeys(POSTGRES_KINDS, "missing postgres"),
         "capture": "unsupported",
+        "content": "missing postgres",
+        "keys": "unsupported",
     }
-    assert result["s3"] == {**dict.fromkeys(POSTGRES_KINDS, "unsupported"), "capture": "missing s3"}
+    assert result["s3"] == {
+        **dict.fromkeys(POSTGRES_KINDS, "unsupported"),
+        "capture": "missing s3",
+        "content": "missing s3",
+        "keys": "unsupported",
+    }
     cli = services_venv / "bin" / "runtrail"
     url = "postgresql://runtrail:secret@127.0.0.1:1/runtrail"
     refused = run(cli, "resume", "r1", "--tenant", "t", "--store", url, cwd=tmp_path, check=False)

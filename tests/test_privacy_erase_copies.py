@@ -86,3 +86,28 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
 
     again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "x")
     assert again.returncode == 1 and "nothing to erase" in again.stderr
+
+
+def test_keys_rotate_rewraps_and_retires_without_touching_content(tmp_path: Path) -> None:
+    env = {
+        "RUNTRAIL_CONTENT_STORE_URL": (tmp_path / "content").as_uri(),
+        "RUNTRAIL_KEY_STORE_URL": (tmp_path / "keys").as_uri(),
+    }
+    vault = ContentVault(
+        open_store(PROTECTED_CONTENT, env["RUNTRAIL_CONTENT_STORE_URL"]),
+        open_store(DATA_KEYS, env["RUNTRAIL_KEY_STORE_URL"]),
+    )
+    refs = [vault.put("t1", f"run-{n}", f"{SENTINEL}-{n}") for n in range(2)]
+    vault.close()
+    content = {p: p.read_bytes() for p in (tmp_path / "content").rglob("*") if p.is_file()}
+    done = runtrail(env, "keys", "rotate", "--tenant", "t1", "--retire")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"tenant": "t1", "rewrapped": 2, "retired": ["1"]}
+    assert [p.name for p in (tmp_path / "keys" / "tenants" / "t1").iterdir()] == ["2.key"]
+    fresh = ContentVault(
+        open_store(PROTECTED_CONTENT, env["RUNTRAIL_CONTENT_STORE_URL"]),
+        open_store(DATA_KEYS, env["RUNTRAIL_KEY_STORE_URL"]),
+    )
+    assert [fresh.resolve("t1", r) for r in refs] == [f"{SENTINEL}-0", f"{SENTINEL}-1"]
+    assert content == {p: p.read_bytes() for p in (tmp_path / "content").rglob("*") if p.is_file()}
+    fresh.close()

@@ -76,6 +76,14 @@ class FileTenantKeyring:
             except FileExistsError:  # another process rotated at the same moment
                 version += 1
 
+    def retire_older(self, tenant: str) -> list[str]:
+        """Delete every tenant key but the current one; the versions deleted."""
+        current = self._current(tenant)
+        older = [str(v) for v in self._versions(tenant) if str(v) != current]
+        for version in older:
+            self.retire(tenant, version)
+        return older
+
     def retire(self, tenant: str, version: str) -> None:
         """Delete an old tenant key (after a rotation re-wrapped everything it wrapped)."""
         if version == self._current(tenant):

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail_tools.cli.sessions_cmd",
     "runtrail_tools.cli.erase_cmd",
     "runtrail_tools.cli.prune_cmd",
+    "runtrail_tools.cli.keys_cmd",
     "runtrail_tools.cli.dev_cmd",
     "runtrail_tools.cli.demo_cmd",
     "runtrail_tools.cli.settings_cmd",
