@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from runtrail.sessions.naming import segment
-
 #: The ``store`` of references written through a store whose URL names none (``?name=``).
 DEFAULT_NAME = "main"
 
@@ -60,4 +58,8 @@ def key_prefix(tenant: str, key_id: str) -> str:
 
 @lru_cache(maxsize=4096)  # once per tenant, not per sealed field
 def _tenant_segment(tenant: str) -> str:
+    # imported here: the publisher imports this module, and an agent that configures no
+    # content store should not load the sessions package
+    from runtrail.sessions.naming import segment
+
     return segment(tenant)
