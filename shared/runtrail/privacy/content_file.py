@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -54,6 +55,8 @@ class FileContentStore:
         self._open: OrderedDict[Path, int] = OrderedDict()
         self._indexes: dict[Path, _Index] = {}
         self._segments: dict[str, Path] = {}  # folder of a key -> its segment (no path math)
+        # a store nobody closed (a publisher's, at its end) still closes its descriptors
+        weakref.finalize(self, _close_all, self._open)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> FileContentStore:
@@ -204,8 +207,12 @@ class FileContentStore:
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._open.values():
-                os.close(fd)
-            self._open.clear()
+            _close_all(self._open)
             self._indexes.clear()
             self._segments.clear()
+
+
+def _close_all(descriptors: OrderedDict[Path, int]) -> None:
+    for fd in descriptors.values():
+        os.close(fd)
+    descriptors.clear()
