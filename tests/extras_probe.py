@@ -30,7 +30,17 @@ from runtrail.extras import EXTRAS, MissingExtra
 from runtrail.persistence.registry import UnsupportedStoreUrl, open_store
 
 #: every kind of store (runtrail.persistence.kinds)
-KINDS = ("projection", "audit", "commands", "resume-cache", "sessions", "checkpoints", "capture")
+KINDS = (
+    "projection",
+    "audit",
+    "commands",
+    "resume-cache",
+    "sessions",
+    "checkpoints",
+    "capture",
+    "content",
+    "keys",
+)
 #: what ``runtrail demo --up`` imports in its own process and in those it starts (the demo
 #: agents, ``runtrail ui``, ``runtrail run``)
 DEMO_MODULES = (

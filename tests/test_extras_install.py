@@ -266,8 +266,15 @@ def test_with_services_alone_postgresql_and_s3_urls_name_their_extra(
     assert result["postgresql"] == {
         **dict.fromkeys(POSTGRES_KINDS, "missing postgres"),
         "capture": "unsupported",
+        "content": "missing postgres",
+        "keys": "unsupported",
     }
-    assert result["s3"] == {**dict.fromkeys(POSTGRES_KINDS, "unsupported"), "capture": "missing s3"}
+    assert result["s3"] == {
+        **dict.fromkeys(POSTGRES_KINDS, "unsupported"),
+        "capture": "missing s3",
+        "content": "missing s3",
+        "keys": "unsupported",
+    }
     cli = services_venv / "bin" / "runtrail"
     url = "postgresql://runtrail:secret@127.0.0.1:1/runtrail"
     refused = run(cli, "resume", "r1", "--tenant", "t", "--store", url, cwd=tmp_path, check=False)
@@ -291,6 +298,7 @@ def test_postgres_alone_has_every_postgresql_adapter(
     assert isinstance(outcomes, dict)
     assert outcomes.pop("audit") == "missing services"
     assert outcomes.pop("capture") == "unsupported"
+    assert outcomes.pop("keys") == "unsupported"  # tenant keys: files (or a KMS), never SQL
     for kind, outcome in outcomes.items():
         assert outcome in ("OperationalError", "SessionStoreError", "StoreUnavailable"), kind
     run(venv / "bin" / "python", "-I", "-c", "import runtrail.persistence.postgres", cwd=tmp_path)

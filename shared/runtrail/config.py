@@ -182,6 +182,23 @@ class Settings(BaseSettings):
     compression: str = Field(default="zstd", description="Producer compression.type.")
     linger_ms: int = Field(default=5, ge=0, description="Producer linger.ms (batching).")
 
+    # --- Protected content (runtrail.privacy; docs/PRIVACY.md) ---------------------------------
+    content_store_url: str | None = Field(
+        default=None,
+        description="Where protected content is kept, sealed (file:///dir, s3://bucket/prefix?…, "
+        "postgresql://…; ?name= names it in references). Unset: every field travels inline.",
+    )
+    key_store_url: str | None = Field(
+        default=None,
+        description="Data keys and tenant keys (file:///dir, 0600 files). Default: "
+        "file://<state_dir>/keys.",
+    )
+    privacy_policy: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Which field classes go by reference, per tenant, whose key seals them and "
+        "the claim-check size (a JSON object; see docs/PRIVACY.md).",
+    )
+
     # --- Limits (enforced at publish and at consume; see runtrail.events.limits) --------------
     max_event_bytes: int = Field(
         default=8 * 1024 * 1024,

@@ -19,11 +19,12 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.persistence import open_store, redact_url
 from runtrail.persistence.kinds import RESUME_ENTRIES
@@ -68,6 +69,7 @@ class ResumeCacheService(Service):
             window=context.settings.reorder_window,
             wait_ms=int(context.settings.reorder_wait_s * 1000),
             anchor=self._applied_sequence,
+            open_content=_content_opener(context.settings),
         )
         self.context.checkpoint.watch(self._reached)
         self._next_forget_ms = 0
@@ -256,3 +258,12 @@ def _remember(
     """Note ``delivered`` as the source of the keys added after the first ``before``."""
     for key in itertools.islice(reversed(keys.keys()), len(keys) - before):
         sources.setdefault(key, delivered)
+
+
+def _content_opener(settings: Settings) -> Callable[[str, Any], Any] | None:
+    """Resolves protected content for keying, when a content store is configured."""
+    if not settings.content_store_url:
+        return None
+    from runtrail.privacy.resolve import resolver_from_settings
+
+    return resolver_from_settings(settings).value

@@ -294,10 +294,15 @@ def open_run(
     """A :class:`ResumableRun` of ``run_id`` — new or an earlier life's, found out here: the
     run's state is fetched from the resume-cache service behind the resume barrier (the end of
     the run's partition now), and the publisher continues the run's sequence."""
+    from runtrail.privacy.resolve import resolver_from_settings
     from runtrail.resume.barrier import resume_barrier
 
     cache = ResumeCache(
-        run_id, tenant=settings.tenant, remote=remote, read_your_writes=publisher.acked_offsets
+        run_id,
+        tenant=settings.tenant,
+        remote=remote,
+        read_your_writes=publisher.acked_offsets,
+        resolver=resolver_from_settings(settings) if settings.content_store_url else None,
     )
     state = cache.resume(resume_barrier(settings, run_id))
     publisher.set_next_sequence(run_id, state.last_sequence + 1)

@@ -289,19 +289,24 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
                 rows.append(Row(new_key, seal_record(new_key, fields)))
         self.backend.put(rows)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
+    ) -> None:
+        """LangGraph's prune; ``keep``: how many of the latest checkpoints ``keep_latest``
+        keeps per namespace (retention's "latest N per thread")."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: keep_latest or delete")
+        if keep < 1:
+            raise ValueError("keep at least the latest checkpoint")
         for thread in (str(t) for t in thread_ids):
             if strategy == "delete":
                 self.backend.delete_thread(self.tenant_id, thread)
                 continue
             records = self.backend.read_all(self.tenant_id, "checkpoint", thread)
-            newest: dict[str, Key] = {}
+            by_ns: dict[str, list[Key]] = {}
             for key, _ in records:
-                if key[3] not in newest or key[4] > newest[key[3]][4]:
-                    newest[key[3]] = key
-            kept = set(newest.values())
+                by_ns.setdefault(key[3], []).append(key)
+            kept = {k for keys in by_ns.values() for k in sorted(keys, key=lambda k: k[4])[-keep:]}
             doomed: Keys = []
             for key, _ in records:
                 if key not in kept:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from runtrail.capture.record import NodeIoRecord, NodeType
 from runtrail.events.runtime_events import ToolCall
+from runtrail.privacy.resolve import holds_erased
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -58,6 +59,15 @@ def _require(record: NodeIoRecord, node_type: NodeType) -> None:
         )
 
 
+def _not_erased(record: NodeIoRecord) -> None:
+    """A live replay of erased input would call out with what is left of it: refused."""
+    if holds_erased(record.inputs):
+        raise ReplayError(
+            f"the input of record {record.record_id} was erased (or is not resolved): a live "
+            "replay would call with incomplete input; a mock replay shows what is left"
+        )
+
+
 def replay_model_mock(record: NodeIoRecord) -> MockModelResult:
     """Rebuild the model's result from ``outputs``, falling back to ``outputText``."""
     _require(record, "MODEL")
@@ -87,6 +97,7 @@ def replay_model_live(record: NodeIoRecord, model_client: ModelClient[T]) -> T:
             f"record {record.record_id} ({record.node_id}) has no captured prompt: its "
             "MODEL_REQUEST was never seen, so there is nothing to replay live"
         )
+    _not_erased(record)
     return model_client.create(copy.deepcopy(record.inputs))
 
 
@@ -101,6 +112,7 @@ def replay_tool_live(record: NodeIoRecord, reinvoker: Callable[[ToolCall], T]) -
             f"record {record.record_id} ({record.node_id}) has no captured tool call: its "
             "TOOL_RESULT arrived without a TOOL_CALL"
         )
+    _not_erased(record)
     try:
         call = ToolCall.model_validate(record.inputs)
     except ValidationError as exc:

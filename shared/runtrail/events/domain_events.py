@@ -176,6 +176,24 @@ class ArtifactStored(EventData):
     uri: str | None = None
 
 
+class ContentErased(EventData):
+    """Protected content of the run was erased: the data key of its subject destroyed
+    (crypto-shredding) and the sealed objects deleted, with the derived copies counted in
+    ``copiesDeleted``. It names no content and no subject (only ``subjectDigest``, sha256 of
+    it); ``signature`` is a signed note of these facts by the audit key, when one is set up.
+    Accepted after the run ended: erasure comes when it is asked for."""
+
+    event_type = "run.content_erased"
+    scope: str
+    subject_digest: str
+    key_id: str | None = None
+    objects_deleted: int = 0
+    copies_deleted: JsonValue = None
+    reason: str
+    requested_by: str
+    signature: str | None = None
+
+
 class BudgetReserved(EventData):
     event_type = "budget.reserved"
     budget_id: str

@@ -11,7 +11,8 @@ One module per job:
 * :mod:`.postgres` — the one PostgreSQL connection management (a health-checked pool);
 * :mod:`.tracking` — the one table of consumed positions, fenced: positions never move back;
 * :mod:`.migrations` — numbered schema migrations per component, recorded in the store;
-* :mod:`.object_store` — object storage (obstore) for capture records and session blobs.
+* :mod:`.object_store` — object storage (obstore) for capture records, session blobs and
+  protected content.
 
 Each store kind keeps its own interface (e.g. :mod:`runtrail.projection.store`), implemented
 once per adapter module (``store_sqlite``, ``store_postgres``) on these parts.
@@ -21,8 +22,10 @@ from runtrail.persistence.kinds import (
     AUDIT_LINKS,
     CAPTURE_RECORDS,
     COMMAND_EVENTS,
+    DATA_KEYS,
     LANGGRAPH_CHECKPOINTS,
     PROJECTIONS,
+    PROTECTED_CONTENT,
     RESUME_ENTRIES,
     SESSION_SNAPSHOTS,
     StoreKind,
@@ -34,8 +37,10 @@ __all__ = [
     "AUDIT_LINKS",
     "CAPTURE_RECORDS",
     "COMMAND_EVENTS",
+    "DATA_KEYS",
     "LANGGRAPH_CHECKPOINTS",
     "PROJECTIONS",
+    "PROTECTED_CONTENT",
     "RESUME_ENTRIES",
     "SESSION_SNAPSHOTS",
     "StoreKind",

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from runtrail.audit.tile_store import TileStore
     from runtrail.capture.sink import CaptureSink
     from runtrail.commands.store import EventStore
+    from runtrail.privacy.content_store import ContentStore
+    from runtrail.privacy.keys import KeyStore
     from runtrail.projection.store import ProjectionStore
     from runtrail.resume.store import CacheStore
     from runtrail.sessions.checkpoints import CheckpointBackend
@@ -112,6 +114,22 @@ CAPTURE_RECORDS: StoreKind[CaptureSink] = StoreKind(
         ),
     },
 )
+PROTECTED_CONTENT: StoreKind[ContentStore] = StoreKind(
+    "content",
+    "content store",
+    {
+        "file": "runtrail.privacy.content_file:FileContentStore.from_url",
+        **_postgres("runtrail.privacy.content_postgres:PostgresContentStore.from_url"),
+        **dict.fromkeys(
+            OBJECT_STORE_SCHEMES, "runtrail.privacy.content_object:ObjectContentStore.from_url"
+        ),
+    },
+)
+DATA_KEYS: StoreKind[KeyStore] = StoreKind(
+    "keys",
+    "key store",
+    {"file": "runtrail.privacy.keys_file:FileKeyStore.from_url"},
+)
 
 #: Every kind by name, for callers that name a kind by string (``open_store("projection", …)``).
 KINDS: Mapping[str, StoreKind[Any]] = {
@@ -125,5 +143,7 @@ KINDS: Mapping[str, StoreKind[Any]] = {
         SESSION_SNAPSHOTS,
         LANGGRAPH_CHECKPOINTS,
         CAPTURE_RECORDS,
+        PROTECTED_CONTENT,
+        DATA_KEYS,
     )
 }

@@ -187,6 +187,9 @@ class RunProjection(Frozen):
     resume_status: RunStatus | None = None
     cancellation_requested: bool = False
     terminal_reason: str | None = None
+    #: run.content_erased: when the run's protected content was last erased, and why.
+    erased_at: str | None = None
+    erasure_reason: str | None = None
 
     tool_intents: dict[str, ToolIntent] = Field(default_factory=dict)
     tool_outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)

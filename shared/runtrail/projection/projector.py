@@ -16,7 +16,8 @@ Order of checks for each event
      delivery has no effect) — unless the sequence was recorded missing in a gap (a late
      event cannot be applied out of order: rejected) or it is the last applied sequence under
      a different eventId (a conflict: rejected).
-  5. A terminal run (succeeded, failed, cancelled) rejects every later event: it never resumes.
+  5. A terminal run (succeeded, failed, cancelled) rejects every later event but an erasure
+     (:data:`AFTER_END_TYPES`): it never resumes.
      Its projection stays as it stood (pending intents or waits remain as evidence).
   6. The status must be one the rule allows; then the handler validates what the model
      cannot (redaction, references, timestamps) and returns the fields it changes.
@@ -58,6 +59,7 @@ awaiting_input, awaiting_approval)
   budget.committed / released (1)  LIVE                unchanged          reserved before
   budget.exhausted (1)             LIVE                unchanged          one unit per budget
   session.snapshot (1)             LIVE                unchanged          sequence recorded
+  run.content_erased (1)           any, ended too      unchanged          erasure recorded
   MODEL_REQUEST … STEP_END (1)     LIVE or no run      unchanged          node counts, tokens
 
   Uncertain outcomes move ``executing``/``reconciling`` in the status, or, during a wait, in
@@ -84,6 +86,7 @@ from runtrail.events.domain_events import (
     BudgetReserved,
     CancellationAcknowledged,
     CancellationRequested,
+    ContentErased,
     InputReceived,
     InputReceivedV1,
     InputRequired,
@@ -201,6 +204,9 @@ RULES: dict[tuple[str, int], Rule[Any]] = {
     ("budget.released", 1): Rule(BudgetReleased, fx.budget_released, LIVE, _LIVE),
     ("budget.exhausted", 1): Rule(BudgetExhausted, fx.budget_exhausted, LIVE, _LIVE),
     ("session.snapshot", 1): Rule(SessionSnapshot, fx.session_snapshot, LIVE, _LIVE),
+    ("run.content_erased", 1): Rule(
+        ContentErased, run.content_erased, LIVE | TERMINAL, "a run (ended or not)"
+    ),
     ("MODEL_REQUEST", 1): Rule(ModelRequest, rt.model_request, LIVE, _LIVE),
     ("MODEL_RESPONSE", 1): Rule(ModelResponse, rt.model_response, LIVE, _LIVE),
     ("MODEL_REASONING", 1): Rule(ModelReasoning, rt.model_reasoning, LIVE, _LIVE),
@@ -212,6 +218,9 @@ RULES: dict[tuple[str, int], Rule[Any]] = {
     ("TOOL_RESULT", 2): Rule(ToolResult, rt.tool_result, LIVE, _LIVE),
     ("STEP_END", 1): Rule(StepEnd, rt.step_end, LIVE, _LIVE),
 }
+
+#: Event types a terminal run still applies: they record facts about its history, not steps.
+AFTER_END_TYPES: frozenset[str] = frozenset({"run.content_erased"})
 
 #: Event types that may open a run that has no projection yet.
 OPENING_TYPES: frozenset[str] = frozenset({"run.accepted", *RUNTIME_TYPES})
@@ -255,7 +264,7 @@ def apply_event(
             _check_same_run(state, event)
         if event.sequence <= state.version:
             return _already_applied(state, event)
-        if state.status in TERMINAL:
+        if state.status in TERMINAL and event.type not in AFTER_END_TYPES:
             raise InvalidTransition(
                 f"run is {state.status} (terminal at sequence {state.version}); "
                 "a finished run never resumes",

@@ -13,6 +13,7 @@ from runtrail.events.domain_events import (
     ApprovalRequiredV1,
     CancellationAcknowledged,
     CancellationRequested,
+    ContentErased,
     InputReceived,
     InputReceivedV1,
     InputRequired,
@@ -201,3 +202,8 @@ def succeeded(state: RunProjection, event: Event, data: RunSucceeded) -> Update:
 
 def failed(state: RunProjection, event: Event, data: RunFailed) -> Update:
     return {"status": "failed", "terminal_reason": data.reason}
+
+
+def content_erased(state: RunProjection, event: Event, data: ContentErased) -> Update:
+    """Erasure changes no status, and comes after the run ended as well as before."""
+    return {"erased_at": event.occurred_at, "erasure_reason": data.reason}

@@ -62,6 +62,7 @@ from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
+from runtrail.privacy.protect import ProtectFailed, Protector, protector_from_settings
 from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
@@ -151,8 +152,11 @@ class Publisher:
         retry_backoff_max_s: float = 10.0,
         drain_chunk: int = 500,
         log_rejections: bool = True,
+        protector: Protector | None = None,
     ) -> None:
         self._settings = settings
+        #: replaces protected content by references (None: no content store, no cost)
+        self._protect = protector if protector is not None else protector_from_settings(settings)
         self._topic = topic or settings.events_topic
         self._redactor = redactor
         self._codec = EventCodec()
@@ -323,11 +327,15 @@ class Publisher:
             if self._closed:
                 return self._reject("closed", "the publisher is closed")
             form = prepare(event, self._limits, self._settings.tenant, self._redactor)
+            if self._protect is not None:
+                form = self._protect(form)
             return self._enqueue(validate(form), trace_context)
         except EventError as exc:
             return self._reject(exc.reason, str(exc))
         except Rejected as exc:
             return self._reject(exc.reason, str(exc))
+        except ProtectFailed as exc:
+            return self._reject("protect-failed", str(exc))
         except Exception as exc:  # never into the agent
             log.exception("unexpected error while publishing")
             return self._reject("internal-error", f"{type(exc).__name__}: {exc}")

@@ -212,8 +212,10 @@ class _Batch(NodeListener):
             self.out.runs[run] = (event.sequence, partition)
 
     def opened(self, node: Node) -> None:
+        opened = self.builder.open_content
         if node.node_type == "MODEL":
-            view = node.tag = ModelNode(node, model_key(node.inputs))
+            prompt = node.inputs if opened is None else opened(node.tenant_id, node.inputs)
+            view = node.tag = ModelNode(node, model_key(prompt))
             self.out.models[view.node_key] = view
             return
         call = node.inputs
@@ -223,7 +225,12 @@ class _Batch(NodeListener):
             node.tenant_id,
             node.run_id,
             intent_id(node.turn_id, node.step, call.get("callId"), call["toolName"]),
-            tool_key(call["toolName"], call.get("arguments")),
+            tool_key(
+                call["toolName"],
+                call.get("arguments")
+                if opened is None
+                else opened(node.tenant_id, call.get("arguments")),
+            ),
             call["toolName"],
             call.get("callId"),
             call.get("arguments"),
@@ -293,8 +300,13 @@ class EntryBuilder:
         window: int = 1000,
         wait_ms: int = 5000,
         anchor: Callable[[str, str], int | None] | None = None,
+        open_content: Callable[[str, Any], Any] | None = None,
     ) -> None:
+        """``open_content(tenant, value)``: the value with its protected-content references
+        resolved, so a prompt or arguments published by reference get the key an agent's
+        lookup computes from the plaintext (the entries themselves keep the references)."""
         self.nodes = NodeAssembly(RunSequencer(window, wait_ms, anchor))
+        self.open_content = open_content
         #: highest sequence applied per run (kept so a batch only writes increases)
         self.sequences: dict[RunKey, int] = {}
         #: events not applied, or model nodes that yielded no entry, by reason

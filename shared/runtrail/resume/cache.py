@@ -22,18 +22,22 @@ are never recorded (the decorators only record successes). Thread-safe.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtrail.resume.entry import CacheEntry, Intent, ModelResult, RunState
 from runtrail.resume.errors import CacheUnavailable
 from runtrail.resume.keys import Kind, Scope, intent_id, model_key, tool_key
 from runtrail.resume.persistence import read_cache_file, write_cache_file
 from runtrail.resume.remote import CacheSource, Lookup, merge_offsets
+
+if TYPE_CHECKING:
+    from runtrail.privacy.resolve import Resolver
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +92,14 @@ class ResumeCache:
         remote: CacheSource | None = None,
         fresh_run: bool = False,
         read_your_writes: OffsetsFn | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         """``fresh_run``: the caller guarantees no earlier attempt of ``run_id`` exists, so with
         :attr:`Scope.RUN` the remote is not asked at all and degrading is always safe.
         ``read_your_writes``: offsets (e.g. ``Publisher.acked_offsets``) every remote lookup
         carries, so entries published by this process are not missed because the service has
-        not consumed them yet."""
+        not consumed them yet. ``resolver``: opens the protected content of entries the remote
+        answers with (erased content reads as the erased marker, never a fresh call)."""
         if not run_id:
             raise ValueError("a resume cache belongs to a run: pass its run ID")
         self.run_id = run_id
@@ -102,6 +108,7 @@ class ResumeCache:
         self.remote = remote
         self.fresh_run = fresh_run
         self._read_your_writes = read_your_writes
+        self._resolver = resolver
         self._baseline: dict[int, int] = {}
         self._lock = threading.RLock()
         self._entries: dict[EntryKey, CacheEntry] = {}
@@ -312,6 +319,13 @@ class ResumeCache:
                         break
             return entry, intent
 
+    def _opened(self, entry: CacheEntry) -> CacheEntry:
+        if self._resolver is None:
+            return entry
+        return dataclasses.replace(
+            entry, result=self._resolver.value(entry.tenant_id, entry.result)
+        )
+
     def _find(self, kind: Kind, key: str) -> tuple[CacheEntry | None, Intent | None, bool]:
         entry, intent = self._local(kind, key)
         if entry is not None or self.remote is None:
@@ -340,7 +354,7 @@ class ResumeCache:
             log.exception("resume cache: %s lookup raised %s", kind, type(exc).__name__)
             return None, intent, False
         if answer.entry is not None:
-            return self.put(answer.entry), None, True
+            return self.put(self._opened(answer.entry)), None, True
         return None, intent or answer.intent, True
 
     def _reindex_latest(self, latest_key: tuple[str, Kind, str]) -> None:

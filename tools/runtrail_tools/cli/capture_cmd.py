@@ -33,6 +33,7 @@ from runtrail.capture import (
     replay_model_mock,
     replay_tool_live,
 )
+from runtrail.privacy.resolve import Resolver, resolved_record, resolver_from_settings
 from runtrail_tools.cli.common import replay_group
 
 #: Exit statuses: done / nothing found (or unreadable sink) / could not run as asked.
@@ -105,6 +106,14 @@ def sink_url(args: argparse.Namespace) -> str:
     return CaptureSettings.load().resolved_sink_url(state_dir)
 
 
+def _resolver(args: argparse.Namespace) -> Resolver:
+    """Protected content is shown to whoever can open the key store (RUNTRAIL_CONTENT_STORE_URL,
+    RUNTRAIL_KEY_STORE_URL); erased content as the erased marker."""
+    from runtrail.config import load_settings
+
+    return resolver_from_settings(load_settings(state_dir=args.state_dir))
+
+
 def _fail(status: int, message: str) -> int:
     print(f"runtrail: {message}", file=sys.stderr)
     return status
@@ -113,12 +122,15 @@ def _fail(status: int, message: str) -> int:
 # --- capture query ------------------------------------------------------------------------------
 def run_query(args: argparse.Namespace) -> int:
     found = 0
+    resolver = _resolver(args)
     try:
         for record in iter_records(sink_url(args), args.run, args.type, args.tenant):
-            sys.stdout.write(record.to_json_line().decode())
+            sys.stdout.write(resolved_record(resolver, record).to_json_line().decode())
             found += 1
     except (CaptureReadError, OSError) as exc:
         return _fail(EXIT_NOT_FOUND, str(exc))
+    finally:
+        resolver.close()
     sys.stdout.flush()
     if not found:
         return _fail(EXIT_NOT_FOUND, f"no records of run {args.run!r}")
@@ -133,6 +145,11 @@ def run_replay(args: argparse.Namespace) -> int:
         return _fail(EXIT_NOT_FOUND, str(exc))
     if record is None:
         return _fail(EXIT_NOT_FOUND, f"no record {args.record_id!r}")
+    resolver = _resolver(args)
+    try:
+        record = resolved_record(resolver, record)
+    finally:
+        resolver.close()
     head = {"recordId": record.record_id, "nodeId": record.node_id, "nodeType": record.node_type}
     try:
         if args.mock:

@@ -19,6 +19,7 @@ from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
 from runtrail.persistence.kinds import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, SESSION_SNAPSHOTS
 from runtrail.persistence.registry import open_store
+from runtrail.privacy.resolve import Resolver, resolver_from_settings
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore
 from runtrail.sessions import AgentSessionStore
@@ -90,6 +91,11 @@ class Sources:
     def sessions(self) -> AgentSessionStore:
         url = self.sessions_url()
         return self._once("sessions", url, lambda: open_store(SESSION_SNAPSHOTS, url))
+
+    def resolver(self) -> Resolver:
+        """Opens protected content for the tenant a page is scoped to (see timeline)."""
+        url = self.settings.content_store_url or "unset"
+        return self._once("content", url, lambda: resolver_from_settings(self.settings))
 
     def close(self) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import iter_records
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.times import epoch_ms
+from runtrail.privacy.resolve import resolved_record
 from runtrail_tools.ui.sources import Sources
 
 #: Marks by event type (prefix match on the dotted domain types).
@@ -160,7 +161,12 @@ def tool_outcome_unknown(record: NodeIoRecord) -> bool:
 
 
 def node_records(sources: Sources, tenant: str, run_id: str) -> list[NodeIoRecord]:
-    records = list(iter_records(sources.capture_url(), run_id, None, tenant))
+    """The run's records, protected content opened for ``tenant`` (erased: the marker)."""
+    resolver = sources.resolver()
+    records = [
+        resolved_record(resolver, r)
+        for r in iter_records(sources.capture_url(), run_id, None, tenant)
+    ]
     records.sort(key=lambda r: (r.started_at_epoch_ms, r.node_type != "MODEL", r.node_id))
     return records
 

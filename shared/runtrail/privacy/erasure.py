@@ -1,0 +1,127 @@
+"""Erasing a subject's protected content, and the fact of it appended to the run's history.
+
+Order matters: the data key is destroyed first, so from then on no copy of the ciphertext
+anywhere (the topic's retention, a backup, a replica of the content store) opens; then the
+objects are deleted, then the derived plaintext copies the caller names (session snapshots,
+LangGraph checkpoints), and last a ``run.content_erased`` event is published on the run, so the
+history says who erased what and why, with no content and the subject only as a digest. The
+audit chain seals that event like any other; every earlier link still verifies, because the
+chain hashed the events as written, with references in place of content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runtrail.privacy.vault import ContentVault
+
+if TYPE_CHECKING:
+    from runtrail.audit.note import NoteSigner
+    from runtrail.config import Settings
+
+#: Deletes one kind of derived copy; returns how many it deleted.
+CopyEraser = Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureRequest:
+    tenant: str
+    subject: str
+    reason: str
+    requested_by: str
+    #: The run whose history records the erasure (the subject itself for ``--run``).
+    run_id: str | None = None
+    scope: str = "run"
+
+
+@dataclass(slots=True)
+class ErasureReport:
+    key_id: str | None
+    objects_deleted: int
+    copies_deleted: dict[str, int] = field(default_factory=dict)
+    event_id: str | None = None
+    signature: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "keyId": self.key_id,
+            "objectsDeleted": self.objects_deleted,
+            "copiesDeleted": self.copies_deleted,
+            "eventId": self.event_id,
+            "signed": self.signature is not None,
+        }
+
+
+def subject_digest(subject: str) -> str:
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()
+
+
+def erase(
+    vault: ContentVault, request: ErasureRequest, copies: Mapping[str, CopyEraser] = {}
+) -> ErasureReport:
+    """Destroy the key, delete the objects, then the named copies (see the module doc)."""
+    shredded = vault.erase(request.tenant, request.subject)
+    report = ErasureReport(shredded.key_id, shredded.objects)
+    for name, eraser in copies.items():
+        report.copies_deleted[name] = eraser()
+    return report
+
+
+def erasure_data(
+    request: ErasureRequest, report: ErasureReport, signer: NoteSigner | None
+) -> dict[str, Any]:
+    """The ``run.content_erased`` payload; signed (a C2SP note over its facts) when a signer
+    is given."""
+    data: dict[str, Any] = {
+        "scope": request.scope,
+        "subjectDigest": subject_digest(request.subject),
+        "keyId": report.key_id,
+        "objectsDeleted": report.objects_deleted,
+        "copiesDeleted": dict(report.copies_deleted),
+        "reason": request.reason,
+        "requestedBy": request.requested_by,
+    }
+    if signer is not None:
+        from runtrail.audit.note import sign_note
+        from runtrail.resume.canonical import canonical_json
+
+        facts = {"tenantId": request.tenant, "runId": request.run_id, **data}
+        report.signature = sign_note(canonical_json(facts).decode() + "\n", signer)
+    data["signature"] = report.signature
+    return data
+
+
+def publish_erasure(
+    settings: Settings,
+    request: ErasureRequest,
+    report: ErasureReport,
+    signer: NoteSigner | None = None,
+) -> str | None:
+    """Append the erasure to the run's history, after its last event; the event's ID."""
+    from runtrail.privacy.run_end import last_sequence
+    from runtrail.publisher import Publisher
+
+    if request.run_id is None:
+        return None
+    data = erasure_data(request, report, signer)
+    last = last_sequence(settings, request.tenant, request.run_id)
+    local = settings.model_copy(update={"tenant": request.tenant})
+    with Publisher(local, protector=_nothing_to_protect) as publisher:
+        publisher.set_next_sequence(request.run_id, last + 1)
+        report.event_id = publisher.publish(
+            "run.content_erased",
+            request.run_id,
+            data,
+            actor={"kind": "operator", "id": request.requested_by},
+        )
+        if report.event_id is None or publisher.flush(60) != 0:
+            raise RuntimeError("the erasure event was not acknowledged by the broker")
+    return report.event_id
+
+
+def _nothing_to_protect(form: dict[str, Any]) -> dict[str, Any]:
+    """The erasure event holds no content: it is never put by reference."""
+    return form

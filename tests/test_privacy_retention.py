@@ -1,0 +1,114 @@
+"""Retention through ``runtrail prune``: what is older than the limit goes, what is younger
+stays, per store (content on files and PostgreSQL, session snapshots, capture days), and
+LangGraph threads keep their latest N checkpoints, still readable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS, open_store
+from runtrail.privacy.reference import ERASED
+from runtrail.privacy.vault import ContentVault
+from tests.sessions_support import built_snapshot
+
+OLD_S = time.time() - 40 * 86_400
+
+
+def prune(env: dict[str, str], *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "runtrail_tools.cli.main", "prune", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_old_content_is_pruned_and_reads_as_erased(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        (tmp_path / "content").as_uri()
+        if backend == "file"
+        else request.getfixturevalue("postgres_url")
+    )
+    env = {"RUNTRAIL_CONTENT_STORE_URL": url, "RUNTRAIL_KEY_STORE_URL": (tmp_path / "k").as_uri()}
+    vault = ContentVault(
+        open_store(PROTECTED_CONTENT, url), open_store(DATA_KEYS, env["RUNTRAIL_KEY_STORE_URL"])
+    )
+    old = vault.put("t1", "run-old", "old content")
+    new = vault.put("t1", "run-new", "new content")
+    key = f"t1/{old.key_id}/{old.digest}"
+    if backend == "file":
+        os.utime(tmp_path / "content" / "t1" / old.key_id / "objects.seg", (OLD_S, OLD_S))
+    else:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE runtrail_content SET modified_s = %s WHERE key = %s", (OLD_S, key))
+    assert prune(env, "--content", "--older-than", "30") == {"content": 1}
+    assert vault.resolve("t1", old) == ERASED
+    assert vault.resolve("t1", new) == "new content"
+    vault.close()
+
+
+def test_sessions_and_capture_days_older_than_the_limit_go(tmp_path: Path) -> None:
+    sessions_url = (tmp_path / "sessions").as_uri()
+    store = open_store(SESSION_SNAPSHOTS, sessions_url)
+    for name in ("old", "new"):
+        assert store.save(built_snapshot(5, session=name))
+    [old_file] = [p for p in (tmp_path / "sessions").rglob("old*") if p.is_file()]
+    os.utime(old_file, (OLD_S, OLD_S))
+    capture = tmp_path / "capture"
+    for day in ("2020-01-01", time.strftime("%Y-%m-%d", time.gmtime())):
+        (capture / "t1" / day).mkdir(parents=True)
+        (capture / "t1" / day / "records.jsonl").write_text("{}\n")
+    done = prune(
+        {},
+        "--older-than",
+        "30",
+        "--sessions-store",
+        sessions_url,
+        "--capture-sink",
+        capture.as_uri(),
+    )
+    assert done == {"sessions": 1, "capture": 1}
+    assert [s.session_id for s in store.list()] == ["new"]
+    assert [p.name for p in (capture / "t1").iterdir()] == [
+        time.strftime("%Y-%m-%d", time.gmtime())
+    ]
+    store.close()
+
+
+def test_threads_keep_their_latest_checkpoints(tmp_path: Path) -> None:
+    url = (tmp_path / "checkpoints").as_uri()
+    with RuntrailCheckpointSaver.from_url(url, tenant_id="t1") as saver:
+        for thread in ("a", "b"):
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            version = None
+            for step in range(5):
+                state = empty_checkpoint()
+                version = saver.get_next_version(version, None)
+                state["channel_values"] = {"n": step}
+                state["channel_versions"] = {"n": version}
+                config = saver.put(config, state, {"source": "loop", "step": step}, {"n": version})
+    done = prune({"RUNTRAIL_TENANT": "t1"}, "--checkpoints-store", url, "--keep-checkpoints", "2")
+    assert done == {"checkpointThreads": 2}
+    with RuntrailCheckpointSaver.from_url(url, tenant_id="t1") as saver:
+        for thread in ("a", "b"):
+            kept = list(saver.list({"configurable": {"thread_id": thread}}))
+            assert [t.checkpoint["channel_values"]["n"] for t in kept] == [4, 3]
