@@ -5,9 +5,9 @@ thread's checkpoint, on a real graph, through real Publishers to the real broker
 What is held: the first life (its own handler and publisher, closed) stops at ``interrupt()``;
 a second handler and publisher — or a second OS process — resume the thread from the same
 checkpoint store: one run, sequences 1..N with no gap or repeat, the projection waiting then
-succeeded; a tool stopped by the interrupt keeps one intent across the two processes; it holds
-with LangGraph's own ``InMemorySaver`` too; a fork from a state the run wrote records that run
-as its ``parentRunId``, and the explorer links it.
+succeeded, the audit chain one and unbroken; a tool stopped by the interrupt keeps one intent
+across the two processes; it holds with LangGraph's own ``InMemorySaver`` too; a fork from a
+state the run wrote records that run as its ``parentRunId``, and the explorer links it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from langgraph.types import Command, interrupt
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+from runtrail.audit.chain import HashChainedEventLog
 from runtrail.config import Settings
 from runtrail.projection import replay, replay_runs
 from runtrail.publisher import Publisher
@@ -102,6 +103,11 @@ def assert_one_run_waiting_then_succeeded(events: list[Any], first_part: int) ->
     assert not whole.halted and whole.skipped == 0
     (projection,) = whole.projections.values()
     assert projection.status == "succeeded" and projection.pending_input is None
+    chain = HashChainedEventLog()  # the audit service's chain of the run: one, unbroken
+    for event in events:
+        chain.append(event)
+    verdict = chain.verify_chain()
+    assert verdict.valid and verdict.length == len(events) and chain.sequence == len(events)
 
 
 def test_a_wait_is_resumed_by_another_handler_and_publisher_in_the_same_run(

@@ -23,9 +23,11 @@ stopped at ``interrupt()`` ends with ``run.input_required`` (the interrupt's ID 
 ``run.succeeded``; the interrupted node and tool are not failed (no STEP_END, no TOOL_RESULT:
 they run again on resume). The thread's next root run that resumes it (``Command(resume=...)``)
 continues the *same* runtrail run — ``run.input_received`` with the resume value, then the rest
-— as long as this handler recorded the wait. A root run started from a named checkpoint (a
-time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
-that state.
+— when this handler recorded the wait, or, given the graph's ``checkpointer``, when the thread's
+newest checkpoint records it (another process stopped there: the run goes on at the sequence it
+recorded; :mod:`runtrail.adapters.langgraph_marks`). A root run started from a named checkpoint
+(a time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
+that state, and the run that wrote it when the thread's checkpoints say so.
 
 It never raises into the agent (every callback is guarded: failures are counted in
 :attr:`RuntrailCallbackHandler.failures` and logged) and never blocks (publishing only enqueues),
