@@ -23,9 +23,11 @@ stopped at ``interrupt()`` ends with ``run.input_required`` (the interrupt's ID 
 ``run.succeeded``; the interrupted node and tool are not failed (no STEP_END, no TOOL_RESULT:
 they run again on resume). The thread's next root run that resumes it (``Command(resume=...)``)
 continues the *same* runtrail run — ``run.input_received`` with the resume value, then the rest
-— as long as this handler recorded the wait. A root run started from a named checkpoint (a
-time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
-that state.
+— when this handler recorded the wait, or, given the graph's ``checkpointer``, when the thread's
+newest checkpoint records it (another process stopped there: the run goes on at the sequence it
+recorded; :mod:`runtrail.adapters.langgraph_marks`). A root run started from a named checkpoint
+(a time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
+that state, and the run that wrote it when the thread's checkpoints say so.
 
 It never raises into the agent (every callback is guarded: failures are counted in
 :attr:`RuntrailCallbackHandler.failures` and logged) and never blocks (publishing only enqueues),
@@ -48,6 +50,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
+from runtrail.adapters import langgraph_marks as marks
 from runtrail.adapters.langchain_json import (
     chat_prompt,
     jsonable,
@@ -114,6 +117,8 @@ class _Run:
     request_id: str | None = None
     #: tool calls an interrupt stopped: their intent is published, they run again on resume
     suspended_calls: set[str] = field(default_factory=set)
+    #: the thread's checkpoint this life of the run started from (None: a new thread)
+    started_after: str | None = None
 
 
 @dataclass
@@ -152,10 +157,14 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         policy_version: str = "langchain-adapter-1",
         recorder: AdapterRecorder | None = None,
         wait_for_acks: bool = False,
+        checkpointer: Any | None = None,
     ) -> None:
         """``run_id``: one handler, one runtrail run (one root invocation); without it, each
         root invocation is its own run. ``resumed``: an earlier life of ``run_id`` opened the
-        run, so no ``run.accepted``. ``recorder``: shared with the resumable wrappers."""
+        run, so no ``run.accepted``. ``recorder``: shared with the resumable wrappers.
+        ``checkpointer``: the graph's (any LangGraph ``BaseCheckpointSaver``): each run's end
+        is stamped on the thread's newest checkpoint (:mod:`runtrail.adapters.langgraph_marks`),
+        so a resume in another process continues the run and a fork names its source run."""
         self.publisher = publisher
         self.run_id = run_id if run_id is not None else (recorder.run_id if recorder else None)
         self.session_id = session_id
@@ -165,6 +174,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         self.goal_ref = goal_ref
         self.policy_version = policy_version
         self.wait_for_acks = wait_for_acks
+        self.checkpointer = checkpointer
         self._fixed = recorder
         self._lock = threading.Lock()
         self._runs: dict[UUID, _Run] = {}
@@ -206,6 +216,87 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
             recorder = AdapterRecorder(self.publisher, run_id, session_id=session, turn_id=turn)
         return _Run(root, recorder, thread=None if thread is None else str(thread))
 
+    # --- the thread's checkpoints: waits and lineage across processes ------------------------
+    def _stored_wait(self, thread: str) -> marks.Wait | None:
+        """The wait the thread's newest checkpoint records, when this handler did not record
+        it itself (the resume comes to another process) and may continue it."""
+        if self.checkpointer is None or self._fixed is not None:
+            return None
+        with self._lock:
+            if thread in self._waiting:
+                return None
+        wait = marks.waiting_run(self.checkpointer, thread)
+        if wait is not None and self.run_id is not None and wait.run_id != self.run_id:
+            log.warning(
+                "thread %s waits in run %s, but this handler records run %s: a new run",
+                thread,
+                wait.run_id,
+                self.run_id,
+            )
+            return None
+        if wait is not None and not callable(getattr(self.publisher, "set_next_sequence", None)):
+            log.warning("run %s: the publisher cannot continue a run's sequence", wait.run_id)
+            return None
+        return wait
+
+    def _continue(self, root: UUID, meta: Mapping[str, Any], wait: marks.Wait) -> _Run:
+        """The waiting run of another process, continued here at its next sequence."""
+        thread = str(meta["thread_id"])
+        recorder = AdapterRecorder(
+            self.publisher,
+            wait.run_id,
+            session_id=wait.session_id or self.session_id or thread,
+            turn_id=wait.turn_id or self.turn_id or str(root),
+        )
+        if wait.step is not None:  # the step the wait stopped in goes on, as in one process
+            recorder.begin_step(wait.step)
+        cast(Any, self.publisher).set_next_sequence(wait.run_id, wait.next_sequence)
+        run = _Run(root, recorder, thread=thread, request_id=wait.request_id)
+        run.suspended_calls.update(wait.suspended_calls)
+        return run
+
+    def _note_start(self, run: _Run, meta: Mapping[str, Any], wait: marks.Wait | None) -> None:
+        """Where this life of the run starts in the thread: a named checkpoint, else the
+        thread's newest (its stamp, at the end, marks the checkpoints between as the run's)."""
+        if self.checkpointer is None or run.thread is None:
+            return
+        named = checkpoint_address(meta)
+        if named is not None:
+            run.started_after = str(named["checkpoint_id"])
+        elif wait is not None and run.recorder.run_id == wait.run_id:
+            run.started_after = wait.checkpoint_id
+        else:
+            run.started_after = marks.newest_checkpoint_id(self.checkpointer, run.thread)
+
+    def _stamp(self, run: _Run, waits: bool) -> None:
+        """Stamp the run on the thread's newest checkpoint (and, when it waits, where its
+        resume continues); a failure is counted and logged, never raised."""
+        if self.checkpointer is None or run.thread is None:
+            return
+        recorder = run.recorder
+        stamp: dict[str, Any] = {
+            marks.RUN: recorder.run_id,
+            marks.STARTED_AFTER: run.started_after,
+        }
+        peek = getattr(self.publisher, "next_sequence", None)
+        if waits and run.request_id is not None and callable(peek):
+            stamp[marks.NEXT_SEQUENCE] = int(peek(recorder.run_id))
+            stamp[marks.REQUEST] = run.request_id
+            stamp[marks.SESSION] = recorder.session_id
+            stamp[marks.TURN] = recorder.turn_id
+            stamp[marks.STEP] = recorder.step
+            stamp[marks.SUSPENDED] = sorted(run.suspended_calls)
+        try:
+            marks.stamp(self.checkpointer, run.thread, stamp)
+        except Exception:
+            self.failures += 1
+            log.warning(
+                "run %s: could not stamp thread %s's checkpoint",
+                recorder.run_id,
+                run.thread,
+                exc_info=True,
+            )
+
     def _enter(
         self,
         run_id: UUID,
@@ -221,12 +312,16 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         opened: _Run | None = None
         continued: _Run | None = None
         resuming, answer = resume_of(inputs)
+        thread = meta.get("thread_id")
+        root = parent_run_id is None or parent_run_id not in self._nodes
+        stored = self._stored_wait(str(thread)) if root and resuming and thread else None
         with self._lock:
             parent = self._nodes.get(parent_run_id) if parent_run_id is not None else None
             if parent is None:
-                thread = meta.get("thread_id")
                 if resuming and thread is not None:
                     continued = self._waiting.pop(str(thread), None)
+                    if continued is None and stored is not None:
+                        continued = self._continue(run_id, meta, stored)
                 if continued is not None:
                     continued.root = run_id
                     run = continued
@@ -243,6 +338,8 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
                 owned = parent.owned or RESUMABLE_TAG in (tags or ())
                 node = _Node(parent.run, step, owned=owned, top_node=top)
             self._nodes[run_id] = node
+        if parent is None:
+            self._note_start(node.run, meta, stored)
         if opened is not None:
             self._open(opened, name, checkpoint_address(meta))
         if continued is not None:
@@ -270,6 +367,7 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
                 run.recorder.end_step("error" if error else "node_end", wait=self.wait_for_acks)
         if run.root == run_id:
             waits = self._close(run, error)
+            self._stamp(run, waits)
             with self._lock:
                 self._runs.pop(run_id, None)
                 if waits and run.thread is not None:
@@ -308,13 +406,25 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         goal = self.goal_ref or f"langchain:{name}"
         run.recorder.emit("run.accepted", {"goalRef": goal, "policyVersion": self.policy_version})
         if branched_from is not None:
-            # the source run is not known here (the checkpoint does not say which run wrote
-            # it): the address is, and it names the thread and the state
-            run.recorder.emit("run.branched", {"parentRunId": None, "branchedFrom": branched_from})
+            # the source run, when the thread's stamps say which run wrote that state
+            parent = self._source_run(branched_from)
+            run.recorder.emit(
+                "run.branched", {"parentRunId": parent, "branchedFrom": branched_from}
+            )
         run.recorder.emit(
             "run.state_transitioned",
             {"fromStatus": "received", "toStatus": "executing", "reason": "langchain run started"},
         )
+
+    def _source_run(self, address: Mapping[str, Any]) -> str | None:
+        if self.checkpointer is None:
+            return None
+        try:
+            return marks.writer_of(self.checkpointer, address)
+        except Exception:
+            self.failures += 1
+            log.warning("could not read the lineage of checkpoint %s", address, exc_info=True)
+            return None
 
     def _input_required(self, run: _Run, interrupts: list[Interrupt]) -> None:
         """One request for everything the graph waits for (the projection holds one wait)."""

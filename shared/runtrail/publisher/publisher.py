@@ -382,6 +382,12 @@ class Publisher:
             next_sequence = spooled
         self._sequences.set_next(tenant, run_id, next_sequence)
 
+    def next_sequence(self, run_id: str, *, tenant_id: str | None = None) -> int:
+        """The sequence the next event of ``run_id`` takes here: what a run that stops (waits
+        for input) records, so the process that resumes it continues at that number."""
+        tenant = tenant_id if tenant_id is not None else self._settings.tenant
+        return self._sequences.peek(tenant, run_id)
+
     def _learn_spooled_sequences(self) -> None:
         """Note the runs and sequences the spool found at start still holds, so this process
         numbers those runs after them: they reach the topic before anything new."""
