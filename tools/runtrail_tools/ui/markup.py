@@ -374,6 +374,13 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
         live_button = (
             f'<button class="replay-live" data-record="{e(record.record_id)}">'
             "live replay with the other model</button>"
+            '<details class="replay-edit"><summary>edit the prompt and parameters</summary>'
+            '<label>prompt (JSON)<textarea class="edit-prompt" rows="8" spellcheck="false">'
+            "</textarea></label>"
+            '<label>parameters (JSON)<textarea class="edit-params" rows="3" '
+            'spellcheck="false"></textarea></label>'
+            f'<button class="replay-edited" data-record="{e(record.record_id)}">'
+            "live replay with this prompt</button></details>"
             if live_enabled
             else '<span class="dim">live replay off (no model client configured)</span>'
         )

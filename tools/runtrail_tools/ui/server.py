@@ -10,6 +10,7 @@ from collections.abc import Callable
 import uvicorn
 
 from runtrail.config import Settings
+from runtrail_tools.cli.capture_cmd import FactoryError, load_factory
 from runtrail_tools.ui.app import build_app
 from runtrail_tools.ui.auth import Auth
 from runtrail_tools.ui.guard import allowed_hosts
@@ -26,6 +27,12 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     if ui.tokens_file is None and not ui.tokens:
         found = stack_tokens_file(settings.state_dir)
         ui = ui.model_copy(update={"tokens_file": found})
+    if ui.model_client is not None:
+        try:  # a wrong spec fails here, naming it, not at the first live replay
+            load_factory(ui.model_client, "--model-client")
+        except FactoryError as exc:
+            sys.stderr.write(f"runtrail ui: {exc}\n")
+            return 2
     tokens = ui.tenant_tokens()
     if not tokens:
         say(

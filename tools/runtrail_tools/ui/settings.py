@@ -41,8 +41,9 @@ class UiSettings(BaseSettings):
     page_size: int = Field(default=50, ge=1, le=1000, description="Runs per page of the list.")
     model_client: str | None = Field(
         default=None,
-        description="MODULE:FACTORY of the model client for live replay; unset, live replay "
-        "is off (mock replay always works).",
+        description="MODULE:FACTORY of the model client for live replay, imported at start "
+        "(a wrong one stops the explorer); unset, live replay is off (mock replay always "
+        "works).",
     )
     command_url: str | None = Field(
         default=None,
