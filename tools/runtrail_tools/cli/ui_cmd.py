@@ -42,6 +42,13 @@ def register(subparsers: Any) -> None:
         help="turns live replay on: FACTORY() returns an object with create(prompt)",
     )
     parser.add_argument(
+        "--price-table",
+        type=Path,
+        metavar="FILE",
+        help="JSON/TOML model → input/output price per 1M tokens: cost per node and per run "
+        "(RUNTRAIL_UI_PRICE_TABLE)",
+    )
+    parser.add_argument(
         "--command-url",
         metavar="URL",
         help="the command API, for actions from a run's page (RUNTRAIL_UI_COMMAND_URL; "
@@ -83,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         "allowed_hosts": args.allowed_hosts,
         "model_client": args.model_client,
         "command_url": command_url,
+        "price_table": args.price_table,
         "projection_store_url": args.projection_store,
         "audit_store_url": args.audit_store,
         "capture_sink_url": args.capture_sink,

@@ -47,6 +47,7 @@ from runtrail_tools.demo.tamper import independent_verifier
 from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
 from runtrail_tools.ui.waterfall import build_waterfall
@@ -63,6 +64,8 @@ class Explorer:
     partitions: live.Partitions
     verdicts: proof.Verdicts
     actions: Actions
+    #: the operator's price table (``--price-table``); None: no costs shown
+    prices: PriceTable | None = None
 
     @property
     def model_client(self) -> str | None:
@@ -199,6 +202,7 @@ def run_view(request: Request, tenant: str) -> Response:
         live_from,
         explorer.model_client is not None,
         _actions_html(request, explorer, tenant, run_id),
+        explorer.prices,
     )
     return HTMLResponse(page)
 
@@ -419,7 +423,12 @@ def home(request: Request) -> Response:
     return RedirectResponse("/runs", status_code=303)
 
 
-def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None) -> Starlette:
+def build_app(
+    sources: Sources,
+    auth: Auth,
+    hosts: frozenset[str] | None = None,
+    prices: PriceTable | None = None,
+) -> Starlette:
     """The explorer's app; ``hosts`` are the ``Host`` names it answers (None: any)."""
     static = StaticFiles(directory=str(files("runtrail_tools.ui") / "static"))
     routes = [
@@ -460,5 +469,6 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         live.Partitions(sources.settings),
         proof.Verdicts(),
         Actions(sources.ui.command_url, auth.tokens),
+        prices,
     )
     return app

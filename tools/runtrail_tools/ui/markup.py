@@ -16,6 +16,7 @@ import orjson
 from runtrail.capture.record import NodeIoRecord
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
+from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.proof import (
     CheckpointView,
     LogCheckpointView,
@@ -335,7 +336,16 @@ def waterfall_section(waterfall: Waterfall | None) -> str:
     )
 
 
-def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
+def _cost_mark(record: NodeIoRecord, prices: PriceTable | None) -> str:
+    if prices is None or record.node_type != "MODEL":
+        return ""
+    cost = prices.node_cost(record)
+    if cost is None:
+        return f' <span class="cost dim">no price for {e(record.model_id or "its model")}</span>'
+    return f' <span class="cost">{e(prices.shown(cost))}</span>'
+
+
+def node_card(record: NodeIoRecord, live_enabled: bool, prices: PriceTable | None = None) -> str:
     unknown = tool_outcome_unknown(record)
     flags = ""
     if record.incomplete:
@@ -350,7 +360,7 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     if record.node_type == "MODEL":
         head += (
             f' <span class="tokens">tokens {e(record.input_tokens)} in / '
-            f"{e(record.output_tokens)} out</span>"
+            f"{e(record.output_tokens)} out</span>" + _cost_mark(record, prices)
         )
         if record.retry_count:
             noun = "retry" if record.retry_count == 1 else "retries"
@@ -402,8 +412,10 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     )
 
 
-def step_block(step: Step, live_enabled: bool, halt: Halt | None = None) -> str:
-    nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
+def step_block(
+    step: Step, live_enabled: bool, halt: Halt | None = None, prices: PriceTable | None = None
+) -> str:
+    nodes = "".join(node_card(n, live_enabled, prices) for n in step.nodes)
     events = "".join(event_row(ev, halt) for ev in step.events)
     retried = (
         f' <span class="mark m-retry">{step.retries} failed attempt'
@@ -641,6 +653,19 @@ def lineage(projection: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _run_cost(records: list[NodeIoRecord], prices: PriceTable | None) -> str:
+    if prices is None:
+        return ""
+    spent = prices.run_cost(records)
+    left_out = (
+        f' <span class="dim">({spent.unpriced} model node{"" if spent.unpriced == 1 else "s"} '
+        "without a price left out)</span>"
+        if spent.unpriced
+        else ""
+    )
+    return f' · cost <span id="run-cost">{e(prices.shown(spent.total))}</span>{left_out}'
+
+
 def run_page(
     tenant: str,
     run: dict[str, Any],
@@ -651,12 +676,13 @@ def run_page(
     live_from: str | None,
     live_enabled: bool,
     actions: str = "",
+    prices: PriceTable | None = None,
 ) -> str:
     run_id = run["runId"]
     at = run.get("haltedAt") or {}
     halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
-    steps = "".join(step_block(s, live_enabled, halt) for s in timeline.steps)
-    unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
+    steps = "".join(step_block(s, live_enabled, halt, prices) for s in timeline.steps)
+    unplaced = "".join(node_card(n, live_enabled, prices) for n in timeline.unplaced)
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
     head = (
@@ -664,6 +690,7 @@ def run_page(
         f'<p class="summary">{_status_badge(run.get("status") or "", run.get("halted", False))} '
         f'· version {e(run.get("version"))} · <span id="event-count">{timeline.events}</span> '
         f"events · {len(timeline.nodes)} nodes"
+        + _run_cost(timeline.nodes, prices)
         + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
         + "</p>"
         + lineage(run.get("projection") or {})

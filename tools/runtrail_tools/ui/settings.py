@@ -45,6 +45,11 @@ class UiSettings(BaseSettings):
         "(a wrong one stops the explorer); unset, live replay is off (mock replay always "
         "works).",
     )
+    price_table: Path | None = Field(
+        default=None,
+        description="JSON or TOML file of model → input/output price per 1M tokens (`models`, "
+        "optional `currency`), read at start; unset, no costs are shown.",
+    )
     command_url: str | None = Field(
         default=None,
         description="The command API (its base URL), for approve, deny and cancel from a run's "
