@@ -652,6 +652,11 @@ def test_publisher_events_have_times_and_the_approver_is_in_the_row(
         )
         assert row.text == f"approved by {actor['kind']}:{actor['id']}"
         assert actor["id"] == granted[0].event["data"]["approvedBy"]
+        # the second operator's stale approval appended nothing; the page lists its refusal
+        refused = browser.find_elements(By.CSS_SELECTOR, "#refusals tr.refusal")
+        assert [r.get_attribute("data-code") for r in refused] == ["stale"]
+        assert "by backup@acme" in refused[0].text
+        assert f"run at v{granted[0].event['sequence']}" in refused[0].text
         shoot(browser, tmp_path, "deploy-approver")
     finally:
         audit.close()

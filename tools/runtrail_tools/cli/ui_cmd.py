@@ -60,6 +60,7 @@ def register(subparsers: Any) -> None:
         ("capture-sink", "capture sink URL"),
         ("resume-cache-store", "resume-cache store URL"),
         ("sessions-store", "session store URL"),
+        ("command-store", "command event store URL (refused commands)"),
     ):
         parser.add_argument(f"--{name}", metavar="URL", help=f"{what} (default: the service's)")
     parser.set_defaults(func=run)
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         "capture_sink_url": args.capture_sink,
         "resume_cache_store_url": args.resume_cache_store,
         "sessions_store_url": args.sessions_store,
+        "command_store_url": args.command_store,
     }
     ui = UiSettings(**{k: v for k, v in given.items() if v is not None})
     return serve(settings, ui)

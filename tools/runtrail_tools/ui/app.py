@@ -192,6 +192,10 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
+    try:
+        refusals_html = markup.refusals_section(sources.commands().refusals(tenant, run_id))
+    except StoreUnreachable as exc:
+        refusals_html = markup.refusals_section(None, str(exc))
     page = markup.run_page(
         tenant,
         run,
@@ -201,7 +205,7 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html,
         live_from,
         explorer.model_client is not None,
-        _actions_html(request, explorer, tenant, run_id),
+        _actions_html(request, explorer, tenant, run_id) + refusals_html,
         explorer.prices,
     )
     return HTMLResponse(page)

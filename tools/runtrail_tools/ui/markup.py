@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
+from runtrail.commands.model import CommandRefusal
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
 from runtrail_tools.ui.cost import PriceTable
@@ -556,6 +557,30 @@ def resume_section(
         f'<table class="entries"><tbody>{entries}</tbody></table>'
         f'<h3>open intents ({len(view.intents)})</h3><ul id="intents">{intents or "<li>none</li>"}'
         f'</ul><h3>sessions</h3><ul id="sessions">{sessions or "<li>none</li>"}</ul></section>'
+    )
+
+
+def refusals_section(refusals: list[CommandRefusal] | None, problem: str | None = None) -> str:
+    """The commands the command store refused for this run: a refusal appended nothing, so
+    only this panel shows that someone tried (a stale approval, a cancel too late)."""
+    if refusals is None:
+        return (
+            '<section id="refusals" class="panel"><h2>Refused commands</h2>'
+            f"<p>{e(problem)}</p></section>"
+        )
+    rows = "".join(
+        f'<tr class="refusal" data-code="{e(r.code)}"><td><time datetime="{e(r.refused_at)}" '
+        f'title="{e(r.refused_at)}">{e(clock_text(r.refused_at))}</time></td>'
+        f"<td><b>{e(r.name)}</b> by {e(r.actor.id)}</td>"
+        f"<td>seen v{r.expected_version}, run at v{r.version}</td>"
+        f'<td><span class="mark m-refused">{e(r.code)}</span> {e(r.reason)}</td></tr>'
+        for r in refusals
+    )
+    return (
+        '<section id="refusals" class="panel"><h2>Refused commands '
+        f'(<span id="refusal-count">{len(refusals)}</span>)</h2>'
+        + (f'<table class="refusals"><tbody>{rows}</tbody></table>' if rows else "<p>none</p>")
+        + "</section>"
     )
 
 

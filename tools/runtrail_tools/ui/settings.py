@@ -71,6 +71,11 @@ class UiSettings(BaseSettings):
     sessions_store_url: str | None = Field(
         default=None, description="Session store (default: the sessions service's)."
     )
+    command_store_url: str | None = Field(
+        default=None,
+        description="Command event store, for the refused commands a run's page lists "
+        "(default: the command API's).",
+    )
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod
