@@ -119,7 +119,13 @@ def demo(state_dir: Path) -> dict[str, Any]:
     open_store("capture", capture_url).close()  # the capture service's sink
     status = command_api(settings)
     sources = Sources(settings, UiSettings())
-    for opened in (sources.projections, sources.audit, sources.cache, sources.sessions):
+    for opened in (
+        sources.projections,
+        sources.audit,
+        sources.cache,
+        sources.sessions,
+        sources.commands,
+    ):
         opened()
     build_app(sources, Auth({}))
     sources.close()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
 from runtrail.commands import CommandOutcome
+from runtrail.persistence.urls import sqlite_url
 from runtrail.projection import replay
 from tests.commands_support import StoreBackend, accept, command
 from tests.commands_support import command_backend as command_backend  # (a fixture)
@@ -133,3 +135,49 @@ def test_concurrent_commands_produce_one_accepted_sequence(
     events = setup.events("acme", "run-1")
     assert [e.sequence for e in events] == [1, 2, 3]
     assert events[-1].type == "run.approval_granted"
+
+
+def test_every_refusal_is_kept_by_run_and_accepted_ones_are_not(
+    command_backend: StoreBackend,
+) -> None:
+    store = command_backend.open()
+    store.execute(accept("run-1"))
+    store.execute(accept("run-2"))
+    plan = command("propose_plan", "run-1", 1, {"planArtifactId": "p"}, key="plan-key")
+    assert store.execute(plan).accepted
+    assert store.execute(plan).duplicate  # a duplicate is accepted: nothing refused
+    stale = store.execute(command("validate_plan", "run-1", 1, {"planArtifactId": "p"}))
+    reused = store.execute(command("validate_plan", "run-1", 2, {}, key="plan-key"))
+    again = store.execute(command("validate_plan", "run-1", 1, {"planArtifactId": "p"}))
+    other = store.execute(command("launch_rocket", "run-2", 1))
+    elsewhere = store.execute(command("launch_rocket", "run-1", 2, tenant="globex"))
+    kept = command_backend.open().refusals("acme", "run-1")  # another client reads them back
+    assert [(r.name, r.code, r.expected_version, r.version) for r in kept] == [
+        ("validate_plan", "stale", 1, 2),
+        ("validate_plan", "idempotency-conflict", 2, 2),
+        ("validate_plan", "stale", 1, 2),
+    ]
+    assert [r.reason for r in kept] == [stale.reason, reused.reason, again.reason]
+    assert kept[1].idempotency_key == "plan-key" and kept[0].actor.id == "op-1"
+    assert kept[0].refused_at <= kept[1].refused_at <= kept[2].refused_at
+    assert kept[0].refused_at.endswith("Z")
+    assert [r.code for r in store.refusals("acme", "run-2")] == [other.code]
+    assert [r.code for r in store.refusals("globex", "run-1")] == [elsewhere.code]
+    assert [r.code for r in store.refusals("acme", "run-1", limit=1)] == ["stale"]
+    assert store.load("acme", "run-1")[0] == 2  # refusals appended nothing
+
+
+def test_a_store_of_the_first_schema_gains_the_refusals_table(tmp_path: Path) -> None:
+    from runtrail.commands.schema import SQLITE
+    from runtrail.persistence.migrations import Component
+    from runtrail.persistence.sqlite import SqliteDatabase
+
+    path = tmp_path / "commands.db"
+    first = SqliteDatabase(path)
+    first.migrate([Component("commands", SQLITE.migrations[:1])])
+    first.close()
+    store = StoreBackend("sqlite", sqlite_url(path)).open()
+    store.execute(accept("run-1"))
+    assert store.execute(command("launch_rocket", "run-1", 1)).code == "unknown-command"
+    assert [r.code for r in store.refusals("acme", "run-1")] == ["unknown-command"]
+    store.close()

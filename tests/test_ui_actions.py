@@ -26,8 +26,10 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from runtrail.commands.client import CommandClient
+from runtrail.commands.model import CommandRefusal
 from runtrail.config import Settings
 from runtrail.events import Event, validate_json_form
+from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail_services.command_api.service import CommandApiReceiver
 from tests.ui_stores import seed, serving
@@ -51,6 +53,8 @@ class CommandRun:
 class Served:
     url: str
     api: str
+    #: the command API's store, which the explorer reads refusals from
+    store: str
 
     def client(self) -> CommandClient:
         return CommandClient(self.api, TOKENS[TENANT])
@@ -71,10 +75,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("ui-actions")
     state = root / "state"
     state.mkdir()
+    store = sqlite_url(root / "commands.db")
     receiver = CommandApiReceiver(
         Settings(),
         options={
-            "store": sqlite_url(root / "commands.db"),
+            "store": store,
             "http_port": "0",
             "tokens": json.dumps(TOKENS),
         },
@@ -92,8 +97,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             for run_id in RUNS
         ]
         seed(state, runs)
-        with serving(state, TOKENS, root / "ui.log", "--command-url", api) as url:
-            yield Served(url, api)
+        flags = ("--command-url", api, "--command-store", store)
+        with serving(state, TOKENS, root / "ui.log", *flags) as url:
+            yield Served(url, api, store)
     finally:
         receiver.request_stop()
         thread.join(15)
@@ -187,6 +193,13 @@ def test_a_stale_version_is_refused_as_the_cli_says_and_the_copied_command_agree
         browser.find_element(By.CSS_SELECTOR, "#command-outcome pre").get_attribute("textContent")
     )
     assert answer["accepted"] is False and answer["code"] == "stale" and answer["version"] == 3
+    # the refusal changed nothing in the run, yet its page lists it, as the store kept it
+    rows = browser.find_elements(By.CSS_SELECTOR, "#refusals tr.refusal")
+    kept = refusals(served, "act-stale")
+    assert len(rows) == len(kept) == 1 and rows[0].get_attribute("data-code") == "stale"
+    assert kept[0].actor.id == "erin" and (kept[0].expected_version, kept[0].version) == (2, 3)
+    assert f"{kept[0].name} by erin" in rows[0].text and "seen v2, run at v3" in rows[0].text
+    assert kept[0].reason in rows[0].text
     # the copied command, run in a shell, is refused with the same line
     env = {**os.environ, "RUNTRAIL_COMMAND_TOKEN": TOKENS[TENANT]}
     argv = [sys.executable, "-m", "runtrail_tools.cli.main", *shlex.split(copied)[1:]]
@@ -195,6 +208,18 @@ def test_a_stale_version_is_refused_as_the_cli_says_and_the_copied_command_agree
     assert done.stderr.strip().splitlines()[-1] == shown
     assert json.loads(done.stdout)["code"] == "stale"
     assert [e["actor"]["id"] for e in client.events("act-stale")[2:]] == ["dave"]
+    open_run(browser, served, "act-stale")  # the shell's refusal is on the page too
+    assert browser.find_element(By.ID, "refusal-count").text == "2"
+    assert [r.actor.id for r in refusals(served, "act-stale")] == ["erin", "operator"]
+    shoot(browser, tmp_path, "refusals")
+
+
+def refusals(served: Served, run_id: str) -> list[CommandRefusal]:
+    store = open_store(COMMAND_EVENTS, served.store)
+    try:
+        return store.refusals(TENANT, run_id)
+    finally:
+        store.close()
 
 
 def post(url: str, path: str, body: dict[str, str], headers: dict[str, str]) -> int:

@@ -28,6 +28,7 @@ import pytest
 from runtrail.config import Settings
 from runtrail.projection.store import RunQuery
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.demo.replay_model import ReplayModel
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.stack import DevStack, StackOptions
 from runtrail_tools.devstack.state import StackState
@@ -351,18 +352,18 @@ def test_node_replay_mock_inline_and_live_behind_its_button(
         if r.output_text
     ]
     record = records[0]
-    # the stack's explorer has no model client: live replay is off, mock replay works
+    # mock replay calls nothing; the stack's explorer replays live with the demo's fake model
     sign_in(browser, demo.url, demo.tokens[tenant])
     browser.get(run_url(demo.url, run_id))
     node = browser.find_element(By.CSS_SELECTOR, f'.node[data-record="{record.record_id}"]')
-    assert not node.find_elements(By.CSS_SELECTOR, ".replay-live")
     node.find_element(By.CSS_SELECTOR, ".replay-mock").click()
     result = wait(browser, lambda d: node.find_elements(By.CSS_SELECTOR, ".mock-result"))
     assert json.loads(result[0].text)["outputText"] == record.output_text
-    status, _ = request(
-        f"{run_url(demo.url, run_id)}/nodes/{record.record_id}/live", demo.tokens[tenant], "POST"
-    )
-    assert status == 403
+    node.find_element(By.CSS_SELECTOR, ".replay-live").click()
+    wait(browser, lambda d: node.find_elements(By.CSS_SELECTOR, "table.diff-output tr"))
+    rows = node.find_elements(By.CSS_SELECTOR, "table.diff-output tr")[1:]
+    right = "\n".join(r.find_elements(By.TAG_NAME, "td")[1].text for r in rows).strip()
+    assert right == ReplayModel().create(record.inputs).message
 
     env = ui_env(demo.state_dir)
     env["RUNTRAIL_UI_TOKENS_FILE"] = str(demo.state.tokens_file)
@@ -373,8 +374,8 @@ def test_node_replay_mock_inline_and_live_behind_its_button(
         browser.get(run_url(url, run_id))
         node = browser.find_element(By.CSS_SELECTOR, f'.node[data-record="{record.record_id}"]')
         node.find_element(By.CSS_SELECTOR, ".replay-live").click()
-        wait(browser, lambda d: node.find_elements(By.CSS_SELECTOR, "table.diff tr"))
-        rows = node.find_elements(By.CSS_SELECTOR, "table.diff tr")[1:]
+        wait(browser, lambda d: node.find_elements(By.CSS_SELECTOR, "table.diff-output tr"))
+        rows = node.find_elements(By.CSS_SELECTOR, "table.diff-output tr")[1:]
         left = "\n".join(r.find_elements(By.TAG_NAME, "td")[0].text for r in rows).strip()
         right = "\n".join(r.find_elements(By.TAG_NAME, "td")[1].text for r in rows).strip()
         assert left == record.output_text.strip()
@@ -651,6 +652,11 @@ def test_publisher_events_have_times_and_the_approver_is_in_the_row(
         )
         assert row.text == f"approved by {actor['kind']}:{actor['id']}"
         assert actor["id"] == granted[0].event["data"]["approvedBy"]
+        # the second operator's stale approval appended nothing; the page lists its refusal
+        refused = browser.find_elements(By.CSS_SELECTOR, "#refusals tr.refusal")
+        assert [r.get_attribute("data-code") for r in refused] == ["stale"]
+        assert "by backup@acme" in refused[0].text
+        assert f"run at v{granted[0].event['sequence']}" in refused[0].text
         shoot(browser, tmp_path, "deploy-approver")
     finally:
         audit.close()

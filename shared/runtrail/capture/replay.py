@@ -85,8 +85,9 @@ def replay_model_mock(record: NodeIoRecord) -> MockModelResult:
     )
 
 
-def replay_model_live(record: NodeIoRecord, model_client: ModelClient[T]) -> T:
-    """Call ``model_client.create`` once with the captured prompt, as captured.
+def replay_model_live(record: NodeIoRecord, model_client: ModelClient[T], prompt: Any = None) -> T:
+    """Call ``model_client.create`` once with the captured prompt, as captured, or with
+    ``prompt`` when the operator edited it (an experiment: what would this node answer?).
 
     The client gets a copy, so it cannot alter the record. Raises :class:`ReplayError` for a
     TOOL record and :class:`NotAPromptError` when no prompt was captured.
@@ -98,7 +99,7 @@ def replay_model_live(record: NodeIoRecord, model_client: ModelClient[T]) -> T:
             "MODEL_REQUEST was never seen, so there is nothing to replay live"
         )
     _not_erased(record)
-    return model_client.create(copy.deepcopy(record.inputs))
+    return model_client.create(copy.deepcopy(record.inputs if prompt is None else prompt))
 
 
 def replay_tool_live(record: NodeIoRecord, reinvoker: Callable[[ToolCall], T]) -> T:

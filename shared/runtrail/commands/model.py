@@ -56,3 +56,21 @@ class CommandOutcome(CamelModel):
     @property
     def stale(self) -> bool:
         return self.code == "stale"
+
+
+class CommandRefusal(CamelModel):
+    """A refused command, as the store kept it: who asked what at which version, and why not.
+
+    A refusal changed nothing, so it is no event of the run; it is kept apart from the
+    accepted outcomes (which de-duplicate by idempotency key) because every refused attempt
+    is a fact an operator triaging the run should see (a stale approval, a late cancel)."""
+
+    name: str
+    idempotency_key: str
+    expected_version: int
+    #: the run's version when it was refused (0: no such run)
+    version: int
+    code: OutcomeCode
+    reason: str
+    actor: Actor
+    refused_at: str

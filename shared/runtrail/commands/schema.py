@@ -5,7 +5,9 @@
 * ``agent_command`` — accepted outcomes by (tenant, idempotency key): a duplicate gets the
   first outcome back instead of appending again;
 * ``agent_outbox`` — appended events not yet on the events topic (deleted once published);
-* ``agent_run_snapshot`` — the latest sealed projection snapshot of a run (a cache).
+* ``agent_run_snapshot`` — the latest sealed projection snapshot of a run (a cache);
+* ``agent_command_refusal`` — every refused command (migration 2), by run in the order
+  refused: a refusal appends nothing to the run, yet it is what an operator needs to see.
 
 Deviation from the seed: tenant, run and event IDs are TEXT, not uuid — runtrail's IDs are
 free-form strings everywhere else (``acme``, ``run-1``). PostgreSQL keeps ``jsonb`` and
@@ -69,5 +71,41 @@ _SQLITE = tuple(
     for s in _PG
 )
 
-POSTGRES = Component("commands", (Migration(1, "event store, projection, outbox", _PG),))
-SQLITE = Component("commands", (Migration(1, "event store, projection, outbox", _SQLITE),))
+_REFUSAL_COLUMNS = """
+        tenant_id text NOT NULL,
+        run_id text NOT NULL,
+        idempotency_key text NOT NULL,
+        name text NOT NULL,
+        expected_version bigint NOT NULL,
+        version bigint NOT NULL,
+        code text NOT NULL,
+        reason text NOT NULL,
+        actor {json} NOT NULL,
+        refused_at {instant} NOT NULL"""
+_PG_REFUSALS = (
+    "CREATE TABLE agent_command_refusal (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    + _REFUSAL_COLUMNS.format(json="jsonb", instant="timestamptz")
+    + ")",
+    "CREATE INDEX agent_command_refusal_by_run ON agent_command_refusal (tenant_id, run_id, id)",
+)
+_SQLITE_REFUSALS = (
+    "CREATE TABLE agent_command_refusal (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    + _REFUSAL_COLUMNS.format(json="TEXT", instant="TEXT").replace("bigint", "INTEGER")
+    + ")",
+    _PG_REFUSALS[1],
+)
+
+POSTGRES = Component(
+    "commands",
+    (
+        Migration(1, "event store, projection, outbox", _PG),
+        Migration(2, "refused commands", _PG_REFUSALS),
+    ),
+)
+SQLITE = Component(
+    "commands",
+    (
+        Migration(1, "event store, projection, outbox", _SQLITE),
+        Migration(2, "refused commands", _SQLITE_REFUSALS),
+    ),
+)

@@ -17,7 +17,9 @@ For every command, one transaction (seed 002, "Append events with optimistic con
 PostgreSQL runs the transaction SERIALIZABLE; a serialization failure (or a concurrent insert
 of the same run or key) rolls it back and the whole transaction is run again from step 1, up to
 ``max_attempts`` times. SQLite takes the write lock at ``BEGIN IMMEDIATE``, so writers queue.
-Only accepted outcomes are recorded: a refused command had no effect and may be sent again.
+Accepted outcomes are recorded under their idempotency key; a refused command had no effect
+and may be sent again, and each refusal is kept apart (``agent_command_refusal``), in the same
+transaction, so the run's page can show what was refused and why.
 
 Model and tool calls never run inside this transaction: append an intent, commit, act, then
 append the outcome (seed 002).
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runtrail.commands import catalog
-from runtrail.commands.model import Command, CommandOutcome
+from runtrail.commands.model import Command, CommandOutcome, CommandRefusal
 from runtrail.commands.schema import POSTGRES, SQLITE
 from runtrail.events import EventError, upcast, validate_json_form
 from runtrail.events.envelope import Event
@@ -62,6 +64,10 @@ RELAY_COMPONENT = "outbox-relay"
 #: Namespace of the deterministic event IDs (uuid5 of tenant, idempotency key and index).
 EVENT_ID_NAMESPACE = uuid.UUID("6f1f3f0e-6b1e-4f43-9d1a-2a7c8e0b5c11")
 
+_REFUSAL_COLUMNS = (
+    "tenant_id, run_id, idempotency_key, name, expected_version, version, code, reason, actor, "
+    "refused_at"
+)
 _EVENT_COLUMNS = (
     "tenant_id, run_id, sequence, event_id, event_type, schema_version, occurred_at, "
     "recorded_at, actor, causation_event_id, correlation_id, data"
@@ -141,7 +147,10 @@ class EventStore:
                 with self.db.transaction() as cur:
                     if self._pg:
                         cur.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-                    return self._decide(cur, command)
+                    outcome = self._decide(cur, command)
+                    if not outcome.accepted:
+                        self._keep_refusal(cur, command, outcome)
+                    return outcome
             except Exception as exc:
                 if not self._retryable(exc):
                     raise
@@ -254,6 +263,51 @@ class EventStore:
             ),
         )
         return outcome
+
+    def _keep_refusal(self, cur: Any, command: Command, outcome: CommandOutcome) -> None:
+        cur.execute(
+            self._sql(
+                f"INSERT INTO agent_command_refusal ({_REFUSAL_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, {json}, ?)"
+            ),
+            (
+                command.tenant_id,
+                command.run_id,
+                command.idempotency_key,
+                command.name,
+                command.expected_version,
+                outcome.version,
+                outcome.code,
+                outcome.reason or "",
+                self._json_in(command.actor.model_dump(mode="json")),
+                self._now(),
+            ),
+        )
+
+    def refusals(self, tenant: str, run: str, limit: int = 100) -> list[CommandRefusal]:
+        """The run's latest ``limit`` refused commands, oldest first."""
+        rows = self.db.query(
+            self._sql(
+                f"SELECT {_REFUSAL_COLUMNS} FROM agent_command_refusal "
+                "WHERE tenant_id = ? AND run_id = ? ORDER BY id DESC LIMIT ?"
+            ),
+            (tenant, run, limit),
+        )
+        return [
+            CommandRefusal(
+                name=str(name),
+                idempotency_key=str(key),
+                expected_version=int(expected),
+                version=int(version),
+                code=code,
+                reason=str(reason),
+                actor=self._json_out(actor),
+                refused_at=self._instant_out(refused_at),
+            )
+            for _, _, key, name, expected, version, code, reason, actor, refused_at in reversed(
+                rows
+            )
+        ]
 
     def _read(
         self, cur: Any, tenant: str, run: str, *, lock: bool

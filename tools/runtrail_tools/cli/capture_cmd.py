@@ -17,8 +17,8 @@ import argparse
 import dataclasses
 import importlib
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel
@@ -197,10 +197,9 @@ class FactoryError(ValueError):
     """``MODULE:FACTORY`` is missing, malformed, or does not make what is needed."""
 
 
-def make(spec: str | None, flag: str, what: str) -> Any:
-    """Import ``MODULE:FACTORY`` (FACTORY may be dotted) and call it with no arguments."""
-    if not spec:
-        raise FactoryError(f"--live on {what} needs {flag} MODULE:FACTORY")
+def load_factory(spec: str, flag: str) -> Callable[[], Any]:
+    """Import ``MODULE:FACTORY`` (FACTORY may be dotted) without calling it, so a wrong spec
+    fails where it is given, naming the flag and the spec."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise FactoryError(f"{flag} expects MODULE:FACTORY, got {spec!r}")
@@ -212,7 +211,14 @@ def make(spec: str | None, flag: str, what: str) -> Any:
         raise FactoryError(f"{flag} {spec}: {exc}") from exc
     if not callable(target):
         raise FactoryError(f"{flag} {spec} is not callable")
-    return target()
+    return cast("Callable[[], Any]", target)
+
+
+def make(spec: str | None, flag: str, what: str) -> Any:
+    """Import ``MODULE:FACTORY`` and call it with no arguments."""
+    if not spec:
+        raise FactoryError(f"--live on {what} needs {flag} MODULE:FACTORY")
+    return load_factory(spec, flag)()
 
 
 def _default(value: Any) -> Any:

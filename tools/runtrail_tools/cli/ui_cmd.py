@@ -42,6 +42,13 @@ def register(subparsers: Any) -> None:
         help="turns live replay on: FACTORY() returns an object with create(prompt)",
     )
     parser.add_argument(
+        "--price-table",
+        type=Path,
+        metavar="FILE",
+        help="JSON/TOML model → input/output price per 1M tokens: cost per node and per run "
+        "(RUNTRAIL_UI_PRICE_TABLE)",
+    )
+    parser.add_argument(
         "--command-url",
         metavar="URL",
         help="the command API, for actions from a run's page (RUNTRAIL_UI_COMMAND_URL; "
@@ -53,6 +60,7 @@ def register(subparsers: Any) -> None:
         ("capture-sink", "capture sink URL"),
         ("resume-cache-store", "resume-cache store URL"),
         ("sessions-store", "session store URL"),
+        ("command-store", "command event store URL (refused commands)"),
     ):
         parser.add_argument(f"--{name}", metavar="URL", help=f"{what} (default: the service's)")
     parser.set_defaults(func=run)
@@ -83,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
         "allowed_hosts": args.allowed_hosts,
         "model_client": args.model_client,
         "command_url": command_url,
+        "price_table": args.price_table,
         "projection_store_url": args.projection_store,
         "audit_store_url": args.audit_store,
         "capture_sink_url": args.capture_sink,
         "resume_cache_store_url": args.resume_cache_store,
         "sessions_store_url": args.sessions_store,
+        "command_store_url": args.command_store,
     }
     ui = UiSettings(**{k: v for k, v in given.items() if v is not None})
     return serve(settings, ui)

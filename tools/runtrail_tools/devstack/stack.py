@@ -30,6 +30,7 @@ from runtrail.config import Settings
 from runtrail.files import open_private, private_dir
 from runtrail.kafka.topics import TopicsError, ensure_design_topics
 from runtrail.runtime.registry import SERVICES
+from runtrail_tools.demo.replay_model import FACTORY as REPLAY_MODEL
 from runtrail_tools.devstack import procs
 from runtrail_tools.devstack import prometheus as prom
 from runtrail_tools.devstack.ports import (
@@ -426,6 +427,8 @@ class DevStack:
             raise StackError(f"port 127.0.0.1:{port} for the ui is in use (move --port-base)")
         argv = [sys.executable, "-m", *self.ui_marker(), "--host", "127.0.0.1", "--port", str(port)]
         env = {**os.environ, **state.env, "PYTHONUNBUFFERED": "1"}
+        if "RUNTRAIL_UI_MODEL_CLIENT" not in env:  # the demo's fake: live replay works offline
+            argv += ["--model-client", REPLAY_MODEL]
         if state.tokens_file:
             env["RUNTRAIL_UI_TOKENS_FILE"] = state.tokens_file
         log = self.log_path("ui")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -46,6 +47,7 @@ from runtrail_tools.demo.tamper import independent_verifier
 from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
 from runtrail_tools.ui.waterfall import build_waterfall
@@ -62,6 +64,8 @@ class Explorer:
     partitions: live.Partitions
     verdicts: proof.Verdicts
     actions: Actions
+    #: the operator's price table (``--price-table``); None: no costs shown
+    prices: PriceTable | None = None
 
     @property
     def model_client(self) -> str | None:
@@ -188,6 +192,10 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
+    try:
+        refusals_html = markup.refusals_section(sources.commands().refusals(tenant, run_id))
+    except StoreUnreachable as exc:
+        refusals_html = markup.refusals_section(None, str(exc))
     page = markup.run_page(
         tenant,
         run,
@@ -197,7 +205,8 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html,
         live_from,
         explorer.model_client is not None,
-        _actions_html(request, explorer, tenant, run_id),
+        _actions_html(request, explorer, tenant, run_id) + refusals_html,
+        explorer.prices,
     )
     return HTMLResponse(page)
 
@@ -334,7 +343,35 @@ def _record(explorer: Explorer, tenant: str, run_id: str, record_id: str) -> Any
     return None
 
 
-def replay_node(request: Request, tenant: str) -> Response:
+def node_editable(request: Request, tenant: str) -> Response:
+    """A MODEL node's captured prompt split for the replay editor: conversation, parameters."""
+    record = _record(
+        _explorer(request), tenant, request.path_params["run_id"], request.path_params["record_id"]
+    )
+    if record is None:
+        return JSONResponse({"error": "no such node"}, status_code=404)
+    return Response(to_json(replay.editable(record)), media_type="application/json")
+
+
+async def replay_node(request: Request) -> Response:
+    """Mock or live replay; a live one may carry the operator's edit of the prompt as a JSON
+    body (JSON only: a cross-site form cannot send it without the browser asking first)."""
+    tenant = _tenant(request)
+    if tenant is None:
+        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+    body = await request.body()
+    edit = None
+    if body:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "an edited replay is sent as application/json"}, 415)
+        try:
+            edit = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return JSONResponse({"error": f"the edit is not JSON: {exc}"}, status_code=400)
+    return await run_in_threadpool(_replay, request, tenant, edit)
+
+
+def _replay(request: Request, tenant: str, edit: Any) -> Response:
     explorer = _explorer(request)
     run_id, record_id = request.path_params["run_id"], request.path_params["record_id"]
     mode = request.path_params["mode"]
@@ -349,7 +386,7 @@ def replay_node(request: Request, tenant: str) -> Response:
         elif explorer.model_client is None:
             return JSONResponse({"error": "live replay is off: no model client"}, 403)
         else:
-            answer = replay.live(record, explorer.model_client)
+            answer = replay.live(record, explorer.model_client, edit)
     except (ReplayError, FactoryError) as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     return Response(to_json(answer), media_type="application/json")
@@ -390,7 +427,12 @@ def home(request: Request) -> Response:
     return RedirectResponse("/runs", status_code=303)
 
 
-def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None) -> Starlette:
+def build_app(
+    sources: Sources,
+    auth: Auth,
+    hosts: frozenset[str] | None = None,
+    prices: PriceTable | None = None,
+) -> Starlette:
     """The explorer's app; ``hosts`` are the ``Host`` names it answers (None: any)."""
     static = StaticFiles(directory=str(files("runtrail_tools.ui") / "static"))
     routes = [
@@ -410,9 +452,10 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
         Route("/runs/{run_id}/nodes/{record_id}/prompt", _api_auth(node_prompt)),
+        Route("/runs/{run_id}/nodes/{record_id}/editable", _api_auth(node_editable)),
         Route(
             "/runs/{run_id}/nodes/{record_id}/{mode:str}",
-            _api_auth(replay_node),
+            replay_node,
             methods=["POST"],
         ),
         Mount("/static", app=static, name="static"),
@@ -430,5 +473,6 @@ def build_app(sources: Sources, auth: Auth, hosts: frozenset[str] | None = None)
         live.Partitions(sources.settings),
         proof.Verdicts(),
         Actions(sources.ui.command_url, auth.tokens),
+        prices,
     )
     return app

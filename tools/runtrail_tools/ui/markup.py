@@ -14,8 +14,10 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from runtrail.capture.record import NodeIoRecord
+from runtrail.commands.model import CommandRefusal
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
+from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.proof import (
     CheckpointView,
     LogCheckpointView,
@@ -335,7 +337,16 @@ def waterfall_section(waterfall: Waterfall | None) -> str:
     )
 
 
-def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
+def _cost_mark(record: NodeIoRecord, prices: PriceTable | None) -> str:
+    if prices is None or record.node_type != "MODEL":
+        return ""
+    cost = prices.node_cost(record)
+    if cost is None:
+        return f' <span class="cost dim">no price for {e(record.model_id or "its model")}</span>'
+    return f' <span class="cost">{e(prices.shown(cost))}</span>'
+
+
+def node_card(record: NodeIoRecord, live_enabled: bool, prices: PriceTable | None = None) -> str:
     unknown = tool_outcome_unknown(record)
     flags = ""
     if record.incomplete:
@@ -350,7 +361,7 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     if record.node_type == "MODEL":
         head += (
             f' <span class="tokens">tokens {e(record.input_tokens)} in / '
-            f"{e(record.output_tokens)} out</span>"
+            f"{e(record.output_tokens)} out</span>" + _cost_mark(record, prices)
         )
         if record.retry_count:
             noun = "retry" if record.retry_count == 1 else "retries"
@@ -374,6 +385,13 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
         live_button = (
             f'<button class="replay-live" data-record="{e(record.record_id)}">'
             "live replay with the other model</button>"
+            '<details class="replay-edit"><summary>edit the prompt and parameters</summary>'
+            '<label>prompt (JSON)<textarea class="edit-prompt" rows="8" spellcheck="false">'
+            "</textarea></label>"
+            '<label>parameters (JSON)<textarea class="edit-params" rows="3" '
+            'spellcheck="false"></textarea></label>'
+            f'<button class="replay-edited" data-record="{e(record.record_id)}">'
+            "live replay with this prompt</button></details>"
             if live_enabled
             else '<span class="dim">live replay off (no model client configured)</span>'
         )
@@ -395,8 +413,10 @@ def node_card(record: NodeIoRecord, live_enabled: bool) -> str:
     )
 
 
-def step_block(step: Step, live_enabled: bool, halt: Halt | None = None) -> str:
-    nodes = "".join(node_card(n, live_enabled) for n in step.nodes)
+def step_block(
+    step: Step, live_enabled: bool, halt: Halt | None = None, prices: PriceTable | None = None
+) -> str:
+    nodes = "".join(node_card(n, live_enabled, prices) for n in step.nodes)
     events = "".join(event_row(ev, halt) for ev in step.events)
     retried = (
         f' <span class="mark m-retry">{step.retries} failed attempt'
@@ -540,6 +560,30 @@ def resume_section(
     )
 
 
+def refusals_section(refusals: list[CommandRefusal] | None, problem: str | None = None) -> str:
+    """The commands the command store refused for this run: a refusal appended nothing, so
+    only this panel shows that someone tried (a stale approval, a cancel too late)."""
+    if refusals is None:
+        return (
+            '<section id="refusals" class="panel"><h2>Refused commands</h2>'
+            f"<p>{e(problem)}</p></section>"
+        )
+    rows = "".join(
+        f'<tr class="refusal" data-code="{e(r.code)}"><td><time datetime="{e(r.refused_at)}" '
+        f'title="{e(r.refused_at)}">{e(clock_text(r.refused_at))}</time></td>'
+        f"<td><b>{e(r.name)}</b> by {e(r.actor.id)}</td>"
+        f"<td>seen v{r.expected_version}, run at v{r.version}</td>"
+        f'<td><span class="mark m-refused">{e(r.code)}</span> {e(r.reason)}</td></tr>'
+        for r in refusals
+    )
+    return (
+        '<section id="refusals" class="panel"><h2>Refused commands '
+        f'(<span id="refusal-count">{len(refusals)}</span>)</h2>'
+        + (f'<table class="refusals"><tbody>{rows}</tbody></table>' if rows else "<p>none</p>")
+        + "</section>"
+    )
+
+
 #: Who the page's commands name when the operator does not say (the CLI's ``--by`` fallback).
 DEFAULT_BY = "operator"
 
@@ -634,6 +678,19 @@ def lineage(projection: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _run_cost(records: list[NodeIoRecord], prices: PriceTable | None) -> str:
+    if prices is None:
+        return ""
+    spent = prices.run_cost(records)
+    left_out = (
+        f' <span class="dim">({spent.unpriced} model node{"" if spent.unpriced == 1 else "s"} '
+        "without a price left out)</span>"
+        if spent.unpriced
+        else ""
+    )
+    return f' · cost <span id="run-cost">{e(prices.shown(spent.total))}</span>{left_out}'
+
+
 def run_page(
     tenant: str,
     run: dict[str, Any],
@@ -644,12 +701,13 @@ def run_page(
     live_from: str | None,
     live_enabled: bool,
     actions: str = "",
+    prices: PriceTable | None = None,
 ) -> str:
     run_id = run["runId"]
     at = run.get("haltedAt") or {}
     halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
-    steps = "".join(step_block(s, live_enabled, halt) for s in timeline.steps)
-    unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
+    steps = "".join(step_block(s, live_enabled, halt, prices) for s in timeline.steps)
+    unplaced = "".join(node_card(n, live_enabled, prices) for n in timeline.unplaced)
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
     head = (
@@ -657,6 +715,7 @@ def run_page(
         f'<p class="summary">{_status_badge(run.get("status") or "", run.get("halted", False))} '
         f'· version {e(run.get("version"))} · <span id="event-count">{timeline.events}</span> '
         f"events · {len(timeline.nodes)} nodes"
+        + _run_cost(timeline.nodes, prices)
         + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
         + "</p>"
         + lineage(run.get("projection") or {})

@@ -10,8 +10,10 @@ from collections.abc import Callable
 import uvicorn
 
 from runtrail.config import Settings
+from runtrail_tools.cli.capture_cmd import FactoryError, load_factory
 from runtrail_tools.ui.app import build_app
 from runtrail_tools.ui.auth import Auth
+from runtrail_tools.ui.cost import PriceTableError, load_prices
 from runtrail_tools.ui.guard import allowed_hosts
 from runtrail_tools.ui.settings import UiSettings
 from runtrail_tools.ui.sources import Sources, stack_tokens_file
@@ -26,6 +28,17 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     if ui.tokens_file is None and not ui.tokens:
         found = stack_tokens_file(settings.state_dir)
         ui = ui.model_copy(update={"tokens_file": found})
+    if ui.model_client is not None:
+        try:  # a wrong spec fails here, naming it, not at the first live replay
+            load_factory(ui.model_client, "--model-client")
+        except FactoryError as exc:
+            sys.stderr.write(f"runtrail ui: {exc}\n")
+            return 2
+    try:
+        prices = load_prices(ui.price_table)
+    except PriceTableError as exc:
+        sys.stderr.write(f"runtrail ui: {exc}\n")
+        return 2
     tokens = ui.tenant_tokens()
     if not tokens:
         say(
@@ -41,7 +54,7 @@ def serve(settings: Settings, ui: UiSettings, say: Callable[[str], None] = print
     hosts = allowed_hosts(ui.host, ui.allowed_hosts)
     if hosts is None:
         say("runtrail ui: bound to every address with no --allowed-host: any Host is answered")
-    app = build_app(sources, Auth(tokens), hosts)
+    app = build_app(sources, Auth(tokens), hosts, prices)
     # open live streams never end on their own: a stop waits at most this long for them
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3

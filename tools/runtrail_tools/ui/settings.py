@@ -41,8 +41,14 @@ class UiSettings(BaseSettings):
     page_size: int = Field(default=50, ge=1, le=1000, description="Runs per page of the list.")
     model_client: str | None = Field(
         default=None,
-        description="MODULE:FACTORY of the model client for live replay; unset, live replay "
-        "is off (mock replay always works).",
+        description="MODULE:FACTORY of the model client for live replay, imported at start "
+        "(a wrong one stops the explorer); unset, live replay is off (mock replay always "
+        "works).",
+    )
+    price_table: Path | None = Field(
+        default=None,
+        description="JSON or TOML file of model → input/output price per 1M tokens (`models`, "
+        "optional `currency`), read at start; unset, no costs are shown.",
     )
     command_url: str | None = Field(
         default=None,
@@ -64,6 +70,11 @@ class UiSettings(BaseSettings):
     )
     sessions_store_url: str | None = Field(
         default=None, description="Session store (default: the sessions service's)."
+    )
+    command_store_url: str | None = Field(
+        default=None,
+        description="Command event store, for the refused commands a run's page lists "
+        "(default: the command API's).",
     )
 
     @field_validator("allowed_hosts", mode="before")

@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from runtrail.audit.store import LinkStore
+from runtrail.commands.store import EventStore
 from runtrail.config import Settings
-from runtrail.persistence.kinds import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, SESSION_SNAPSHOTS
+from runtrail.persistence.kinds import (
+    AUDIT_LINKS,
+    COMMAND_EVENTS,
+    PROJECTIONS,
+    RESUME_ENTRIES,
+    SESSION_SNAPSHOTS,
+)
 from runtrail.persistence.registry import open_store
 from runtrail.privacy.resolve import Resolver, resolver_from_settings
 from runtrail.projection.store import ProjectionStore
@@ -63,6 +70,12 @@ class Sources:
         given = self.ui.resume_cache_store_url
         return given or ResumeCacheSettings.load().resolved_store_url(self.state_dir)
 
+    def commands_url(self) -> str:
+        from runtrail_services.command_api.settings import CommandApiSettings
+
+        given = self.ui.command_store_url
+        return given or CommandApiSettings.load().resolved_store(self.state_dir)
+
     def sessions_url(self) -> str:
         from runtrail_services.sessions.settings import SessionsSettings
 
@@ -96,6 +109,10 @@ class Sources:
         """Opens protected content for the tenant a page is scoped to (see timeline)."""
         url = self.settings.content_store_url or "unset"
         return self._once("content", url, lambda: resolver_from_settings(self.settings))
+
+    def commands(self) -> EventStore:
+        url = self.commands_url()
+        return self._once("command", url, lambda: open_store(COMMAND_EVENTS, url))
 
     def close(self) -> None:
         with self._lock:

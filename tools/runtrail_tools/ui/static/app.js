@@ -3,8 +3,13 @@
 // live behind its own button), and follow a running run through server-sent events.
 "use strict";
 
-function post(url) {
-  return fetch(url, { method: "POST", credentials: "same-origin" }).then(function (r) {
+function post(url, json) {
+  var init = { method: "POST", credentials: "same-origin" };
+  if (json !== undefined) {
+    init.headers = { "Content-Type": "application/json" };
+    init.body = JSON.stringify(json);
+  }
+  return fetch(url, init).then(function (r) {
     return r.json().then(function (body) { return { status: r.status, body: body }; });
   });
 }
@@ -52,11 +57,41 @@ function verify(button) {
   });
 }
 
-function replayNode(button, mode) {
-  var out = button.parentElement.querySelector(".replay-out");
+function diffTable(part, left, right, rows) {
+  var table = make("table", "diff diff-" + part);
+  var head = make("tr");
+  head.appendChild(make("th", "", left));
+  head.appendChild(make("th", "", right));
+  table.appendChild(head);
+  rows.forEach(function (row) {
+    var tr = make("tr", "d-" + row.kind);
+    tr.appendChild(make("td", "", row.left));
+    tr.appendChild(make("td", "", row.right));
+    table.appendChild(tr);
+  });
+  return table;
+}
+
+// the operator's edit of the prompt: two JSON texts, sent as they parse (else said why not)
+function editOf(button) {
+  var box = button.closest(".replay-edit");
+  var edit = {};
+  try {
+    edit.prompt = JSON.parse(box.querySelector(".edit-prompt").value);
+    var params = box.querySelector(".edit-params").value.trim();
+    edit.parameters = params ? JSON.parse(params) : {};
+  } catch (err) {
+    return { error: "not JSON: " + err.message };
+  }
+  return edit;
+}
+
+function replayNode(button, mode, edit) {
+  var out = button.closest(".replay").querySelector(".replay-out");
+  if (edit && edit.error) { out.textContent = ""; out.appendChild(make("p", "bad", edit.error)); return; }
   text(out, mode === "live" ? "calling the other model…" : "replaying…");
   var runUrl = window.location.pathname;
-  post(runUrl + "/nodes/" + encodeURIComponent(button.dataset.record) + "/" + mode).then(function (res) {
+  post(runUrl + "/nodes/" + encodeURIComponent(button.dataset.record) + "/" + mode, edit).then(function (res) {
     out.textContent = "";
     var body = res.body;
     if (res.status !== 200) { out.appendChild(make("p", "bad", body.error || "failed")); return; }
@@ -66,19 +101,28 @@ function replayNode(button, mode) {
       out.appendChild(pre);
       return;
     }
-    var table = make("table", "diff");
-    var head = make("tr");
-    head.appendChild(make("th", "", "captured"));
-    head.appendChild(make("th", "", "live"));
-    table.appendChild(head);
-    body.diff.forEach(function (row) {
-      var tr = make("tr", "d-" + row.kind);
-      tr.appendChild(make("td", "", row.left));
-      tr.appendChild(make("td", "", row.right));
-      table.appendChild(tr);
-    });
-    out.appendChild(table);
+    var live = body.edited ? "live (edited prompt)" : "live";
+    out.appendChild(make("div", "dim", "output"));
+    out.appendChild(diffTable("output", "captured", live, body.diff));
+    out.appendChild(make("div", "dim", "tool calls"));
+    if (body.toolCalls.length) out.appendChild(diffTable("calls", "captured", live, body.toolCalls));
+    else out.appendChild(make("div", "dim no-calls", "none on either side"));
+    out.appendChild(make("div", "dim", "tokens"));
+    out.appendChild(diffTable("tokens", "captured", live, body.tokens));
   });
+}
+
+// the editor is filled with the captured prompt when first opened
+function fillEditor(details) {
+  if (details.dataset.loaded) return;
+  details.dataset.loaded = "1";
+  var record = details.closest(".node").dataset.record;
+  fetch(window.location.pathname + "/nodes/" + encodeURIComponent(record) + "/editable", { credentials: "same-origin" })
+    .then(function (r) { return r.json(); })
+    .then(function (body) {
+      details.querySelector(".edit-prompt").value = JSON.stringify(body.prompt, null, 2);
+      details.querySelector(".edit-params").value = JSON.stringify(body.parameters, null, 2);
+    });
 }
 
 function shownSequences() {
@@ -117,6 +161,7 @@ document.addEventListener("click", function (event) {
   if (target.id === "verify") verify(target);
   else if (target.classList.contains("replay-mock")) replayNode(target, "mock");
   else if (target.classList.contains("replay-live")) replayNode(target, "live");
+  else if (target.classList.contains("replay-edited")) replayNode(target, "live", editOf(target));
   else if (target.classList.contains("copy-cli")) copyCli(target);
 });
 
@@ -166,6 +211,8 @@ document.addEventListener("toggle", function (event) {
     fetch(runUrl + "/nodes/" + encodeURIComponent(node) + "/prompt", { credentials: "same-origin" })
       .then(function (r) { return r.text(); })
       .then(function (html) { slot.innerHTML = html; });
+  } else if (details.classList.contains("replay-edit")) {
+    fillEditor(details);
   } else if (details.classList.contains("lazy-io")) {
     var record = details.closest(".node").dataset.record;
     fill(details, runUrl + "/nodes/" + encodeURIComponent(record), function (b) { return b.error ? b : b[details.dataset.part]; });
