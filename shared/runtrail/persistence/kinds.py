@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from runtrail.audit.tile_store import TileStore
     from runtrail.capture.sink import CaptureSink
     from runtrail.commands.store import EventStore
+    from runtrail.drops.store import SqlDropStore
     from runtrail.projection.store import ProjectionStore
     from runtrail.resume.store import CacheStore
     from runtrail.sessions.checkpoints import CheckpointBackend
@@ -112,6 +113,14 @@ CAPTURE_RECORDS: StoreKind[CaptureSink] = StoreKind(
         ),
     },
 )
+OTLP_DROPS: StoreKind[SqlDropStore] = StoreKind(
+    "otlp-drops",
+    "OTLP drops store",
+    {
+        "sqlite": "runtrail.drops.store:open_sqlite",
+        **_postgres("runtrail.drops.store:open_postgres"),
+    },
+)
 
 #: Every kind by name, for callers that name a kind by string (``open_store("projection", …)``).
 KINDS: Mapping[str, StoreKind[Any]] = {
@@ -125,5 +134,6 @@ KINDS: Mapping[str, StoreKind[Any]] = {
         SESSION_SNAPSHOTS,
         LANGGRAPH_CHECKPOINTS,
         CAPTURE_RECORDS,
+        OTLP_DROPS,
     )
 }
