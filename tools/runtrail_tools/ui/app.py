@@ -43,7 +43,7 @@ from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import chat, drops, live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.guard import Guard
@@ -188,6 +188,7 @@ def run_view(request: Request, tenant: str) -> Response:
         resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
+    resume_html += drops.not_recorded_panel(sources, tenant, run_id)
     page = markup.run_page(
         tenant,
         run,

@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
-from runtrail.persistence.kinds import AUDIT_LINKS, PROJECTIONS, RESUME_ENTRIES, SESSION_SNAPSHOTS
+from runtrail.drops.store import SqlDropStore
+from runtrail.persistence.kinds import (
+    AUDIT_LINKS,
+    OTLP_DROPS,
+    PROJECTIONS,
+    RESUME_ENTRIES,
+    SESSION_SNAPSHOTS,
+)
 from runtrail.persistence.registry import open_store
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore
@@ -68,6 +75,9 @@ class Sources:
         given = self.ui.sessions_store_url
         return given or SessionsSettings.load().resolved_store_url(self.state_dir)
 
+    def drops_url(self) -> str:
+        return self.settings.resolved_otlp_drops_url()
+
     # --- stores ---------------------------------------------------------------------------
     def _once(self, kind: str, url: str, opener: Callable[[], T]) -> T:
         with self._lock:
@@ -90,6 +100,10 @@ class Sources:
     def sessions(self) -> AgentSessionStore:
         url = self.sessions_url()
         return self._once("sessions", url, lambda: open_store(SESSION_SNAPSHOTS, url))
+
+    def drops(self) -> SqlDropStore:
+        url = self.drops_url()
+        return self._once("OTLP drops", url, lambda: open_store(OTLP_DROPS, url))
 
     def close(self) -> None:
         with self._lock:
