@@ -417,3 +417,73 @@ def test_a_port_in_use_is_an_error_naming_it(tmp_path: Path) -> None:
         )
     assert done.returncode == 2, done.stderr
     assert "otlp-ingest: cannot listen" in done.stderr and "in use" in done.stderr
+
+
+def drops_listed(state_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    """What ``runtrail otlp drops --json`` lists from the store the services wrote."""
+    from runtrail_tools.cli.main import main
+
+    capsys.readouterr()
+    assert main(["otlp", "drops", "--json", "--state-dir", str(state_dir), *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_what_was_not_recorded_is_listed_per_run_and_reason(
+    receiver: Running, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = "5b8efff798038103d269b633813fc60c"  # json_span's trace
+    spans = otlp_json(
+        [
+            json_span("eee19b7ec3c1b174", "chat", {"gen_ai.operation.name": "chat"}, "a" * 16),
+            json_span("ccc19b7ec3c1b174", "GET /", {"http.method": "GET"}, "a" * 16),
+            json_span("ddd19b7ec3c1b174", "SELECT", {"db.system": "sqlite"}, "a" * 16),
+        ]
+    )
+    logs = json.dumps(
+        {
+            "resourceLogs": [
+                {
+                    "scopeLogs": [
+                        {
+                            "logRecords": [
+                                {"eventName": "gen_ai.user.message", "body": {"stringValue": "hi"}},
+                                {
+                                    "traceId": run_id,
+                                    "spanId": "ccc19b7ec3c1b174",
+                                    "eventName": "app.audit",
+                                },
+                            ]
+                        }
+                    ]
+                }
+            ]
+        }
+    ).encode()
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    assert post(receiver.url, spans, auth)[0] == 200
+    assert (
+        post(receiver.url, spans.replace(b'"ccc', b'"ccd').replace(b'"ddd', b'"dde'), auth)[0]
+        == 200
+    )
+    logs_url = receiver.url.replace("/v1/traces", "/v1/logs")
+    assert post(logs_url, logs, auth)[0] == 200
+
+    state = tmp_path / "state"
+    rows = drops_listed(state, capsys, "--tenant", "acme", "--run", run_id)
+    got = {(r["reason"], r["count"], r["sample"]) for r in rows}
+    # per request, not per span: two requests, each one row per reason, the counts added
+    assert got == {
+        ("not-genai", 4, "GET /"),
+        ("model-without-content", 2, "chat"),
+        ("log-not-genai", 1, "app.audit"),
+    }
+    assert {r["runId"] for r in rows} == {run_id}
+    assert all(r["firstSeenMs"] <= r["lastSeenMs"] for r in rows)
+    # a log record with no span context belongs to no run: listed apart
+    no_run = drops_listed(state, capsys, "--no-run")
+    assert [(r["tenantId"], r["runId"], r["reason"], r["count"]) for r in no_run] == [
+        ("acme", None, "log-without-span", 1)
+    ]
+    assert drops_listed(state, capsys, "--tenant", "other") == []
+    assert drops_listed(state, capsys, "--since", "2030-01-01T00:00:00Z") == []
+    assert len(drops_listed(state, capsys, "--since", "1h")) == 4

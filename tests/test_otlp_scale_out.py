@@ -564,3 +564,55 @@ def test_log_records_survive_the_kill_of_the_receiver_that_took_them(
         {"role": "user", "content": "weather in Oslo?"}
     ]
     assert no_dead_letters(settings)
+
+
+def test_the_mappers_drops_are_kept_per_run_and_counted_once_across_a_replay(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """An open trace's records are mapped again by the next mapper (its commit is held at the
+    trace's first record): its drops, already in the store, are not counted a second time."""
+    from runtrail.persistence import open_store
+    from runtrail.persistence.kinds import OTLP_DROPS
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests.drops")
+    with tracer.start_as_current_span(
+        "invoke_agent bot", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ) as agent:
+        run_id = f"{agent.get_span_context().trace_id:032x}"
+        with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+        for name in ("GET /a", "GET /b"):
+            with tracer.start_as_current_span(name, attributes={"http.method": "GET"}):
+                pass
+    provider.shutdown()
+    by_name = {s.name: s for s in memory.get_finished_spans()}
+    raw, group = settings.otlp_raw_topic, str(settings.group)
+    store = open_store(OTLP_DROPS, settings.resolved_otlp_drops_url())
+
+    def counts() -> dict[str, int]:
+        return {r.reason: r.count for r in store.rows(tenant="acme", run_id=run_id)}
+
+    def committed_to_the_end() -> bool:
+        ends = end_offsets(settings.bootstrap_servers, raw, RAW_PARTITIONS)
+        committed = committed_offsets(settings.bootstrap_servers, group, raw, RAW_PARTITIONS)
+        return all(committed[p] == end for p, end in ends.items() if end > 0)
+
+    expected = {"not-genai": 2, "model-without-content": 1}
+    try:
+        with receiver(settings, tmp_path / "spool") as a:
+            with mapper(settings, ended_linger_ms="0"):
+                post(url_of(a), [by_name["chat m"], by_name["GET /a"], by_name["GET /b"]])
+                wait_for(lambda: counts() == expected, 60, 0.5, what="the open trace's drops")
+            # the trace is open: the next mapper maps its three records again, then the root
+            with mapper(settings, ended_linger_ms="0"):
+                post(url_of(a), [by_name["invoke_agent bot"]])
+                runs, _ = as_services_read(written(settings, 6))
+                assert runs[run_id][-1].type == "run.succeeded"
+                wait_for(committed_to_the_end, 30, 0.5, what="the commit past the replay")
+        assert counts() == expected
+        assert {r.sample for r in store.rows(run_id=run_id, tenant="acme")} == {"GET /a", "chat m"}
+    finally:
+        store.close()

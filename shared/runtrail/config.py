@@ -64,6 +64,12 @@ class Settings(BaseSettings):
         description="Raw OTLP spans and log records the receivers forward to the mapper, keyed "
         "by tenant and trace ID.",
     )
+    otlp_drops_store_url: str | None = Field(
+        default=None,
+        description="Where OTLP ingest counts what it did not record, per run and reason "
+        "(receivers and mappers write, `runtrail otlp drops` and the explorer read): "
+        "sqlite:///path.db or postgresql://… (default: sqlite:///<state dir>/otlp-drops.db).",
+    )
     partitions: int = Field(
         default=6, ge=1, description="Partitions of the events topic when created."
     )
@@ -264,6 +270,14 @@ class Settings(BaseSettings):
             pairs = [p for p in value.split(",") if p.strip()]
             return dict(p.split("=", 1) for p in pairs)
         return value
+
+    def resolved_otlp_drops_url(self) -> str:
+        """The OTLP drops store: the one setting every writer and reader of it resolves."""
+        from runtrail.persistence.urls import sqlite_url
+
+        return self.otlp_drops_store_url or sqlite_url(
+            self.state_dir.expanduser().resolve() / "otlp-drops.db"
+        )
 
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
         """librdkafka config for a client: bootstrap servers + passthrough options + overrides.

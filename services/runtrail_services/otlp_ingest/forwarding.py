@@ -26,8 +26,10 @@ from collections import Counter
 from runtrail.adapters.otel_logs import LogView, refusal
 from runtrail.adapters.otel_publish import PublishOutcome
 from runtrail.adapters.otel_spans import SpanView
+from runtrail.drops.tally import NO_RUN, DropTally
 from runtrail.publisher import Publisher
 from runtrail.publisher.spool_record import SpoolRecord
+from runtrail_services.otlp_ingest.drop_records import ReceiverDrops
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.raw_records import log_records, span_records
 
@@ -38,11 +40,15 @@ DURABLE_WAIT_S = 5.0
 
 
 class Forwarder:
-    """Spans and log records → raw records on ``publisher``'s topic; no state per trace."""
+    """Spans and log records → raw records on ``publisher``'s topic; no state per trace.
+    The log records it refuses go to ``drops`` by run and reason; the rest the mapper counts."""
 
-    def __init__(self, publisher: Publisher, metrics: IngestMetrics) -> None:
+    def __init__(
+        self, publisher: Publisher, metrics: IngestMetrics, drops: ReceiverDrops | None = None
+    ) -> None:
         self.publisher = publisher
         self.metrics = metrics
+        self.drops = drops
         self.accepting = True
 
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
@@ -59,6 +65,7 @@ class Forwarder:
     def record_logs(self, tenant: str, logs: list[LogView]) -> Counter[str]:
         """Forward the log records that can join a span; those that cannot, by reason."""
         refused: Counter[str] = Counter()
+        tally = DropTally()
         joinable = []
         for log in logs:
             reason = refusal(log)
@@ -66,11 +73,17 @@ class Forwarder:
                 joinable.append(log)
             else:
                 refused[reason] += 1
+                tally.add(log.trace_id, reason, log.event_name or "(no event name)")
         outcome = PublishOutcome()
         for record in log_records(tenant, joinable):
             self._send(record, outcome)
         self._durable()
-        refused.update({f"log-{reason}": n for reason, n in outcome.rejected.items()})
+        rejected = {f"log-{reason}": n for reason, n in outcome.rejected.items()}
+        refused.update(rejected)
+        for reason, n in rejected.items():  # which trace each was of is not told back
+            tally.add(NO_RUN, reason, "(refused by the publisher)", n)
+        if self.drops is not None:
+            self.drops.record(tenant, tally)
         self.metrics.logs("forwarded", Counter({"": len(logs) - sum(refused.values())}))
         self.metrics.logs("dropped", refused)
         self.metrics.tell(

@@ -22,10 +22,11 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Protocol
 
-from runtrail.adapters.otel_logs import LogJoin, LogView
+from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogJoin, LogView
 from runtrail.adapters.otel_mapping import TraceMapper
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
+from runtrail.drops.tally import DropTally
 from runtrail.http_server import BackgroundServer, TokenAuth
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
@@ -40,6 +41,7 @@ from runtrail_services.otlp_ingest.decoding import (
     spans_of,
     status_body,
 )
+from runtrail_services.otlp_ingest.drop_records import ReceiverDrops
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,8 @@ class SpanSink(Protocol):
 
 
 class Ingest:
-    """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order)."""
+    """Decoded spans → events: one mapper per tenant, one lock (a run's events stay in order).
+    What a request did not record goes to ``drops`` (the drops store) by run and reason."""
 
     def __init__(
         self,
@@ -70,9 +73,11 @@ class Ingest:
         *,
         max_traces: int = 10_000,
         session_resource_attribute: str | None = None,
+        drops: ReceiverDrops | None = None,
     ) -> None:
         self.publisher = publisher
         self.metrics = metrics
+        self.drops = drops
         self.max_traces = max_traces
         self.session_resource_attribute = session_resource_attribute
         self._mappers: dict[str, TraceMapper] = {}
@@ -88,12 +93,15 @@ class Ingest:
 
     def record_logs(self, tenant: str, logs: list[LogView]) -> Counter[str]:
         """Keep the GenAI log records for their spans; those that cannot be, by reason."""
+        tally = DropTally()
         with self._lock:
             join = self._join(tenant)
             evicted = join.evicted
-            refused = join.add(logs)
+            refused = join.add(logs, tally)
             if join.evicted > evicted:
-                refused["log-waited-too-long"] += join.evicted - evicted
+                refused[WAITED_TOO_LONG] += join.evicted - evicted
+        if self.drops is not None:
+            self.drops.record(tenant, tally)
         self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
         self.metrics.logs("dropped", refused)
         self.metrics.tell(
@@ -115,6 +123,8 @@ class Ingest:
             self.metrics.evicted.inc(mapper.evicted - evicted)
             self.metrics.open_traces.set(sum(m.open_traces for m in self._mappers.values()))
         self.metrics.mapped(len(spans), outcome)
+        if self.drops is not None:
+            self.drops.record(tenant, outcome.tally)
         return outcome
 
 

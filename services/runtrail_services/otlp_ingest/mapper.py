@@ -22,6 +22,7 @@ from runtrail.config import Settings
 from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S
 from runtrail.runtime.delivery import Partition, RawRecord
 from runtrail.runtime.service import RawService, ServiceContext
+from runtrail_services.otlp_ingest.drop_records import MapperDrops, open_drops
 from runtrail_services.otlp_ingest.event_records import EventRecords
 from runtrail_services.otlp_ingest.mapper_state import PartitionMapping
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
@@ -42,6 +43,7 @@ class OtlpMapperService(RawService):
         self.metrics = IngestMetrics(context.registry)
         self.events = EventRecords(context.settings)
         self.ledger = TraceLedger(context.settings)
+        self.drops = MapperDrops(open_drops(context.settings), context.settings.otlp_raw_topic)
         self._partitions: dict[Partition, PartitionMapping] = {}
         self._expired_at = 0
 
@@ -58,9 +60,10 @@ class OtlpMapperService(RawService):
         for tp in partitions:
             self._partitions.pop(tp, None)
         self.ledger.forget_partitions([p for _, p in partitions])
+        self.drops.forget_partitions([p for _, p in partitions])
 
     def _mapping(self, tp: Partition) -> PartitionMapping:
-        return PartitionMapping(self.settings, self.metrics, self.ledger, tp[1])
+        return PartitionMapping(self.settings, self.metrics, self.ledger, tp[1], self.drops)
 
     def process_raw(self, batch: Sequence[RawRecord]) -> None:
         for record in batch:
@@ -79,6 +82,7 @@ class OtlpMapperService(RawService):
     def flush(self) -> None:
         self.events.flush(CONFIRM_TIMEOUT_S)
         self.ledger.flush(CONFIRM_TIMEOUT_S)
+        self.drops.flush()
         holds = {tp: hold for tp, m in self._partitions.items() if (hold := m.hold()) is not None}
         self.context.checkpoint.set_holds(holds)
         self.metrics.open_traces.set(sum(m.open_traces for m in self._partitions.values()))
@@ -86,3 +90,4 @@ class OtlpMapperService(RawService):
     def close(self) -> None:
         self.events.close()
         self.ledger.close()
+        self.drops.close()

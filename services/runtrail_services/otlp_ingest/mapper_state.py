@@ -34,11 +34,13 @@ import uuid
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from runtrail.adapters.otel_logs import LogJoin, LogView
+from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogJoin, LogView
 from runtrail.adapters.otel_mapping import Out, TraceMapper
 from runtrail.adapters.otel_publish import TERMINAL, PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
+from runtrail.drops.tally import DropTally
 from runtrail.runtime.delivery import RawRecord
+from runtrail_services.otlp_ingest.drop_records import MapperDrops
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.raw_records import (
     H_KIND,
@@ -84,10 +86,12 @@ class PartitionMapping:
         metrics: IngestMetrics,
         ledger: TraceLedger,
         partition: int,
+        drops: MapperDrops,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._ledger = ledger
+        self._drops = drops
         self._partition = partition
         self._mappers: dict[str, TraceMapper] = {}
         self._joins: dict[str, LogJoin] = {}
@@ -106,7 +110,24 @@ class PartitionMapping:
         if len(trace_ids) != 1:
             raise ValueError(f"a raw record holds one trace, this one {len(trace_ids)}")
         key = (tenant, trace_ids.pop())
-        self._expire(record.timestamp_ms, record.offset)
+        tally = DropTally()  # what this record did not record, by trace and reason
+        try:
+            self._apply(record, tenant, record_id, key, logs, spans, sink, tally)
+        finally:
+            self._drops.add(self._partition, record.offset, tenant, tally)
+
+    def _apply(
+        self,
+        record: RawRecord,
+        tenant: str,
+        record_id: bytes,
+        key: TraceKey,
+        logs: list[LogView],
+        spans: list[SpanView],
+        sink: Submitter,
+        tally: DropTally,
+    ) -> None:
+        self._expire(record.timestamp_ms, record.offset, tally)
         mark = self._marks.get(key)
         if mark is None:
             mark = self._marks[key] = _Mark(first=record.offset, last_ms=record.timestamp_ms)
@@ -120,9 +141,9 @@ class PartitionMapping:
         mark.last_ms = max(mark.last_ms, record.timestamp_ms)
         self._marks.move_to_end(key)
         if logs:
-            self._apply_logs(tenant, logs)
+            self._apply_logs(tenant, logs, tally)
         else:
-            self._apply_spans(key, mark, spans, sink)
+            self._apply_spans(key, mark, spans, sink, tally)
         if not (
             mark.ended
             or self._mapper(tenant).is_open(key[1])
@@ -132,12 +153,12 @@ class PartitionMapping:
             # need not start at it, so it holds nothing
             self._drop(key, mark, record.offset)
 
-    def _apply_logs(self, tenant: str, logs: list[LogView]) -> None:
+    def _apply_logs(self, tenant: str, logs: list[LogView], tally: DropTally) -> None:
         join = self._join(tenant)
         evicted = join.evicted
-        refused = join.add(logs)
+        refused = join.add(logs, tally)
         if join.evicted > evicted:
-            refused["log-waited-too-long"] += join.evicted - evicted
+            refused[WAITED_TOO_LONG] += join.evicted - evicted
         self._metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
         self._metrics.logs("dropped", refused)
         self._metrics.tell(
@@ -145,13 +166,21 @@ class PartitionMapping:
         )
 
     def _apply_spans(
-        self, key: TraceKey, mark: _Mark, spans: list[SpanView], sink: Submitter
+        self,
+        key: TraceKey,
+        mark: _Mark,
+        spans: list[SpanView],
+        sink: Submitter,
+        tally: DropTally,
     ) -> None:
         tenant = key[0]
         fresh = [s for s in spans if s.span_id not in mark.spans]
         mark.spans.update(s.span_id for s in fresh)
         if len(fresh) < len(spans):
             self._metrics.spans("dropped", Counter({"duplicate-span": len(spans) - len(fresh)}))
+            for span in spans:
+                if span not in fresh:
+                    tally.add(span.trace_id, "duplicate-span", span.name)
         if not fresh:
             return
         mapper = self._mapper(tenant)
@@ -164,6 +193,7 @@ class PartitionMapping:
 
         mapped = mapper.map(self._join(tenant).attach(fresh))
         outcome: PublishOutcome = publish_mapped(sink, mapped, tenant=tenant, numbering=numbered)
+        tally.update(outcome.tally)
         if any(out.event_type in TERMINAL for out in mapped.events):
             mark.ended = True
         self._metrics.evicted.inc(mapper.evicted - evicted)
@@ -177,7 +207,7 @@ class PartitionMapping:
         if not mark.ended and mark.next_sequence > 1:
             self._ledger.forgotten(self._partition, key, offset, mark.next_sequence)
 
-    def _expire(self, now_ms: int, offset: int) -> None:
+    def _expire(self, now_ms: int, offset: int, tally: DropTally) -> None:
         """Forget the traces idle past their bound, by the records' own timestamps (so a
         replay forgets them at the same record): an ended trace after ``ended_linger_ms``,
         an open one (its root never came) after ``trace_idle_ms``."""
@@ -191,9 +221,9 @@ class PartitionMapping:
             tenant, trace_id = key
             if not mark.ended and self._mapper(tenant).forget(trace_id):
                 self._metrics.evicted.inc()
-            dropped = self._join(tenant).drop_trace(trace_id)
+            dropped = self._join(tenant).drop_trace(trace_id, tally)
             if dropped:
-                self._metrics.logs("dropped", Counter({"log-waited-too-long": dropped}))
+                self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
 
     def expire_ended(self, now_ms: int) -> None:
         """Forget the ended traces whose linger passed by ``now_ms`` (the clock: a partition
@@ -203,9 +233,11 @@ class PartitionMapping:
         for key in [k for k, m in self._marks.items() if m.ended and now_ms - m.last_ms > linger]:
             del self._marks[key]
             tenant, trace_id = key
-            dropped = self._join(tenant).drop_trace(trace_id)
+            tally = DropTally()
+            dropped = self._join(tenant).drop_trace(trace_id, tally)
             if dropped:
-                self._metrics.logs("dropped", Counter({"log-waited-too-long": dropped}))
+                self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
+                self._drops.add(self._partition, None, tenant, tally)
 
     def hold(self) -> int | None:
         """The offset a replay of this partition must start at: the first record of the

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError
 from runtrail.kafka.auth import KafkaAuthError
 from runtrail.publisher import Publisher
 from runtrail.runtime.receiver import Receiver, tenant_auth
+from runtrail_services.otlp_ingest.drop_records import ReceiverDrops, open_drops
 from runtrail_services.otlp_ingest.forwarding import Forwarder
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer, SpanSink
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
@@ -42,17 +43,20 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
         forward = self.own.mode == "forward"
         self.topic = self.settings.otlp_raw_topic if forward else self.settings.events_topic
         self.publisher = Publisher(self.settings, registry=self.registry, topic=self.topic)
+        self.drops: ReceiverDrops | None = None
         try:
             self.metrics = IngestMetrics(self.registry)
+            self.drops = ReceiverDrops(open_drops(self.settings))
             self.ingest: SpanSink
             if forward:
-                self.ingest = Forwarder(self.publisher, self.metrics)
+                self.ingest = Forwarder(self.publisher, self.metrics, self.drops)
             else:
                 self.ingest = Ingest(
                     self.publisher,
                     self.metrics,
                     max_traces=self.own.max_traces,
                     session_resource_attribute=self.own.session_resource_attribute,
+                    drops=self.drops,
                 )
             self.server = IngestServer(
                 self.own.http_host,
@@ -68,6 +72,8 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
 
     def abandon(self) -> None:
         self.publisher.close(timeout=1)  # nothing was published; no thread left behind
+        if self.drops is not None:
+            self.drops.close()
 
     @property
     def port(self) -> int:
@@ -100,3 +106,5 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
         self.ingest.accepting = False
         self.server.stop()
         self.publisher.close()
+        if self.drops is not None:
+            self.drops.close()

@@ -22,6 +22,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from runtrail.adapters.otel_spans import SpanEvent, SpanView
+from runtrail.drops.tally import DropTally
+
+#: log records forgotten while waiting for a span that did not come in time
+WAITED_TOO_LONG = "log-waited-too-long"
 
 #: the log-record event names the mapping reads (as span events of the same name)
 GENAI_EVENTS = frozenset(
@@ -92,15 +96,19 @@ class LogJoin:
         #: per trace, how many of its spans have records waiting
         self._spans_waiting: Counter[str] = Counter()
 
-    def add(self, logs: Iterable[LogView]) -> Counter[str]:
-        """Keep each GenAI log record until its span comes; the others, counted by reason."""
+    def add(self, logs: Iterable[LogView], tally: DropTally | None = None) -> Counter[str]:
+        """Keep each GenAI log record until its span comes; the others, counted by reason
+        (also in ``tally``, by trace, with those forgotten to stay under ``max_waiting``:
+        ``log-waited-too-long``)."""
         refused: Counter[str] = Counter()
         for record in logs:
             reason = refusal(record)
+            if reason is None and (record.trace_id, record.span_id) in self._recorded:
+                reason = "log-after-span"
             if reason is not None:
                 refused[reason] += 1
-            elif (record.trace_id, record.span_id) in self._recorded:
-                refused["log-after-span"] += 1
+                if tally is not None:
+                    tally.add(record.trace_id, reason, record.event_name or "(no event name)")
             else:
                 key = (record.trace_id, record.span_id)
                 if key not in self._waiting:
@@ -111,6 +119,8 @@ class LogJoin:
             (trace_id, _), events = self._waiting.popitem(last=False)
             self._gone(trace_id)
             self.evicted += len(events)
+            if tally is not None:
+                tally.add(trace_id, WAITED_TOO_LONG, events[0].name, len(events))
         return refused
 
     def attach(self, spans: Iterable[SpanView]) -> list[SpanView]:
@@ -127,14 +137,17 @@ class LogJoin:
             self._recorded.popitem(last=False)
         return out
 
-    def drop_trace(self, trace_id: str) -> int:
+    def drop_trace(self, trace_id: str, tally: DropTally | None = None) -> int:
         """Forget the records still waiting for spans of ``trace_id`` (its spans are not coming:
-        the trace went idle); how many."""
+        the trace went idle); how many (also in ``tally`` as ``log-waited-too-long``)."""
         if not self._spans_waiting[trace_id]:
             return 0
         keys = [key for key in self._waiting if key[0] == trace_id]
         del self._spans_waiting[trace_id]
-        return sum(len(self._waiting.pop(key)) for key in keys)
+        dropped = [event for key in keys for event in self._waiting.pop(key)]
+        if tally is not None and dropped:
+            tally.add(trace_id, WAITED_TOO_LONG, dropped[0].name, len(dropped))
+        return len(dropped)
 
     def waits_for(self, trace_id: str) -> bool:
         """Whether records of ``trace_id`` wait for their spans."""

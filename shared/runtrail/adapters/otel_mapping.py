@@ -73,6 +73,7 @@ from runtrail.adapters.otel_conventions import as_genai
 from runtrail.adapters.otel_grouping import Grouping, by_trace
 from runtrail.adapters.otel_order import mapping_order
 from runtrail.adapters.otel_spans import SpanView
+from runtrail.drops.tally import DropTally
 
 SEMCONV_VERSION = "1.37"
 POLICY_VERSION = "otel-genai-1"
@@ -133,6 +134,18 @@ class Mapped:
     #: (``model-without-content``: a model call with no messages in or out — the
     #: instrumentation was told not to capture content, or sent it in log records never joined)
     incomplete: Counter[str] = field(default_factory=Counter)
+    #: both of the above by trace (= run) and reason, each with a sample span name
+    tally: DropTally = field(default_factory=DropTally)
+
+    def drop(self, span: SpanView, reason: str) -> None:
+        """``span`` published nothing, for ``reason``."""
+        self.dropped[reason] += 1
+        self.tally.add(span.trace_id, reason, span.name)
+
+    def lack(self, span: SpanView, reason: str) -> None:
+        """``span`` was recorded without something it should carry."""
+        self.incomplete[reason] += 1
+        self.tally.add(span.trace_id, reason, span.name)
 
 
 #: a model span recorded with neither its input nor its output messages
@@ -377,7 +390,7 @@ class TraceMapper:
         if span.turn_only and not (span.local_root or is_turn):
             operation = None
         if trace is None and span.trace_id in self._ended:
-            out.dropped["after-run-end"] += 1
+            out.drop(span, "after-run-end")
             return
         if trace is None and (_opens_node(span) or operation == "invoke_agent"):
             trace = self._track(span)
@@ -393,9 +406,7 @@ class TraceMapper:
             if trace is not None:
                 self._release(trace, span.span_id, out)
                 self._end_turn(trace, span, out)
-            out.dropped[
-                "not-genai" if operation is None else f"unmapped-operation:{operation}"
-            ] += 1
+            out.drop(span, "not-genai" if operation is None else f"unmapped-operation:{operation}")
         else:
             self._release(trace, span.span_id, out)
             self._end_turn(trace, span, out)
@@ -512,7 +523,7 @@ class TraceMapper:
         if turn.starts and span.start_ns < turn.starts[-1][0]:
             # a later model call of this turn was mapped already: its step is taken
             trace.model_steps[span.span_id] = None
-            out.dropped["late-span"] += 1
+            out.drop(span, "late-span")
             return
         # tools waiting for this turn's span that started before this call belong to a step
         # before it; the others after it
@@ -566,7 +577,7 @@ class TraceMapper:
             turn.retry_pending = False
             raw = model_raw(span)
             if prompt.get("messages") is None and raw.get("outputMessages") is None:
-                out.incomplete[WITHOUT_CONTENT] += 1
+                out.lack(span, WITHOUT_CONTENT)
             self._emit(
                 out,
                 trace,
@@ -586,7 +597,7 @@ class TraceMapper:
         if parent is not None and parent in trace.model_steps:
             placed = trace.model_steps[parent]
             if placed is None:  # under a model call dropped as late
-                out.dropped["late-span"] += 1
+                out.drop(span, "late-span")
                 return None
             turn = trace.turns[placed[0]]
             if placed[1] != turn.step or not turn.open:
@@ -603,7 +614,7 @@ class TraceMapper:
         turn = trace.turns.setdefault(turn_id, _Turn())
         step = turn.step_at(span.start_ns)
         if step is None:
-            out.dropped["late-span"] += 1
+            out.drop(span, "late-span")
             return None
         if step == turn.step:
             turn.open = True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtrail.adapters.otel_mapping import Mapped, Out
+from runtrail.drops.tally import DropTally
 from runtrail.events import CURRENT_VERSIONS
 
 #: an event's (eventId, sequence), decided by the caller (None: the publisher numbers it)
@@ -52,6 +53,9 @@ class PublishOutcome:
     late: int = 0
     #: spans recorded without something they should carry, by reason (``Mapped.incomplete``)
     incomplete: Counter[str] = field(default_factory=Counter)
+    #: ``dropped`` and ``incomplete`` by trace (= run): this batch's only (:meth:`add` leaves
+    #: it, so a long-lived total keeps no entry per trace)
+    tally: DropTally = field(default_factory=DropTally)
 
     def add(self, other: PublishOutcome) -> None:
         self.published += other.published
@@ -72,7 +76,10 @@ def publish_mapped(
     """Publish the events of one mapped batch in order; count what the publisher refused.
     ``numbering``: each event's eventId and sequence (else the publisher's own)."""
     outcome = PublishOutcome(
-        dropped=Counter(mapped.dropped), late=mapped.late, incomplete=Counter(mapped.incomplete)
+        dropped=Counter(mapped.dropped),
+        late=mapped.late,
+        incomplete=Counter(mapped.incomplete),
+        tally=mapped.tally,
     )
     refused_spans: set[str] = set()
     for event in mapped.events:

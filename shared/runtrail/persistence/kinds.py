@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from runtrail.audit.tile_store import TileStore
     from runtrail.capture.sink import CaptureSink
     from runtrail.commands.store import EventStore
+    from runtrail.drops.store import SqlDropStore
     from runtrail.privacy.content_store import ContentStore
     from runtrail.privacy.keys import KeyStore
     from runtrail.projection.store import ProjectionStore
@@ -130,6 +131,14 @@ DATA_KEYS: StoreKind[KeyStore] = StoreKind(
     "key store",
     {"file": "runtrail.privacy.keys_file:FileKeyStore.from_url"},
 )
+OTLP_DROPS: StoreKind[SqlDropStore] = StoreKind(
+    "otlp-drops",
+    "OTLP drops store",
+    {
+        "sqlite": "runtrail.drops.store:open_sqlite",
+        **_postgres("runtrail.drops.store:open_postgres"),
+    },
+)
 
 #: Every kind by name, for callers that name a kind by string (``open_store("projection", …)``).
 KINDS: Mapping[str, StoreKind[Any]] = {
@@ -145,5 +154,6 @@ KINDS: Mapping[str, StoreKind[Any]] = {
         CAPTURE_RECORDS,
         PROTECTED_CONTENT,
         DATA_KEYS,
+        OTLP_DROPS,
     )
 }

@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "runtrail_tools.cli.settings_cmd",
     "runtrail_tools.cli.ui_cmd",
     "runtrail_tools.cli.command_cmd",
+    "runtrail_tools.cli.otlp_cmd",
 )
 
 

@@ -44,7 +44,7 @@ from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import chat, drops, live, markup, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.cost import PriceTable
@@ -196,6 +196,7 @@ def run_view(request: Request, tenant: str) -> Response:
         refusals_html = markup.refusals_section(sources.commands().refusals(tenant, run_id))
     except StoreUnreachable as exc:
         refusals_html = markup.refusals_section(None, str(exc))
+    resume_html += drops.not_recorded_panel(sources, tenant, run_id)
     page = markup.run_page(
         tenant,
         run,

@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 from runtrail.audit.store import LinkStore
 from runtrail.commands.store import EventStore
 from runtrail.config import Settings
+from runtrail.drops.store import SqlDropStore
 from runtrail.persistence.kinds import (
     AUDIT_LINKS,
     COMMAND_EVENTS,
+    OTLP_DROPS,
     PROJECTIONS,
     RESUME_ENTRIES,
     SESSION_SNAPSHOTS,
@@ -82,6 +84,9 @@ class Sources:
         given = self.ui.sessions_store_url
         return given or SessionsSettings.load().resolved_store_url(self.state_dir)
 
+    def drops_url(self) -> str:
+        return self.settings.resolved_otlp_drops_url()
+
     # --- stores ---------------------------------------------------------------------------
     def _once(self, kind: str, url: str, opener: Callable[[], T]) -> T:
         with self._lock:
@@ -113,6 +118,10 @@ class Sources:
     def commands(self) -> EventStore:
         url = self.commands_url()
         return self._once("command", url, lambda: open_store(COMMAND_EVENTS, url))
+
+    def drops(self) -> SqlDropStore:
+        url = self.drops_url()
+        return self._once("OTLP drops", url, lambda: open_store(OTLP_DROPS, url))
 
     def close(self) -> None:
         with self._lock:
