@@ -283,7 +283,7 @@ def test_with_services_alone_postgresql_and_s3_urls_name_their_extra(
     receiver = run(cli, "run", "otlp-ingest", cwd=tmp_path, check=False)
     assert (receiver.returncode, receiver.stderr) == (
         2,
-        "runtrail: runtrail run otlp-ingest needs opentelemetry: pip install 'runtrail[otel]'\n",
+        "runtrail: runtrail run otlp-ingest needs protobuf: pip install 'runtrail[otel]'\n",
     )
 
 

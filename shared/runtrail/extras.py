@@ -34,12 +34,17 @@ EXTRAS: dict[str, str] = {
 }
 
 
+#: the name a user knows a module's distribution by, where the import name says little
+DISTRIBUTIONS = {"google": "protobuf"}
+
+
 class MissingExtra(ImportError):
     """A feature needs a module that only an extra of ``runtrail`` installs."""
 
     def __init__(self, module: str, extra: str, feature: str | None = None) -> None:
         self.extra = extra
-        what = f"{feature} needs {module}" if feature else f"{module} is not installed"
+        shown = DISTRIBUTIONS.get(module, module)
+        what = f"{feature} needs {shown}" if feature else f"{shown} is not installed"
         super().__init__(f"{what}: pip install 'runtrail[{extra}]'", name=module)
 
 
