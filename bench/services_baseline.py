@@ -10,8 +10,8 @@ adds a cProfiled run of this checkout per service, after the rounds and not coun
 (``bench/results/services-*.pstats``).
 
 Beside each rate it reports the CPU the service's process used per event (every thread, from
-the first message to the last): on a machine other work shares, wall-clock rates move by
-several times between rounds, CPU per event much less.
+the first message consumed to the last event done): on a machine other work shares,
+wall-clock rates move by several times between rounds, CPU per event much less.
 A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
 """
 
@@ -90,7 +90,6 @@ def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str
         settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, state_dir=work)
         done = "runtrail_processed_total" if metric == "processed" else metric
         profiler = None
-        cpu_before = _cpu_seconds()
         if profile:
             import cProfile
 
@@ -108,16 +107,8 @@ def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(profile)
-    cpu = _cpu_seconds() - cpu_before
+    cpu = run.cpu_seconds
     print(json.dumps({"events": run.rate.events, "seconds": run.rate.seconds, "cpu": cpu}))
-
-
-def _cpu_seconds() -> float:
-    """User + system CPU of this process, all its threads (librdkafka's and the store's too)."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _env(root: Path) -> dict[str, str]:
