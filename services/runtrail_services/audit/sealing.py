@@ -97,11 +97,17 @@ _Item = tuple[Delivered, dict[str, Any], tuple[str, str, str]]
 
 def _identity(written: dict[str, Any]) -> tuple[str, str, str] | None:
     """(tenantId, runId, eventId) of the event as written, if all are usable text."""
-    values = (written.get("tenantId"), written.get("runId"), written.get("eventId"))
-    for value in values:
-        if not isinstance(value, str) or not value.strip() or "\x00" in value:
-            return None
-    return values  # type: ignore[return-value]
+    tenant, run, event_id = written.get("tenantId"), written.get("runId"), written.get("eventId")
+    if not (isinstance(tenant, str) and isinstance(run, str) and isinstance(event_id, str)):
+        return None
+    # ``not v or v.isspace()`` is ``not v.strip()`` without copying the strings
+    if not tenant or not run or not event_id:
+        return None
+    if tenant.isspace() or run.isspace() or event_id.isspace():
+        return None
+    if "\x00" in tenant or "\x00" in run or "\x00" in event_id:
+        return None
+    return tenant, run, event_id
 
 
 class Sealer:
