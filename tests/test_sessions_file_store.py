@@ -161,35 +161,3 @@ def test_an_unreadable_store_folder_is_an_error_not_an_absence(tmp_path: Path) -
     path.mkdir()  # a folder where the file should be
     with pytest.raises(SessionStoreError, match=str(path)):
         store.load("t1", "s1")
-
-
-def test_replacing_its_own_untouched_save_compares_bytes_and_anything_else_is_hashed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The content check before a replace: bytes this store wrote and nobody changed are
-    recognised by comparison; an edit (same size) or another store instance hashes them."""
-    from runtrail.sessions import store_file
-
-    hashed: list[str] = []
-    real = store_file.verified_digest
-
-    def counting(data: bytes | str, where: str) -> str:
-        hashed.append(where)
-        return real(data, where)
-
-    monkeypatch.setattr(store_file, "verified_digest", counting)
-    store = FileSessionStore(tmp_path / "sessions")
-    first, second = built_snapshot(3), built_snapshot(4)
-    assert store.save_if(first, None) and store.save_if(second, first.digest)
-    assert hashed == []  # its own bytes, untouched
-    restarted = FileSessionStore(tmp_path / "sessions")
-    assert restarted.save_if(built_snapshot(5), second.digest)
-    assert len(hashed) == 1  # another instance: hashed in full
-    path = store.path_of("t1", "s1")
-    edited = path.read_bytes().replace(b'"message":"a1"', b'"message":"A1"', 1)
-    path.write_bytes(edited)
-    with pytest.raises(CorruptSnapshot):
-        restarted.save_if(built_snapshot(6), built_snapshot(5).digest)
-    assert path.read_bytes() == edited
-    store.close()
-    restarted.close()

@@ -33,7 +33,6 @@ from runtrail.sessions.store import (
     Summaries,
     refuses_one_snapshot,
 )
-from runtrail.sessions.written import WrittenSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +57,6 @@ class FileSessionStore(AgentSessionStore):
         self._unsynced_lock = threading.Lock()
         #: the threads of :meth:`save_all_if`, started on its first call
         self._savers: ThreadPoolExecutor | None = None
-        #: what this store last wrote to each file (see :mod:`.written`)
-        self._written = WrittenSnapshots()
 
     @classmethod
     def from_url(cls, url: str) -> FileSessionStore:
@@ -81,7 +78,7 @@ class FileSessionStore(AgentSessionStore):
                 return False
             if stored is not None and stored[1] == UNREADABLE:
                 log.warning("sessions: replacing the unreadable snapshot %s", path)
-            self._write(path, snapshot, self._deferred_by == threading.get_ident())
+            self._write(path, snapshot.to_bytes(), self._deferred_by == threading.get_ident())
         return True
 
     def save_if(self, snapshot: AgentSessionSnapshot, expected_digest: str | None) -> bool:
@@ -128,22 +125,15 @@ class FileSessionStore(AgentSessionStore):
             except FileNotFoundError:
                 data = None
             # the stored CONTENT is checked, not only its digest field: an edited file raises
-            # CorruptSnapshot here and stays as it is (the evidence is not overwritten); bytes
-            # this store wrote there and nobody changed are checked by comparing them
-            stored = None
-            if data is not None:
-                stored = self._written.digest_if_unchanged(path, data)
-                if stored is None:
-                    stored = verified_digest(data, str(path))
+            # CorruptSnapshot here and stays as it is (the evidence is not overwritten)
+            stored = verified_digest(data, str(path)) if data is not None else None
             if stored != expected_digest:
                 return False
-            self._write(path, snapshot, deferred)
+            self._write(path, snapshot.to_bytes(), deferred)
         return True
 
-    def _write(self, path: Path, snapshot: AgentSessionSnapshot, deferred: bool) -> None:
-        data = snapshot.to_bytes()
+    def _write(self, path: Path, data: bytes, deferred: bool) -> None:
         write_atomic(path, data, sync_dir=not deferred)
-        self._written.wrote(path, snapshot.digest, data)
         if deferred:
             with self._unsynced_lock:
                 self._unsynced.add(path.parent)
@@ -183,7 +173,6 @@ class FileSessionStore(AgentSessionStore):
         if not path.parent.exists():
             return False
         with self._locked(path):
-            self._written.forget(path)
             try:
                 path.unlink()
             except FileNotFoundError:
