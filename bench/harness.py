@@ -178,6 +178,8 @@ class ServiceRun:
     registry: CollectorRegistry
     status: int
     extra: Any = None
+    #: CPU seconds of the whole process (every thread) over the timed span
+    cpu_seconds: float = 0.0
 
 
 def run_service(
@@ -236,10 +238,12 @@ def run_service(
             if consumed and "first" not in marks:
                 marks["first"] = time.perf_counter()
                 marks["first_busy"] = _busy_seconds(runner_thread)
+                marks["first_cpu"] = time.process_time()
             processed = sample(done_metric)
             if processed >= expected:
                 marks["last"] = time.perf_counter()
                 marks["last_busy"] = _busy_seconds(runner_thread)
+                marks["last_cpu"] = time.process_time()
                 marks["processed"] = processed
                 try:
                     if while_running is not None:
@@ -277,4 +281,5 @@ def run_service(
         seconds,
         seconds - (marks["last_busy"] - marks["first_busy"]),
     )
-    return ServiceRun(rate, registry, status, extra[0] if extra else None)
+    cpu = marks["last_cpu"] - marks["first_cpu"]
+    return ServiceRun(rate, registry, status, extra[0] if extra else None, cpu)

@@ -8,6 +8,10 @@ whose imports come from ROOT/shared, ROOT/services and ROOT/schemas, alternating
 this checkout for ``--rounds`` rounds, and prints the medians and their ratio. ``--profile``
 adds a cProfiled run of this checkout per service, after the rounds and not counted in them
 (``bench/results/services-*.pstats``).
+
+Beside each rate it reports the CPU the service's process used per event (every thread, from
+the first message consumed to the last event done): on a machine other work shares,
+wall-clock rates move by several times between rounds, CPU per event much less.
 A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
 """
 
@@ -103,7 +107,8 @@ def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(profile)
-    print(json.dumps({"events": run.rate.events, "seconds": run.rate.seconds}))
+    cpu = run.cpu_seconds
+    print(json.dumps({"events": run.rate.events, "seconds": run.rate.seconds, "cpu": cpu}))
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -159,6 +164,7 @@ def main() -> None:
         parser.error(f"unknown service(s) {unknown}; known: {', '.join(SERVICES)}")
     roots = {"baseline": args.baseline.resolve(), "this checkout": HERE}
     results: dict[str, dict[str, list[float]]] = {s: {} for s in services}
+    cpu_us: dict[str, dict[str, list[float]]] = {s: {} for s in services}
     stamp = time.strftime("%Y%m%dT%H%M%S")
     with broker(args.bootstrap_servers) as bootstrap:
         topic = create_topic(bootstrap, args.partitions, prefix="benchsvc")
@@ -183,23 +189,24 @@ def main() -> None:
             _fill(bootstrap, topic, args.events)
             RESULTS.mkdir(exist_ok=True)
 
-            def measure(service: str, root: Path, profile: str = "") -> float:
+            def measure(service: str, root: Path, profile: str = "") -> tuple[float, float]:
                 cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
                 cmd += [service, bootstrap, topic, str(args.events), profile]
                 done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"{service} ({root}) failed: {done.stderr[-3000:]}")
                 m = json.loads(done.stdout.strip().splitlines()[-1])
-                return float(m["events"] / m["seconds"])
+                return float(m["events"] / m["seconds"]), 1e6 * float(m["cpu"]) / m["events"]
 
             for round_no in range(args.rounds):
                 for service in services:
                     for label, root in roots.items():
-                        rate = measure(service, root)
+                        rate, cpu = measure(service, root)
                         results[service].setdefault(label, []).append(rate)
+                        cpu_us[service].setdefault(label, []).append(cpu)
                         print(
                             f"round {round_no + 1} {service:10s} {label:14s} {rate:>10,.0f} "
-                            f"events/s",
+                            f"events/s {cpu:>8.1f} µs CPU/event",
                             flush=True,
                         )
             if args.profile:  # an extra run each, not counted: the profiler slows it down
@@ -209,13 +216,27 @@ def main() -> None:
                     print(f"profile of {service}: {path}", flush=True)
         finally:
             delete_topic(bootstrap, topic)
-    print(f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}")
+    print(
+        f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}"
+        f" {'CPU µs/event: baseline':>23} {'this':>6} {'ratio':>6}"
+    )
     summary: dict[str, Any] = {}
     for service, by_root in results.items():
         old = statistics.median(by_root["baseline"])
         new = statistics.median(by_root["this checkout"])
-        summary[service] = {"baseline": old, "this": new, "ratio": new / old, "runs": by_root}
-        print(f"{service:<12} {old:>12,.0f} {new:>14,.0f} {new / old:>6.2f}x")
+        old_cpu = statistics.median(cpu_us[service]["baseline"])
+        new_cpu = statistics.median(cpu_us[service]["this checkout"])
+        summary[service] = {
+            "baseline": old,
+            "this": new,
+            "ratio": new / old,
+            "runs": by_root,
+            "cpu_us_per_event": {"baseline": old_cpu, "this": new_cpu, "runs": cpu_us[service]},
+        }
+        print(
+            f"{service:<12} {old:>12,.0f} {new:>14,.0f} {new / old:>6.2f}x"
+            f" {old_cpu:>23.1f} {new_cpu:>6.1f} {old_cpu / new_cpu:>5.2f}x"
+        )
     out = RESULTS / f"services_baseline-{stamp}.json"
     payload = {"events": args.events, "baseline": str(args.baseline), **summary}
     out.write_text(json.dumps(payload, indent=2))

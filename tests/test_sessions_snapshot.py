@@ -29,6 +29,24 @@ def test_stored_form_is_the_rfc8785_canonical_form_and_the_digest_covers_it() ->
     assert parse_snapshot(snapshot.to_bytes(), "memory").digest == snapshot.digest
 
 
+def test_the_stored_form_spliced_at_seal_is_the_canonical_form_of_every_member() -> None:
+    # seal() inserts the digest member into the content's members rather than canonicalising
+    # again; members that look like it (nested "digest", "eventLog") must not move it
+    decoy = {"digest": "sha256:" + "0" * 64, "eventLog": [], "codeVersion": "x"}
+    snapshot = seal(
+        tenant_id="t",
+        session_id="s",
+        last_applied_sequence={"r": 2},
+        event_log=[],
+        memory={"digest": "m", "zz": [decoy]},
+        compact_results=[decoy],
+        next_offsets={"events": {"0": 3}},
+    )
+    document = snapshot.model_dump(mode="json", by_alias=True)
+    assert snapshot.to_bytes() == rfc8785.dumps(document)
+    assert parse_snapshot(snapshot.to_bytes(), "memory").digest == snapshot.digest
+
+
 def test_snapshot_holds_memory_log_compact_results_ids_sequences_and_code_version() -> None:
     snapshot = built_snapshot(30)
     assert (snapshot.tenant_id, snapshot.session_id) == ("t1", "s1")

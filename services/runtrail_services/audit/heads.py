@@ -35,14 +35,18 @@ class HeadCache:
 
     def load(self, runs: Iterable[tuple[Partition, RunKey]]) -> None:
         """Make sure every (partition, run) given has its head in memory (one store query)."""
-        missing: list[RunKey] = []
+        missing: dict[RunKey, None] = {}  # in first-seen order, each once
+        heads, runs_of = self._heads, self._runs_of
         for partition, key in runs:
-            self._runs_of.setdefault(partition, set()).add(key)
-            if key not in self._heads and key not in missing:
-                missing.append(key)
+            known = runs_of.get(partition)
+            if known is None:
+                known = runs_of[partition] = set()
+            known.add(key)
+            if key not in heads:
+                missing[key] = None
         if not missing:
             return
-        stored = self._store.heads_of(missing)
+        stored = self._store.heads_of(list(missing))
         for key in missing:
             head = stored.get(key)
             if head is None:

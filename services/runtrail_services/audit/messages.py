@@ -44,24 +44,16 @@ def _plain(text: str) -> bool:
     return text.isascii() and text.isalnum()
 
 
+#: an export line whose hashes need no escaping and whose index is an exact JSON integer
+_LINE = b'{"event":%b,"hash":"%b","index":%d,"prevHash":"%b",%b'
+
+
 def _line(link: Link, run_tail: bytes) -> bytes:
     """The export line of ``link`` whose run's members are ``run_tail`` (see :func:`link_line`)."""
     index, hash_, prev_hash = link.index, link.hash, link.prev_hash
-    if 0 <= index < _SAFE_INTEGER and _plain(hash_) and _plain(prev_hash):
-        return b"".join(
-            (
-                b'{"event":',
-                link.canonical(),
-                b',"hash":"',
-                hash_.encode(),
-                b'","index":',
-                str(index).encode(),
-                b',"prevHash":"',
-                prev_hash.encode(),
-                b'",',
-                run_tail,
-            )
-        )
+    # a hash seal() computed here is lowercase hex; any other (read back) is checked
+    if 0 <= index < _SAFE_INTEGER and (link.self_hashed or _plain(hash_)) and _plain(prev_hash):
+        return _LINE % (link.canonical(), hash_.encode(), index, prev_hash.encode(), run_tail)
     # anything else (an index past 2**53, a hash read back from an edited store): the
     # reference implementation writes, or refuses, the members before the run's
     fields = {"hash": hash_, "index": index, "prevHash": prev_hash}

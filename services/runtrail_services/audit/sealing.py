@@ -91,13 +91,23 @@ class BatchCounts:
     refused: dict[str, int] = field(default_factory=dict)
 
 
+#: A delivered event to seal: its written form and its (tenantId, runId, eventId).
+_Item = tuple[Delivered, dict[str, Any], tuple[str, str, str]]
+
+
 def _identity(written: dict[str, Any]) -> tuple[str, str, str] | None:
     """(tenantId, runId, eventId) of the event as written, if all are usable text."""
-    values = (written.get("tenantId"), written.get("runId"), written.get("eventId"))
-    for value in values:
-        if not isinstance(value, str) or not value.strip() or "\x00" in value:
-            return None
-    return values  # type: ignore[return-value]
+    tenant, run, event_id = written.get("tenantId"), written.get("runId"), written.get("eventId")
+    if not (isinstance(tenant, str) and isinstance(run, str) and isinstance(event_id, str)):
+        return None
+    # ``not v or v.isspace()`` is ``not v.strip()`` without copying the strings
+    if not tenant or not run or not event_id:
+        return None
+    if tenant.isspace() or run.isspace() or event_id.isspace():
+        return None
+    if "\x00" in tenant or "\x00" in run or "\x00" in event_id:
+        return None
+    return tenant, run, event_id
 
 
 class Sealer:
@@ -115,26 +125,33 @@ class Sealer:
     def seal_batch(self, batch: Sequence[Delivered]) -> BatchCounts:
         counts = BatchCounts()
         pending = self.pending
-        items: list[tuple[Delivered, str, str, str]] = []
+        offsets = pending.offsets
+        items: list[_Item] = []
         for delivered in batch:
-            pending.offsets[delivered.source] = delivered.offset + 1
-            identity = _identity(delivered.written_form())
+            offsets[delivered.source] = delivered.offset + 1
+            written = delivered.written_form()
+            identity = _identity(written)
             if identity is None:
                 self._refuse(delivered, UNSEALABLE, "no usable tenantId/runId/eventId", counts)
                 continue
-            items.append((delivered, *identity))
+            items.append((delivered, written, identity))
         sealed = self._already_sealed(items)
-        self._heads.load(
-            (d.source, (tenant, run))
-            for d, tenant, run, event_id in items
-            if (tenant, event_id) not in sealed
+        heads = self._heads
+        heads.load(
+            (d.source, (ids[0], ids[1])) for d, _, ids in items if (ids[0], ids[2]) not in sealed
         )
-        for delivered, tenant, run, event_id in items:
-            earlier = pending.event_ids.get((tenant, event_id)) or sealed.get((tenant, event_id))
+        # one loop per event: locals, not attribute lookups (the audit seals every event)
+        event_ids = pending.event_ids
+        outgoing = pending.outgoing
+        head_of, advance = heads.get, heads.advance
+        for delivered, written, ids in items:
+            tenant, run, event_id = ids
+            key = (tenant, event_id)
+            earlier = event_ids.get(key) or sealed.get(key)
             if earlier is not None:
-                self._again(delivered, earlier, (tenant, event_id) in sealed, counts)
+                self._again(delivered, earlier, key in sealed, counts)
                 continue
-            head = self._heads.get((tenant, run))
+            head = head_of((tenant, run))
             sequence = delivered.event.sequence
             if sequence <= head.length:
                 holder = self._sequence_holder(tenant, run, sequence)
@@ -149,25 +166,22 @@ class Sealer:
                     )
                     continue
             try:
-                link = seal(
-                    head.length, head.hash, delivered.written_form(), (tenant, run, event_id)
-                )
+                link = seal(head.length, head.hash, written, ids)
             except (MalformedLink, EventError) as exc:
                 self._refuse(delivered, UNSEALABLE, str(exc), counts)
                 continue
-            self._heads.advance(RunHead(tenant, run, link.index + 1, link.hash))
-            pending.outgoing.append(Outgoing(delivered.source, link, new=True))
-            pending.event_ids[(tenant, event_id)] = link
+            advance(RunHead(tenant, run, link.index + 1, link.hash))
+            outgoing.append(Outgoing(delivered.source, link, new=True))
+            event_ids[key] = link
             counts.sealed += 1
         return counts
 
-    def _already_sealed(
-        self, items: Sequence[tuple[Delivered, str, str, str]]
-    ) -> dict[tuple[str, str], Link]:
+    def _already_sealed(self, items: Sequence[_Item]) -> dict[tuple[str, str], Link]:
         """Links already in the store for the batch's eventIds: one query per tenant."""
         wanted: dict[str, list[str]] = {}
-        for _, tenant, _, event_id in items:
-            if (tenant, event_id) not in self.pending.event_ids:
+        pending = self.pending.event_ids
+        for _, _, (tenant, _, event_id) in items:
+            if (tenant, event_id) not in pending:
                 wanted.setdefault(tenant, []).append(event_id)
         found: dict[tuple[str, str], Link] = {}
         for tenant, event_ids in wanted.items():

@@ -20,6 +20,7 @@ the log's canonical form the bracketed, comma-joined canonical forms of its even
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
@@ -146,7 +147,7 @@ def seal(
         raise ValueError("event_bytes must hold one entry per event of the log")
     draft._event_bytes = events
     try:
-        content = draft.content_bytes()
+        members = _members(draft, draft.event_bytes(), with_digest=False)
     except EventError as exc:
         raise ValueError(f"session {tenant_id}/{session_id}: content is not JSON: {exc}") from exc
     # The log is left out of the validation: canonicalising it has just checked that it is
@@ -154,11 +155,13 @@ def seal(
     log = draft.event_log
     if any(type(event) is not dict for event in log):
         raise ValueError(f"session {tenant_id}/{session_id}: an event of the log is not an object")
+    digest = digest_of(_object(members))
     checked = AgentSessionSnapshot.model_validate(
-        {**_fields(draft, with_digest=False), "eventLog": [], "digest": digest_of(content)}
+        {**_fields(draft, with_digest=False), "eventLog": [], "digest": digest}
     )
     snapshot = checked.model_copy(update={"event_log": log})
     snapshot._event_bytes = draft._event_bytes
+    snapshot._stored = _with_digest(members, digest)
     return snapshot
 
 
@@ -255,16 +258,35 @@ def _fields(snapshot: AgentSessionSnapshot, *, with_digest: bool) -> dict[str, A
 
 
 def _canonical(snapshot: AgentSessionSnapshot, events: list[bytes], *, with_digest: bool) -> bytes:
-    """RFC 8785 bytes of the snapshot object, splicing in the cached canonical events.
+    """RFC 8785 bytes of the snapshot object, splicing in the cached canonical events."""
+    return _object(_members(snapshot, events, with_digest=with_digest))
+
+
+def _members(
+    snapshot: AgentSessionSnapshot, events: list[bytes], *, with_digest: bool
+) -> list[tuple[str, bytes]]:
+    """The object's members as (name, canonical ``"name":value`` bytes), in RFC 8785 order.
 
     Member names are ASCII, so sorting them by code point is the RFC's UTF-16 order.
     """
     fields = _fields(snapshot, with_digest=with_digest)
-    members: list[bytes] = []
+    members: list[tuple[str, bytes]] = []
     for name in sorted(fields):
         if name == "eventLog":
             value = b"[" + b",".join(events) + b"]"
         else:
             value = canonical_bytes(fields[name])
-        members.append(canonical_bytes(name) + b":" + value)
-    return b"{" + b",".join(members) + b"}"
+        members.append((name, canonical_bytes(name) + b":" + value))
+    return members
+
+
+def _object(members: list[tuple[str, bytes]]) -> bytes:
+    return b"{" + b",".join(member for _, member in members) + b"}"
+
+
+def _with_digest(members: list[tuple[str, bytes]], digest: str) -> bytes:
+    """The stored form from the content's members: the ``digest`` member inserted at its
+    sorted place, so the event log is joined once per save, not once more for the digest."""
+    member = ("digest", b'"digest":' + canonical_bytes(digest))
+    at = bisect.bisect([name for name, _ in members], "digest")
+    return _object([*members[:at], member, *members[at:]])
