@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,3 +211,35 @@ def test_tiles_go_to_object_storage_through_the_persistence_layer(
     second = LogPublisher(store, signer, "log.example/s3", tiles).publish()
     assert second is not None and second.checkpoint.size == 303
     assert tiles.get("tile/0/001.p/47") is not None
+
+
+def test_the_tile_folder_is_private_unless_asked_to_be_public(tmp_path: Path) -> None:
+    """Every store in the state folder is private (the audit API serves the objects); a folder
+    a web server reads directly says ``?public=true``."""
+    old = os.umask(0)
+    try:
+        private = FileTileStore.from_url((tmp_path / "private" / "tlog").as_uri())
+        private.put_all([("tile/0/000", b"x" * 32)])
+        private.put("checkpoint", b"note")
+        public = FileTileStore.from_url((tmp_path / "public").as_uri() + "?public=true")
+        public.put_all([("tile/0/000", b"x" * 32)])
+    finally:
+        os.umask(old)
+    modes = {
+        p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode)
+        for p in tmp_path.rglob("*")
+    }
+    assert modes == {
+        "private": 0o700,
+        "private/tlog": 0o700,
+        "private/tlog/tile": 0o700,
+        "private/tlog/tile/0": 0o700,
+        "private/tlog/tile/0/000": 0o600,
+        "private/tlog/checkpoint": 0o600,
+        "public": 0o755,
+        "public/tile": 0o755,
+        "public/tile/0": 0o755,
+        "public/tile/0/000": 0o644,
+    }
+    with pytest.raises(ValueError, match="unknown tile store option"):
+        FileTileStore.from_url((tmp_path / "x").as_uri() + "?publik=1")

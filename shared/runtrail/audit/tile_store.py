@@ -15,11 +15,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from runtrail.files import fsync_dir, write_atomic
+from runtrail.files import (
+    PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
+    fsync_dir,
+    private_dir,
+    write_atomic,
+)
+from runtrail.persistence.url_options import as_bool, reject_unknown, split_options
 from runtrail.persistence.urls import file_path
 
-#: Public objects: whoever serves the folder must be able to read them.
+#: Objects of a folder a web server serves as it is (``?public=true``): readable by all.
 PUBLIC_FILE_MODE = 0o644
+PUBLIC_DIR_MODE = 0o755
 #: Files fsynced at once by :meth:`FileTileStore.put_all`.
 SYNC_THREADS = 16
 
@@ -47,14 +55,39 @@ class TileStore(Protocol):
 
 
 class FileTileStore:
-    """``file:///srv/tlog``: the objects as files under one folder (each written atomically)."""
+    """``file:///srv/tlog``: the objects as files under one folder (each written atomically).
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    Private (0700 folders, 0600 files) like every store in the state folder: the audit API
+    serves the objects to anyone. ``?public=true`` makes them readable by all, for a folder a
+    web server or a mirror reads directly (the objects are hashes and signed checkpoints)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, public: bool = False) -> None:
         self.root = Path(root)
+        self._file_mode = PUBLIC_FILE_MODE if public else PRIVATE_FILE_MODE
+        self._dir_mode = PUBLIC_DIR_MODE if public else PRIVATE_DIR_MODE
 
     @classmethod
     def from_url(cls, url: str) -> FileTileStore:
-        return cls(file_path(url))
+        location, options = split_options(url)
+        public = as_bool(options.pop("public", False))
+        reject_unknown(options, "tile store")
+        return cls(file_path(location), public=public)
+
+    def _folder(self, folder: Path) -> None:
+        """``folder`` and its missing parents up to the root, in this store's mode (the
+        root's own missing parents private, as the state folder's are)."""
+        if not self.root.exists():
+            private_dir(self.root.parent)
+        missing = []
+        probe = folder
+        while not probe.exists():
+            missing.append(probe)
+            if probe == self.root or probe.parent == probe:
+                break
+            probe = probe.parent
+        for created in reversed(missing):
+            created.mkdir(exist_ok=True)
+            os.chmod(created, self._dir_mode)  # mkdir's mode is masked by the umask
 
     def _file(self, path: str) -> Path:
         parts = path.split("/")
@@ -64,9 +97,9 @@ class FileTileStore:
 
     def put(self, path: str, data: bytes) -> None:
         target = self._file(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._folder(target.parent)
         write_atomic(target, data)
-        target.chmod(PUBLIC_FILE_MODE)
+        target.chmod(self._file_mode)
 
     def put_all(self, objects: Iterable[tuple[str, bytes]]) -> None:
         """Each object replaced by rename, then all fsynced at once (in threads, so the disk
@@ -75,10 +108,12 @@ class FileTileStore:
         written: list[Path] = []
         for path, data in objects:
             target = self._file(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._folder(target.parent)
             tmp = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            tmp.write_bytes(data)
-            tmp.chmod(PUBLIC_FILE_MODE)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._file_mode)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            tmp.chmod(self._file_mode)
             os.replace(tmp, target)
             written.append(target)
         with ThreadPoolExecutor(SYNC_THREADS) as pool:
