@@ -43,7 +43,7 @@ from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import chat, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import chat, live, markup, paging, proof, replay, resume, runs, timeline
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
 from runtrail_tools.ui.guard import Guard
@@ -180,6 +180,8 @@ def run_view(request: Request, tenant: str) -> Response:
         log.warning("ui: capture records of %s: %s", run_id, exc)
         records = []
     built = timeline.build_timeline(links, records)
+    query = paging.TimelineQuery.of(request.query_params, request.query_params.getlist("type"))
+    page_of = paging.paginate(built, query)
     checkpoint = proof.latest_checkpoint(sources, tenant, run_id)
     log_view = proof.log_checkpoint(sources, tenant, run_id)
     proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
@@ -192,12 +194,14 @@ def run_view(request: Request, tenant: str) -> Response:
         tenant,
         run,
         built,
-        build_waterfall(built),
+        build_waterfall(paging.page_timeline(built, page_of)),
         proof_html,
         resume_html,
         live_from,
         explorer.model_client is not None,
         _actions_html(request, explorer, tenant, run_id),
+        page_of,
+        query,
     )
     return HTMLResponse(page)
 

@@ -16,6 +16,7 @@ import orjson
 from runtrail.capture.record import NodeIoRecord
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
+from runtrail_tools.ui.paging import TimelinePage, TimelineQuery
 from runtrail_tools.ui.proof import (
     CheckpointView,
     LogCheckpointView,
@@ -405,7 +406,8 @@ def step_block(step: Step, live_enabled: bool, halt: Halt | None = None) -> str:
         else ""
     )
     return (
-        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}{retried}</h3>'
+        f'<section class="step" data-step="{e(step.step)}" data-turn="{e(step.turn_id or "")}">'
+        f"<h3>{e(step.label)}{retried}</h3>"
         f'<div class="step-body"><ol class="events">{events}</ol>'
         f'<div class="nodes">{nodes}</div></div></section>'
     )
@@ -634,6 +636,56 @@ def lineage(projection: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def run_summary(run: dict[str, Any], timeline: Timeline) -> str:
+    """The run page's header line (status, version, counts) and lineage: re-rendered as live
+    events arrive, so it is one function."""
+    return (
+        f'<div id="run-summary"><p class="summary">'
+        f"{_status_badge(run.get('status') or '', run.get('halted', False))} "
+        f'· version <span id="run-version">{e(run.get("version"))}</span> · '
+        f'<span id="event-count">{timeline.events}</span> events · {len(timeline.nodes)} nodes'
+        + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
+        + "</p>"
+        + lineage(run.get("projection") or {})
+        + "</div>"
+    )
+
+
+def timeline_nav(run_id: str, page: TimelinePage, query: TimelineQuery) -> str:
+    """The timeline's pager, its event-type filter and its jump to a step (a plain GET form:
+    the page is rendered on the server, the jump scrolled to by the page's script)."""
+    types = "".join(
+        f'<option value="{e(t)}"{" selected" if t in query.types else ""}>{e(t)}</option>'
+        for t in page.types
+    )
+    href = run_href(run_id)
+    links = ""
+    if page.number > 0:
+        links += (
+            f' <a id="timeline-first" href="{e(href)}?{e(urlencode(query.query(0)))}">« first</a>'
+            f' <a id="timeline-prev" href="{e(href)}?{e(urlencode(query.query(page.number - 1)))}">'
+            "← previous</a>"
+        )
+    if not page.is_last:
+        links += (
+            f' <a id="timeline-next" href="{e(href)}?{e(urlencode(query.query(page.number + 1)))}">'
+            "next →</a>"
+            f' <a id="timeline-last" href="{e(href)}?{e(urlencode(query.query(page.count - 1)))}">'
+            "last »</a>"
+        )
+    return (
+        f'<nav class="timeline-nav" id="timeline-nav"><form method="get" action="{e(href)}" '
+        'id="timeline-filter"><label>event type <select name="type" id="event-type">'
+        f'<option value="">all types</option>{types}</select></label> '
+        '<label>jump to step <input type="number" name="step" id="jump-step" min="0" '
+        f'value="{e(page.jumped_to if page.jumped_to is not None else "")}"></label> '
+        '<button type="submit" id="timeline-go">show</button></form>'
+        f'<span id="timeline-page" data-page="{page.number + 1}" data-pages="{page.count}">'
+        f"page {page.number + 1} of {page.count} · {page.shown_events} of "
+        f"{page.matching_events} events</span>{links}</nav>"
+    )
+
+
 def run_page(
     tenant: str,
     run: dict[str, Any],
@@ -644,32 +696,34 @@ def run_page(
     live_from: str | None,
     live_enabled: bool,
     actions: str = "",
+    page: TimelinePage | None = None,
+    query: TimelineQuery | None = None,
 ) -> str:
     run_id = run["runId"]
     at = run.get("haltedAt") or {}
     halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
-    steps = "".join(step_block(s, live_enabled, halt) for s in timeline.steps)
-    unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced)
+    shown = timeline.steps if page is None else page.steps
+    steps = "".join(step_block(s, live_enabled, halt) for s in shown)
+    last = page is None or page.is_last
+    unplaced = "".join(node_card(n, live_enabled) for n in timeline.unplaced) if last else ""
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
-    head = (
-        f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>'
-        f'<p class="summary">{_status_badge(run.get("status") or "", run.get("halted", False))} '
-        f'· version {e(run.get("version"))} · <span id="event-count">{timeline.events}</span> '
-        f"events · {len(timeline.nodes)} nodes"
-        + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
-        + "</p>"
-        + lineage(run.get("projection") or {})
-    )
+    head = f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>' + run_summary(run, timeline)
     live = (
         f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}">'
         '<span id="live-state">live: connecting</span><ol id="live-events"></ol></div>'
         if live_from
         else ""
     )
+    nav = timeline_nav(run_id, page, query or TimelineQuery()) if page is not None else ""
+    jump = (
+        f' data-jump="{page.jumped_to}"' if page is not None and page.jumped_to is not None else ""
+    )
+    filtered = " data-filtered" if query is not None and query.types else ""
     body = (
         f"{head}{waterfall_section(waterfall)}"
-        '<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
-        f"{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
+        f'<div class="columns"><div class="timeline" id="timeline"{jump}{filtered}'
+        f' data-last-page="{"1" if last else "0"}"><h2>Timeline</h2>'
+        f"{nav}{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
     )
     return layout(f"run {run_id}", body, tenant)

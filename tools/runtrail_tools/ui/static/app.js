@@ -172,7 +172,16 @@ document.addEventListener("toggle", function (event) {
   }
 }, true);
 
+// a jump to a step renders the page holding it; the step is then brought into view
+function jumpToStep() {
+  var timeline = document.getElementById("timeline");
+  if (!timeline || !timeline.dataset.jump) return;
+  var step = timeline.querySelector('section.step[data-step="' + timeline.dataset.jump + '"]');
+  if (step) { step.classList.add("jumped"); step.scrollIntoView({ block: "start" }); }
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  jumpToStep();
   var live = document.getElementById("live");
   if (live && window.EventSource) follow(live);
 });
