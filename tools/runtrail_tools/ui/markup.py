@@ -174,9 +174,10 @@ def _filters(listing: Listing) -> str:
     )
 
 
-def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
-    rows = "".join(
-        f'<tr class="run" data-run="{e(r.run_id)}">'
+def run_row(r: RunRow) -> str:
+    """One run in the list (re-rendered as the run's live events arrive)."""
+    return (
+        f'<tr class="run" data-run="{e(r.run_id)}" data-version="{r.version}">'
         f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
         f"<td>{_status_badge(r.status, r.halted)}</td>"
         f'<td class="num">{r.version}</td>'
@@ -186,8 +187,11 @@ def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
         f'<td class="num" data-col="tool">{r.tool_nodes}</td>'
         f'<td class="num">{r.retries}</td>'
         f"<td>{audit_cell(r)}</td></tr>"
-        for r in page.rows
     )
+
+
+def runs_page(tenant: str, page: RunPage, listing: Listing, live: bool = False) -> str:
+    rows = "".join(run_row(r) for r in page.rows)
     if not page.rows:
         rows = f'<tr><td colspan="{len(HEADERS)}" class="empty" id="no-runs">no runs</td></tr>'
     query = listing.query()
@@ -202,11 +206,12 @@ def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
         nxt = urlencode({**query, "after": run, "at": at})
         pager += f'<a id="next-page" href="/runs?{e(nxt)}">next page →</a>'
     noun = "run" if page.total == 1 else "runs"
+    following = ' data-live="/live/runs"' if live and page.rows else ""
     filtered = " match" if any(k != "sort" and k != "dir" for k in query) else ""
     body = (
         f"<h1>Runs of {e(tenant)}</h1>{_filters(listing)}"
         f'<p class="total"><b id="total">{page.total}</b> {noun}{filtered}</p>'
-        f'<table id="runs"><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
+        f'<table id="runs"{following}><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
         f'</tr></thead><tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
     )
     return layout("runs", body, tenant)
@@ -710,8 +715,9 @@ def run_page(
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
     head = f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>' + run_summary(run, timeline)
     live = (
-        f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}">'
-        '<span id="live-state">live: connecting</span><ol id="live-events"></ol></div>'
+        f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}" '
+        f'data-view="{e(run_href(run_id, "/view.json"))}">'
+        '<span id="live-state">live: connecting</span></div>'
         if live_from
         else ""
     )
