@@ -483,7 +483,7 @@ def test_the_outbox_relay_and_the_explorer_each_with_only_its_acls(
 
     from runtrail.persistence import COMMAND_EVENTS, open_store
     from runtrail.resume.partitioning import partition_for
-    from runtrail_tools.ui.live import stream
+    from runtrail_tools.ui.live import LiveHub
     from tests.commands_support import accept, command
 
     cluster = secured
@@ -518,7 +518,8 @@ def test_the_outbox_relay_and_the_explorer_each_with_only_its_acls(
 
     async def first_event() -> bytes:
         ui = cluster.settings_as("runtrail-ui")
-        events = stream(ui, "acme", run, partition_for(run, PARTITIONS), 0)
+        hub = LiveHub(ui)
+        events = hub.stream("acme", run, partition_for(run, PARTITIONS), 0)
         try:
             async for chunk in events:
                 if chunk.startswith(b"id: "):
@@ -526,6 +527,7 @@ def test_the_outbox_relay_and_the_explorer_each_with_only_its_acls(
             raise AssertionError("the live stream ended")
         finally:
             await events.aclose()
+            hub.close()
 
     chunk = asyncio.run(asyncio.wait_for(first_event(), 60))
     assert b"event: runtrail-event" in chunk and run.encode() in chunk

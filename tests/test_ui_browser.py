@@ -463,6 +463,10 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90) ->
 def test_a_run_in_progress_updates_on_its_page(
     demo: DemoStack, browser: Any, tmp_path: Path
 ) -> None:
+    """New events land in their step (a new step's section after the last one, the run's
+    closing event in a section of its own, as the timeline groups them), the services'
+    rendering of that step with its node card follows, and the header's status and counts
+    follow the projection (``succeeded`` after ``run.succeeded``)."""
     from selenium.webdriver.common.by import By
 
     from runtrail.publisher import Publisher
@@ -475,11 +479,13 @@ def test_a_run_in_progress_updates_on_its_page(
         spool_dir=tmp_path / "spool",
         tenant=tenant,
     )
+    prompt = {"prompt": {"messages": [{"role": "user", "content": "hi"}]}}
     audit, projections = stores(demo.state_dir)
     try:
         with Publisher(settings) as publisher:
-            for n in (1, 2):
-                assert publisher.publish("MODEL_REASONING", run_id, {"text": f"thinking {n}"})
+            assert publisher.publish("MODEL_REQUEST", run_id, prompt, turn_id="t", step=1)
+            answer = {"message": "one", "raw": None}
+            assert publisher.publish("MODEL_RESPONSE", run_id, answer, turn_id="t", step=1)
             assert publisher.flush(30) == 0
             wait_until(
                 lambda: (
@@ -494,16 +500,84 @@ def test_a_run_in_progress_updates_on_its_page(
             wait(browser, lambda d: "following" in d.find_element(By.ID, "live-state").text)
             rendered = browser.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index]")
             assert [li.get_attribute("data-seq") for li in rendered] == ["1", "2"]
-            for n in (3, 4, 5):
-                assert publisher.publish("MODEL_REASONING", run_id, {"text": f"thinking {n}"})
+            assert "executing" in browser.find_element(By.CSS_SELECTOR, ".summary").text
+            assert publisher.publish("MODEL_REQUEST", run_id, prompt, turn_id="t", step=2)
+            answer = {"message": "two", "raw": None}
+            assert publisher.publish("MODEL_RESPONSE", run_id, answer, turn_id="t", step=2)
+            end = {"reason": "end_turn"}
+            assert publisher.publish("STEP_END", run_id, end, turn_id="t", step=2)
+            assert publisher.publish("run.succeeded", run_id, {"resultRef": "result:1"})
             assert publisher.flush(30) == 0
-            wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#live-events li")) >= 3)
-            live = browser.find_elements(By.CSS_SELECTOR, "#live-events li")
-            assert [li.get_attribute("data-seq") for li in live] == ["3", "4", "5"]
-            assert browser.find_element(By.ID, "event-count").text == "5"
+
+            def step_of(seq: str) -> list[str]:
+                return browser.execute_script(  # type: ignore[no-any-return]
+                    "var s = document.querySelector('#timeline li.event[data-seq=\"' + arguments[0]"
+                    " + '\"]').closest('section.step'); return [s.dataset.step, s.dataset.turn];",
+                    seq,
+                )
+
+            wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'li.event[data-seq="6"]'))
+            assert [step_of(seq) for seq in "123456"] == [["1", "t"]] * 2 + [["2", "t"]] * 3 + [
+                ["", ""]
+            ]
+            assert browser.find_element(By.ID, "event-count").text == "6"
+            # the services' rendering replaces the page's: link numbers, the MODEL node card
+            wait(
+                browser,
+                lambda d: (
+                    d.find_elements(By.CSS_SELECTOR, 'section.step[data-step="2"] .node.n-model')
+                    and len(d.find_elements(By.CSS_SELECTOR, "li.event[data-index]")) == 6
+                ),
+            )
+            wait(browser, lambda d: "succeeded" in d.find_element(By.CSS_SELECTOR, ".summary").text)
+            assert "version 6" in browser.find_element(By.CSS_SELECTOR, ".summary").text
+            sections = browser.find_elements(By.CSS_SELECTOR, "#timeline section.step")
+            assert [s.get_attribute("data-step") for s in sections] == ["1", "2", ""]
             shoot(browser, tmp_path, "live")
     finally:
         audit.close()
+        projections.close()
+
+
+def test_the_runs_list_row_follows_its_run(demo: DemoStack, browser: Any, tmp_path: Path) -> None:
+    """A shown run's row in the list is read again as its events arrive: its version and
+    status follow the projection without a reload."""
+    from selenium.webdriver.common.by import By
+
+    from runtrail.publisher import Publisher
+
+    tenant = "acme"
+    run_id = f"listed-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        bootstrap_servers=demo.state.bootstrap_servers,
+        events_topic=demo.state.events_topic,
+        spool_dir=tmp_path / "spool",
+        tenant=tenant,
+    )
+    _, projections = stores(demo.state_dir)
+    try:
+        with Publisher(settings) as publisher:
+            assert publisher.publish("MODEL_REASONING", run_id, {"text": "one"})
+            assert publisher.flush(30) == 0
+            wait_until(lambda: projections.get(tenant, run_id) is not None, "the projection")
+            sign_in(browser, demo.url, demo.tokens[tenant])
+            row = f'tr.run[data-run="{run_id}"]'
+            wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, row))  # newest first
+            assert browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-version") == "1"
+            browser.execute_script("document.getElementById('runs').dataset.marker = 'kept'")
+            assert publisher.publish("MODEL_REASONING", run_id, {"text": "two"})
+            assert publisher.publish("run.succeeded", run_id, {"resultRef": "result:1"})
+            assert publisher.flush(30) == 0
+            wait(
+                browser,
+                lambda d: d.find_element(By.CSS_SELECTOR, row).get_attribute("data-version") == "3",
+            )
+            status = browser.find_element(By.CSS_SELECTOR, f"{row} .status").text
+            assert status == "succeeded"
+            # the same page, not a reload
+            assert browser.find_element(By.ID, "runs").get_attribute("data-marker") == "kept"
+            shoot(browser, tmp_path, "list-live")
+    finally:
         projections.close()
 
 

@@ -44,9 +44,21 @@ from runtrail.projection.display import row_json
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
-from runtrail_tools.ui import chat, drops, live, markup, proof, replay, resume, runs, timeline
+from runtrail_tools.ui import (
+    chat,
+    drops,
+    live,
+    markup,
+    paging,
+    proof,
+    replay,
+    resume,
+    runs,
+    timeline,
+)
 from runtrail_tools.ui.actions import VERBS, Actions
 from runtrail_tools.ui.auth import Auth, clear_login, set_login
+from runtrail_tools.ui.chains import Chains
 from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.guard import Guard
 from runtrail_tools.ui.sources import Sources
@@ -62,6 +74,8 @@ class Explorer:
     sources: Sources
     auth: Auth
     partitions: live.Partitions
+    hub: live.LiveHub
+    chains: Chains
     verdicts: proof.Verdicts
     actions: Actions
     #: the operator's price table (``--price-table``); None: no costs shown
@@ -151,30 +165,58 @@ def runs_list(request: Request, tenant: str) -> Response:
         limit=explorer.sources.ui.page_size,
         verdicts=explorer.verdicts,
     )
-    return HTMLResponse(markup.runs_page(tenant, page, listing))
+    live_at = explorer.hub.positions() if explorer.partitions.of("") is not None else None
+    return HTMLResponse(markup.runs_page(tenant, page, listing, live_at))
+
+
+#: How many runs one runs-list stream follows at most (a page of the list).
+LIST_FOLLOWS = 200
+
+
+def runs_live(request: Request) -> Response:
+    """The runs list's stream: which shown run (``?run=``) has a new event."""
+    explorer = _explorer(request)
+    tenant = explorer.auth.tenant(request)
+    if tenant is None:
+        return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
+    run_ids = frozenset(request.query_params.getlist("run")[:LIST_FOLLOWS])
+    return StreamingResponse(
+        explorer.hub.runs_stream(tenant, run_ids, live.parse_positions(request.query_params)),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def runs_rows(request: Request, tenant: str) -> Response:
+    """The list's rows of ``?run=`` runs as they are now, as HTML (escaped like every page)."""
+    explorer = _explorer(request)
+    wanted = request.query_params.getlist("run")[:LIST_FOLLOWS]
+    rows = runs.rows_of(explorer.sources, tenant, wanted, explorer.verdicts)
+    return JSONResponse({r.run_id: {"html": markup.run_row(r), "version": r.version} for r in rows})
 
 
 def _sessions_of(links: list[LinkSummary]) -> list[str]:
     return list(dict.fromkeys(link.session_id for link in links if link.session_id))
 
 
-def run_view(request: Request, tenant: str) -> Response:
-    explorer = _explorer(request)
-    run_id = request.path_params["run_id"]
+@dataclass
+class RunParts:
+    """What a run page shows, read from the stores once: the page and its live refresh
+    (:func:`run_live_view`) render from the same parts."""
+
+    run: dict[str, Any]
+    built: timeline.Timeline
+    records: list[Any]
+    resume_html: str
+
+
+def _run_parts(explorer: Explorer, tenant: str, run_id: str) -> RunParts | None:
     run = _run_row(explorer, tenant, run_id)
     if run is None:
-        return _not_found(run_id)
+        return None
     sources = explorer.sources
-    audit = sources.audit()
-    live_from = None
-    # the position first, then the chain: nothing between them is lost (see live.py); with
-    # no broker the page still shows what the stores hold, without live updates
-    partition = explorer.partitions.of(run_id)
-    if partition is not None:
-        stored = audit.stored_offsets(sources.settings.events_topic, [partition])
-        live_from = f"{partition}:{stored.get(partition, 0)}"
     try:
-        links = audit.summaries(tenant, run_id)
+        links = explorer.chains.summaries(sources.audit(), tenant, run_id)
     except MalformedLink as exc:  # the page still opens: verifying it names the broken link
         log.warning("ui: the chain of %s cannot be listed: %s", run_id, exc)
         links = []
@@ -183,33 +225,91 @@ def run_view(request: Request, tenant: str) -> Response:
     except (CaptureReadError, OSError) as exc:
         log.warning("ui: capture records of %s: %s", run_id, exc)
         records = []
-    built = timeline.build_timeline(links, records)
-    checkpoint = proof.latest_checkpoint(sources, tenant, run_id)
-    log_view = proof.log_checkpoint(sources, tenant, run_id)
-    proof_html = markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
     try:
         view = resume.resume_view(sources, tenant, run_id, _sessions_of(links))
         resume_html = markup.resume_section(view, None, records)
     except StoreUnreachable as exc:
         resume_html = markup.resume_section(None, str(exc))
     try:
-        refusals_html = markup.refusals_section(sources.commands().refusals(tenant, run_id))
+        resume_html += markup.refusals_section(sources.commands().refusals(tenant, run_id))
     except StoreUnreachable as exc:
-        refusals_html = markup.refusals_section(None, str(exc))
+        resume_html += markup.refusals_section(None, str(exc))
     resume_html += drops.not_recorded_panel(sources, tenant, run_id)
+    return RunParts(run, timeline.build_timeline(links, records), records, resume_html)
+
+
+def _proof_html(explorer: Explorer, tenant: str, run_id: str) -> str:
+    checkpoint = proof.latest_checkpoint(explorer.sources, tenant, run_id)
+    log_view = proof.log_checkpoint(explorer.sources, tenant, run_id)
+    return markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
+
+
+def run_view(request: Request, tenant: str) -> Response:
+    explorer = _explorer(request)
+    run_id = request.path_params["run_id"]
+    sources = explorer.sources
+    live_from = None
+    # the position first, then the chain: nothing between them is lost (see live.py); with
+    # no broker the page still shows what the stores hold, without live updates
+    partition = explorer.partitions.of(run_id)
+    if partition is not None:
+        stored = sources.audit().stored_offsets(sources.settings.events_topic, [partition])
+        live_from = f"{partition}:{stored.get(partition, 0)}"
+    parts = _run_parts(explorer, tenant, run_id)
+    if parts is None:
+        return _not_found(run_id)
+    query = paging.TimelineQuery.of(request.query_params, request.query_params.getlist("type"))
+    page_of = paging.paginate(parts.built, query)
     page = markup.run_page(
         tenant,
-        run,
-        built,
-        build_waterfall(built),
-        proof_html,
-        resume_html,
+        parts.run,
+        parts.built,
+        build_waterfall(paging.page_timeline(parts.built, page_of)),
+        _proof_html(explorer, tenant, run_id),
+        parts.resume_html,
         live_from,
         explorer.model_client is not None,
-        _actions_html(request, explorer, tenant, run_id) + refusals_html,
+        _actions_html(request, explorer, tenant, run_id),
         explorer.prices,
+        page_of,
+        query,
     )
     return HTMLResponse(page)
+
+
+def run_live_view(request: Request, tenant: str) -> Response:
+    """What a followed run page replaces as events arrive: its header, its side panels and
+    the steps holding events of sequence ``?since=`` on (with their node cards), rendered as
+    the page renders them, with the version and event count the stores hold now (the page
+    asks again while they lag behind the events it saw)."""
+    explorer = _explorer(request)
+    run_id = request.path_params["run_id"]
+    parts = _run_parts(explorer, tenant, run_id)
+    if parts is None:
+        return JSONResponse({"error": "no such run"}, status_code=404)
+    since = request.query_params.get("since", "")
+    first = int(since) if since.isdigit() else None
+    steps = [
+        s
+        for s in parts.built.steps
+        if first is not None and any((link.sequence or 0) >= first for link in s.links)
+    ]
+    live_enabled = explorer.model_client is not None
+    run = parts.run
+    halt_at = run.get("haltedAt") or {}
+    halt = (halt_at["eventId"], run.get("haltReason") or "") if halt_at.get("eventId") else None
+    return JSONResponse(
+        {
+            "version": int(run.get("version") or 0),
+            "events": parts.built.events,
+            "sequences": [link.sequence for s in steps for link in s.links],
+            "steps": [markup.step_block(s, live_enabled, halt, explorer.prices) for s in steps],
+            "summary": markup.run_summary(run, parts.built, explorer.prices),
+            "actions": _actions_html(request, explorer, tenant, run_id),
+            "proof": _proof_html(explorer, tenant, run_id),
+            "resume": parts.resume_html,
+        }
+    )
 
 
 def _actions_html(request: Request, explorer: Explorer, tenant: str, run_id: str) -> str:
@@ -403,7 +503,6 @@ def live_stream(request: Request) -> Response:
         return JSONResponse({"error": "no such run"}, status_code=404)
     resumed = live.parse_position(request.headers.get("last-event-id"))
     start = live.parse_position(request.query_params.get("from"))
-    settings = explorer.sources.settings
     partition = explorer.partitions.of(run_id)
     if partition is None:
         return JSONResponse({"error": "the events topic cannot be reached"}, status_code=503)
@@ -414,7 +513,7 @@ def live_stream(request: Request) -> Response:
     else:
         offset = 0
     return StreamingResponse(
-        live.stream(settings, tenant, run_id, partition, offset),
+        explorer.hub.stream(tenant, run_id, partition, offset),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
@@ -443,6 +542,8 @@ def build_app(
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/runs", _html_auth(runs_list)),
+        Route("/live/runs", runs_live),
+        Route("/live/rows.json", _api_auth(runs_rows)),
         Route("/verifier.py", _api_auth(verifier_download)),
         Route("/runs/{run_id}", _html_auth(run_view)),
         Route("/runs/{run_id}/verify", _api_auth(verify), methods=["POST"]),
@@ -450,6 +551,7 @@ def build_app(
         Route("/runs/{run_id}/export.jsonl", _api_auth(export)),
         Route("/runs/{run_id}/bundle.json", _api_auth(bundle)),
         Route("/runs/{run_id}/live", live_stream),
+        Route("/runs/{run_id}/view.json", _api_auth(run_live_view)),
         Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
         Route("/runs/{run_id}/nodes/{record_id}/prompt", _api_auth(node_prompt)),
@@ -462,9 +564,12 @@ def build_app(
         Mount("/static", app=static, name="static"),
     ]
 
+    hub = live.LiveHub(sources.settings)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        hub.close()
         sources.close()
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
@@ -472,6 +577,8 @@ def build_app(
         sources,
         auth,
         live.Partitions(sources.settings),
+        hub,
+        Chains(),
         proof.Verdicts(),
         Actions(sources.ui.command_url, auth.tokens),
         prices,

@@ -18,6 +18,8 @@ from runtrail.commands.model import CommandRefusal
 from runtrail_tools.ui.actions import VERBS, Notice, Observed, cli_command
 from runtrail_tools.ui.chat import Message, answer_messages
 from runtrail_tools.ui.cost import PriceTable
+from runtrail_tools.ui.live import format_positions
+from runtrail_tools.ui.paging import TimelinePage, TimelineQuery
 from runtrail_tools.ui.proof import (
     CheckpointView,
     LogCheckpointView,
@@ -175,9 +177,10 @@ def _filters(listing: Listing) -> str:
     )
 
 
-def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
-    rows = "".join(
-        f'<tr class="run" data-run="{e(r.run_id)}">'
+def run_row(r: RunRow) -> str:
+    """One run in the list (re-rendered as the run's live events arrive)."""
+    return (
+        f'<tr class="run" data-run="{e(r.run_id)}" data-version="{r.version}">'
         f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
         f"<td>{_status_badge(r.status, r.halted)}</td>"
         f'<td class="num">{r.version}</td>'
@@ -187,8 +190,15 @@ def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
         f'<td class="num" data-col="tool">{r.tool_nodes}</td>'
         f'<td class="num">{r.retries}</td>'
         f"<td>{audit_cell(r)}</td></tr>"
-        for r in page.rows
     )
+
+
+def runs_page(
+    tenant: str, page: RunPage, listing: Listing, live: dict[int, int] | None = None
+) -> str:
+    """``live``: the explorer's live positions (None: no live updates), where the list's
+    stream starts."""
+    rows = "".join(run_row(r) for r in page.rows)
     if not page.rows:
         rows = f'<tr><td colspan="{len(HEADERS)}" class="empty" id="no-runs">no runs</td></tr>'
     query = listing.query()
@@ -203,11 +213,16 @@ def runs_page(tenant: str, page: RunPage, listing: Listing) -> str:
         nxt = urlencode({**query, "after": run, "at": at})
         pager += f'<a id="next-page" href="/runs?{e(nxt)}">next page →</a>'
     noun = "run" if page.total == 1 else "runs"
+    following = (
+        f' data-live="/live/runs" data-from="{e(format_positions(live))}"'
+        if live is not None and page.rows
+        else ""
+    )
     filtered = " match" if any(k != "sort" and k != "dir" for k in query) else ""
     body = (
         f"<h1>Runs of {e(tenant)}</h1>{_filters(listing)}"
         f'<p class="total"><b id="total">{page.total}</b> {noun}{filtered}</p>'
-        f'<table id="runs"><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
+        f'<table id="runs"{following}><thead><tr>{"".join(_sort_header(h, listing) for h in HEADERS)}'
         f'</tr></thead><tbody>{rows}</tbody></table><nav class="pager">{pager}</nav>'
     )
     return layout("runs", body, tenant)
@@ -425,7 +440,8 @@ def step_block(
         else ""
     )
     return (
-        f'<section class="step" data-step="{e(step.step)}"><h3>{e(step.label)}{retried}</h3>'
+        f'<section class="step" data-step="{e(step.step)}" data-turn="{e(step.turn_id or "")}">'
+        f"<h3>{e(step.label)}{retried}</h3>"
         f'<div class="step-body"><ol class="events">{events}</ol>'
         f'<div class="nodes">{nodes}</div></div></section>'
     )
@@ -691,6 +707,57 @@ def _run_cost(records: list[NodeIoRecord], prices: PriceTable | None) -> str:
     return f' · cost <span id="run-cost">{e(prices.shown(spent.total))}</span>{left_out}'
 
 
+def run_summary(run: dict[str, Any], timeline: Timeline, prices: PriceTable | None = None) -> str:
+    """The run page's header line (status, version, counts) and lineage: re-rendered as live
+    events arrive, so it is one function."""
+    return (
+        f'<div id="run-summary"><p class="summary">'
+        f"{_status_badge(run.get('status') or '', run.get('halted', False))} "
+        f'· version <span id="run-version">{e(run.get("version"))}</span> · '
+        f'<span id="event-count">{timeline.events}</span> events · {len(timeline.nodes)} nodes'
+        + _run_cost(timeline.nodes, prices)
+        + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
+        + "</p>"
+        + lineage(run.get("projection") or {})
+        + "</div>"
+    )
+
+
+def timeline_nav(run_id: str, page: TimelinePage, query: TimelineQuery) -> str:
+    """The timeline's pager, its event-type filter and its jump to a step (a plain GET form:
+    the page is rendered on the server, the jump scrolled to by the page's script)."""
+    types = "".join(
+        f'<option value="{e(t)}"{" selected" if t in query.types else ""}>{e(t)}</option>'
+        for t in page.types
+    )
+    href = run_href(run_id)
+    links = ""
+    if page.number > 0:
+        links += (
+            f' <a id="timeline-first" href="{e(href)}?{e(urlencode(query.query(0)))}">« first</a>'
+            f' <a id="timeline-prev" href="{e(href)}?{e(urlencode(query.query(page.number - 1)))}">'
+            "← previous</a>"
+        )
+    if not page.is_last:
+        links += (
+            f' <a id="timeline-next" href="{e(href)}?{e(urlencode(query.query(page.number + 1)))}">'
+            "next →</a>"
+            f' <a id="timeline-last" href="{e(href)}?{e(urlencode(query.query(page.count - 1)))}">'
+            "last »</a>"
+        )
+    return (
+        f'<nav class="timeline-nav" id="timeline-nav"><form method="get" action="{e(href)}" '
+        'id="timeline-filter"><label>event type <select name="type" id="event-type">'
+        f'<option value="">all types</option>{types}</select></label> '
+        '<label>jump to step <input type="number" name="step" id="jump-step" min="0" '
+        f'value="{e(page.jumped_to if page.jumped_to is not None else "")}"></label> '
+        '<button type="submit" id="timeline-go">show</button></form>'
+        f'<span id="timeline-page" data-page="{page.number + 1}" data-pages="{page.count}">'
+        f"page {page.number + 1} of {page.count} · {page.shown_events} of "
+        f"{page.matching_events} events</span>{links}</nav>"
+    )
+
+
 def run_page(
     tenant: str,
     run: dict[str, Any],
@@ -702,33 +769,37 @@ def run_page(
     live_enabled: bool,
     actions: str = "",
     prices: PriceTable | None = None,
+    page: TimelinePage | None = None,
+    query: TimelineQuery | None = None,
 ) -> str:
     run_id = run["runId"]
     at = run.get("haltedAt") or {}
     halt = (at["eventId"], run.get("haltReason") or "") if at.get("eventId") else None
-    steps = "".join(step_block(s, live_enabled, halt, prices) for s in timeline.steps)
-    unplaced = "".join(node_card(n, live_enabled, prices) for n in timeline.unplaced)
+    shown = timeline.steps if page is None else page.steps
+    steps = "".join(step_block(s, live_enabled, halt, prices) for s in shown)
+    last = page is None or page.is_last
+    unplaced = (
+        "".join(node_card(n, live_enabled, prices) for n in timeline.unplaced) if last else ""
+    )
     if unplaced:
         steps += f'<section class="step"><h3>nodes with no event group</h3>{unplaced}</section>'
-    head = (
-        f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>'
-        f'<p class="summary">{_status_badge(run.get("status") or "", run.get("halted", False))} '
-        f'· version {e(run.get("version"))} · <span id="event-count">{timeline.events}</span> '
-        f"events · {len(timeline.nodes)} nodes"
-        + _run_cost(timeline.nodes, prices)
-        + (f' · <span class="error">{e(run.get("haltReason"))}</span>' if run.get("halted") else "")
-        + "</p>"
-        + lineage(run.get("projection") or {})
-    )
+    head = f'<h1>Run <span id="run-id">{e(run_id)}</span></h1>' + run_summary(run, timeline, prices)
     live = (
-        f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}">'
-        '<span id="live-state">live: connecting</span><ol id="live-events"></ol></div>'
+        f'<div id="live" data-url="{e(run_href(run_id, "/live"))}" data-from="{e(live_from)}" '
+        f'data-view="{e(run_href(run_id, "/view.json"))}">'
+        '<span id="live-state">live: connecting</span></div>'
         if live_from
         else ""
     )
+    nav = timeline_nav(run_id, page, query or TimelineQuery()) if page is not None else ""
+    jump = (
+        f' data-jump="{page.jumped_to}"' if page is not None and page.jumped_to is not None else ""
+    )
+    filtered = " data-filtered" if query is not None and query.types else ""
     body = (
         f"{head}{waterfall_section(waterfall)}"
-        '<div class="columns"><div class="timeline" id="timeline"><h2>Timeline</h2>'
-        f"{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
+        f'<div class="columns"><div class="timeline" id="timeline"{jump}{filtered}'
+        f' data-last-page="{"1" if last else "0"}"><h2>Timeline</h2>'
+        f"{nav}{live}{steps}</div><aside>{actions}{proof}{resume}</aside></div>"
     )
     return layout(f"run {run_id}", body, tenant)

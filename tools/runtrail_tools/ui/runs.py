@@ -119,33 +119,14 @@ def _moment(text: str | None) -> str | None:
     return utc_text(text) if text else None
 
 
-def list_runs(
+def run_rows(
     sources: Sources,
     tenant: str,
-    listing: Listing,
-    *,
-    limit: int = 50,
+    rows: list[StoredProjection],
     verdicts: Verdicts | None = None,
-) -> RunPage:
-    """A page of ``tenant``'s runs as ``listing`` asks."""
-    status = listing.status
-    found = sources.projections().search(
-        RunQuery(
-            tenant,
-            text=listing.text,
-            status=None if status in (None, "halted") else status,
-            halted=True if status == "halted" else None,
-            has_errors=True if listing.has_errors else None,
-            since=_moment(listing.since),
-            until=_moment(listing.until),
-            sort=listing.sort,
-            descending=listing.descending,
-            after=listing.after,
-            before=listing.before,
-            limit=limit,
-        )
-    )
-    rows = found.rows
+) -> list[RunRow]:
+    """The list's rows of these projected runs: the projection's counts beside the audit
+    store's links, first and last event times, and this explorer's verdict."""
     audit = sources.audit()
     heads = audit.heads_of((r.tenant_id, r.run_id) for r in rows)
     verified = verdicts.of((r.tenant_id, r.run_id) for r in rows) if verdicts else {}
@@ -180,6 +161,46 @@ def list_runs(
                 verdict=verified.get((row.tenant_id, row.run_id)),
             )
         )
+    return page
+
+
+def rows_of(
+    sources: Sources, tenant: str, run_ids: list[str], verdicts: Verdicts | None = None
+) -> list[RunRow]:
+    """The list's rows of these runs of ``tenant`` (a run with no projection has none)."""
+    projections = sources.projections()
+    found = [projections.get(tenant, run_id) for run_id in dict.fromkeys(run_ids)]
+    return run_rows(sources, tenant, [row for row in found if row is not None], verdicts)
+
+
+def list_runs(
+    sources: Sources,
+    tenant: str,
+    listing: Listing,
+    *,
+    limit: int = 50,
+    verdicts: Verdicts | None = None,
+) -> RunPage:
+    """A page of ``tenant``'s runs as ``listing`` asks."""
+    status = listing.status
+    found = sources.projections().search(
+        RunQuery(
+            tenant,
+            text=listing.text,
+            status=None if status in (None, "halted") else status,
+            halted=True if status == "halted" else None,
+            has_errors=True if listing.has_errors else None,
+            since=_moment(listing.since),
+            until=_moment(listing.until),
+            sort=listing.sort,
+            descending=listing.descending,
+            after=listing.after,
+            before=listing.before,
+            limit=limit,
+        )
+    )
+    rows = found.rows
+    page = run_rows(sources, tenant, rows, verdicts)
 
     def cursor(row: StoredProjection) -> tuple[str, str]:
         return sort_value(row, listing.sort), row.run_id

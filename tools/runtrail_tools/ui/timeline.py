@@ -12,6 +12,7 @@ outcome that is not known).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import iter_records
@@ -85,12 +86,17 @@ def _ms(text: str | None) -> int | None:
 
 @dataclass
 class Step:
-    """Consecutive events of one (turnId, step), or of the run itself (no step)."""
+    """Consecutive events of one (turnId, step), or of the run itself (no step). Its links
+    become :class:`EventView` rows only when asked (a long run renders one page of steps)."""
 
     turn_id: str | None
     step: int | None
-    events: list[EventView] = field(default_factory=list)
+    links: list[LinkSummary] = field(default_factory=list)
     nodes: list[NodeIoRecord] = field(default_factory=list)
+
+    @cached_property
+    def events(self) -> list[EventView]:
+        return [EventView.of(link) for link in self.links]
 
     @property
     def label(self) -> str:
@@ -151,7 +157,7 @@ def group_steps(links: list[LinkSummary]) -> list[Step]:
         turn, step = link.turn_id, link.step
         if not steps or (steps[-1].turn_id, steps[-1].step) != (turn, step):
             steps.append(Step(turn, step))
-        steps[-1].events.append(EventView.of(link))
+        steps[-1].links.append(link)
     return steps
 
 

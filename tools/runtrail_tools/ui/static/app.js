@@ -131,11 +131,120 @@ function shownSequences() {
   return seen;
 }
 
+// a live event goes where the server would render it: into the last step section when it
+// is of the same (turn, step), else into a new section after it (as the timeline groups);
+// the server's rendering of that step (node cards, link numbers), the header and the side
+// panels then replace the page's, asked again while the stores lag behind the events seen
+function stepLabel(ev) {
+  if (ev.step === null || ev.step === undefined) return "run";
+  return "step " + ev.step + (ev.turnId ? " · turn " + ev.turnId : "");
+}
+
+function lastStep(timeline) {
+  var steps = timeline.querySelectorAll("section.step[data-step]");
+  return steps.length ? steps[steps.length - 1] : null;
+}
+
+function sameStep(section, ev) {
+  var step = ev.step === null || ev.step === undefined ? "" : String(ev.step);
+  return section && section.dataset.step === step && section.dataset.turn === (ev.turnId || "");
+}
+
+function placeEvent(timeline, ev) {
+  var section = lastStep(timeline);
+  if (!sameStep(section, ev)) {
+    var made = make("section", "step");
+    made.dataset.step = ev.step === null || ev.step === undefined ? "" : String(ev.step);
+    made.dataset.turn = ev.turnId || "";
+    made.appendChild(make("h3", "", stepLabel(ev)));
+    var body = make("div", "step-body");
+    body.appendChild(make("ol", "events"));
+    body.appendChild(make("div", "nodes"));
+    made.appendChild(body);
+    if (section) section.after(made); else timeline.appendChild(made);
+    section = made;
+  }
+  var li = make("li", "event live-new");
+  li.dataset.seq = ev.sequence;
+  li.dataset.type = ev.type;
+  li.appendChild(make("b", "link-no", "#" + ev.sequence));
+  li.appendChild(document.createTextNode(" "));
+  li.appendChild(make("code", "", ev.type));
+  li.appendChild(make("time", "", ev.occurredAt || ev.recordedAt || ""));
+  section.querySelector("ol.events").appendChild(li);
+}
+
+function replaceWith(el, html) {
+  if (!el || html === null || html === undefined) return;
+  var holder = document.createElement("div");
+  holder.innerHTML = html; // the server's rendering, escaped as every page is
+  var fresh = holder.firstElementChild;
+  if (fresh) el.replaceWith(fresh);
+}
+
 function follow(live) {
   var seen = shownSequences();
   var state = document.getElementById("live-state");
-  var list = document.getElementById("live-events");
-  var count = document.getElementById("event-count");
+  var timeline = document.getElementById("timeline");
+  var placing = timeline.dataset.lastPage === "1" && !("filtered" in timeline.dataset);
+  var events = Number(document.getElementById("event-count").textContent);
+  var lastSeq = 0;
+  Object.keys(seen).forEach(function (seq) { lastSeq = Math.max(lastSeq, Number(seq)); });
+  var since = null, timer = null, tries = 0, settled = 0;
+
+  // the server's rendering of every step from the one holding the first live event on,
+  // once it holds every event the page shows there; else asked again
+  function replaceSteps(view) {
+    if (!placing || !view.steps.length) return false;
+    var first = timeline.querySelector('li.event[data-seq="' + since + '"]');
+    if (!first) return false;
+    var sections = [];
+    for (var el = first.closest("section.step"); el; el = el.nextElementSibling) {
+      if (el.matches("section.step[data-step]")) sections.push(el);
+    }
+    var held = {};
+    view.sequences.forEach(function (seq) { held[seq] = true; });
+    var complete = sections.every(function (section) {
+      return Array.prototype.every.call(section.querySelectorAll("li.event[data-seq]"), function (li) {
+        return held[li.dataset.seq];
+      });
+    });
+    if (!complete) return false;
+    var holder = document.createElement("div");
+    holder.innerHTML = view.steps.join(""); // the server's rendering, escaped as every page is
+    var after = sections[sections.length - 1];
+    sections.slice(0, -1).forEach(function (section) { section.remove(); });
+    after.replaceWith.apply(after, Array.prototype.slice.call(holder.children));
+    return true;
+  }
+
+  function refresh() {
+    timer = null;
+    var question = lastSeq;
+    fetch(live.dataset.view + "?since=" + encodeURIComponent(since), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (view) {
+        if (view.error) return;
+        var placed = replaceSteps(view);
+        replaceWith(document.getElementById("run-summary"), view.summary);
+        var count = document.getElementById("event-count");
+        if (count && Number(count.textContent) < events) text(count, String(events));
+        replaceWith(document.getElementById("actions"), view.actions);
+        replaceWith(document.getElementById("resume"), view.resume);
+        var verdict = document.getElementById("verdict");
+        if (!verdict || !verdict.textContent) replaceWith(document.getElementById("proof"), view.proof);
+        if (question !== lastSeq) return; // a newer event asked again already
+        var behind = (placing && !placed) || view.version < lastSeq || view.events < events;
+        if (behind && tries < 60) { tries += 1; later(500); }
+        else if (!behind && settled < 2) { settled += 1; later(2500 * settled); } // capture writes node cards last
+      });
+  }
+
+  function later(ms) {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(refresh, ms);
+  }
+
   var source = new EventSource(live.dataset.url + "?from=" + encodeURIComponent(live.dataset.from));
   source.onopen = function () { text(state, "live: following new events"); };
   source.onerror = function () { text(state, "live: reconnecting…"); };
@@ -143,15 +252,58 @@ function follow(live) {
     var ev = JSON.parse(msg.data);
     if (seen[ev.sequence]) return;
     seen[ev.sequence] = true;
-    var li = make("li", "event live-event");
-    li.dataset.seq = ev.sequence;
-    li.dataset.type = ev.type;
-    li.appendChild(make("b", "", "#" + ev.sequence));
-    li.appendChild(document.createTextNode(" "));
-    li.appendChild(make("code", "", ev.type));
-    li.appendChild(make("time", "", ev.recordedAt || ev.occurredAt || ""));
-    list.appendChild(li);
-    if (count) text(count, String(Number(count.textContent) + 1));
+    lastSeq = Math.max(lastSeq, Number(ev.sequence));
+    if (since === null || Number(ev.sequence) < since) since = Number(ev.sequence);
+    events += 1;
+    if (placing) placeEvent(timeline, ev);
+    text(document.getElementById("event-count"), String(events));
+    tries = 0;
+    settled = 0;
+    later(150);
+  });
+}
+
+// the runs list: a shown run's row is read again when an event of it arrives, and again
+// while the stores have not reached that event's sequence yet
+function followRuns(table) {
+  var ids = Array.prototype.map.call(table.querySelectorAll("tr.run[data-run]"), function (tr) {
+    return tr.dataset.run;
+  });
+  var query = function (list) {
+    return list.map(function (id) { return "run=" + encodeURIComponent(id); }).join("&");
+  };
+  var wanted = {}, timer = null, tries = 0;
+  function refresh() {
+    timer = null;
+    var asked = Object.keys(wanted);
+    fetch("/live/rows.json?" + query(asked), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (rows) {
+        asked.forEach(function (id) {
+          var row = rows[id];
+          if (!row) return;
+          var tr = table.querySelector('tr.run[data-run="' + CSS.escape(id) + '"]');
+          var holder = document.createElement("tbody");
+          holder.innerHTML = row.html; // the server's rendering, escaped as every page is
+          if (tr && holder.firstElementChild) tr.replaceWith(holder.firstElementChild);
+          if (row.version >= wanted[id]) delete wanted[id];
+        });
+        if (Object.keys(wanted).length && tries < 60) { tries += 1; later(500); }
+      });
+  }
+  function later(ms) {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(refresh, ms);
+  }
+  var from = table.dataset.from ? "&from=" + encodeURIComponent(table.dataset.from) : "";
+  var source = new EventSource(table.dataset.live + "?" + query(ids) + from);
+  source.addEventListener("runtrail-run", function (msg) {
+    var run = JSON.parse(msg.data);
+    // no sequence: events came before the stream began; read the row until tries run out
+    var at = run.sequence === null ? Number.MAX_SAFE_INTEGER : Number(run.sequence);
+    wanted[run.runId] = Math.max(wanted[run.runId] || 0, at);
+    tries = 0;
+    later(150);
   });
 }
 
@@ -219,7 +371,18 @@ document.addEventListener("toggle", function (event) {
   }
 }, true);
 
+// a jump to a step renders the page holding it; the step is then brought into view
+function jumpToStep() {
+  var timeline = document.getElementById("timeline");
+  if (!timeline || !timeline.dataset.jump) return;
+  var step = timeline.querySelector('section.step[data-step="' + timeline.dataset.jump + '"]');
+  if (step) { step.classList.add("jumped"); step.scrollIntoView({ block: "start" }); }
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  jumpToStep();
   var live = document.getElementById("live");
   if (live && window.EventSource) follow(live);
+  var runs = document.getElementById("runs");
+  if (runs && runs.dataset.live && window.EventSource) followRuns(runs);
 });
