@@ -148,7 +148,7 @@ def test_a_wave1_audit_store_keeps_its_chains_and_positions(
     finally:
         store.close()
     assert not _has_table(dialect, run, "audit_offsets")
-    assert _recorded(run) == [("audit", 1), ("audit", 2), ("tracking", 1)]
+    assert _recorded(run) == [("audit", 1), ("audit", 2), ("audit", 3), ("tracking", 1)]
 
 
 def test_a_store_written_by_newer_code_is_refused_at_open(

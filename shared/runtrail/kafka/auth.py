@@ -17,6 +17,7 @@ the broker refuses the client's certificate (reported as ``_TRANSPORT``).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -114,14 +115,34 @@ def describe(err: KafkaError, config: Mapping[str, Any]) -> str:
     )
 
 
+#: how long one refusal (same broker, mechanism and reason) stays told, for every client of
+#: the process: a service's consumer, producers and admin client all meet the same refusal
+TOLD_FOR_S = 60.0
+_told: dict[str, float] = {}
+_told_lock = threading.Lock()
+
+
+def _first_telling(text: str) -> bool:
+    now = time.monotonic()
+    with _told_lock:
+        last = _told.get(text)
+        if last is not None and now - last < TOLD_FOR_S:
+            return False
+        _told[text] = now
+        return True
+
+
 def error_reporter(config: Mapping[str, Any]) -> Callable[[KafkaError], None]:
     """An ``error_cb`` that logs a refusal of ``config``'s credentials once per broker and
-    reason (rate-limited like librdkafka's own lines); other errors stay librdkafka's."""
+    reason for the whole process (again after :data:`TOLD_FOR_S`); other errors stay
+    librdkafka's."""
     logger = client_logger(AUTH_LOGGER)
 
     def report(err: KafkaError) -> None:
         if is_auth_failure(err):
-            logger.error("%s", describe(err, naming_options(config)))
+            text = describe(err, naming_options(config))
+            if _first_telling(text):
+                logger.error("%s", text)
 
     return report
 

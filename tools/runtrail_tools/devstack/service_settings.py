@@ -100,4 +100,9 @@ def settings_info(service: str) -> ServiceSettingsInfo:
         and obj is not BaseSettings
         and obj.__module__ == module.__name__
     ]
+    # a package may hold the settings of two processes (otlp-ingest and otlp-mapper): the one
+    # that names the service is its own
+    named = [cls for cls in found if getattr(cls, "service_name", None) == service]
+    if len(named) == 1:
+        return ServiceSettingsInfo(service, named[0])
     return ServiceSettingsInfo(service, found[0] if len(found) == 1 else None)
