@@ -50,10 +50,15 @@ class S3Endpoint:
         return f"s3://{self.bucket}{path}?{urlencode({**self.options(), **extra})}"
 
 
+#: moto imports its S3 backend on the first request: seconds of CPU, many more on a loaded
+#: machine (CI's workers), so the first request may take this long
+FIRST_REQUEST_TIMEOUT_S = 120
+
+
 def _create_bucket(endpoint_url: str, bucket: str) -> None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     request = urllib.request.Request(f"{endpoint_url}/{bucket}", method="PUT")
-    with opener.open(request, timeout=10) as response:
+    with opener.open(request, timeout=FIRST_REQUEST_TIMEOUT_S) as response:
         if response.status != 200:
             raise RuntimeError(f"cannot create bucket {bucket}: HTTP {response.status}")
 
