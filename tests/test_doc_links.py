@@ -81,7 +81,7 @@ def test_the_checker_sees_links_files_and_anchors(tmp_path: Path) -> None:
     (tmp_path / "other.md").write_text("# Other\n\n## The `kafka up` command, again!\n")
     page = tmp_path / "page.md"
     page.write_text(
-        "# Page\n\n[ok](other.md#the-kafka-up-command-again) [self](#page) [web](https://x.y)\n"
+        "# Page\n\n[ok](other.md#the-kafka-up-command-again) [self](#page) [web](https://example.org/page)\n"
         "[gone](missing.md) [bad anchor](other.md#nope) `[code](not-a-link.md)`\n\n"
         "```\n[fenced](nor-this.md)\n```\n\n[ref]: ./also-missing.md\n"
     )
