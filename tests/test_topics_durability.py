@@ -106,6 +106,8 @@ def test_ensure_adopts_the_clusters_replication_and_sets_durability(
     assert out.count("created") == 7  # the design's five and the scaled-out OTLP ingest's two
     assert "replication factor 3 (the brokers' default.replication.factor)" in out
 
+    # this client may ask a broker whose metadata has not caught up with the controller yet
+    wait_for_topics(admin, design_topic_names(settings))
     metadata = admin.list_topics(timeout=10).topics
     configs = describe_topic_configs(admin, design_topic_names(settings), timeout=30)
     for name in design_topic_names(settings):
@@ -148,6 +150,7 @@ def test_drift_in_each_durability_setting_is_reported_and_left_alone(
         Difference(UNCLEAN, "false", "true"),
     }
     assert outcomes[audit].status == "created"
+    wait_for_topics(admin, [audit])
     assert {
         len(p.replicas) for p in admin.list_topics(timeout=10).topics[audit].partitions.values()
     } == {2}
