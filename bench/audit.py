@@ -127,7 +127,7 @@ def main() -> None:
             print(f"audit service into {store_url.split('@')[-1]} …", flush=True)
             options = {
                 "store_url": store_url,
-                "checkpoint_interval_s": "10",
+                "tree_head_interval_s": "10",
                 "publish": str(not args.no_publish).lower(),
             }
             rates.append(

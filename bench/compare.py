@@ -250,7 +250,7 @@ def run_services(settings: Settings, expected: int, work: Path) -> list[Rate]:
             "runtrail audit (SQLite, sealed links published)",
             {
                 "store_url": sqlite_url(work / "audit.db"),
-                "checkpoint_interval_s": "10",
+                "tree_head_interval_s": "10",
                 "publish": "true",
             },
             "runtrail_audit_links_sealed_total",

@@ -45,7 +45,7 @@ SERVICES: dict[str, tuple[str, Any, str]] = {
         "runtrail_services.audit.service:AuditService",
         lambda w: {
             "store_url": f"sqlite:///{w / 'audit.db'}",
-            "checkpoint_interval_s": "10",
+            "tree_head_interval_s": "10",
             "publish": "true",
         },
         "runtrail_audit_links_sealed_total",

@@ -6,7 +6,7 @@
    in flush-sized batches, once as the store does it (each link also a leaf of the log) and
    once with the leaf step left out (the store as it was before the log), same events, same
    batches; the ratio is what the log costs the audit service's write path.
-2. **Checkpoint and tiles for ``--leaves`` leaves**: a log of that many leaves (written
+2. **TreeHead and tiles for ``--leaves`` leaves**: a log of that many leaves (written
    straight into its table), then one publish from a fresh process state — read every
    entry, build the tree, check and sign the checkpoint, write every tile and entry bundle
    to a folder — timed end to end.
@@ -89,7 +89,7 @@ def big_checkpoint(work: Path, leaves: int) -> Rate:
         started = time.perf_counter()
         stored = publisher.publish()
         elapsed = time.perf_counter() - started
-        assert stored is not None and stored.checkpoint.size == leaves
+        assert stored is not None and stored.tree_head.size == leaves
     finally:
         store.close()
     return Rate(

@@ -1,5 +1,5 @@
 """``runtrail audit …`` against SQLite and a real PostgreSQL: the tamper table, trusted
-checkpoints (truncation, re-sealed rewrite, fork), tenants, and the exit codes.
+tree heads (truncation, re-sealed rewrite, fork), tenants, and the exit codes.
 
 The commands run in-process through the console script's ``main`` (exit code + the JSON it
 prints); rows are tampered with through a raw connection that goes around the store. The same
@@ -140,10 +140,10 @@ def test_an_unreadable_stored_event_is_a_malformed_link(backend: Backend, cli: C
     assert cli("export", "--run", "run-1")[0] == 2  # cannot write what cannot be read
 
 
-# --- against a trusted checkpoint ------------------------------------------------------------
-def checkpoint_and_proof(cli: Cli, tmp_path: Path, name: str) -> tuple[Path, Path]:
+# --- against a trusted tree head ------------------------------------------------------------
+def tree_head_and_proof(cli: Cli, tmp_path: Path, name: str) -> tuple[Path, Path]:
     note, proof = tmp_path / f"{name}.note", tmp_path / f"{name}.proof.json"
-    code, summary = cli("checkpoint", "--no-publish", "-o", str(note))
+    code, summary = cli("tree-head", "--no-publish", "-o", str(note))
     assert code == 0 and summary["published"] is False
     code, bundle = cli("prove", "--run", "run-1", "-o", str(proof))
     assert code == 0 and bundle["checkpoint"] == note.read_text()
@@ -154,12 +154,12 @@ def public_key(cli: Cli) -> Path:
     return cli.state / "audit" / "checkpoint.key.pub"
 
 
-def test_truncated_tail_is_detected_with_a_trusted_checkpoint(
+def test_truncated_tail_is_detected_with_a_trusted_tree_head(
     backend: Backend, cli: Cli, tmp_path: Path
 ) -> None:
     fill(backend)
-    note, proof = checkpoint_and_proof(cli, tmp_path, "cp")
-    trusted = ("--checkpoint", str(note), "--public-key", str(public_key(cli)))
+    note, proof = tree_head_and_proof(cli, tmp_path, "cp")
+    trusted = ("--tree-head", str(note), "--public-key", str(public_key(cli)))
     assert cli("verify", "--run", "run-1", *trusted) == (0, verdict(True, 6, None, None))
 
     backend.drop_guards()
@@ -174,12 +174,12 @@ def test_truncated_tail_is_detected_with_a_trusted_checkpoint(
     )
 
 
-def test_resealed_rewrite_is_detected_with_a_trusted_checkpoint(
+def test_resealed_rewrite_is_detected_with_a_trusted_tree_head(
     backend: Backend, cli: Cli, tmp_path: Path
 ) -> None:
     fill(backend)
-    note, proof = checkpoint_and_proof(cli, tmp_path, "cp")
-    trusted = ("--checkpoint", str(note), "--public-key", str(public_key(cli)))
+    note, proof = tree_head_and_proof(cli, tmp_path, "cp")
+    trusted = ("--tree-head", str(note), "--public-key", str(public_key(cli)))
 
     backend.drop_guards()
     backend.sql("DELETE FROM audit_links")
@@ -195,21 +195,21 @@ def test_resealed_rewrite_is_detected_with_a_trusted_checkpoint(
     )
 
 
-def test_a_fork_between_two_signed_checkpoints_is_detected(
+def test_a_fork_between_two_signed_tree_heads_is_detected(
     backend: Backend, cli: Cli, tmp_path: Path
 ) -> None:
-    """The operator rewrites a run, re-seals it and signs a fresh checkpoint with the real key:
-    each checkpoint alone looks fine to its own reader, the two together are a fork."""
+    """The operator rewrites a run, re-seals it and signs a fresh tree head with the real key:
+    each tree head alone looks fine to its own reader, the two together are a fork."""
     fill(backend)
-    first, first_proof = checkpoint_and_proof(cli, tmp_path, "first")
+    first, first_proof = tree_head_and_proof(cli, tmp_path, "first")
     backend.drop_guards()
     backend.sql("DELETE FROM audit_links")
     doctored = [event(s, note="doctored") if s == 6 else event(s) for s in range(1, 7)]
     backend.store.append_batch(links_for(doctored), {})
-    second, second_proof = checkpoint_and_proof(cli, tmp_path, "second")
+    second, second_proof = tree_head_and_proof(cli, tmp_path, "second")
     key = ("--public-key", str(public_key(cli)))
-    assert cli("verify", "--run", "run-1", "--checkpoint", str(second), *key)[0] == 0
-    both = ("--checkpoint", str(first), "--checkpoint", str(second), *key)
+    assert cli("verify", "--run", "run-1", "--tree-head", str(second), *key)[0] == 0
+    both = ("--tree-head", str(first), "--tree-head", str(second), *key)
     assert cli("verify", "--run", "run-1", *both) == (1, verdict(False, 6, None, "fork"))
     current = tmp_path / "current.jsonl"
     cli("export", "--run", "run-1", "-o", str(current))
@@ -220,24 +220,24 @@ def test_a_fork_between_two_signed_checkpoints_is_detected(
     )
 
 
-def test_a_run_absent_from_the_checkpoint_or_a_forged_one(
+def test_a_run_absent_from_the_tree_head_or_a_forged_one(
     backend: Backend, cli: Cli, tmp_path: Path
 ) -> None:
     fill(backend)
-    note, _ = checkpoint_and_proof(cli, tmp_path, "cp")
+    note, _ = tree_head_and_proof(cli, tmp_path, "cp")
     fill(backend, 2, run="run-later")
-    trusted = ("--checkpoint", str(note), "--public-key", str(public_key(cli)))
+    trusted = ("--tree-head", str(note), "--public-key", str(public_key(cli)))
     assert cli("verify", "--run", "run-later", *trusted) == (
         1,
         verdict(False, 2, None, "head not in checkpoint"),
     )
     assert cli("prove", "--run", "run-later")[0] == 1
-    assert cli("checkpoint", "--no-publish")[0] == 0
+    assert cli("tree-head", "--no-publish")[0] == 0
     assert cli("prove", "--run", "run-later")[0] == 0  # in the newer one
-    assert cli("prove", "--run", "run-later", "--checkpoint-id", "1")[0] == 1
+    assert cli("prove", "--run", "run-later", "--tree-head-id", "1")[0] == 1
     forged = tmp_path / "forged.note"
     forged.write_text(note.read_text().replace("\n1\n", "\n2\n", 1))
-    forged_args = ("--checkpoint", str(forged), "--public-key", str(public_key(cli)))
+    forged_args = ("--tree-head", str(forged), "--public-key", str(public_key(cli)))
     assert cli("verify", "--run", "run-1", *forged_args) == (2, None)
 
 
@@ -245,12 +245,30 @@ def test_a_verifier_key_string_works_as_the_public_key(
     backend: Backend, cli: Cli, tmp_path: Path
 ) -> None:
     fill(backend)
-    code, summary = cli("checkpoint", "--no-publish", "-o", str(tmp_path / "cp.note"))
+    code, summary = cli("tree-head", "--no-publish", "-o", str(tmp_path / "cp.note"))
     assert code == 0
     vkey = tmp_path / "verifier.txt"
     vkey.write_text(summary["verifierKey"] + "\n")
-    args = ("--checkpoint", str(tmp_path / "cp.note"), "--public-key", str(vkey))
+    args = ("--tree-head", str(tmp_path / "cp.note"), "--public-key", str(vkey))
     assert cli("verify", "--run", "run-1", *args) == (0, verdict(True, 6, None, None))
+
+
+def test_the_old_names_still_answer_with_a_deprecation(
+    backend: Backend, cli: Cli, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fill(backend)
+    note = tmp_path / "old.note"
+    where = ["--store", cli.url, "--state-dir", str(cli.state), "--tenant", "acme"]
+    capsys.readouterr()
+    assert main(["audit", "checkpoint", "--no-publish", "-o", str(note), *where]) == 0
+    deprecation = "runtrail audit checkpoint is deprecated: use runtrail audit tree-head"
+    assert deprecation in capsys.readouterr().err.splitlines()
+    args = ("--checkpoint", str(note), "--public-key", str(public_key(cli)))
+    assert cli("verify", "--run", "run-1", *args) == (0, verdict(True, 6, None, None))
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    listed = capsys.readouterr().out
+    assert "tree-head" in listed and "    checkpoint " not in listed
 
 
 # --- tenants, heads, keys, errors ------------------------------------------------------------
@@ -291,7 +309,7 @@ def test_keygen_never_overwrites(cli: Cli, tmp_path: Path) -> None:
     assert cli("keygen", "--key", str(key))[0] == 2
     assert key.read_bytes() == before
     code, signed = cli(
-        "checkpoint", "--no-publish", "--key", str(key), "--key-name", "audit.example"
+        "tree-head", "--no-publish", "--key", str(key), "--key-name", "audit.example"
     )
     assert code == 0 and signed["verifierKey"] == made["verifierKey"]
 
@@ -299,8 +317,8 @@ def test_keygen_never_overwrites(cli: Cli, tmp_path: Path) -> None:
 def test_unusable_input_exits_two(cli: Cli, tmp_path: Path) -> None:
     assert cli("verify", "--file", str(tmp_path / "absent.jsonl"))[0] == 2
     note = tmp_path / "cp.note"
-    assert cli("checkpoint", "--no-publish", "-o", str(note))[0] == 0
-    assert cli("verify", "--run", "r", "--checkpoint", str(note))[0] == 2  # no key given
+    assert cli("tree-head", "--no-publish", "-o", str(note))[0] == 0
+    assert cli("verify", "--run", "r", "--tree-head", str(note))[0] == 2  # no key given
     with pytest.raises(SystemExit):
         main(["audit", "verify", "--run", "r", "--file", "x"])  # one source only
     assert main(["audit", "head", "--run", "r", "--store", "postgresql://127.0.0.1:1/none"]) == 2

@@ -1,8 +1,8 @@
 """``audit prove`` of a run that has no chain names the tenant and run looked up (issue 12.3).
 
 Found while checking 12.3 as a new user: ``verify`` and ``export`` of nothing failed naming
-the chain, but ``prove --run R --tenant T`` answered "not in checkpoint N (sign a newer one)",
-sending the user to sign checkpoints that could never contain a run that does not exist.
+the chain, but ``prove --run R --tenant T`` answered "not in tree head N (sign a newer one)",
+sending the user to sign tree heads that could never contain a run that does not exist.
 SQLite and a real PostgreSQL (the backend fixture of the audit CLI tests).
 """
 
@@ -26,7 +26,7 @@ def test_prove_of_a_run_with_no_chain_fails_naming_it(
     fill(backend, 3, tenant="acme")
     store = ("--store", backend.url, "--state-dir", str(tmp_path / "state"))
     key = ("--key", str(tmp_path / "keys" / "checkpoint.key"))
-    assert main(["audit", "checkpoint", "--no-publish", *key, *store]) == 0
+    assert main(["audit", "tree-head", "--no-publish", *key, *store]) == 0
     capsys.readouterr()
     for tenant, run in (("globex", "run-1"), ("acme", "run-l")):  # wrong tenant; a typo
         assert main(["audit", "prove", "--run", run, "--tenant", tenant, *store]) == 1

@@ -1,4 +1,4 @@
-"""The audit service in-process: sealing order, de-duplication, positions, revokes, checkpoints.
+"""The audit service in-process: sealing order, de-duplication, positions, revokes, tree heads.
 
 No broker here: batches of :class:`Delivered` are handed to the service directly, the store is
 SQLite (PostgreSQL passes the same store contract, tests/test_audit_store_contract.py), and
@@ -25,8 +25,8 @@ from runtrail.audit import (
     ChainConflict,
     link_hash,
     seal,
-    verify_checkpoint,
     verify_stored,
+    verify_tree_head,
 )
 from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
@@ -67,7 +67,7 @@ class Harness:
             audit_topic=AUDIT_TOPIC,
             delivery_timeout_ms=1000,
         )
-        self.options = {"checkpoint_interval_s": "0", **options}
+        self.options = {"tree_head_interval_s": "0", **options}
         self.service = self.start()
 
     def start(self) -> AuditService:
@@ -382,7 +382,7 @@ def test_a_replay_cut_short_by_another_crash_still_republishes_the_rest(
 def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_published(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, monkeypatch, checkpoint_interval_s="30")
+    h = Harness(tmp_path, monkeypatch, tree_head_interval_s="30")
     forms = run_forms("run-a", 3)
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(forms))
@@ -396,7 +396,7 @@ def test_a_link_lost_while_a_checkpoint_is_published_is_never_recorded_as_publis
     finally:
         store.close()
     h.producer.mode = "up"
-    assert h.service.checkpoint() is not None  # the lost links are produced again first
+    assert h.service.sign_tree_heads() is not None  # the lost links are produced again first
     h.service.flush()
     assert [p["index"] for p in h.published()] == [0, 1, 2]  # once each, in order
     assert assign(h.restart(), [(TOPIC, 0)]) == {(TOPIC, 0): 3}
@@ -528,13 +528,13 @@ def test_heads_beyond_the_bound_are_reloaded_from_the_store(
     h.service.close()
 
 
-# --- checkpoints -----------------------------------------------------------------------------
+# --- tree heads -----------------------------------------------------------------------------
 def test_periodic_checkpoints_sign_the_stored_heads_when_they_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [time.time()]
     monkeypatch.setattr(service_module.time, "time", lambda: clock[0])
-    h = Harness(tmp_path, monkeypatch, checkpoint_interval_s="30")
+    h = Harness(tmp_path, monkeypatch, tree_head_interval_s="30")
     service = h.service
     service.on_assigned([(TOPIC, 0)])
     service.process(batch_of(interleave(run_forms("run-a", 3), run_forms("run-b", 2, tenant="t2"))))
@@ -543,61 +543,74 @@ def test_periodic_checkpoints_sign_the_stored_heads_when_they_change(
     clock[0] += 10
     service.tick(0)  # not due
     store = opened(h)
-    assert store.latest_checkpoint() is not None and store.latest_checkpoint().checkpoint.size == 0
+    assert store.latest_tree_head() is not None and store.latest_tree_head().tree_head.size == 0
     clock[0] += 25
     service.tick(0)
-    latest = store.latest_checkpoint()
-    assert latest is not None and latest.checkpoint.size == 2
-    assert store.checkpoint_heads(latest.checkpoint_id) == store.heads()
-    # the transparency log too: every link a leaf, its checkpoint and tiles written
+    latest = store.latest_tree_head()
+    assert latest is not None and latest.tree_head.size == 2
+    assert store.committed_heads(latest.tree_head_id) == store.heads()
+    # the transparency log too: every link a leaf, its tree head and tiles written
     logged = store.latest_log_checkpoint()
-    assert logged is not None and logged.checkpoint.size == 5
+    assert logged is not None and logged.tree_head.size == 5
     tiles = file_path(AuditSettings.load(h.options).resolved_tiles_url(h.settings.state_dir))
     assert (tiles / "checkpoint").read_text() == logged.note
     assert (tiles / "tile" / "entries" / "000.p" / "5").exists()
     key = AuditSettings.load(h.options).resolved_key_path(h.settings.state_dir)
     assert key.exists() and Path(f"{key}.pub").exists()  # generated on first use
-    assert verify_checkpoint(latest.note, service.signer.verifier) == latest.checkpoint  # type: ignore[union-attr]
+    assert verify_tree_head(latest.note, service.signer.verifier) == latest.tree_head  # type: ignore[union-attr]
     clock[0] += 31
     service.tick(0)  # due, but the heads did not change: nothing new to sign
-    assert store.latest_checkpoint() == latest
+    assert store.latest_tree_head() == latest
     store.close()
     h.producer.poll(0)
-    checkpoints = [
+    tree_heads = [
         json.loads(m.value) for m in h.producer.log if dict(m.headers)[KIND_HEADER] == b"checkpoint"
     ]
-    assert [c["size"] for c in checkpoints] == [0, 2]
-    assert checkpoints[-1]["note"] == latest.note
-    assert h.metric("runtrail_audit_checkpoints_total") == 2
-    assert h.metric("runtrail_audit_checkpoint_size") == 2
+    assert [c["size"] for c in tree_heads] == [0, 2]
+    assert tree_heads[-1]["note"] == latest.note
+    assert h.metric("runtrail_audit_tree_heads_total") == 2
+    assert h.metric("runtrail_audit_tree_head_size") == 2
     assert h.metric("runtrail_audit_chains") == 2
-    assert 31 <= h.metric("runtrail_audit_checkpoint_age_seconds") < 120  # unchanged heads: it ages
+    assert 31 <= h.metric("runtrail_audit_tree_head_age_seconds") < 120  # unchanged heads: it ages
     h.service.close()
 
 
 def test_a_recent_checkpoint_by_someone_else_postpones_ours(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h = Harness(tmp_path, monkeypatch, checkpoint_interval_s="30")
+    h = Harness(tmp_path, monkeypatch, tree_head_interval_s="30")
     h.service.on_assigned([(TOPIC, 0)])
     h.service.process(batch_of(run_forms("run-a", 2)))
     h.service.flush()
-    assert h.service.checkpoint() is not None  # as `runtrail audit checkpoint` would
+    assert h.service.sign_tree_heads() is not None  # as `runtrail audit tree-head` would
     store = opened(h)
-    first = store.latest_checkpoint()
+    first = store.latest_tree_head()
     h.service.process(batch_of(run_forms("run-a", 1, start=3), 2))
     h.service.flush()
     h.service.tick(0)  # the last one is seconds old: not due
-    assert store.latest_checkpoint() == first
+    assert store.latest_tree_head() == first
     store.close()
     h.service.close()
+
+
+def test_the_old_interval_name_is_still_read_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert AuditSettings.load({"checkpoint_interval_s": "7"}).tree_head_interval_s == 7
+    assert (
+        "checkpoint_interval_s (RUNTRAIL_AUDIT_CHECKPOINT_INTERVAL_S) is deprecated" in caplog.text
+    )
+    monkeypatch.setenv("RUNTRAIL_AUDIT_CHECKPOINT_INTERVAL_S", "9")
+    assert AuditSettings.load({}).tree_head_interval_s == 9
+    monkeypatch.setenv("RUNTRAIL_AUDIT_TREE_HEAD_INTERVAL_S", "11")
+    assert AuditSettings.load({}).tree_head_interval_s == 11  # the new name wins
 
 
 def test_options_are_checked() -> None:
     with pytest.raises(ValueError, match="unknown audit option"):
         AuditSettings.load({"stor_url": "x"})
-    loaded = AuditSettings.load({"store_url": "postgresql://h/db", "checkpoint_interval_s": "5"})
-    assert loaded.store_url == "postgresql://h/db" and loaded.checkpoint_interval_s == 5
+    loaded = AuditSettings.load({"store_url": "postgresql://h/db", "tree_head_interval_s": "5"})
+    assert loaded.store_url == "postgresql://h/db" and loaded.tree_head_interval_s == 5
     defaults = AuditSettings.load({})
     assert defaults.resolved_store_url(Path("/var/rt")) == sqlite_url("/var/rt/audit.db")
     assert defaults.resolved_key_path(Path("/var/rt")) == Path("/var/rt/audit/checkpoint.key")

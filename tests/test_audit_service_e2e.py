@@ -29,7 +29,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from bench.workload import run_events
-from runtrail.audit import NoteVerifier, verify_checkpoint, verify_stored
+from runtrail.audit import NoteVerifier, verify_stored, verify_tree_head
 from runtrail.audit.keys import load_public_key
 from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
@@ -124,9 +124,9 @@ def link_count(store: LinkStore, expected: dict[tuple[str, str], int]) -> int:
     return sum(h.length for h in heads.values())
 
 
-def checkpoint_size(store: LinkStore) -> int:
-    latest = store.latest_checkpoint()
-    return -1 if latest is None else latest.checkpoint.size
+def tree_head_size(store: LinkStore) -> int:
+    latest = store.latest_tree_head()
+    return -1 if latest is None else latest.tree_head.size
 
 
 @pytest.fixture
@@ -220,7 +220,7 @@ def test_end_to_end_sealed_verified_exported_published(
         store_url=postgres_url,
         state=state,
         log=tmp_path / "audit.log",
-        checkpoint_interval_s="1",
+        tree_head_interval_s="1",
     )
     store = open_store(AUDIT_LINKS, postgres_url)
     try:
@@ -229,7 +229,7 @@ def test_end_to_end_sealed_verified_exported_published(
             90,
             what="every event sealed",
         )
-        wait_for(lambda: checkpoint_size(store) == len(RUNS), 30, what="a checkpoint of all")
+        wait_for(lambda: tree_head_size(store) == len(RUNS), 30, what="a tree head of all")
         assert proc.terminate() == 0
     finally:
         proc.close()
@@ -264,13 +264,13 @@ def test_end_to_end_sealed_verified_exported_published(
     # the audit topic: each run's links under its key, byte for byte the export lines
     messages = read_to_end(kafka_bootstrap, audit_topic, 3)
     links: dict[str, list[bytes]] = defaultdict(list)
-    checkpoints = []
+    tree_heads = []
     for msg in messages:
         kind = dict(msg.headers())[KIND_HEADER]
         if kind == b"link":
             links[msg.key().decode()].append(msg.value())
         else:
-            checkpoints.append(json.loads(msg.value()))
+            tree_heads.append(json.loads(msg.value()))
     for run in {run for _, run in RUNS}:
         expected = [
             link_line(link) for (t, r) in published if r == run for link in store.load_chain(t, r)
@@ -278,10 +278,10 @@ def test_end_to_end_sealed_verified_exported_published(
         assert sorted(links[run]) == sorted(expected)  # exactly once in a clean run
     key_file = state / "audit" / "checkpoint.key.pub"
     verifier = NoteVerifier("runtrail.local/audit", load_public_key(key_file))
-    last = checkpoints[-1]
-    assert verify_checkpoint(last["note"], verifier).size == len(RUNS)
+    last = tree_heads[-1]
+    assert verify_tree_head(last["note"], verifier).size == len(RUNS)
 
-    # a checkpoint taken from the topic holds a run's chain, verified by the CLI
+    # a tree head taken from the topic holds a run's chain, verified by the CLI
     note = tmp_path / "from-topic.note"
     note.write_text(last["note"])
     code, result = runtrail(
@@ -291,7 +291,7 @@ def test_end_to_end_sealed_verified_exported_published(
         "run-C",
         "--tenant",
         "globex",
-        "--checkpoint",
+        "--tree-head",
         str(note),
         "--public-key",
         str(key_file),
@@ -355,7 +355,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
         store_url=sqlite_store,
         state=tmp_path / "ref-state",
         log=tmp_path / "reference.log",
-        checkpoint_interval_s="0",
+        tree_head_interval_s="0",
     )
     # the victim: static group membership while it is being killed, so each restart takes
     # its partitions back at once instead of waiting out the dead member's session
@@ -378,7 +378,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
                 state=tmp_path / "victim-state",
                 log=tmp_path / "victim.log",
                 env=victim_env,
-                checkpoint_interval_s="0.5",
+                tree_head_interval_s="0.5",
             )
             before = link_count(store, expected)
             wait_for(lambda b=before: link_count(store, expected) > b, 60, 0.05, what="progress")
@@ -399,7 +399,7 @@ def test_sigkill_at_random_points_then_restart_equals_an_uninterrupted_run(
             state=tmp_path / "victim-state",
             log=tmp_path / "victim.log",
             env={"RUNTRAIL_BATCH_SIZE": "300"},
-            checkpoint_interval_s="0.5",
+            tree_head_interval_s="0.5",
         )
         wait_for(lambda: link_count(store, expected) == len(forms), 180, what="victim done")
         reference_store = open_store(AUDIT_LINKS, sqlite_store)

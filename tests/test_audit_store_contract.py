@@ -28,13 +28,13 @@ from runtrail.audit import (
     NoteSigner,
     RunHead,
     TopicPartition,
-    checkpoint_for,
     prove_head,
     seal,
-    sign_checkpoint,
-    verify_against_checkpoint,
-    verify_checkpoint,
+    sign_tree_head,
+    tree_head_for,
+    verify_against_tree_head,
     verify_stored,
+    verify_tree_head,
 )
 from runtrail.audit.store_postgres import PostgresLinkStore, run_lock_key
 from runtrail.persistence import AUDIT_LINKS, open_store
@@ -373,7 +373,7 @@ def test_unreadable_stored_event(backend: Backend) -> None:
     assert (result.valid, result.first_broken_index, result.reason) == (False, 1, "malformed link")
 
 
-# --- checkpoints against the store -----------------------------------------------------------
+# --- tree heads against the store -----------------------------------------------------------
 @pytest.fixture
 def signer() -> NoteSigner:
     return NoteSigner("audit.example/store-test", Ed25519PrivateKey.generate())
@@ -381,36 +381,36 @@ def signer() -> NoteSigner:
 
 def checkpoint_now(store: LinkStore, signer: NoteSigner) -> int:
     heads = store.heads()
-    note = sign_checkpoint(heads, signer, signer.name)
-    return store.save_checkpoint(note, checkpoint_for(heads, signer.name), heads).checkpoint_id
+    note = sign_tree_head(heads, signer, signer.name)
+    return store.save_tree_head(note, tree_head_for(heads, signer.name), heads).tree_head_id
 
 
 def test_checkpoints_are_kept_with_their_heads(backend: Backend, signer: NoteSigner) -> None:
     store = backend.store
-    assert store.latest_checkpoint() is None
+    assert store.latest_tree_head() is None
     filled(store, 3)
     store.append_batch(links_for([event(1, "globex")]), {})
     first = checkpoint_now(store, signer)
     store.append_batch(links_for([event(4)], store.head("acme", "run-1")), {})
     second = checkpoint_now(store, signer)
-    latest = store.latest_checkpoint()
-    assert latest is not None and latest.checkpoint_id == second > first
-    assert verify_checkpoint(latest.note, signer.verifier) == latest.checkpoint
-    assert [h.length for h in store.checkpoint_heads(first)] == [3, 1]
-    assert [h.length for h in store.checkpoint_heads(second)] == [4, 1]
-    first_body = checkpoint_for(store.checkpoint_heads(first), signer.name)
-    found = store.find_checkpoint(first_body)
-    assert found is not None and found.checkpoint_id == first
-    assert store.find_checkpoint(checkpoint_for([], "elsewhere")) is None
+    latest = store.latest_tree_head()
+    assert latest is not None and latest.tree_head_id == second > first
+    assert verify_tree_head(latest.note, signer.verifier) == latest.tree_head
+    assert [h.length for h in store.committed_heads(first)] == [3, 1]
+    assert [h.length for h in store.committed_heads(second)] == [4, 1]
+    first_body = tree_head_for(store.committed_heads(first), signer.name)
+    found = store.find_tree_head(first_body)
+    assert found is not None and found.tree_head_id == first
+    assert store.find_tree_head(tree_head_for([], "elsewhere")) is None
     with pytest.raises(backend.refused, match="append-only"):
         backend.sql("DELETE FROM audit_checkpoints")
 
 
 def test_an_empty_checkpoint(store: LinkStore, signer: NoteSigner) -> None:
-    checkpoint_id = checkpoint_now(store, signer)
-    assert store.checkpoint_heads(checkpoint_id) == []
-    latest = store.latest_checkpoint()
-    assert latest is not None and latest.checkpoint.size == 0
+    tree_head_id = checkpoint_now(store, signer)
+    assert store.committed_heads(tree_head_id) == []
+    latest = store.latest_tree_head()
+    assert latest is not None and latest.tree_head.size == 0
 
 
 def test_truncated_tail_is_detected_against_a_checkpoint(
@@ -418,16 +418,16 @@ def test_truncated_tail_is_detected_against_a_checkpoint(
 ) -> None:
     store = backend.store
     filled(store)
-    checkpoint_id = checkpoint_now(store, signer)
-    stored = store.latest_checkpoint()
+    tree_head_id = checkpoint_now(store, signer)
+    stored = store.latest_tree_head()
     assert stored is not None
-    trusted = verify_checkpoint(stored.note, signer.verifier)  # kept by the auditor
-    proof = prove_head(store.checkpoint_heads(checkpoint_id), "acme", "run-1")
+    trusted = verify_tree_head(stored.note, signer.verifier)  # kept by the auditor
+    proof = prove_head(store.committed_heads(tree_head_id), "acme", "run-1")
 
     backend.drop_guards()
     backend.sql("DELETE FROM audit_links WHERE idx >= 4")
     assert verify_stored(store, "acme", "run-1").valid  # the cut chain is fine on its own
-    result = verify_against_checkpoint(store.load_chain("acme", "run-1"), trusted, proof)
+    result = verify_against_tree_head(store.load_chain("acme", "run-1"), trusted, proof)
     assert (result.valid, result.first_broken_index, result.reason) == (False, 4, "truncated")
 
 
@@ -436,18 +436,18 @@ def test_resealed_rewrite_is_detected_against_a_checkpoint(
 ) -> None:
     store = backend.store
     filled(store)
-    checkpoint_id = checkpoint_now(store, signer)
-    stored = store.latest_checkpoint()
+    tree_head_id = checkpoint_now(store, signer)
+    stored = store.latest_tree_head()
     assert stored is not None
-    trusted = verify_checkpoint(stored.note, signer.verifier)
-    proof = prove_head(store.checkpoint_heads(checkpoint_id), "acme", "run-1")
+    trusted = verify_tree_head(stored.note, signer.verifier)
+    proof = prove_head(store.committed_heads(tree_head_id), "acme", "run-1")
 
     backend.drop_guards()
     backend.sql("DELETE FROM audit_links")
     rewritten = [event(seq, note="doctored") if seq == 2 else event(seq) for seq in range(1, 7)]
     store.append_batch(links_for(rewritten), {})
     assert verify_stored(store, "acme", "run-1").valid  # every hash is consistent again
-    result = verify_against_checkpoint(store.load_chain("acme", "run-1"), trusted, proof)
+    result = verify_against_tree_head(store.load_chain("acme", "run-1"), trusted, proof)
     assert (result.valid, result.first_broken_index, result.reason) == (False, 5, "rewritten")
 
 
@@ -552,25 +552,25 @@ def test_each_stored_link_is_the_next_leaf_of_the_log(backend: Backend) -> None:
 
 
 def test_log_checkpoints_are_kept_largest_first(backend: Backend, signer: NoteSigner) -> None:
-    from runtrail.audit.checkpoint import Checkpoint
     from runtrail.audit.note import sign_note
+    from runtrail.audit.tree_head import TreeHead
 
     store = backend.store
     assert store.latest_log_checkpoint() is None
-    small, large = Checkpoint("o", 1, b"\x01" * 32), Checkpoint("o", 2, b"\x02" * 32)
+    small, large = TreeHead("o", 1, b"\x01" * 32), TreeHead("o", 2, b"\x02" * 32)
     saved_large = store.save_log_checkpoint(sign_note(large.body(), signer), large)
     store.save_log_checkpoint(sign_note(small.body(), signer), small)  # saved late
     latest = store.latest_log_checkpoint()
-    assert latest is not None and latest.checkpoint == large
-    assert latest.checkpoint_id == saved_large.checkpoint_id
+    assert latest is not None and latest.tree_head == large
+    assert latest.tree_head_id == saved_large.tree_head_id
     found = store.log_checkpoint_of_size(1)
-    assert found is not None and found.checkpoint == small
+    assert found is not None and found.tree_head == small
     assert store.log_checkpoint_of_size(3) is None
     # witnesses' cosignatures, kept once each
-    assert store.cosignatures(saved_large.checkpoint_id) == {}
-    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA", "w2": "— w2 BBBB"})
-    store.save_cosignatures(saved_large.checkpoint_id, {"w1": "— w1 AAAA"})
-    assert store.cosignatures(saved_large.checkpoint_id) == {"w1": "— w1 AAAA", "w2": "— w2 BBBB"}
+    assert store.cosignatures(saved_large.tree_head_id) == {}
+    store.save_cosignatures(saved_large.tree_head_id, {"w1": "— w1 AAAA", "w2": "— w2 BBBB"})
+    store.save_cosignatures(saved_large.tree_head_id, {"w1": "— w1 AAAA"})
+    assert store.cosignatures(saved_large.tree_head_id) == {"w1": "— w1 AAAA", "w2": "— w2 BBBB"}
 
 
 def test_existing_links_become_leaves_in_run_order(tmp_path: Path) -> None:
@@ -612,7 +612,7 @@ def test_postgres_refuses_truncate_and_checkpoint_edits(pg: Backend) -> None:
     filled(pg.store, 2)
     heads = pg.store.heads()
     signer = NoteSigner("k", Ed25519PrivateKey.generate())
-    pg.store.save_checkpoint(sign_checkpoint(heads, signer, "o"), checkpoint_for(heads, "o"), heads)
+    pg.store.save_tree_head(sign_tree_head(heads, signer, "o"), tree_head_for(heads, "o"), heads)
     for statement in (
         "TRUNCATE audit_links",
         "TRUNCATE audit_checkpoints CASCADE",

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from runtrail.audit import GENESIS_HASH, NoteSigner, seal, verify_checkpoint
-from runtrail.audit.checkpoint import Checkpoint
+from runtrail.audit import GENESIS_HASH, NoteSigner, seal, verify_tree_head
 from runtrail.audit.merkle import (
     consistency_proof,
     inclusion_proof,
@@ -32,6 +31,7 @@ from runtrail.audit.tlog import (
     read_entry_bundle,
     tile_path,
 )
+from runtrail.audit.tree_head import TreeHead
 from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail_services.audit.transparency import LogPublisher
@@ -72,13 +72,13 @@ def test_a_checkpoint_must_extend_the_last_one_signed() -> None:
     first = tree.checkpoint("o")
     tree.extend([entry(10)])
     assert tree.checkpoint("o", first).size == 11
-    forked = Checkpoint("o", 10, hashlib.sha256(b"another history").digest())
+    forked = TreeHead("o", 10, hashlib.sha256(b"another history").digest())
     with pytest.raises(InconsistentLog, match="changed"):
         tree.checkpoint("o", forked)
     with pytest.raises(InconsistentLog, match="already signed"):
-        tree.checkpoint("o", Checkpoint("o", 12, first.root_hash))
+        tree.checkpoint("o", TreeHead("o", 12, first.root_hash))
     with pytest.raises(InconsistentLog, match="origin"):
-        tree.checkpoint("o", Checkpoint("other", 10, first.root_hash))
+        tree.checkpoint("o", TreeHead("other", 10, first.root_hash))
 
 
 def test_tile_paths_are_c2sp() -> None:
@@ -138,10 +138,10 @@ def test_the_publisher_signs_consistent_checkpoints_and_writes_the_tiles(
     assert publisher.publish() is None  # an empty log signs nothing
     fill(store, 3, 100)
     first = publisher.publish()
-    assert first is not None and first.checkpoint.size == 300
+    assert first is not None and first.tree_head.size == 300
     assert publisher.publish() is None  # nothing new
     note = (tmp_path / "tlog" / "checkpoint").read_text()
-    assert verify_checkpoint(note, signer.verifier, "log.example/test") == first.checkpoint
+    assert verify_tree_head(note, signer.verifier, "log.example/test") == first.tree_head
     entries = read_entry_bundle((tmp_path / "tlog/tile/entries/001.p/44").read_bytes())
     assert entries == store.log_entries(256, 300)
     level0 = (tmp_path / "tlog/tile/0/000").read_bytes()
@@ -157,12 +157,12 @@ def test_the_publisher_signs_consistent_checkpoints_and_writes_the_tiles(
     # a new publisher (a restart) reads the tree back from the store and the tiles it wrote
     again = LogPublisher(store, signer, "log.example/test", tiles)
     second = again.publish()
-    assert second is not None and second.checkpoint.size == 305
+    assert second is not None and second.tree_head.size == 305
     assert (tmp_path / "tlog/tile/0/001.p/49").exists()
     assert not (tmp_path / "tlog/tile/0/001.p/45").exists()  # never written: the old size was 300
     assert (
-        verify_checkpoint((tmp_path / "tlog" / "checkpoint").read_text(), signer.verifier)
-        == second.checkpoint
+        verify_tree_head((tmp_path / "tlog" / "checkpoint").read_text(), signer.verifier)
+        == second.tree_head
     )
 
 
@@ -171,7 +171,7 @@ def test_the_publisher_refuses_to_sign_a_fork(store: LinkStore, tmp_path: Path) 
     writers diverged): the publisher stops and signs nothing."""
     signer = NoteSigner("log.example/test", Ed25519PrivateKey.generate())
     fill(store, 1, 4)
-    other = Checkpoint("log.example/test", 3, hashlib.sha256(b"elsewhere").digest())
+    other = TreeHead("log.example/test", 3, hashlib.sha256(b"elsewhere").digest())
     from runtrail.audit.note import sign_note
 
     store.save_log_checkpoint(sign_note(other.body(), signer), other)
@@ -179,7 +179,7 @@ def test_the_publisher_refuses_to_sign_a_fork(store: LinkStore, tmp_path: Path) 
     with pytest.raises(InconsistentLog):
         publisher.publish()
     latest = store.latest_log_checkpoint()
-    assert latest is not None and latest.checkpoint == other
+    assert latest is not None and latest.tree_head == other
     assert not (tmp_path / "t" / "checkpoint").exists()
 
 
@@ -193,11 +193,9 @@ def test_tiles_go_to_object_storage_through_the_persistence_layer(
     tiles = open_store(AUDIT_TILES, s3_url)
     fill(store, 2, 150)
     first = LogPublisher(store, signer, "log.example/s3", tiles).publish()
-    assert first is not None and first.checkpoint.size == 300
+    assert first is not None and first.tree_head.size == 300
     note = tiles.get("checkpoint")
-    assert (
-        note is not None and verify_checkpoint(note.decode(), signer.verifier) == first.checkpoint
-    )
+    assert note is not None and verify_tree_head(note.decode(), signer.verifier) == first.tree_head
     assert read_entry_bundle(tiles.get("tile/entries/001.p/44") or b"") == store.log_entries(
         256, 300
     )
@@ -209,7 +207,7 @@ def test_tiles_go_to_object_storage_through_the_persistence_layer(
         prev = link.hash
     store.append_batch(batch, {})
     second = LogPublisher(store, signer, "log.example/s3", tiles).publish()
-    assert second is not None and second.checkpoint.size == 303
+    assert second is not None and second.tree_head.size == 303
     assert tiles.get("tile/0/001.p/47") is not None
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from runtrail.audit import seal
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.export import export_lines
 from runtrail.audit.link import Link, link_from_json
 from runtrail.audit.note import NoteSigner, sign_note
+from runtrail.audit.tree_head import TreeHead
 from runtrail.audit.verify import verify_links
 from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail_tools.cli.main import main
@@ -85,7 +85,7 @@ def test_the_untouched_log_verifies(log: Log, signed: dict[str, Any], tmp_path: 
 def test_a_fork_is_detected(log: Log, signed: dict[str, Any], tmp_path: Path) -> None:
     """The operator signs another tree of the size an auditor already holds."""
     signer = NoteSigner.from_skey(_skey(log))
-    forged = Checkpoint(signed["first"]["origin"], signed["first"]["size"], b"\x05" * 32)
+    forged = TreeHead(signed["first"]["origin"], signed["first"]["size"], b"\x05" * 32)
     (tmp_path / "forged.note").write_text(sign_note(forged.body(), signer))
     (code, verdict), (go_code, err) = log_verdicts(log, signed["vkey"], tmp_path / "forged.note")
     assert (code, verdict["reason"]) == (1, "fork")

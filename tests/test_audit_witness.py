@@ -11,11 +11,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from runtrail.audit import GENESIS_HASH, NoteSigner, seal
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.cosignature import witnessed_by
 from runtrail.audit.note import sign_note
 from runtrail.audit.store import LinkStore
 from runtrail.audit.tile_store import FileTileStore
+from runtrail.audit.tree_head import TreeHead
 from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail_services.audit.transparency import LogPublisher
@@ -74,7 +74,7 @@ def test_omniwitness_cosigns_each_consistent_checkpoint_and_refuses_forks(
 
     extend(store, "run-2", 300)  # the witness checks the consistency proof from 40 to 340
     grown = first.publish()
-    assert grown is not None and grown.checkpoint.size == 340 and first.witnessed(grown)
+    assert grown is not None and grown.tree_head.size == 340 and first.witnessed(grown)
 
     # a restart: the new client assumes the witness holds nothing, is told 340 (409), and
     # proves consistency from there
@@ -87,7 +87,7 @@ def test_omniwitness_cosigns_each_consistent_checkpoint_and_refuses_forks(
 
     # a fork: another tree of the same size, signed with the log's own key — refused (its
     # proof cannot show it extends what the witness holds)
-    forged = Checkpoint(ORIGIN, 345, b"\x07" * 32)
+    forged = TreeHead(ORIGIN, 345, b"\x07" * 32)
     status, _ = witness.post(f"old 345\n\n{sign_note(forged.body(), log_signer)}")
     assert status == 422
     # a rollback: an older, smaller checkpoint the log really signed — refused

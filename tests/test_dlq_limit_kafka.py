@@ -133,7 +133,7 @@ def test_audit_whose_handler_always_raises_stops_within_the_bound_and_resumes_wi
 ) -> None:
     topic = _topic(kafka_bootstrap, "dlq-limit-audit", 2)
     url = sqlite_url(tmp_path / "audit.db")
-    options = {"store_url": url, "publish": "false", "checkpoint_interval_s": "0"}
+    options = {"store_url": url, "publish": "false", "tree_head_interval_s": "0"}
     runs = {0: "run-a", 1: "run-b"}  # one run per partition
     forms: dict[str, list[dict[str, Any]]] = {
         run: [form(run_id=run, tenant=TENANT, sequence=s) for s in range(1, 26)]

@@ -1,7 +1,7 @@
 """librdkafka's log lines go through ``logging``, one line per condition (issue 26).
 
 Before, a client without a ``logger`` wrote raw ``%3|…|FAIL|…`` lines to stderr, several a
-second while the broker was down: ``runtrail audit checkpoint`` printed about 70 in its 10 s.
+second while the broker was down: ``runtrail audit tree-head`` printed about 70 in its 10 s.
 """
 
 from __future__ import annotations
@@ -103,16 +103,16 @@ def test_every_client_config_gets_the_logger_unless_given_one() -> None:
     assert "logger" not in settings.kafka_options  # what is serialised stays plain
 
 
-def test_audit_checkpoint_with_the_broker_down_logs_one_readable_line_not_a_flood(
+def test_audit_tree_head_with_the_broker_down_logs_one_readable_line_not_a_flood(
     tmp_path: Path,
 ) -> None:
-    """The command waits 10 s for the checkpoint's acknowledgement, trying to connect all
+    """The command waits 10 s for the tree head's acknowledgement, trying to connect all
     along: one line says so, no raw librdkafka line reaches stderr."""
     (port,) = free_ports(1)  # nothing listens there
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_")}
     done = subprocess.run(
         [
-            str(RUNTRAIL), "audit", "checkpoint",
+            str(RUNTRAIL), "audit", "tree-head",
             "--state-dir", str(tmp_path / "state"),
             "--bootstrap-servers", f"127.0.0.1:{port}",
         ],

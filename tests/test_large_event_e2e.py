@@ -40,7 +40,7 @@ def options(service: str, state: Path) -> dict[str, str]:
         "capture": {"sink_url": (state / "capture").as_uri(), "idle_flush_s": "86400"},
         "resume-cache": {"http_port": "0", "tokens": '{"tok": "t1"}'},
         "sessions": {"http_enabled": "false", "idle_save_s": "1"},
-        "audit": {"checkpoint_interval_s": "5"},
+        "audit": {"tree_head_interval_s": "5"},
         "projector": {},
         "noop": {"output": str(state.parent / "noop.out")},
     }[service]

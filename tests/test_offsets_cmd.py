@@ -55,7 +55,7 @@ def _options(service: str, home: Path) -> dict[str, str]:
         return {
             "store_url": f"sqlite:///{home / 'audit.db'}",
             "publish": "false",
-            "checkpoint_interval_s": "0",
+            "tree_head_interval_s": "0",
         }
     if service == "projector":
         return {"store_url": f"sqlite:///{home / 'projection.db'}"}

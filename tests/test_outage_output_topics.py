@@ -194,7 +194,7 @@ def test_sessions_pointers_ride_out_a_broker_sigkill(tmp_path: Path, broker: Loc
 def test_audit_links_ride_out_a_broker_sigkill(tmp_path: Path, broker: LocalBroker) -> None:
     bootstrap = broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("audit"), partitions=1)
-    ctx, dead = context(tmp_path, bootstrap, {"checkpoint_interval_s": "0"}, audit_topic=topic)
+    ctx, dead = context(tmp_path, bootstrap, {"tree_head_interval_s": "0"}, audit_topic=topic)
     svc = AuditService(ctx)
     forms = [
         form(run_id="run-a", tenant="t1", sequence=seq, eventId=f"t1-run-a-{seq}")

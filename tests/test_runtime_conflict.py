@@ -123,7 +123,7 @@ def test_a_second_writer_reusing_sequences_is_dead_lettered_alike_by_every_servi
             kafka_bootstrap,
             topic,
             group=f"audit-{topic}",
-            options={"store_url": audit_url, "publish": "false", "checkpoint_interval_s": "0"},
+            options={"store_url": audit_url, "publish": "false", "tree_head_interval_s": "0"},
             log_path=tmp_path / "audit.log",
         ),
     ]
@@ -168,7 +168,7 @@ def test_audit_decides_a_conflict_from_its_store_after_a_restart(
             kafka_bootstrap,
             topic,
             group=f"audit-{topic}",
-            options={"store_url": url, "publish": "false", "checkpoint_interval_s": "0"},
+            options={"store_url": url, "publish": "false", "tree_head_interval_s": "0"},
             log_path=tmp_path / "audit.log",
         )
 

@@ -101,7 +101,7 @@ def _services(bootstrap: str, topic: str, tmp_path: Path) -> dict[str, ServicePr
         "audit": {
             "store_url": sqlite_url(tmp_path / "audit.db"),
             "publish": "false",  # the audit topic's outage handling is tested with it (A2)
-            "checkpoint_interval_s": "0",
+            "tree_head_interval_s": "0",
         },
     }
     return {

@@ -151,7 +151,7 @@ def test_the_corpus_through_audit(kafka_bootstrap: str, tmp_path: Path) -> None:
         kafka_bootstrap,
         tmp_path,
         "audit",
-        {"store_url": url, "publish": "false", "checkpoint_interval_s": "0"},
+        {"store_url": url, "publish": "false", "tree_head_interval_s": "0"},
         done,
     )
     try:

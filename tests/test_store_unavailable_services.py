@@ -33,7 +33,7 @@ SESSIONS = 4
 EVENTS = 30  # per session, over its two runs
 
 OPTIONS = {
-    "audit": {"checkpoint_interval_s": "5"},
+    "audit": {"tree_head_interval_s": "5"},
     "sessions": {"http_enabled": "false", "idle_save_s": "1"},
     "resume-cache": {"http_port": "0", "tokens": '{"tok": "t1"}'},
 }

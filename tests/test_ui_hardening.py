@@ -18,7 +18,7 @@ import pytest
 from runtrail_tools.ui.auth import Sessions
 from runtrail_tools.ui.guard import CSP, allowed_hosts, host_name
 from tests.projection_support import Run
-from tests.ui_stores import seed, serving, sign_checkpoint
+from tests.ui_stores import seed, serving, sign_tree_head
 from tests.ui_support import shoot, sign_in, wait
 
 TOKENS = {"acme": "acme-token", "globex": "globex-token"}
@@ -51,7 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Explorer]:
     state.mkdir()
     runs = {"acme": ["a-1", "a-2"], "globex": ["g-1", "g-2", "g-3"]}
     seed(state, [small_run(r, tenant) for tenant, ids in runs.items() for r in ids])
-    sign_checkpoint(state)
+    sign_tree_head(state)
     with serving(state, TOKENS, root / "ui.log") as url:
         yield Explorer(url, runs)
 
@@ -151,7 +151,7 @@ def test_the_checkpoint_counts_only_the_tenants_runs(
     for tenant in ("acme", "globex"):
         sign_in(browser, served.url, TOKENS[tenant])
         browser.get(f"{served.url}/runs/{quote(served.runs[tenant][0])}")
-        shown = browser.find_element(By.ID, "checkpoint-id").text
+        shown = browser.find_element(By.ID, "tree-head-id").text
         assert f"{len(served.runs[tenant])} of your runs" in shown, shown
         assert f"{everyone} runs" not in shown
         assert browser.find_element(By.ID, "inclusion").text.startswith("proof checks")

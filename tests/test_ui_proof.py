@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.projection_support import Run
-from tests.ui_stores import seed, serving, sign_checkpoint, tampered_copy
+from tests.ui_stores import seed, serving, sign_tree_head, tampered_copy
 from tests.ui_support import shoot, sign_in, wait
 
 TENANT = "acme"
@@ -53,7 +53,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     state.mkdir()
     good, bad = steps_run("proof-good", 4), steps_run("proof-bad", 4)
     seed(state, [good, bad])
-    sign_checkpoint(state)
+    sign_tree_head(state)
     copy = root / "audit-copy.db"
     edited = tampered_copy(state, copy, TENANT, bad.run_id)
     flags = ("--audit-store", f"sqlite:///{copy}")

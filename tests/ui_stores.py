@@ -1,6 +1,6 @@
 """Stores for explorer tests that need no broker: runs written straight into the SQLite stores
 a stack's services keep under its state folder, with the services' own libraries (events
-sealed into the audit store, projected by the pure projector, a checkpoint signed with the
+sealed into the audit store, projected by the pure projector, a tree head signed with the
 audit service's key), and an explorer process of its own serving them.
 
 The full pipeline (publisher → broker → services → stores) is what ``test_ui_browser.py``
@@ -23,9 +23,9 @@ from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
 from runtrail.projection.replay import replay
 from runtrail.projection.store import ProjectionBatch
-from runtrail_services.audit.checkpointing import sign_and_store
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
+from runtrail_services.audit.tree_heads import sign_and_store
 from tests.ui_support import explorer, ui_env
 
 #: A port nothing listens on: the explorer renders pages without live updates.
@@ -60,8 +60,8 @@ def seed(state_dir: Path, runs: Iterable[SeededRun]) -> None:
         projections.close()
 
 
-def sign_checkpoint(state_dir: Path) -> None:
-    """A checkpoint of every head, signed with the key the audit service would use there."""
+def sign_tree_head(state_dir: Path) -> None:
+    """A tree head of every head, signed with the key the audit service would use there."""
     settings = AuditSettings()
     signer = load_or_create_signer(settings.resolved_key_path(state_dir), settings.key_name)
     audit = open_store(AUDIT_LINKS, sqlite_url(state_dir / "audit.db"))

@@ -10,6 +10,7 @@ secret ones (a SASL password, a key's password) are read from files named in
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runtrail.kafka.client_log import client_logger
+
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings):
@@ -344,6 +347,10 @@ class ServiceSettings(BaseSettings):
     #: Options that took another name: old name -> new name. Given under the old name (``-o``
     #: or the environment) they are an error naming the new one, never silently ignored.
     renamed: ClassVar[Mapping[str, str]] = {}
+    #: Options that took another name but are still read under the old one: old name -> new
+    #: name. A deployment that sets the old name keeps working, with a warning naming the new
+    #: one; the new name wins when both are given.
+    deprecated: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def load(cls, options: Mapping[str, Any] | None = None) -> Self:
@@ -357,6 +364,8 @@ class ServiceSettings(BaseSettings):
                     f"{cls.service_name} option {old} ({prefix}{old.upper()}) is now {new} "
                     f"({prefix}{new.upper()}): rename it"
                 )
+        for old, new in cls.deprecated.items():
+            given = _read_deprecated(cls.service_name, prefix, old, new, given)
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
             known = ", ".join(cls.model_fields)
@@ -364,6 +373,28 @@ class ServiceSettings(BaseSettings):
                 f"unknown {cls.service_name} option(s) {', '.join(unknown)} (known: {known})"
             )
         return cls.model_validate(given)
+
+
+def _read_deprecated(
+    service: str, prefix: str, old: str, new: str, given: dict[str, Any]
+) -> dict[str, Any]:
+    """``given`` with option ``old`` (``-o`` or the environment) moved to ``new``, warned about."""
+    environment = {k.upper(): v for k, v in os.environ.items()}
+    old_env, new_env = f"{prefix}{old}".upper(), f"{prefix}{new}".upper()
+    value = given.pop(old, environment.get(old_env))
+    if value is None:
+        return given
+    log.warning(
+        "%s option %s (%s) is deprecated: read as %s (%s); rename it",
+        service,
+        old,
+        old_env,
+        new,
+        new_env,
+    )
+    if new not in given and new_env not in environment:
+        given[new] = value
+    return given
 
 
 def tokens_from_json(value: Any) -> Any:

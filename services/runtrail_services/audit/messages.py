@@ -1,14 +1,14 @@
-"""What the audit topic carries: sealed links and signed checkpoints, as JSON.
+"""What the audit topic carries: sealed links and signed tree heads, as JSON.
 
 * **A link** — key: the run ID; value: the link's export line (RFC 8785 of ``{event, hash,
   index, prevHash, runId, tenantId}``, docs/AUDIT_FORMAT.md §3), so a downstream verifier can
   append the values of one run to a file and check it with ``tools/verify_audit_export.py``.
   Delivery is at-least-once: a link may appear twice (identical), never not at all.
-* **A checkpoint** — key: its origin; value: ``{checkpointId, createdAt, note, origin,
+* **A tree head** — key: its origin; value: ``{checkpointId, createdAt, note, origin,
   rootHash, size}`` where ``note`` is the signed C2SP note (the evidence; the other fields are
   conveniences read from it).
 
-Header ``rt.audit.kind`` says which (``link`` or ``checkpoint``).
+Header ``rt.audit.kind`` says which (``link`` or ``tree head``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from runtrail.audit.link import Link
-from runtrail.audit.store import StoredCheckpoint
+from runtrail.audit.store import StoredTreeHead
 from runtrail.events.jsonform import canonical_bytes
 
 #: integers up to here are written alike by orjson and RFC 8785 (beyond: as floats there)
@@ -27,7 +27,7 @@ _SAFE_INTEGER = 2**53
 
 KIND_HEADER = "rt.audit.kind"
 LINK = b"link"
-CHECKPOINT = b"checkpoint"
+TREE_HEAD = b"checkpoint"
 
 
 def _run_tail(run_id: str, tenant_id: str) -> bytes:
@@ -83,17 +83,17 @@ def link_messages(links: Iterable[Link]) -> Iterator[tuple[bytes, bytes]]:
         yield made[0], _line(link, made[1])
 
 
-def checkpoint_message(stored: StoredCheckpoint) -> tuple[bytes, bytes]:
-    """(key, value) of a signed checkpoint on the audit topic."""
-    checkpoint = stored.checkpoint
+def tree_head_message(stored: StoredTreeHead) -> tuple[bytes, bytes]:
+    """(key, value) of a signed tree head on the audit topic."""
+    tree_head = stored.tree_head
     value = canonical_bytes(
         {
-            "checkpointId": stored.checkpoint_id,
+            "checkpointId": stored.tree_head_id,
             "createdAt": stored.created_at,
             "note": stored.note,
-            "origin": checkpoint.origin,
-            "rootHash": base64.b64encode(checkpoint.root_hash).decode(),
-            "size": checkpoint.size,
+            "origin": tree_head.origin,
+            "rootHash": base64.b64encode(tree_head.root_hash).decode(),
+            "size": tree_head.size,
         }
     )
-    return checkpoint.origin.encode(), value
+    return tree_head.origin.encode(), value

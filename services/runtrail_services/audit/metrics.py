@@ -11,7 +11,7 @@ from runtrail.runtime.metrics import ServiceSeries
 
 
 class AuditMetrics:
-    """Links sealed and published, chains, checkpoints; updated once per batch or flush."""
+    """Links sealed and published, chains, tree heads; updated once per batch or flush."""
 
     def __init__(self, service: str, registry: CollectorRegistry) -> None:
         series = ServiceSeries(service, registry)
@@ -42,34 +42,34 @@ class AuditMetrics:
         self.chains = series.own(
             Gauge,
             "runtrail_audit_chains",
-            "Chains (runs) in the store, as counted at the last checkpoint.",
+            "Chains (runs) in the store, as counted at the last tree head.",
         )
         self.cached_heads = series.own(
             Gauge, "runtrail_audit_cached_heads", "Run heads held in memory."
         )
-        self.checkpoints = series.own(
-            Counter, "runtrail_audit_checkpoints", "Signed checkpoints made by this process."
+        self.tree_heads = series.own(
+            Counter, "runtrail_audit_tree_heads", "Signed tree heads made by this process."
         )
-        self.checkpoint_size = series.own(
-            Gauge, "runtrail_audit_checkpoint_size", "Leaves (run heads) in the latest checkpoint."
+        self.tree_head_size = series.own(
+            Gauge, "runtrail_audit_tree_head_size", "Leaves (run heads) in the latest tree head."
         )
-        self._checkpoint_at: float | None = None
+        self._tree_head_at: float | None = None
         series.own(
             Gauge,
-            "runtrail_audit_checkpoint_age_seconds",
-            "Seconds since the latest checkpoint in the store was signed (+Inf if none).",
+            "runtrail_audit_tree_head_age_seconds",
+            "Seconds since the latest tree head in the store was signed (+Inf if none).",
         ).set_function(self._age)
         self._service = service
 
     def refused(self, reason: str, count: int) -> None:
         self._refused.labels(self._service, reason).inc(count)
 
-    def checkpoint_seen(self, age_s: float, size: int) -> None:
-        """The latest checkpoint in the store is ``age_s`` old and has ``size`` leaves."""
-        self._checkpoint_at = time.time() - age_s
-        self.checkpoint_size.set(size)
+    def tree_head_seen(self, age_s: float, size: int) -> None:
+        """The latest tree head in the store is ``age_s`` old and has ``size`` leaves."""
+        self._tree_head_at = time.time() - age_s
+        self.tree_head_size.set(size)
 
     def _age(self) -> float:
-        if self._checkpoint_at is None:
+        if self._tree_head_at is None:
             return math.inf
-        return max(0.0, time.time() - self._checkpoint_at)
+        return max(0.0, time.time() - self._tree_head_at)

@@ -1,4 +1,4 @@
-"""Sends links and checkpoints to the audit topic and confirms their delivery.
+"""Sends links and tree heads to the audit topic and confirms their delivery.
 
 Links are sent right after the store committed them and confirmed one flush later
 (:class:`Outbox`), so the consume loop does not stand still waiting for acknowledgements; only
@@ -19,17 +19,17 @@ from typing import Any
 from confluent_kafka import Producer
 
 from runtrail.audit.link import Link
-from runtrail.audit.store import StoredCheckpoint
+from runtrail.audit.store import StoredTreeHead
 from runtrail.config import Settings
 from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic
 from runtrail.runtime.delivery import Partition
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_services.audit.messages import (
-    CHECKPOINT,
     KIND_HEADER,
     LINK,
-    checkpoint_message,
+    TREE_HEAD,
     link_messages,
+    tree_head_message,
 )
 
 ProducerFactory = Callable[[dict[str, Any]], Any]
@@ -70,9 +70,9 @@ class AuditTopic:
         self._out.poll()
         return count
 
-    def send_checkpoint(self, stored: StoredCheckpoint) -> None:
-        key, value = checkpoint_message(stored)
-        self._produce(key, value, CHECKPOINT)
+    def send_tree_head(self, stored: StoredTreeHead) -> None:
+        key, value = tree_head_message(stored)
+        self._produce(key, value, TREE_HEAD)
 
     def confirm(self) -> None:
         """Wait until everything sent is acknowledged; :class:`AuditPublishError` if not.

@@ -1,4 +1,4 @@
-"""``audit``: seal every event into its run's hash chain, persist, publish, checkpoint.
+"""``audit``: seal every event into its run's hash chain, persist, publish, sign tree heads.
 
 Guarantees, in the order a batch goes through them:
 
@@ -13,9 +13,9 @@ Guarantees, in the order a batch goes through them:
    acknowledgement is awaited at the next flush (or revoke, or shutdown), and only then is
    their published position recorded, in that flush's transaction. A crash in between
    re-sends the same links (identical bytes) after restart.
-4. **Checkpoints**: every ``checkpoint_interval_s`` (if the heads changed, and if no other
-   member signed one meanwhile) a checkpoint over all run heads in the store is signed, kept
-   in the store and published (best effort: the store holds every checkpoint); so is one of
+4. **Tree heads**: every ``tree_head_interval_s`` (if the heads changed, and if no other
+   member signed one meanwhile) a tree head over all run heads in the store is signed, kept
+   in the store and published (best effort: the store holds every tree head); so is one of
    the transparency log (every link a leaf, :mod:`.transparency`), whose tiles are written.
 
 A store that cannot take writes now (disk full, read-only, database down) raises
@@ -35,13 +35,12 @@ from collections.abc import Sequence
 
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
-from runtrail.audit.store import StoredCheckpoint
+from runtrail.audit.store import StoredTreeHead
 from runtrail.persistence.kinds import AUDIT_LINKS, AUDIT_TILES
 from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors, unavailable_on_store_errors
-from runtrail_services.audit.checkpointing import checkpoint_age_s, sign_and_store
 from runtrail_services.audit.heads import HeadCache
 from runtrail_services.audit.log_api import LogApi
 from runtrail_services.audit.metrics import AuditMetrics
@@ -55,6 +54,7 @@ from runtrail_services.audit.sealing import Sealer
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
 from runtrail_services.audit.transparency import LogPublisher
+from runtrail_services.audit.tree_heads import sign_and_store, tree_head_age_s
 from runtrail_services.audit.witnessing import WitnessClient, witnesses_from
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class AuditService(Service):
         self.outbox = Outbox(self.topic) if self.topic is not None else None
         self.signer: NoteSigner | None = None
         self.log: LogPublisher | None = None
-        if self.audit.checkpoint_interval_s > 0:
+        if self.audit.tree_head_interval_s > 0:
             key_path = self.audit.resolved_key_path(settings.state_dir)
             self.signer = load_or_create_signer(key_path, self.audit.key_name)
         tiles = open_store(AUDIT_TILES, self.audit.resolved_tiles_url(settings.state_dir))
@@ -102,18 +102,16 @@ class AuditService(Service):
                 self.store, tiles, self.audit.log_http_host, self.audit.log_http_port
             )
             self.log_api.start()
-        self._next_checkpoint = 0.0
+        self._next_tree_head = 0.0
         self._started_seen = 0
-        latest = self.store.latest_checkpoint()
+        latest = self.store.latest_tree_head()
         if latest is not None:
-            self.metrics.checkpoint_seen(
-                checkpoint_age_s(latest, time.time()), latest.checkpoint.size
-            )
+            self.metrics.tree_head_seen(tree_head_age_s(latest, time.time()), latest.tree_head.size)
         log.info(
-            "audit: store %s; publishing %s; checkpoints %s",
+            "audit: store %s; publishing %s; tree heads %s",
             redact_url(url),
             f"to {settings.audit_topic}" if self.topic else "off",
-            f"every {self.audit.checkpoint_interval_s:g}s, key {self.signer.verifier.vkey()}"
+            f"every {self.audit.tree_head_interval_s:g}s, key {self.signer.verifier.vkey()}"
             if self.signer
             else "on demand only",
         )
@@ -214,47 +212,47 @@ class AuditService(Service):
             self._stored.pop(partition, None)
         self.metrics.cached_heads.set(len(self.heads))
 
-    # --- checkpoints ---------------------------------------------------------------------
+    # --- tree heads ---------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
         if self.signer is None:
             return
-        now = time.time()  # wall clock: compared with the stored checkpoints' timestamps
-        if now < self._next_checkpoint:
+        now = time.time()  # wall clock: compared with the stored tree heads' timestamps
+        if now < self._next_tree_head:
             return
-        interval = self.audit.checkpoint_interval_s
-        latest = self.store.latest_checkpoint()
+        interval = self.audit.tree_head_interval_s
+        latest = self.store.latest_tree_head()
         if latest is not None:
-            age = checkpoint_age_s(latest, now)
-            self.metrics.checkpoint_seen(age, latest.checkpoint.size)
+            age = tree_head_age_s(latest, now)
+            self.metrics.tree_head_seen(age, latest.tree_head.size)
             if age < interval:  # signed meanwhile by another member or the CLI
-                self._next_checkpoint = now + interval - age
+                self._next_tree_head = now + interval - age
                 return
-        unavailable_on_store_errors(self._what, self.checkpoint)
-        self._next_checkpoint = now + interval
+        unavailable_on_store_errors(self._what, self.sign_tree_heads)
+        self._next_tree_head = now + interval
 
-    def checkpoint(self) -> StoredCheckpoint | None:
-        """Sign the store's heads now (if they changed) and publish the checkpoint; sign the
+    def sign_tree_heads(self) -> StoredTreeHead | None:
+        """Sign the store's heads now (if they changed) and publish the tree head; sign the
         transparency log's checkpoint (if it grew) and write its tiles."""
         assert self.signer is not None
         if self.log is not None:
             self.log.publish()
         signed = sign_and_store(self.store, self.signer, self.audit.origin, only_if_changed=True)
-        self.metrics.chains.set(signed.checkpoint.size)
+        self.metrics.chains.set(signed.tree_head.size)
         stored = signed.stored
         if stored is None:
             return None
-        self.metrics.checkpoints.inc()
-        self.metrics.checkpoint_seen(0.0, stored.checkpoint.size)
+        self.metrics.tree_heads.inc()
+        self.metrics.tree_head_seen(0.0, stored.tree_head.size)
         log.info(
-            "audit: signed checkpoint %d over %d runs", stored.checkpoint_id, stored.checkpoint.size
+            "audit: signed tree head %d over %d runs", stored.tree_head_id, stored.tree_head.size
         )
         if self.topic is not None:
             try:
-                self.topic.send_checkpoint(stored)
+                self.topic.send_tree_head(stored)
                 self.topic.confirm()
             except AuditPublishError as exc:
                 log.error(
-                    "audit: checkpoint %d kept but not published: %s", stored.checkpoint_id, exc
+                    "audit: tree head %d kept but not published: %s", stored.tree_head_id, exc
                 )
         return stored
 

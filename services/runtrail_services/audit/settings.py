@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from runtrail.audit.checkpoint import DEFAULT_LOG_ORIGIN, DEFAULT_ORIGIN
+from runtrail.audit.tree_head import DEFAULT_LOG_ORIGIN, DEFAULT_ORIGIN
 from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
 
@@ -23,6 +23,7 @@ class AuditSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="RUNTRAIL_AUDIT_", extra="ignore")
     service_name = "audit"
+    deprecated = {"checkpoint_interval_s": "tree_head_interval_s"}
 
     store_url: str | None = Field(
         default=None,
@@ -31,23 +32,21 @@ class AuditSettings(ServiceSettings):
     )
     key_path: Path | None = Field(
         default=None,
-        description="Ed25519 checkpoint signing key, PEM or raw; generated on first use "
+        description="Ed25519 tree head signing key, PEM or raw; generated on first use "
         "(default: <RUNTRAIL_STATE_DIR>/audit/checkpoint.key, public key beside it as .pub).",
     )
     key_name: str = Field(
         default=DEFAULT_ORIGIN,
-        description="Name the checkpoint signatures carry (no spaces, no '+').",
+        description="Name the tree head signatures carry (no spaces, no '+').",
     )
-    origin: str = Field(
-        default=DEFAULT_ORIGIN, description="Origin line of the signed checkpoints."
-    )
+    origin: str = Field(default=DEFAULT_ORIGIN, description="Origin line of the signed tree heads.")
     log_origin: str = Field(
         default=DEFAULT_LOG_ORIGIN,
         description="Origin line of the transparency log's checkpoints (one tree per origin).",
     )
     tiles_url: str | None = Field(
         default=None,
-        description="Where the log's C2SP tiles and checkpoint are written: file:///dir or "
+        description="Where the log's C2SP tiles and tree head are written: file:///dir or "
         "s3://bucket/prefix (default: file://<RUNTRAIL_STATE_DIR>/audit/tlog).",
     )
     log_http_enabled: bool = Field(
@@ -65,15 +64,15 @@ class AuditSettings(ServiceSettings):
         ge=1,
         description="Cosignatures that make a log checkpoint witnessed (at most the witnesses).",
     )
-    checkpoint_interval_s: float = Field(
+    tree_head_interval_s: float = Field(
         default=60.0,
         ge=0,
-        description="Sign a checkpoint over all run heads this often, when they changed "
+        description="Sign a tree head over all run heads this often, when they changed "
         "(0: only on demand).",
     )
     publish: bool = Field(
         default=True,
-        description="Publish sealed links and checkpoints to RUNTRAIL_AUDIT_TOPIC.",
+        description="Publish sealed links and tree heads to RUNTRAIL_AUDIT_TOPIC.",
     )
     max_cached_runs: int = Field(
         default=100_000,

@@ -1,4 +1,4 @@
-"""The checkpoint signing key: loaded from its file, or generated there on first use.
+"""The tree head signing key: loaded from its file, or generated there on first use.
 
 A generated key is written with mode 0600 and never over an existing file (two processes
 starting at once both end up with the one that won the race); its public key goes beside it
@@ -39,7 +39,7 @@ def create_key(key_path: Path, name: str) -> NoteSigner:
         write_public_key(pub, private.public_key())
     signer = NoteSigner(name, private)
     log.warning(
-        "generated checkpoint key %s (public key %s); verifier key: %s",
+        "generated tree head key %s (public key %s); verifier key: %s",
         key_path,
         pub,
         signer.verifier.vkey(),

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.errors import NoteError
 from runtrail.audit.log_proofs import cosigned_note
 from runtrail.audit.note import NoteSigner, open_note, sign_note
-from runtrail.audit.store import LinkStore, StoredCheckpoint
+from runtrail.audit.store import LinkStore, StoredTreeHead
 from runtrail.audit.tile_store import TileStore
 from runtrail.audit.tlog import LogTree, catch_up, new_tiles, tile_bytes
+from runtrail.audit.tree_head import TreeHead
 from runtrail_services.audit.witnessing import WitnessClient
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,14 @@ class LogPublisher:
         #: the checkpoint object last written (None: not written by this process)
         self._written: str | None = None
 
-    def publish(self) -> StoredCheckpoint | None:
+    def publish(self) -> StoredTreeHead | None:
         """Sign a checkpoint of the whole log if it grew, have it cosigned, and bring the
         tiles up to date; the new stored checkpoint, or None if the log did not grow."""
         catch_up(self.tree, self.store)
         latest = self.store.latest_log_checkpoint()
-        previous = latest.checkpoint if latest is not None else None
+        previous = latest.tree_head if latest is not None else None
         checkpoint = self.tree.checkpoint(self.origin, previous)  # InconsistentLog: no fork
-        signed: StoredCheckpoint | None = None
+        signed: StoredTreeHead | None = None
         if latest is not None and previous == checkpoint:
             current = latest
         elif checkpoint.size == 0:
@@ -73,28 +73,28 @@ class LogPublisher:
         self.write_tiles(cosigned_note(self.store, current), checkpoint)
         return signed
 
-    def witnessed(self, stored: StoredCheckpoint) -> bool:
+    def witnessed(self, stored: StoredTreeHead) -> bool:
         """Whether a quorum of the configured witnesses cosigned ``stored``."""
         if self.witnesses is None:
             return False
         names = {w.verifier.name for w in self.witnesses.witnesses}
-        return len(names & set(self.store.cosignatures(stored.checkpoint_id))) >= self.quorum
+        return len(names & set(self.store.cosignatures(stored.tree_head_id))) >= self.quorum
 
-    def _witness(self, stored: StoredCheckpoint) -> None:
+    def _witness(self, stored: StoredTreeHead) -> None:
         """Ask the witnesses that have not cosigned ``stored`` yet; keep what they give."""
         if self.witnesses is None:
             return
-        size = stored.checkpoint.size
+        size = stored.tree_head.size
         lines = self.witnesses.cosign(
             stored.note,
-            stored.checkpoint,
+            stored.tree_head,
             lambda old: self.tree.consistency_proof(old, size),
-            skip=set(self.store.cosignatures(stored.checkpoint_id)),
+            skip=set(self.store.cosignatures(stored.tree_head_id)),
         )
         if lines:
-            self.store.save_cosignatures(stored.checkpoint_id, lines)
+            self.store.save_cosignatures(stored.tree_head_id, lines)
 
-    def write_tiles(self, note: str, checkpoint: Checkpoint) -> None:
+    def write_tiles(self, note: str, checkpoint: TreeHead) -> None:
         """The tiles the tile store lacks for ``checkpoint``, then the checkpoint object
         (again whenever a cosignature was added to it)."""
         done = self._published_size()
@@ -115,7 +115,7 @@ class LogPublisher:
             data = self.tiles.get(CHECKPOINT_OBJECT)
             if data is not None:
                 try:
-                    there = Checkpoint.parse(open_note(data.decode(), self.signer.verifier))
+                    there = TreeHead.parse(open_note(data.decode(), self.signer.verifier))
                 except (NoteError, UnicodeDecodeError):
                     there = None
                 if (

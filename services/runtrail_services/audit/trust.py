@@ -1,16 +1,16 @@
-"""Holding a chain to checkpoints the verifier trusts: keys, proofs, forks.
+"""Holding a chain to tree heads the verifier trusts: keys, proofs, forks.
 
-An auditor keeps signed checkpoints (and, ideally, the inclusion proofs of the heads they care
+An auditor keeps signed tree heads (and, ideally, the inclusion proofs of the heads they care
 about) and the public key. Given those, a chain is checked on its own first, then:
 
-* two trusted checkpoints whose proofs give one run two different heads at one length (or two
+* two trusted tree heads whose proofs give one run two different heads at one length (or two
   heads in one tree) are a **fork** — the log told two stories;
-* each checkpoint's proof must verify and the chain must still reach the head it shows
-  (**truncated** / **rewritten** otherwise, :func:`runtrail.audit.verify_against_checkpoint`).
+* each tree head's proof must verify and the chain must still reach the head it shows
+  (**truncated** / **rewritten** otherwise, :func:`runtrail.audit.verify_against_tree_head`).
 
 A proof comes from a file the auditor kept, or else from the store: the store keeps the heads
-of every checkpoint it signed, and a proof computed from them is checked against the *trusted*
-root, so a store that lies about those heads only gets ``head not in checkpoint``.
+of every tree head it signed, and a proof computed from them is checked against the *trusted*
+root, so a store that lies about those heads only gets ``head not in tree head``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtrail.audit.anchoring import find_fork, verify_against_checkpoint
-from runtrail.audit.checkpoint import Checkpoint, HeadProof, prove_head
+from runtrail.audit.anchoring import find_fork, verify_against_tree_head
 from runtrail.audit.errors import MalformedLink
 from runtrail.audit.keys import load_public_key
 from runtrail.audit.link import Link
 from runtrail.audit.note import NoteVerifier
 from runtrail.audit.store import LinkStore
-from runtrail.audit.verify import FORK, NOT_IN_CHECKPOINT, ChainVerification, verify_links
+from runtrail.audit.tree_head import HeadProof, TreeHead, prove_head
+from runtrail.audit.verify import FORK, NOT_IN_TREE_HEAD, ChainVerification, verify_links
 from runtrail.events.errors import EventError
 from runtrail.events.jsonform import loads_strict
 
@@ -57,23 +57,23 @@ def read_proof(path: Path) -> HeadProof:
 
 
 def proof_from_store(
-    store: LinkStore, checkpoint: Checkpoint, tenant_id: str, run_id: str
+    store: LinkStore, tree_head: TreeHead, tenant_id: str, run_id: str
 ) -> HeadProof | None:
-    """The run's head proof in ``checkpoint``, from the heads the store kept for it."""
-    stored = store.find_checkpoint(checkpoint)
+    """The run's head proof in ``tree head``, from the heads the store kept for it."""
+    stored = store.find_tree_head(tree_head)
     if stored is None:
         return None
     try:
-        return prove_head(store.checkpoint_heads(stored.checkpoint_id), tenant_id, run_id)
+        return prove_head(store.committed_heads(stored.tree_head_id), tenant_id, run_id)
     except (KeyError, ValueError):
         return None
 
 
 @dataclass(frozen=True)
 class Anchor:
-    """A trusted checkpoint and the proof of the run's head in it (None: none was found)."""
+    """A trusted tree head and the proof of the run's head in it (None: none was found)."""
 
-    checkpoint: Checkpoint
+    tree_head: TreeHead
     proof: HeadProof | None
 
 
@@ -84,7 +84,7 @@ def verify_anchored(
     own = verify_links(links, tenant_id, run_id)
     if not own.valid:
         return own
-    proven = [(a.checkpoint, a.proof) for a in anchors if a.proof is not None]
+    proven = [(a.tree_head, a.proof) for a in anchors if a.proof is not None]
     for first, second in itertools.combinations(proven, 2):
         evidence = find_fork(first, second)
         if evidence is not None:
@@ -96,16 +96,16 @@ def verify_anchored(
                 False,
                 len(links),
                 None,
-                NOT_IN_CHECKPOINT,
-                detail=f"no proof of run {tenant_id}/{run_id} in checkpoint "
-                f"{anchor.checkpoint.origin} size {anchor.checkpoint.size}",
+                NOT_IN_TREE_HEAD,
+                detail=f"no proof of run {tenant_id}/{run_id} in tree head "
+                f"{anchor.tree_head.origin} size {anchor.tree_head.size}",
             )
-        result = verify_against_checkpoint(links, anchor.checkpoint, proof)
+        result = verify_against_tree_head(links, anchor.tree_head, proof)
         if not result.valid:
             return result
     return own
 
 
-def proof_bundle(note: str, checkpoint_id: int, proof: HeadProof) -> dict[str, Any]:
-    """What ``runtrail audit prove`` prints: the signed checkpoint with the head's proof."""
-    return {"checkpointId": checkpoint_id, "checkpoint": note, "proof": proof.to_json()}
+def proof_bundle(note: str, tree_head_id: int, proof: HeadProof) -> dict[str, Any]:
+    """What ``runtrail audit prove`` prints: the signed tree head with the head's proof."""
+    return {"checkpointId": tree_head_id, "checkpoint": note, "proof": proof.to_json()}

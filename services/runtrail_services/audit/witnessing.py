@@ -18,8 +18,8 @@ import urllib.request
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.cosignature import WitnessVerifier, signature_lines
+from runtrail.audit.tree_head import TreeHead
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class WitnessClient:
         self._sizes: dict[str, int] = {}
 
     def cosign(
-        self, note: str, checkpoint: Checkpoint, prove: Prover, skip: Collection[str] = ()
+        self, note: str, checkpoint: TreeHead, prove: Prover, skip: Collection[str] = ()
     ) -> dict[str, str]:
         """The verified cosignature line of each witness (but those named in ``skip``) that
         cosigned, by witness name."""
@@ -67,7 +67,7 @@ class WitnessClient:
                 log.error("audit: witness %s did not cosign: %s", witness.url, exc)
         return lines
 
-    def _submit(self, witness: Witness, note: str, checkpoint: Checkpoint, prove: Prover) -> str:
+    def _submit(self, witness: Witness, note: str, checkpoint: TreeHead, prove: Prover) -> str:
         old = self._sizes.get(witness.url, 0)
         for _ in range(2):
             if old > checkpoint.size:

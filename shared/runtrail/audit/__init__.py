@@ -1,7 +1,7 @@
-"""Tamper-evident audit: per-run hash chains, exports, Merkle checkpoints and their stores.
+"""Tamper-evident audit: per-run hash chains, exports, Merkle tree heads and their stores.
 
 ``hash = sha256(prevHash + "|" + JCS(event))`` over each run's events in topic order (seed 000
-§5); signed RFC 6962 checkpoints over all run heads catch what a chain alone cannot (a cut tail,
+§5); signed RFC 6962 tree heads over all run heads catch what a chain alone cannot (a cut tail,
 a re-sealed rewrite, a fork). The exact byte-level format is in :mod:`runtrail.audit.canonical`
 and ``docs/AUDIT_FORMAT.md``. Test-only tampering lives in :mod:`runtrail.audit.testing`, which
 this package does not import.
@@ -10,22 +10,11 @@ this package does not import.
 from runtrail.audit.anchoring import (
     ForkEvidence,
     find_fork,
-    verify_against_checkpoint,
-    verify_against_checkpoints,
+    verify_against_tree_head,
+    verify_against_tree_heads,
 )
 from runtrail.audit.canonical import GENESIS_HASH, canonical_event, link_hash
 from runtrail.audit.chain import HashChainedEventLog
-from runtrail.audit.checkpoint import (
-    DEFAULT_ORIGIN,
-    Checkpoint,
-    HeadProof,
-    checkpoint_for,
-    head_leaf,
-    prove_head,
-    sign_checkpoint,
-    verify_checkpoint,
-    verify_head_proof,
-)
 from runtrail.audit.errors import (
     AuditError,
     BrokenChainError,
@@ -37,7 +26,18 @@ from runtrail.audit.errors import (
 from runtrail.audit.export import read_export, verify_export, write_export
 from runtrail.audit.link import Link, RunHead, seal
 from runtrail.audit.note import NoteSigner, NoteVerifier
-from runtrail.audit.store import LinkStore, StoredCheckpoint, TopicPartition, verify_stored
+from runtrail.audit.store import LinkStore, StoredTreeHead, TopicPartition, verify_stored
+from runtrail.audit.tree_head import (
+    DEFAULT_ORIGIN,
+    HeadProof,
+    TreeHead,
+    head_leaf,
+    prove_head,
+    sign_tree_head,
+    tree_head_for,
+    verify_head_proof,
+    verify_tree_head,
+)
 from runtrail.audit.verify import ChainVerification, ChainVerifier, verify_links
 
 __all__ = [
@@ -48,7 +48,6 @@ __all__ = [
     "ChainConflict",
     "ChainVerification",
     "ChainVerifier",
-    "Checkpoint",
     "DuplicateEventConflict",
     "ForkEvidence",
     "HashChainedEventLog",
@@ -60,23 +59,24 @@ __all__ = [
     "NoteSigner",
     "NoteVerifier",
     "RunHead",
-    "StoredCheckpoint",
+    "StoredTreeHead",
     "TopicPartition",
+    "TreeHead",
     "canonical_event",
-    "checkpoint_for",
     "find_fork",
     "head_leaf",
     "link_hash",
     "prove_head",
     "read_export",
     "seal",
-    "sign_checkpoint",
-    "verify_against_checkpoint",
-    "verify_against_checkpoints",
-    "verify_checkpoint",
+    "sign_tree_head",
+    "tree_head_for",
+    "verify_against_tree_head",
+    "verify_against_tree_heads",
     "verify_export",
     "verify_head_proof",
     "verify_links",
     "verify_stored",
+    "verify_tree_head",
     "write_export",
 ]

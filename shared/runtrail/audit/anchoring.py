@@ -1,13 +1,13 @@
-"""Holding a chain to a trusted, signed checkpoint: truncation, rewrites and forks.
+"""Holding a chain to a trusted, signed tree head: truncation, rewrites and forks.
 
 The chain's own hashes catch edits that were not re-sealed. What they cannot catch, a
-checkpoint signed earlier can, given the inclusion proof of the run's head ``(L, H)`` in it:
+tree head signed earlier can, given the inclusion proof of the run's head ``(L, H)`` in it:
 
 * ``"truncated"`` — the chain now has fewer than ``L`` links (its tail was cut);
   ``firstBrokenIndex`` is the first missing index;
 * ``"rewritten"`` — the chain verifies on its own, but link ``L - 1`` does not have hash ``H``:
-  the history the checkpoint committed to was changed and re-sealed after it, or this reader is
-  shown a different branch than the one that was checkpointed;
+  the history the tree head committed to was changed and re-sealed after it, or this reader is
+  shown a different branch than the one a tree head committed to;
 * ``"fork"`` — two signed statements put different heads at one length of one run (or two
   heads of one run in one tree): the log told two stories, no chain needed to prove it.
 
@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from runtrail.audit.checkpoint import Checkpoint, HeadProof, verify_head_proof
 from runtrail.audit.link import Link
+from runtrail.audit.tree_head import HeadProof, TreeHead, verify_head_proof
 from runtrail.audit.verify import (
     FORK,
-    NOT_IN_CHECKPOINT,
+    NOT_IN_TREE_HEAD,
     REWRITTEN,
     TRUNCATED,
     ChainVerification,
@@ -32,18 +32,18 @@ from runtrail.audit.verify import (
 )
 
 
-def verify_against_checkpoint(
-    links: Sequence[Link], checkpoint: Checkpoint, proof: HeadProof
+def verify_against_tree_head(
+    links: Sequence[Link], tree_head: TreeHead, proof: HeadProof
 ) -> ChainVerification:
-    """Verify ``links`` from genesis, then hold them to the head ``proof`` shows in ``checkpoint``.
+    """Verify ``links`` from genesis, then hold them to the head ``proof`` shows in ``tree head``.
 
-    ``checkpoint`` must already be verified (see :func:`~runtrail.audit.checkpoint.
-    verify_checkpoint`); the proof is checked here.
+    ``tree head`` must already be verified (see :func:`~runtrail.audit.tree_head.
+    verify_tree_head`); the proof is checked here.
     """
     head = proof.head
-    if not verify_head_proof(proof, checkpoint):
+    if not verify_head_proof(proof, tree_head):
         return ChainVerification(
-            False, len(links), None, NOT_IN_CHECKPOINT, detail="inclusion proof does not verify"
+            False, len(links), None, NOT_IN_TREE_HEAD, detail="inclusion proof does not verify"
         )
     own = verify_links(links, head.tenant_id, head.run_id)
     if not own.valid:
@@ -54,7 +54,7 @@ def verify_against_checkpoint(
             len(links),
             len(links),
             TRUNCATED,
-            detail=f"checkpoint {checkpoint.origin} has {head.length} links for this run",
+            detail=f"tree head {tree_head.origin} has {head.length} links for this run",
         )
     if head.length > 0 and links[head.length - 1].hash != head.hash:
         return ChainVerification(
@@ -62,18 +62,18 @@ def verify_against_checkpoint(
             len(links),
             head.length - 1,
             REWRITTEN,
-            detail=f"checkpointed hash at index {head.length - 1} is {head.hash}",
+            detail=f"hash committed to at index {head.length - 1} is {head.hash}",
         )
     return own
 
 
-def verify_against_checkpoints(
-    links: Sequence[Link], anchors: Sequence[tuple[Checkpoint, HeadProof]]
+def verify_against_tree_heads(
+    links: Sequence[Link], anchors: Sequence[tuple[TreeHead, HeadProof]]
 ) -> ChainVerification:
-    """:func:`verify_against_checkpoint` for each anchor; the first failure, else valid."""
+    """:func:`verify_against_tree_head` for each anchor; the first failure, else valid."""
     result = verify_links(links)
-    for checkpoint, proof in anchors:
-        result = verify_against_checkpoint(links, checkpoint, proof)
+    for tree_head, proof in anchors:
+        result = verify_against_tree_head(links, tree_head, proof)
         if not result.valid:
             return result
     return result
@@ -92,13 +92,13 @@ class ForkEvidence:
 
 
 def find_fork(
-    first: tuple[Checkpoint, HeadProof], second: tuple[Checkpoint, HeadProof]
+    first: tuple[TreeHead, HeadProof], second: tuple[TreeHead, HeadProof]
 ) -> ForkEvidence | None:
-    """Fork evidence if both proofs verify in their checkpoints and contradict each other.
+    """Fork evidence if both proofs verify in their tree heads and contradict each other.
 
     Contradiction: one run, one length, two hashes; or one tree (same origin, size and root)
     holding two different heads of one run. Heads of different lengths in different
-    checkpoints need the chain to compare (:func:`verify_against_checkpoints`).
+    tree heads need the chain to compare (:func:`verify_against_tree_heads`).
     """
     (cp_a, proof_a), (cp_b, proof_b) = first, second
     if not (verify_head_proof(proof_a, cp_a) and verify_head_proof(proof_b, cp_b)):

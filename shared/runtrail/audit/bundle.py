@@ -38,7 +38,7 @@ def make_bundle(
     stored = store.latest_log_checkpoint()
     if stored is None:
         raise NoProof("no log checkpoint signed yet")
-    size = stored.checkpoint.size
+    size = stored.tree_head.size
     tree = catch_up(LogTree(), store, size)
     proofs = []
     for link in links:

@@ -29,4 +29,4 @@ class ChainConflict(AuditError):
 
 
 class NoteError(AuditError):
-    """A signed note or a checkpoint is malformed, or no trusted signature verifies."""
+    """A signed note or a tree head is malformed, or no trusted signature verifies."""

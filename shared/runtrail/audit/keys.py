@@ -1,11 +1,11 @@
-"""Ed25519 key files for checkpoint signing: generate, save and load.
+"""Ed25519 key files for tree head signing: generate, save and load.
 
 A key file is either PEM (PKCS#8 private / SubjectPublicKeyInfo public, unencrypted) or the raw
 32 bytes (the RFC 8032 seed, or the public key). Private keys are written with mode 0600 and
 never overwrite an existing file, so a key cannot be replaced by accident.
 
 A private key that others may read, or that group or others may write, is refused when
-loaded, as ssh refuses one: anyone who could read it could sign checkpoints as this service.
+loaded, as ssh refuses one: anyone who could read it could sign tree heads as this service.
 A group-readable key (0640, 0440) is accepted with a warning, because that is how Kubernetes
 hands a Secret to a non-root pod (owner root, group fsGroup, mode 0440).
 """
@@ -108,10 +108,10 @@ def load_public_key(path: str | Path) -> Ed25519PublicKey:
 
 
 def load_signer(path: str | Path, name: str) -> NoteSigner:
-    """A checkpoint signer named ``name`` from a private key file."""
+    """A tree head signer named ``name`` from a private key file."""
     return NoteSigner(name, load_private_key(path))
 
 
 def load_verifier(path: str | Path, name: str) -> NoteVerifier:
-    """A checkpoint verifier named ``name`` from a public key file."""
+    """A tree head verifier named ``name`` from a public key file."""
     return NoteVerifier(name, load_public_key(path))

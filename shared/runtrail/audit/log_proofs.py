@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runtrail.audit.cosignature import with_cosignatures
-from runtrail.audit.store import LinkStore, StoredCheckpoint
+from runtrail.audit.store import LinkStore, StoredTreeHead
 from runtrail.audit.tlog import LogTree, catch_up, consistency_json, inclusion_json
 
 
@@ -19,12 +19,12 @@ class NoProof(LookupError):
     """Nothing to prove it against, or nothing to prove (no such link, no such checkpoint)."""
 
 
-def cosigned_note(store: LinkStore, stored: StoredCheckpoint) -> str:
+def cosigned_note(store: LinkStore, stored: StoredTreeHead) -> str:
     """A log checkpoint's note with every witness cosignature kept for it."""
-    return with_cosignatures(stored.note, list(store.cosignatures(stored.checkpoint_id).values()))
+    return with_cosignatures(stored.note, list(store.cosignatures(stored.tree_head_id).values()))
 
 
-def _signed(store: LinkStore, size: int | None) -> StoredCheckpoint:
+def _signed(store: LinkStore, size: int | None) -> StoredTreeHead:
     stored = store.latest_log_checkpoint() if size is None else store.log_checkpoint_of_size(size)
     if stored is None:
         raise NoProof(
@@ -42,10 +42,10 @@ def prove_link(
     leaf = store.log_index(tenant_id, run_id, index)
     if leaf is None:
         raise NoProof(f"link {index} of {tenant_id}/{run_id} is not in the log")
-    if leaf >= signed.checkpoint.size:
+    if leaf >= signed.tree_head.size:
         raise NoProof(f"link {index} of {tenant_id}/{run_id} is newer than the checkpoint")
-    catch_up(tree, store, signed.checkpoint.size)
-    proof = inclusion_json(tree, leaf, signed.checkpoint.size)
+    catch_up(tree, store, signed.tree_head.size)
+    proof = inclusion_json(tree, leaf, signed.tree_head.size)
     link = {"tenantId": tenant_id, "runId": run_id, "index": index, "hash": proof["entry"]}
     return {"checkpoint": cosigned_note(store, signed), "link": link, **proof}
 
@@ -56,10 +56,10 @@ def prove_consistency(
     """``{checkpoint, oldCheckpoint, oldSize, newSize, proof}`` between two signed sizes."""
     signed = _signed(store, size)
     old = _signed(store, old_size)
-    if old_size > signed.checkpoint.size:
-        raise NoProof(f"the old size {old_size} is beyond {signed.checkpoint.size}")
-    catch_up(tree, store, signed.checkpoint.size)
-    proof = consistency_json(tree, old_size, signed.checkpoint.size)
+    if old_size > signed.tree_head.size:
+        raise NoProof(f"the old size {old_size} is beyond {signed.tree_head.size}")
+    catch_up(tree, store, signed.tree_head.size)
+    proof = consistency_json(tree, old_size, signed.tree_head.size)
     return {
         "checkpoint": cosigned_note(store, signed),
         "oldCheckpoint": cosigned_note(store, old),

@@ -5,7 +5,7 @@ A signed note is a UTF-8 text ending in ``\\n``, a blank line, then one or more 
 Ed25519 (RFC 8032) over the text bytes, final newline included, blank line excluded; the key ID
 is ``SHA-256(key name || 0x0A || 0x01 || 32-byte public key)[:4]``. Keys also have the
 text forms of Go's ``golang.org/x/mod/sumdb/note``, so tooling from that ecosystem can check
-our checkpoints: verifier ``<name>+<hex key ID>+<base64(0x01 || public key)>``, signer
+our tree heads: verifier ``<name>+<hex key ID>+<base64(0x01 || public key)>``, signer
 ``PRIVATE+KEY+<name>+<hex key ID>+<base64(0x01 || seed)>``.
 """
 

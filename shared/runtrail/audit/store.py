@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.errors import MalformedLink
 from runtrail.audit.link import Link, LinkSummary, RunHead
+from runtrail.audit.tree_head import TreeHead
 from runtrail.audit.verify import MALFORMED_LINK, ChainVerification, verify_links
 
 
@@ -31,17 +31,17 @@ class TopicPartition(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class StoredCheckpoint:
-    """A signed checkpoint as kept apart from the links, with the heads it commits to."""
+class StoredTreeHead:
+    """A signed tree head as kept apart from the links, with the heads it commits to."""
 
-    checkpoint_id: int
-    checkpoint: Checkpoint
+    tree_head_id: int
+    tree_head: TreeHead
     note: str
     created_at: str
 
 
 class LinkStore(Protocol):
-    """Append-only audit links, consumer offsets and signed checkpoints."""
+    """Append-only audit links, consumer offsets and signed tree heads."""
 
     def append_batch(self, links: Sequence[Link], offsets: Mapping[TopicPartition, int]) -> None:
         """Append ``links`` (in chain order) and set ``offsets``, in one transaction.
@@ -79,7 +79,7 @@ class LinkStore(Protocol):
         ...
 
     def heads(self) -> list[RunHead]:
-        """The head of every run in the store (what a checkpoint commits to)."""
+        """The head of every run in the store (what a tree head commits to)."""
         ...
 
     def find_event(self, tenant_id: str, event_id: str) -> Link | None:
@@ -98,26 +98,26 @@ class LinkStore(Protocol):
         """Next offset per partition, for those partitions that have one stored."""
         ...
 
-    def save_checkpoint(
-        self, note: str, checkpoint: Checkpoint, heads: Sequence[RunHead]
-    ) -> StoredCheckpoint:
-        """Keep a signed checkpoint and the heads it commits to (so proofs stay available)."""
+    def save_tree_head(
+        self, note: str, tree_head: TreeHead, heads: Sequence[RunHead]
+    ) -> StoredTreeHead:
+        """Keep a signed tree head and the heads it commits to (so proofs stay available)."""
         ...
 
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        """The most recently saved checkpoint."""
+    def latest_tree_head(self) -> StoredTreeHead | None:
+        """The most recently saved tree head."""
         ...
 
-    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
-        """A saved checkpoint by its id."""
+    def get_tree_head(self, tree_head_id: int) -> StoredTreeHead | None:
+        """A saved tree head by its id."""
         ...
 
-    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
-        """The latest saved checkpoint with this body (origin, size, root), if any."""
+    def find_tree_head(self, tree_head: TreeHead) -> StoredTreeHead | None:
+        """The latest saved tree head with this body (origin, size, root), if any."""
         ...
 
-    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
-        """The heads a saved checkpoint commits to, in leaf order."""
+    def committed_heads(self, tree_head_id: int) -> list[RunHead]:
+        """The heads a saved tree head commits to, in leaf order."""
         ...
 
     def log_size(self) -> int:
@@ -132,23 +132,23 @@ class LinkStore(Protocol):
         """The leaf index of the run's link ``index`` in the log, if it is stored."""
         ...
 
-    def save_log_checkpoint(self, note: str, checkpoint: Checkpoint) -> StoredCheckpoint:
-        """Keep a signed checkpoint of the transparency log."""
+    def save_log_checkpoint(self, note: str, tree_head: TreeHead) -> StoredTreeHead:
+        """Keep a signed tree head of the transparency log."""
         ...
 
-    def latest_log_checkpoint(self) -> StoredCheckpoint | None:
+    def latest_log_checkpoint(self) -> StoredTreeHead | None:
         """The log checkpoint saved last (the largest: each extends the one before)."""
         ...
 
-    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+    def save_cosignatures(self, tree_head_id: int, lines: Mapping[str, str]) -> None:
         """Keep witnesses' cosignature lines (by witness name) of a log checkpoint."""
         ...
 
-    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
+    def cosignatures(self, tree_head_id: int) -> dict[str, str]:
         """The cosignature lines kept for a log checkpoint, by witness name."""
         ...
 
-    def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
+    def log_checkpoint_of_size(self, size: int) -> StoredTreeHead | None:
         """The log checkpoint of ``size`` leaves, if one was signed."""
         ...
 

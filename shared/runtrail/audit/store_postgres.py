@@ -3,9 +3,9 @@
 The same :class:`~runtrail.audit.store.LinkStore` contract as SQLite, with what a shared server
 adds:
 
-* **Append-only by trigger.** UPDATE, DELETE and TRUNCATE on links, checkpoints and checkpoint
-  heads raise. A role that can drop triggers can still edit rows — which is what verification
-  and signed checkpoints are there to catch; revoke UPDATE/DELETE/TRUNCATE (and table
+* **Append-only by trigger.** UPDATE, DELETE and TRUNCATE on links, tree heads and the heads
+  they commit to raise. A role that can drop triggers can still edit rows — which is what verification
+  and signed tree heads are there to catch; revoke UPDATE/DELETE/TRUNCATE (and table
   ownership) from the service's role to close that door too.
 * **One writer per head.** ``append_batch`` takes a transaction-scoped advisory lock per run
   of the batch (in a fixed order, so writers cannot deadlock) before reading the heads, so
@@ -15,7 +15,7 @@ adds:
 * **The event is stored as text**, the RFC 8785 bytes that were hashed — not ``jsonb``, which
   would re-order and re-format it.
 
-Links, offsets and checkpoints are written in single transactions; reads run in autocommit.
+Links, offsets and tree heads are written in single transactions; reads run in autocommit.
 On :mod:`runtrail.persistence.postgres` (the one pool: health-checked connections, transient
 errors as StoreUnavailable). The statements and the schema (the ``audit`` component's
 migrations, :data:`~runtrail.audit.store_sql.AUDIT_POSTGRES`) are in :mod:`.store_sql`;
@@ -45,8 +45,8 @@ def _postgres(statement: str) -> str:
 _LOCK_RUNS = _postgres(sql.POSTGRES_LOCK_RUNS)
 _HEADS_OF = _postgres(sql.POSTGRES_HEADS_OF)
 _SELECT_EVENTS = _postgres(sql.POSTGRES_SELECT_EVENTS)
-_INSERT_CHECKPOINT = _postgres(sql.POSTGRES_INSERT_CHECKPOINT)
-_INSERT_CHECKPOINT_HEADS = _postgres(sql.POSTGRES_INSERT_CHECKPOINT_HEADS)
+_INSERT_TREE_HEAD = _postgres(sql.POSTGRES_INSERT_TREE_HEAD)
+_INSERT_COMMITTED_HEADS = _postgres(sql.POSTGRES_INSERT_COMMITTED_HEADS)
 _INSERT_LOG_CHECKPOINT = _postgres(sql.INSERT_LOG_CHECKPOINT + " RETURNING id")
 
 
@@ -96,8 +96,8 @@ class PostgresLinkStore(sql.SqlLinkStore):
             for row in rows:
                 copy.write_row(row)
 
-    def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
-        row = cur.execute(_INSERT_CHECKPOINT, values).fetchone()
+    def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
+        row = cur.execute(_INSERT_TREE_HEAD, values).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -115,13 +115,13 @@ class PostgresLinkStore(sql.SqlLinkStore):
         assert row is not None
         return int(row[0])
 
-    def _insert_checkpoint_heads(
-        self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
+    def _insert_committed_heads(
+        self, cur: Any, tree_head_id: int, ordered: Sequence[RunHead]
     ) -> None:
         cur.execute(
-            _INSERT_CHECKPOINT_HEADS,
+            _INSERT_COMMITTED_HEADS,
             (
-                checkpoint_id,
+                tree_head_id,
                 list(range(len(ordered))),
                 [h.tenant_id for h in ordered],
                 [h.run_id for h in ordered],

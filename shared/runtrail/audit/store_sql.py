@@ -9,14 +9,16 @@ probes run by run, finds events in chunks of ``IN (…)`` and inserts links many
 
 :class:`SqlLinkStore` is both adapters' base: the append transaction (links checked against
 their heads, then written with the batch's positions, all or nothing), the reads, and the
-checkpoints. The adapters (:mod:`.store_sqlite`, :mod:`.store_postgres`) open the database and
+signed tree heads. The adapters (:mod:`.store_sqlite`, :mod:`.store_postgres`) open the database and
 provide what their dialect does its own way.
 
 The schema is the ``audit`` component's migrations, one list per dialect (:data:`AUDIT_SQLITE`,
 :data:`AUDIT_POSTGRES`): the column types and the triggers that refuse UPDATE and DELETE are
 each dialect's own. Links are stored with their event as the RFC 8785 text that was hashed
 (TEXT, not ``jsonb``, which would re-order it), so ``sha256(prev_hash || '|' || event)`` can be
-checked straight off a row.
+checked straight off a row. Signed tree heads are kept in ``audit_checkpoints`` and
+``audit_checkpoint_heads``, the log's in ``audit_log_checkpoints``: a table name is part of the
+data a deployed database holds, so it stays as first created.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
-from runtrail.audit.checkpoint import Checkpoint, order_heads
 from runtrail.audit.errors import ChainConflict, MalformedLink
 from runtrail.audit.link import Link, LinkSummary, RunHead
-from runtrail.audit.store import StoredCheckpoint, TopicPartition
+from runtrail.audit.store import StoredTreeHead, TopicPartition
 from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
+from runtrail.audit.tree_head import TreeHead, order_heads
 from runtrail.events.errors import EventError
 from runtrail.events.jsonform import loads_strict
 from runtrail.persistence.dialect import Dialect, placeholders
@@ -258,14 +260,14 @@ SELECT_STORED = (
     "SELECT prev_hash, hash, event_id FROM audit_links "
     "WHERE tenant_id = ? AND run_id = ? AND idx = ?"
 )
-INSERT_CHECKPOINT = (
+INSERT_TREE_HEAD = (
     "INSERT INTO audit_checkpoints (origin, size, body, note, created_at) VALUES (?, ?, ?, ?, ?)"
 )
-_CHECKPOINT_COLUMNS = "SELECT id, body, note, created_at FROM audit_checkpoints"
-SELECT_LATEST_CHECKPOINT = f"{_CHECKPOINT_COLUMNS} ORDER BY id DESC LIMIT 1"
-SELECT_CHECKPOINT = f"{_CHECKPOINT_COLUMNS} WHERE id = ?"
-SELECT_CHECKPOINT_BY_BODY = f"{_CHECKPOINT_COLUMNS} WHERE body = ? ORDER BY id DESC LIMIT 1"
-SELECT_CHECKPOINT_HEADS = (
+_TREE_HEAD_COLUMNS = "SELECT id, body, note, created_at FROM audit_checkpoints"
+SELECT_LATEST_TREE_HEAD = f"{_TREE_HEAD_COLUMNS} ORDER BY id DESC LIMIT 1"
+SELECT_TREE_HEAD = f"{_TREE_HEAD_COLUMNS} WHERE id = ?"
+SELECT_TREE_HEAD_BY_BODY = f"{_TREE_HEAD_COLUMNS} WHERE body = ? ORDER BY id DESC LIMIT 1"
+SELECT_COMMITTED_HEADS = (
     "SELECT tenant_id, run_id, length, hash FROM audit_checkpoint_heads "
     "WHERE checkpoint_id = ? ORDER BY leaf_index"
 )
@@ -374,7 +376,7 @@ def sqlite_insert_leaves(rows: int) -> str:
     return _INSERT_LEAVES + ", ".join([_LEAF_MARKS] * rows)
 
 
-SQLITE_INSERT_CHECKPOINT_HEAD = (
+SQLITE_INSERT_COMMITTED_HEAD = (
     "INSERT INTO audit_checkpoint_heads "
     "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -411,9 +413,9 @@ POSTGRES_SELECT_EVENTS = (
     "WHERE tenant_id = ? AND event_id = ANY(?::text[])"
 )
 
-POSTGRES_INSERT_CHECKPOINT = INSERT_CHECKPOINT + " RETURNING id"
+POSTGRES_INSERT_TREE_HEAD = INSERT_TREE_HEAD + " RETURNING id"
 
-POSTGRES_INSERT_CHECKPOINT_HEADS = (
+POSTGRES_INSERT_COMMITTED_HEADS = (
     "INSERT INTO audit_checkpoint_heads "
     "(checkpoint_id, leaf_index, tenant_id, run_id, length, hash) "
     "SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::text[])"
@@ -479,11 +481,9 @@ def summary_from_row(row: Sequence[Any]) -> LinkSummary:
     )
 
 
-def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
-    checkpoint_id, body, note, created = row
-    return StoredCheckpoint(
-        int(checkpoint_id), Checkpoint.parse(str(body)), str(note), str(created)
-    )
+def stored_tree_head(row: Sequence[Any]) -> StoredTreeHead:
+    tree_head_id, body, note, created = row
+    return StoredTreeHead(int(tree_head_id), TreeHead.parse(str(body)), str(note), str(created))
 
 
 def head_from_row(row: Sequence[Any]) -> RunHead:
@@ -527,8 +527,8 @@ class SqlLinkStore:
     def _insert_links(self, cur: Any, rows: Sequence[LinkRow]) -> None:
         raise NotImplementedError
 
-    def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
-        """Insert :data:`INSERT_CHECKPOINT`'s ``values``; the new checkpoint's id."""
+    def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
+        """Insert :data:`INSERT_TREE_HEAD`'s ``values``; the new checkpoint's id."""
         raise NotImplementedError
 
     def _lock_log(self, cur: Any) -> None:
@@ -542,8 +542,8 @@ class SqlLinkStore:
         """Insert :data:`INSERT_LOG_CHECKPOINT`'s ``values``; the new checkpoint's id."""
         raise NotImplementedError
 
-    def _insert_checkpoint_heads(
-        self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
+    def _insert_committed_heads(
+        self, cur: Any, tree_head_id: int, ordered: Sequence[RunHead]
     ) -> None:
         raise NotImplementedError
 
@@ -617,33 +617,33 @@ class SqlLinkStore:
         rows = self._query(SELECT_EVENT, (tenant_id, event_id))
         return link_from_row(rows[0]) if rows else None
 
-    # --- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(
-        self, note: str, checkpoint: Checkpoint, heads: Sequence[RunHead]
-    ) -> StoredCheckpoint:
+    # --- tree heads -------------------------------------------------------------------------
+    def save_tree_head(
+        self, note: str, tree_head: TreeHead, heads: Sequence[RunHead]
+    ) -> StoredTreeHead:
         ordered = order_heads(heads)
-        if len(ordered) != checkpoint.size:
-            raise ValueError(f"{len(ordered)} heads for a checkpoint of size {checkpoint.size}")
+        if len(ordered) != tree_head.size:
+            raise ValueError(f"{len(ordered)} heads for a tree head of size {tree_head.size}")
         created = datetime.now(UTC).isoformat()
         with self._db.transaction() as cur:
-            checkpoint_id = self._insert_checkpoint(
-                cur, (checkpoint.origin, checkpoint.size, checkpoint.body(), note, created)
+            tree_head_id = self._insert_tree_head(
+                cur, (tree_head.origin, tree_head.size, tree_head.body(), note, created)
             )
             if ordered:
-                self._insert_checkpoint_heads(cur, checkpoint_id, ordered)
-        return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+                self._insert_committed_heads(cur, tree_head_id, ordered)
+        return StoredTreeHead(tree_head_id, tree_head, note, created)
 
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        rows = self._query(SELECT_LATEST_CHECKPOINT)
-        return stored_checkpoint(rows[0]) if rows else None
+    def latest_tree_head(self) -> StoredTreeHead | None:
+        rows = self._query(SELECT_LATEST_TREE_HEAD)
+        return stored_tree_head(rows[0]) if rows else None
 
-    def get_checkpoint(self, checkpoint_id: int) -> StoredCheckpoint | None:
-        rows = self._query(SELECT_CHECKPOINT, (checkpoint_id,))
-        return stored_checkpoint(rows[0]) if rows else None
+    def get_tree_head(self, tree_head_id: int) -> StoredTreeHead | None:
+        rows = self._query(SELECT_TREE_HEAD, (tree_head_id,))
+        return stored_tree_head(rows[0]) if rows else None
 
-    def find_checkpoint(self, checkpoint: Checkpoint) -> StoredCheckpoint | None:
-        rows = self._query(SELECT_CHECKPOINT_BY_BODY, (checkpoint.body(),))
-        return stored_checkpoint(rows[0]) if rows else None
+    def find_tree_head(self, tree_head: TreeHead) -> StoredTreeHead | None:
+        rows = self._query(SELECT_TREE_HEAD_BY_BODY, (tree_head.body(),))
+        return stored_tree_head(rows[0]) if rows else None
 
     # --- the transparency log -----------------------------------------------------------
     def log_size(self) -> int:
@@ -657,32 +657,32 @@ class SqlLinkStore:
         rows = self._query(SELECT_LOG_INDEX, (tenant_id, run_id, index))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def save_log_checkpoint(self, note: str, checkpoint: Checkpoint) -> StoredCheckpoint:
+    def save_log_checkpoint(self, note: str, tree_head: TreeHead) -> StoredTreeHead:
         created = datetime.now(UTC).isoformat()
         with self._db.transaction() as cur:
-            checkpoint_id = self._insert_log_checkpoint(
-                cur, (checkpoint.size, checkpoint.body(), note, created)
+            tree_head_id = self._insert_log_checkpoint(
+                cur, (tree_head.size, tree_head.body(), note, created)
             )
-        return StoredCheckpoint(checkpoint_id, checkpoint, note, created)
+        return StoredTreeHead(tree_head_id, tree_head, note, created)
 
-    def latest_log_checkpoint(self) -> StoredCheckpoint | None:
+    def latest_log_checkpoint(self) -> StoredTreeHead | None:
         rows = self._query(SELECT_LATEST_LOG_CHECKPOINT)
-        return stored_checkpoint(rows[0]) if rows else None
+        return stored_tree_head(rows[0]) if rows else None
 
-    def save_cosignatures(self, checkpoint_id: int, lines: Mapping[str, str]) -> None:
+    def save_cosignatures(self, tree_head_id: int, lines: Mapping[str, str]) -> None:
         statement = self._sql(INSERT_COSIGNATURE[self.dialect])
         with self._db.transaction() as cur:
             for witness, line in sorted(lines.items()):
-                cur.execute(statement, (checkpoint_id, witness, line))
+                cur.execute(statement, (tree_head_id, witness, line))
 
-    def cosignatures(self, checkpoint_id: int) -> dict[str, str]:
-        rows = self._query(SELECT_COSIGNATURES, (checkpoint_id,))
+    def cosignatures(self, tree_head_id: int) -> dict[str, str]:
+        rows = self._query(SELECT_COSIGNATURES, (tree_head_id,))
         return {str(witness): str(line) for witness, line in rows}
 
-    def log_checkpoint_of_size(self, size: int) -> StoredCheckpoint | None:
+    def log_checkpoint_of_size(self, size: int) -> StoredTreeHead | None:
         rows = self._query(SELECT_LOG_CHECKPOINT_OF_SIZE, (size,))
-        return stored_checkpoint(rows[0]) if rows else None
+        return stored_tree_head(rows[0]) if rows else None
 
-    def checkpoint_heads(self, checkpoint_id: int) -> list[RunHead]:
-        rows = self._query(SELECT_CHECKPOINT_HEADS, (checkpoint_id,))
+    def committed_heads(self, tree_head_id: int) -> list[RunHead]:
+        rows = self._query(SELECT_COMMITTED_HEADS, (tree_head_id,))
         return [RunHead(str(t), str(r), int(n), str(h)) for t, r, n, h in rows]

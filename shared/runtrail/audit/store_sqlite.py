@@ -1,6 +1,6 @@
 """The embedded audit store: SQLite, one file, the default behind ``sqlite:///path.db``.
 
-Triggers refuse UPDATE and DELETE on links and checkpoints: changing the record means going
+Triggers refuse UPDATE and DELETE on links and tree heads: changing the record means going
 around the store, which is exactly what verification is there to catch. On
 :mod:`runtrail.persistence.sqlite` with ``synchronous=FULL``: a committed batch (and its
 offsets) survives a crash or power loss. The statements and the schema (the ``audit``
@@ -75,8 +75,8 @@ class SqliteLinkStore(sql.SqlLinkStore):
                 sql.sqlite_insert_links(len(chunk)), list(itertools.chain.from_iterable(chunk))
             )
 
-    def _insert_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
-        return int(cur.execute(sql.INSERT_CHECKPOINT, values).lastrowid or 0)
+    def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
+        return int(cur.execute(sql.INSERT_TREE_HEAD, values).lastrowid or 0)
 
     def _lock_log(self, cur: Any) -> None:
         """Nothing to take: the transaction is ``BEGIN IMMEDIATE``, the one writer."""
@@ -91,13 +91,13 @@ class SqliteLinkStore(sql.SqlLinkStore):
     def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
         return int(cur.execute(sql.INSERT_LOG_CHECKPOINT, values).lastrowid or 0)
 
-    def _insert_checkpoint_heads(
-        self, cur: Any, checkpoint_id: int, ordered: Sequence[RunHead]
+    def _insert_committed_heads(
+        self, cur: Any, tree_head_id: int, ordered: Sequence[RunHead]
     ) -> None:
         cur.executemany(
-            sql.SQLITE_INSERT_CHECKPOINT_HEAD,
+            sql.SQLITE_INSERT_COMMITTED_HEAD,
             [
-                (checkpoint_id, i, h.tenant_id, h.run_id, h.length, h.hash)
+                (tree_head_id, i, h.tenant_id, h.run_id, h.length, h.hash)
                 for i, h in enumerate(ordered)
             ],
         )

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtrail.audit.checkpoint import Checkpoint
 from runtrail.audit.errors import AuditError
 from runtrail.audit.merkle import EMPTY_ROOT, consistency_path, inclusion_path, split_point
+from runtrail.audit.tree_head import TreeHead
 
 #: Tile height (C2SP tlog-tiles): a full tile holds 2^8 hashes or entries.
 TILE_HEIGHT = 8
@@ -99,7 +99,7 @@ class LogTree:
     def consistency_proof(self, old_size: int, size: int | None = None) -> list[bytes]:
         return consistency_path(self.range_root, old_size, self.size if size is None else size)
 
-    def checkpoint(self, origin: str, previous: Checkpoint | None = None) -> Checkpoint:
+    def checkpoint(self, origin: str, previous: TreeHead | None = None) -> TreeHead:
         """The checkpoint of the whole tree; :class:`InconsistentLog` unless it extends
         ``previous`` (the last one signed): a log never signs two histories."""
         if previous is not None:
@@ -111,7 +111,7 @@ class LogTree:
                 )
             if self.root(previous.size) != previous.root_hash:
                 raise InconsistentLog(f"the first {previous.size} leaves changed since signed")
-        return Checkpoint(origin, self.size, self.root())
+        return TreeHead(origin, self.size, self.root())
 
 
 class LogReader(Protocol):

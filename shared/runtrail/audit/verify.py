@@ -35,11 +35,11 @@ MALFORMED_LINK = "malformed link"
 #: What the CLI and the standalone script report for a run or file with no links at all:
 #: verifying nothing must not read as "valid" (a wrong tenant, a typo, an emptied export).
 NO_LINKS = "no links"
-#: Reasons only a trusted checkpoint can give (see :mod:`runtrail.audit.anchoring`).
+#: Reasons only a trusted tree head can give (see :mod:`runtrail.audit.anchoring`).
 TRUNCATED = "truncated"
 REWRITTEN = "rewritten"
 FORK = "fork"
-NOT_IN_CHECKPOINT = "head not in checkpoint"
+NOT_IN_TREE_HEAD = "head not in checkpoint"
 
 
 @dataclass(frozen=True, slots=True)

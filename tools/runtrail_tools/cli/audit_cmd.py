@@ -1,9 +1,9 @@
-"""``runtrail audit …``: verify, export, head, prove, checkpoint, keygen.
+"""``runtrail audit …``: verify, export, head, prove, tree-head, log-checkpoint, keygen.
 
 Every command prints JSON on stdout. Exit status: 0 when all is well, 1 when a chain is invalid
 or a command found nothing to act on (``verify``/``export`` of a run with no chain fail, naming
 the tenant and run looked up: verifying nothing is never "valid"), 2 when the input cannot be used (a missing file, an
-unreachable store, an untrusted checkpoint). ``--store URL`` (or ``RUNTRAIL_AUDIT_STORE_URL``)
+unreachable store, an untrusted tree head). ``--store URL`` (or ``RUNTRAIL_AUDIT_STORE_URL``)
 picks the link store; the default is the embedded ``sqlite:///<state dir>/audit.db``.
 """
 
@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtrail.audit.checkpoint import verify_checkpoint
 from runtrail.audit.errors import AuditError
 from runtrail.audit.export import export_lines, read_export, verify_export, write_export
 from runtrail.audit.link import Link, genesis_head
 from runtrail.audit.store import LinkStore, verify_stored
+from runtrail.audit.tree_head import verify_tree_head
 from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.config import Settings
 from runtrail.files import private_dir
@@ -82,24 +82,26 @@ def register(subparsers: Any) -> None:
     source.add_argument("--run", help="run ID whose chain in the store to verify")
     source.add_argument("--file", type=Path, help="an export (links.jsonl) to verify, no DB")
     verify.add_argument(
+        "--tree-head",
         "--checkpoint",
+        dest="tree_head",
         type=Path,
         action="append",
         default=[],
         metavar="NOTE",
-        help="a signed checkpoint you trust (repeat for several: a fork is then detected)",
+        help="a signed tree head you trust (repeat for several: a fork is then detected)",
     )
     verify.add_argument(
         "--public-key",
         type=Path,
-        help="key that signed the checkpoints: name+id+key string, PEM or raw Ed25519",
+        help="key that signed the tree heads: name+id+key string, PEM or raw Ed25519",
     )
     verify.add_argument(
         "--proof",
         type=Path,
         action="append",
         default=[],
-        help="head proof (from `audit prove`) per --checkpoint, in order; "
+        help="head proof (from `audit prove`) per --tree-head, in order; "
         "missing ones are taken from the store",
     )
     verify.set_defaults(func=cmd_verify)
@@ -116,19 +118,28 @@ def register(subparsers: Any) -> None:
     head.set_defaults(func=cmd_head)
 
     prove, chain = _chain_command(
-        commands, "prove", "inclusion proof of a run's head in a checkpoint"
+        commands, "prove", "inclusion proof of a run's head in a tree head"
     )
     chain.add_argument("--run", required=True, help="run ID")
-    prove.add_argument("--checkpoint-id", type=int, help="a stored checkpoint (default: latest)")
+    prove.add_argument(
+        "--tree-head-id",
+        "--checkpoint-id",
+        dest="tree_head_id",
+        type=int,
+        help="a stored tree head (default: latest)",
+    )
     prove.add_argument("-o", "--output", type=Path, help="also write the JSON to this file")
     prove.set_defaults(func=cmd_prove)
 
-    checkpoint = _command(commands, "checkpoint", "sign a checkpoint over all run heads now")
-    checkpoint.add_argument("-o", "--output", type=Path, help="write the signed note here")
-    checkpoint.add_argument(
-        "--no-publish", action="store_true", help="do not publish it to the audit topic"
-    )
-    checkpoint.set_defaults(func=cmd_checkpoint)
+    for name, func in (("tree-head", cmd_tree_head), ("checkpoint", cmd_checkpoint_alias)):
+        tree_head = _command(
+            commands, name, "sign a tree head over all run heads now", hidden=name == "checkpoint"
+        )
+        tree_head.add_argument("-o", "--output", type=Path, help="write the signed note here")
+        tree_head.add_argument(
+            "--no-publish", action="store_true", help="do not publish it to the audit topic"
+        )
+        tree_head.set_defaults(func=func)
 
     log_checkpoint = _command(
         commands, "log-checkpoint", "sign the transparency log's checkpoint now and write its tiles"
@@ -154,34 +165,34 @@ def register(subparsers: Any) -> None:
     log_consistency.set_defaults(func=cmd_log_consistency)
 
     bundle, chain = _chain_command(
-        commands, "bundle", "write a run's offline proof bundle (links, proofs, checkpoint, keys)"
+        commands, "bundle", "write a run's offline proof bundle (links, proofs, tree head, keys)"
     )
     chain.add_argument("--run", required=True, help="run ID")
     bundle.add_argument("-o", "--output", type=Path, required=True, help="the bundle file")
     bundle.set_defaults(func=cmd_bundle)
 
-    keygen = _command(commands, "keygen", "generate the Ed25519 checkpoint signing key")
+    keygen = _command(commands, "keygen", "generate the Ed25519 tree head signing key")
     keygen.add_argument("--format", choices=["pem", "raw"], default="pem")
     keygen.set_defaults(func=cmd_keygen)
 
 
 def _command(
-    commands: Any, name: str, help_text: str, chain: Any = None
+    commands: Any, name: str, help_text: str, chain: Any = None, *, hidden: bool = False
 ) -> argparse.ArgumentParser:
     """A subcommand with the store, key and common flags (``--tenant`` among the connection
-    flags unless the command selects a chain: see :func:`_chain_command`)."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        name, help=help_text, description=help_text
-    )
+    flags unless the command selects a chain: see :func:`_chain_command`). A ``hidden`` one
+    (an old name kept working) is left out of the command list."""
+    listed = {} if hidden else {"help": help_text}
+    parser: argparse.ArgumentParser = commands.add_parser(name, description=help_text, **listed)
     if chain is not None:
         chain(parser)
     parser.add_argument(
         "--store",
         help="link store URL: sqlite:///path.db or postgresql://… (RUNTRAIL_AUDIT_STORE_URL)",
     )
-    parser.add_argument("--key", type=Path, help="checkpoint key file (RUNTRAIL_AUDIT_KEY_PATH)")
-    parser.add_argument("--key-name", help="checkpoint key name (RUNTRAIL_AUDIT_KEY_NAME)")
-    parser.add_argument("--origin", help="checkpoint origin (RUNTRAIL_AUDIT_ORIGIN)")
+    parser.add_argument("--key", type=Path, help="tree head key file (RUNTRAIL_AUDIT_KEY_PATH)")
+    parser.add_argument("--key-name", help="tree head key name (RUNTRAIL_AUDIT_KEY_NAME)")
+    parser.add_argument("--origin", help="tree head origin (RUNTRAIL_AUDIT_ORIGIN)")
     parser.add_argument("--log-origin", help="transparency log origin (RUNTRAIL_AUDIT_LOG_ORIGIN)")
     parser.add_argument(
         "--tiles", help="where the log's tiles go: file:///dir or s3://… (RUNTRAIL_AUDIT_TILES_URL)"
@@ -256,7 +267,7 @@ def _guarded(func: Callable[[argparse.Namespace, Settings], int]) -> Callable[..
 # --- commands --------------------------------------------------------------------------------
 @_guarded
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
-    if args.checkpoint:
+    if args.tree_head:
         return _verify_anchored(args, settings)
     if args.file is not None:
         if not args.file.exists():
@@ -287,17 +298,17 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
     )
 
     if args.public_key is None:
-        raise Unusable("--checkpoint needs --public-key (the key that signed it)")
-    if len(args.proof) > len(args.checkpoint):
-        raise Unusable("more --proof files than --checkpoint files")
+        raise Unusable("--tree-head needs --public-key (the key that signed it)")
+    if len(args.proof) > len(args.tree_head):
+        raise Unusable("more --proof files than --tree-head files")
     audit = _audit_settings(args)
     verifier = load_verifier(args.public_key, audit.key_name)
-    checkpoints = []
-    for path in args.checkpoint:
+    tree_heads = []
+    for path in args.tree_head:
         try:
-            checkpoints.append(verify_checkpoint(path.read_text("utf-8"), verifier))
+            tree_heads.append(verify_tree_head(path.read_text("utf-8"), verifier))
         except AuditError as exc:
-            raise Unusable(f"checkpoint {path} is not trusted: {exc}") from exc
+            raise Unusable(f"tree head {path} is not trusted: {exc}") from exc
     proofs = [read_proof(path) for path in args.proof]
     links: list[Link] = []
     if args.file is not None:
@@ -311,8 +322,8 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
             tenant, run = proofs[0].head.tenant_id, proofs[0].head.run_id
         else:
             raise Unusable("an empty export names no run: give --proof")
-        if len(proofs) == len(checkpoints):  # everything at hand: no store needed
-            anchors = [Anchor(cp, pr) for cp, pr in zip(checkpoints, proofs, strict=True)]
+        if len(proofs) == len(tree_heads):  # everything at hand: no store needed
+            anchors = [Anchor(cp, pr) for cp, pr in zip(tree_heads, proofs, strict=True)]
             return _verdict(verify_anchored(links, tenant, run, anchors))
     else:
         tenant, run = settings.tenant, args.run
@@ -324,7 +335,7 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
             links = store.load_chain(tenant, run)
         anchors = [
             Anchor(cp, proofs[i] if i < len(proofs) else proof_from_store(store, cp, tenant, run))
-            for i, cp in enumerate(checkpoints)
+            for i, cp in enumerate(tree_heads)
         ]
     return _verdict(verify_anchored(links, tenant, run, anchors))
 
@@ -365,34 +376,34 @@ def cmd_head(args: argparse.Namespace, settings: Settings) -> int:
 
 @_guarded
 def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
-    from runtrail.audit.checkpoint import prove_head
+    from runtrail.audit.tree_head import prove_head
     from runtrail_services.audit.trust import proof_bundle
 
     with _store(args, settings) as store:
-        if args.checkpoint_id is None:
-            stored = store.latest_checkpoint()
+        if args.tree_head_id is None:
+            stored = store.latest_tree_head()
         else:
-            stored = store.get_checkpoint(args.checkpoint_id)
+            stored = store.get_tree_head(args.tree_head_id)
         if stored is None:
-            _emit({"error": "no such checkpoint in the store (see `runtrail audit checkpoint`)"})
+            _emit({"error": "no such tree head in the store (see `runtrail audit tree-head`)"})
             return INVALID
-        heads = store.checkpoint_heads(stored.checkpoint_id)
+        heads = store.committed_heads(stored.tree_head_id)
         chain = store.head(settings.tenant, args.run)
     try:
         proof = prove_head(heads, settings.tenant, args.run)
     except KeyError:
-        if chain is None:  # no newer checkpoint can help: the run has no chain at all
+        if chain is None:  # no newer tree head can help: the run has no chain at all
             raise _no_chain(
                 "prove", settings.tenant, args.run, _store_url(args, settings)
             ) from None
         _emit(
             {
-                "error": f"run {settings.tenant}/{args.run} is not in checkpoint "
-                f"{stored.checkpoint_id} (sign a newer one)"
+                "error": f"run {settings.tenant}/{args.run} is not in tree head "
+                f"{stored.tree_head_id} (sign a newer one)"
             }
         )
         return INVALID
-    bundle = proof_bundle(stored.note, stored.checkpoint_id, proof)
+    bundle = proof_bundle(stored.note, stored.tree_head_id, proof)
     if args.output is not None:
         args.output.write_text(json.dumps(bundle, ensure_ascii=False) + "\n", "utf-8")
     _emit(bundle)
@@ -400,9 +411,9 @@ def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
 
 
 @_guarded
-def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
-    from runtrail_services.audit.checkpointing import sign_and_store
+def cmd_tree_head(args: argparse.Namespace, settings: Settings) -> int:
     from runtrail_services.audit.signing import load_or_create_signer
+    from runtrail_services.audit.tree_heads import sign_and_store
 
     audit = _audit_settings(args)
     signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
@@ -411,12 +422,12 @@ def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     assert stored is not None
     if args.output is not None:
         args.output.write_text(stored.note, "utf-8")
-    checkpoint = stored.checkpoint
+    tree_head = stored.tree_head
     summary = {
-        "checkpointId": stored.checkpoint_id,
-        "origin": checkpoint.origin,
-        "size": checkpoint.size,
-        "rootHash": base64.b64encode(checkpoint.root_hash).decode(),
+        "checkpointId": stored.tree_head_id,
+        "origin": tree_head.origin,
+        "size": tree_head.size,
+        "rootHash": base64.b64encode(tree_head.root_hash).decode(),
         "createdAt": stored.created_at,
         "note": stored.note,
         "verifierKey": signer.verifier.vkey(),
@@ -426,16 +437,22 @@ def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         from runtrail_services.audit.publishing import AuditPublishError, AuditTopic
 
         topic = AuditTopic(settings, settings.audit_topic)
-        topic.send_checkpoint(stored)
+        topic.send_tree_head(stored)
         try:
             topic.confirm()
         except AuditPublishError as exc:
             _emit(summary)
-            print(f"audit checkpoint: kept in the store but not published: {exc}", file=sys.stderr)
+            print(f"audit tree-head: kept in the store but not published: {exc}", file=sys.stderr)
             return INVALID
         summary["published"] = True
     _emit(summary)
     return VALID
+
+
+def cmd_checkpoint_alias(args: argparse.Namespace) -> int:
+    """``runtrail audit checkpoint``: the old name of ``tree-head``, still answered."""
+    print("runtrail audit checkpoint is deprecated: use runtrail audit tree-head", file=sys.stderr)
+    return cmd_tree_head(args)
 
 
 @_guarded
@@ -454,12 +471,12 @@ def cmd_log_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
         raise NothingFound("audit log-checkpoint: the log is empty, nothing to sign")
     if args.output is not None:
         args.output.write_text(stored.note, "utf-8")
-    checkpoint = stored.checkpoint
+    tree_head = stored.tree_head
     _emit(
         {
-            "origin": checkpoint.origin,
-            "size": checkpoint.size,
-            "rootHash": base64.b64encode(checkpoint.root_hash).decode(),
+            "origin": tree_head.origin,
+            "size": tree_head.size,
+            "rootHash": base64.b64encode(tree_head.root_hash).decode(),
             "note": stored.note,
             "verifierKey": signer.verifier.vkey(),
             "signed": signed is not None,

@@ -27,7 +27,7 @@ DEV_TUNING: dict[str, dict[str, str]] = {
     # a session with unsaved events holds its offsets until saved: save quiet ones sooner
     "sessions": {"idle_save_s": "2"},
     # sign a checkpoint over the run heads every 10 s instead of every minute
-    "audit": {"checkpoint_interval_s": "10"},
+    "audit": {"tree_head_interval_s": "10"},
 }
 
 

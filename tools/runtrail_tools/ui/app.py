@@ -239,9 +239,9 @@ def _run_parts(explorer: Explorer, tenant: str, run_id: str) -> RunParts | None:
 
 
 def _proof_html(explorer: Explorer, tenant: str, run_id: str) -> str:
-    checkpoint = proof.latest_checkpoint(explorer.sources, tenant, run_id)
+    tree_head = proof.latest_tree_head(explorer.sources, tenant, run_id)
     log_view = proof.log_checkpoint(explorer.sources, tenant, run_id)
-    return markup.proof_section(run_id, checkpoint, explorer.verifier() is not None, log_view)
+    return markup.proof_section(run_id, tree_head, explorer.verifier() is not None, log_view)
 
 
 def run_view(request: Request, tenant: str) -> Response:

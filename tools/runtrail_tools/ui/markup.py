@@ -21,8 +21,8 @@ from runtrail_tools.ui.cost import PriceTable
 from runtrail_tools.ui.live import format_positions
 from runtrail_tools.ui.paging import TimelinePage, TimelineQuery
 from runtrail_tools.ui.proof import (
-    CheckpointView,
     LogCheckpointView,
+    TreeHeadView,
     inclusion_before_verify,
     link_number,
 )
@@ -496,23 +496,23 @@ def log_block(log: LogCheckpointView | None, run_id: str) -> str:
 
 def proof_section(
     run_id: str,
-    checkpoint: CheckpointView | None,
+    tree_head: TreeHeadView | None,
     verifier: bool,
     log: LogCheckpointView | None = None,
 ) -> str:
-    if checkpoint is None:
-        cp = "<p>No signed checkpoint in the audit store yet.</p>"
+    if tree_head is None:
+        cp = "<p>No signed tree head in the audit store yet.</p>"
     else:
-        sig = {True: "valid", False: "INVALID", None: "not checked"}[checkpoint.signature_valid]
-        inc = inclusion_before_verify(checkpoint)
+        sig = {True: "valid", False: "INVALID", None: "not checked"}[tree_head.signature_valid]
+        inc = inclusion_before_verify(tree_head)
         cp = (
-            f'<dl><dt>checkpoint</dt><dd id="checkpoint-id">#{checkpoint.checkpoint_id} · '
-            f"{e(checkpoint.created_at)} · {checkpoint.tenant_runs} of your runs · root "
-            f"<code>{e(checkpoint.root_b64)}</code></dd>"
-            f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(checkpoint.signature_detail)})'
+            f'<dl><dt>tree head</dt><dd id="tree-head-id">#{tree_head.tree_head_id} · '
+            f"{e(tree_head.created_at)} · {tree_head.tenant_runs} of your runs · root "
+            f"<code>{e(tree_head.root_b64)}</code></dd>"
+            f'<dt>signature</dt><dd id="signature">{e(sig)} ({e(tree_head.signature_detail)})'
             f'</dd><dt>run head inclusion</dt><dd id="inclusion">{e(inc)}</dd></dl>'
-            + _json_block("signed note", checkpoint.note)
-            + _json_block("inclusion proof", checkpoint.proof)
+            + _json_block("signed note", tree_head.note)
+            + _json_block("inclusion proof", tree_head.proof)
         )
     downloads = f'<a id="download-export" href="{e(run_href(run_id, "/export.jsonl"))}">export</a>'
     if verifier:

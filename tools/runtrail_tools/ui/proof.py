@@ -1,11 +1,11 @@
-"""Can we prove it: the run's chain verified now, the latest signed checkpoint, and the run
+"""Can we prove it: the run's chain verified now, the latest signed tree head, and the run
 head's inclusion proof in it — all through the audit library, as ``runtrail audit`` does.
 
-The checkpoint's signature is checked with the audit service's public key when it can be
+The tree head's signature is checked with the audit service's public key when it can be
 found (the ``.pub`` beside its signing key); the inclusion proof is checked against the root
-the checkpoint states. A page never claims more than was checked: each check has its own line,
+the tree head states. A page never claims more than was checked: each check has its own line,
 and the inclusion of the run's head is called valid only once the chain behind that head has
-verified (a head proven in a checkpoint says nothing for a chain broken before it).
+verified (a head proven in a tree head says nothing for a chain broken before it).
 
 One numbering on every page: links are numbered from 1 (row ``#N``, "INVALID at link N"); the
 0-based index appears only in the API (``/links/{index}``, ``firstBrokenIndex``) and in the
@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runtrail.audit.checkpoint import prove_head, verify_checkpoint, verify_head_proof
 from runtrail.audit.cosignature import WitnessVerifier, witnessed_by
 from runtrail.audit.note import NoteVerifier
 from runtrail.audit.store import verify_stored
+from runtrail.audit.tree_head import prove_head, verify_head_proof, verify_tree_head
 from runtrail.audit.verify import ChainVerification
 from runtrail_tools.ui.sources import Sources
 
@@ -77,17 +77,17 @@ class Verdicts:
 
 
 @dataclass(frozen=True)
-class CheckpointView:
-    checkpoint_id: int
+class TreeHeadView:
+    tree_head_id: int
     created_at: str
     note: str
-    #: The signed-in tenant's runs in this checkpoint (never the store-wide count).
+    #: The signed-in tenant's runs in this tree head (never the store-wide count).
     tenant_runs: int
     root_b64: str
     #: True/False: the signature was checked; None: no public key to check it with.
     signature_valid: bool | None
     signature_detail: str
-    #: The run head's proof in this checkpoint (None: the run is not in it).
+    #: The run head's proof in this tree head (None: the run is not in it).
     proof: dict[str, Any] | None
     proof_valid: bool | None
     head_length: int | None
@@ -103,23 +103,23 @@ def _public_key(sources: Sources) -> tuple[Path, str] | None:
     return (pub, audit.key_name) if pub.is_file() else None
 
 
-def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointView | None:
+def latest_tree_head(sources: Sources, tenant: str, run_id: str) -> TreeHeadView | None:
     import base64
 
     from runtrail.audit.errors import NoteError
     from runtrail_services.audit.trust import load_verifier
 
     store = sources.audit()
-    stored = store.latest_checkpoint()
+    stored = store.latest_tree_head()
     if stored is None:
         return None
-    checkpoint = stored.checkpoint
+    tree_head = stored.tree_head
     signature: bool | None = None
     detail = "no public key found to check the signature with"
     key = _public_key(sources)
     if key is not None:
         try:
-            verify_checkpoint(stored.note, load_verifier(*key), checkpoint.origin)
+            verify_tree_head(stored.note, load_verifier(*key), tree_head.origin)
             signature, detail = True, f"signed by {key[1]} ({key[0].name})"
         except (NoteError, ValueError) as exc:
             signature, detail = False, str(exc)
@@ -127,22 +127,22 @@ def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointV
     proof_valid: bool | None = None
     length: int | None = None
     head_hash: str | None = None
-    heads = store.checkpoint_heads(stored.checkpoint_id)
+    heads = store.committed_heads(stored.tree_head_id)
     try:
         proof = prove_head(heads, tenant, run_id)
     except KeyError:
         proof = None
     if proof is not None:
         proof_json = proof.to_json()
-        proof_valid = verify_head_proof(proof, checkpoint)
+        proof_valid = verify_head_proof(proof, tree_head)
         length = proof.head.length
         head_hash = proof.head.hash
-    return CheckpointView(
-        checkpoint_id=stored.checkpoint_id,
+    return TreeHeadView(
+        tree_head_id=stored.tree_head_id,
         created_at=stored.created_at,
         note=stored.note,
         tenant_runs=sum(1 for head in heads if head.tenant_id == tenant),
-        root_b64=base64.b64encode(checkpoint.root_hash).decode(),
+        root_b64=base64.b64encode(tree_head.root_hash).decode(),
         signature_valid=signature,
         signature_detail=detail,
         proof=proof_json,
@@ -152,14 +152,14 @@ def latest_checkpoint(sources: Sources, tenant: str, run_id: str) -> CheckpointV
     )
 
 
-def inclusion_before_verify(checkpoint: CheckpointView) -> str:
+def inclusion_before_verify(tree_head: TreeHeadView) -> str:
     """What the panel says of the head's inclusion before the chain is verified."""
-    if checkpoint.proof_valid is None:
-        return "run not in this checkpoint"
-    if not checkpoint.proof_valid:
-        return "INVALID: the proof does not reach the checkpoint's root"
+    if tree_head.proof_valid is None:
+        return "run not in this tree head"
+    if not tree_head.proof_valid:
+        return "INVALID: the proof does not reach the tree head's root"
     return (
-        f"proof checks for the head of length {checkpoint.head_length}; "
+        f"proof checks for the head of length {tree_head.head_length}; "
         "verify the chain to rely on it"
     )
 
@@ -167,32 +167,32 @@ def inclusion_before_verify(checkpoint: CheckpointView) -> str:
 def inclusion_after_verify(
     sources: Sources, tenant: str, run_id: str, result: ChainVerification
 ) -> dict[str, Any]:
-    """The head's inclusion in the latest checkpoint, judged with the chain's verdict:
+    """The head's inclusion in the latest tree head, judged with the chain's verdict:
     ``{"valid": true/false/null, "text": ...}`` (null: nothing to judge)."""
-    checkpoint = latest_checkpoint(sources, tenant, run_id)
-    if checkpoint is None or checkpoint.proof_valid is None or checkpoint.head_length is None:
-        return {"valid": None, "text": "run not in the latest checkpoint"}
+    tree_head = latest_tree_head(sources, tenant, run_id)
+    if tree_head is None or tree_head.proof_valid is None or tree_head.head_length is None:
+        return {"valid": None, "text": "run not in the latest tree head"}
     if not result.valid:
         broken = result.first_broken_index
         where = f" at link {link_number(broken)}" if broken is not None else ""
         return {
             "valid": False,
-            "text": f"not valid: the chain failed verification{where}, so its checkpointed "
+            "text": f"not valid: the chain failed verification{where}, so its committed "
             "head proves nothing",
         }
-    if not checkpoint.proof_valid:
-        return {"valid": False, "text": "INVALID: the proof does not reach the checkpoint's root"}
-    link = sources.audit().link_at(tenant, run_id, checkpoint.head_length - 1)
-    if link is None or link.hash != checkpoint.head_hash:
+    if not tree_head.proof_valid:
+        return {"valid": False, "text": "INVALID: the proof does not reach the tree head's root"}
+    link = sources.audit().link_at(tenant, run_id, tree_head.head_length - 1)
+    if link is None or link.hash != tree_head.head_hash:
         return {
             "valid": False,
-            "text": f"INVALID: link {checkpoint.head_length} of the verified chain is not the "
-            "checkpointed head",
+            "text": f"INVALID: link {tree_head.head_length} of the verified chain is not the "
+            "head committed to in the tree head",
         }
     return {
         "valid": True,
-        "text": f"valid: the verified chain's first {checkpoint.head_length} links are the head "
-        f"in checkpoint #{checkpoint.checkpoint_id}",
+        "text": f"valid: the verified chain's first {tree_head.head_length} links are the head "
+        f"in tree head #{tree_head.tree_head_id}",
     }
 
 
@@ -275,7 +275,7 @@ def log_checkpoint(sources: Sources, tenant: str, run_id: str) -> LogCheckpointV
     head = store.head(tenant, run_id)
     last = store.log_index(tenant, run_id, head.length - 1) if head is not None else None
     return LogCheckpointView(
-        size=stored.checkpoint.size,
+        size=stored.tree_head.size,
         created_at=stored.created_at,
         note=note,
         signature_valid=signature,

@@ -1,4 +1,4 @@
-"""Signed notes, signed checkpoints over run heads, and chains held to a trusted checkpoint."""
+"""Signed notes, signed tree heads over run heads, and chains held to a trusted tree head."""
 
 from __future__ import annotations
 
@@ -13,22 +13,22 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from runtrail.audit import (
-    Checkpoint,
     HashChainedEventLog,
     HeadProof,
     NoteError,
     NoteSigner,
     NoteVerifier,
     RunHead,
+    TreeHead,
     find_fork,
     head_leaf,
     prove_head,
     read_export,
-    sign_checkpoint,
-    verify_against_checkpoint,
-    verify_against_checkpoints,
-    verify_checkpoint,
+    sign_tree_head,
+    verify_against_tree_head,
+    verify_against_tree_heads,
     verify_head_proof,
+    verify_tree_head,
     write_export,
 )
 from runtrail.audit.keys import (
@@ -170,17 +170,17 @@ def test_key_names_and_key_strings_are_checked() -> None:
         NoteSigner.from_skey(GO_SKEY.replace("PeterNeumann", "PeterNeumann2"))
 
 
-# --- checkpoints -----------------------------------------------------------------------------
+# --- tree heads -----------------------------------------------------------------------------
 def test_checkpoint_body_format(signer: NoteSigner) -> None:
     logs = runs()
-    note = sign_checkpoint(heads(logs), signer, ORIGIN)
+    note = sign_tree_head(heads(logs), signer, ORIGIN)
     body, _, signature = note.partition("\n\n")
     origin, size, root = body.split("\n")
     assert (origin, size) == (ORIGIN, "5")
     assert len(base64.b64decode(root, validate=True)) == 32
     assert signature.startswith(f"— {ORIGIN} ") and signature.endswith("\n")
-    checkpoint = verify_checkpoint(note, signer.verifier, ORIGIN)
-    assert checkpoint == Checkpoint(ORIGIN, 5, base64.b64decode(root))
+    tree_head = verify_tree_head(note, signer.verifier, ORIGIN)
+    assert tree_head == TreeHead(ORIGIN, 5, base64.b64decode(root))
 
 
 def test_checkpoint_root_is_the_rfc6962_root_of_sorted_head_leaves(signer: NoteSigner) -> None:
@@ -199,29 +199,29 @@ def test_checkpoint_root_is_the_rfc6962_root_of_sorted_head_leaves(signer: NoteS
     root = hashlib.sha256(
         b"\x01" + hashlib.sha256(b"\x01" + lh[0] + lh[1]).digest() + lh[2]
     ).digest()
-    checkpoint = verify_checkpoint(sign_checkpoint(hs, signer, ORIGIN), signer.verifier)
-    assert checkpoint.root_hash == root
+    tree_head = verify_tree_head(sign_tree_head(hs, signer, ORIGIN), signer.verifier)
+    assert tree_head.root_hash == root
     assert node_hash(node_hash(lh[0], lh[1]), lh[2]) == root
 
 
 def test_checkpoint_of_no_runs(signer: NoteSigner) -> None:
-    checkpoint = verify_checkpoint(sign_checkpoint([], signer, ORIGIN), signer.verifier)
-    assert (checkpoint.size, checkpoint.root_hash) == (0, hashlib.sha256(b"").digest())
+    tree_head = verify_tree_head(sign_tree_head([], signer, ORIGIN), signer.verifier)
+    assert (tree_head.size, tree_head.root_hash) == (0, hashlib.sha256(b"").digest())
 
 
 def test_two_heads_for_one_run_are_refused(signer: NoteSigner) -> None:
     with pytest.raises(ValueError):
-        sign_checkpoint([RunHead("a", "r", 1, "1" * 64), RunHead("a", "r", 2, "2" * 64)], signer)
+        sign_tree_head([RunHead("a", "r", 1, "1" * 64), RunHead("a", "r", 2, "2" * 64)], signer)
 
 
 def test_checkpoint_verification_failures(signer: NoteSigner) -> None:
-    note = sign_checkpoint(heads(runs()), signer, ORIGIN)
+    note = sign_tree_head(heads(runs()), signer, ORIGIN)
     with pytest.raises(NoteError):
-        verify_checkpoint(note, NoteVerifier(ORIGIN, Ed25519PrivateKey.generate().public_key()))
+        verify_tree_head(note, NoteVerifier(ORIGIN, Ed25519PrivateKey.generate().public_key()))
     with pytest.raises(NoteError):
-        verify_checkpoint(note, signer.verifier, origin="another.example/log")
+        verify_tree_head(note, signer.verifier, origin="another.example/log")
     with pytest.raises(NoteError):
-        verify_checkpoint(note.replace(f"{ORIGIN}\n5\n", f"{ORIGIN}\n4\n"), signer.verifier)
+        verify_tree_head(note.replace(f"{ORIGIN}\n5\n", f"{ORIGIN}\n4\n"), signer.verifier)
     for body in (
         "o\n05\n" + "A" * 43 + "=\n",
         "o\n1\nshort\n",
@@ -229,16 +229,16 @@ def test_checkpoint_verification_failures(signer: NoteSigner) -> None:
         "\n1\n" + "A" * 43 + "=\n",
     ):
         with pytest.raises(NoteError):
-            Checkpoint.parse(body)
+            TreeHead.parse(body)
 
 
 def test_head_proofs_verify_and_round_trip(signer: NoteSigner) -> None:
     logs = runs()
     hs = heads(logs)
-    checkpoint = verify_checkpoint(sign_checkpoint(hs, signer, ORIGIN), signer.verifier)
+    tree_head = verify_tree_head(sign_tree_head(hs, signer, ORIGIN), signer.verifier)
     for tenant, run in logs:
         proof = prove_head(hs, tenant, run)
-        assert verify_head_proof(proof, checkpoint)
+        assert verify_head_proof(proof, tree_head)
         again = HeadProof.from_json(json.loads(json.dumps(proof.to_json())))
         assert again == proof
     with pytest.raises(KeyError):
@@ -247,7 +247,7 @@ def test_head_proofs_verify_and_round_trip(signer: NoteSigner) -> None:
 
 def test_corrupted_head_proofs_fail(signer: NoteSigner) -> None:
     hs = heads(runs())
-    checkpoint = verify_checkpoint(sign_checkpoint(hs, signer, ORIGIN), signer.verifier)
+    tree_head = verify_tree_head(sign_tree_head(hs, signer, ORIGIN), signer.verifier)
     proof = prove_head(hs, "acme", "run-1")
     head = proof.head
     flipped = (bytes([proof.proof[0][0] ^ 1]) + proof.proof[0][1:], *proof.proof[1:])
@@ -262,87 +262,87 @@ def test_corrupted_head_proofs_fail(signer: NoteSigner) -> None:
         HeadProof(head, proof.leaf_index, proof.tree_size, proof.proof[:-1]),
     ]
     for probe in bad:
-        assert not verify_head_proof(probe, checkpoint)
-    other = Checkpoint(ORIGIN, checkpoint.size, leaf_hash(b"other"))
+        assert not verify_head_proof(probe, tree_head)
+    other = TreeHead(ORIGIN, tree_head.size, leaf_hash(b"other"))
     assert not verify_head_proof(proof, other)
 
 
-# --- holding a chain to a checkpoint ---------------------------------------------------------
+# --- holding a chain to a tree head ---------------------------------------------------------
 @pytest.fixture
-def anchored(signer: NoteSigner) -> tuple[HashChainedEventLog, Checkpoint, HeadProof]:
+def anchored(signer: NoteSigner) -> tuple[HashChainedEventLog, TreeHead, HeadProof]:
     logs = runs()
     hs = heads(logs)
-    checkpoint = verify_checkpoint(sign_checkpoint(hs, signer, ORIGIN), signer.verifier, ORIGIN)
-    return logs[("acme", "run-1")], checkpoint, prove_head(hs, "acme", "run-1")
+    tree_head = verify_tree_head(sign_tree_head(hs, signer, ORIGIN), signer.verifier, ORIGIN)
+    return logs[("acme", "run-1")], tree_head, prove_head(hs, "acme", "run-1")
 
 
 def test_intact_chain_and_a_grown_chain_pass(
-    anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof],
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof],
 ) -> None:
-    log, checkpoint, proof = anchored
-    assert verify_against_checkpoint(log.links, checkpoint, proof).valid
+    log, tree_head, proof = anchored
+    assert verify_against_tree_head(log.links, tree_head, proof).valid
     log.append(event(7))
     log.append(event(8))
-    result = verify_against_checkpoint(log.links, checkpoint, proof)
+    result = verify_against_tree_head(log.links, tree_head, proof)
     assert result.valid and result.length == 8
 
 
 def test_truncated_tail_is_detected(
-    anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof],
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof],
 ) -> None:
-    log, checkpoint, proof = anchored
+    log, tree_head, proof = anchored
     cut = log.links[:4]
     assert HashChainedEventLog().load_links(cut).valid  # fine on its own
-    result = verify_against_checkpoint(cut, checkpoint, proof)
+    result = verify_against_tree_head(cut, tree_head, proof)
     assert result.to_json() == {
         "valid": False,
         "length": 4,
         "firstBrokenIndex": 4,
         "reason": "truncated",
     }
-    assert verify_against_checkpoint([], checkpoint, proof).reason == "truncated"
+    assert verify_against_tree_head([], tree_head, proof).reason == "truncated"
 
 
 def test_fully_resealed_rewrite_is_detected(
-    anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof],
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof],
 ) -> None:
-    log, checkpoint, proof = anchored
+    log, tree_head, proof = anchored
     forged = HashChainedEventLog()
     forged.restore(
         [event(seq, text="rewritten") if seq == 2 else event(seq) for seq in range(1, 7)]
     )
     assert forged.verify_chain().valid  # every hash recomputed: the chain alone is fine
     assert forged.links[0] == log.links[0] and forged.links[1].hash != log.links[1].hash
-    result = verify_against_checkpoint(forged.links, checkpoint, proof)
+    result = verify_against_tree_head(forged.links, tree_head, proof)
     assert (result.valid, result.first_broken_index, result.reason) == (False, 5, "rewritten")
-    # Rewritten and extended past the checkpoint: still caught at the checkpointed index.
+    # Rewritten and extended past the tree head: still caught at the committed index.
     forged.append(event(7))
-    assert verify_against_checkpoint(forged.links, checkpoint, proof).reason == "rewritten"
+    assert verify_against_tree_head(forged.links, tree_head, proof).reason == "rewritten"
 
 
 def test_a_chain_tampered_without_resealing_reports_its_own_break(
-    anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof],
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof],
 ) -> None:
-    log, checkpoint, proof = anchored
+    log, tree_head, proof = anchored
     links = list(log.links)
     del links[1]
-    result = verify_against_checkpoint(links, checkpoint, proof)
+    result = verify_against_tree_head(links, tree_head, proof)
     assert (result.first_broken_index, result.reason) == (1, "prevHash mismatch")
 
 
 def test_another_runs_chain_or_a_bad_proof_does_not_pass(
-    anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof],
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof],
 ) -> None:
-    _, checkpoint, proof = anchored
+    _, tree_head, proof = anchored
     stranger = chain(6, tenant="globex", run="run-1")
-    assert verify_against_checkpoint(stranger.links, checkpoint, proof).reason == "run mismatch"
+    assert verify_against_tree_head(stranger.links, tree_head, proof).reason == "run mismatch"
     forged_proof = HeadProof(
         RunHead("acme", "run-1", 2, chain(2).links[-1].hash),
         proof.leaf_index,
         proof.tree_size,
         proof.proof,
     )
-    result = verify_against_checkpoint(chain(2).links, checkpoint, forged_proof)
+    result = verify_against_tree_head(chain(2).links, tree_head, forged_proof)
     assert result.reason == "head not in checkpoint"
 
 
@@ -352,22 +352,22 @@ def test_against_several_checkpoints(signer: NoteSigner) -> None:
     for seq in range(4, 7):
         head = log.head()
         assert head is not None
-        cp = verify_checkpoint(sign_checkpoint([head], signer, ORIGIN), signer.verifier)
+        cp = verify_tree_head(sign_tree_head([head], signer, ORIGIN), signer.verifier)
         anchors.append((cp, prove_head([head], "acme", "run-1")))
         log.append(event(seq))
-    assert verify_against_checkpoints(log.links, anchors).valid
-    assert verify_against_checkpoints(log.links[:4], anchors).reason == "truncated"
+    assert verify_against_tree_heads(log.links, anchors).valid
+    assert verify_against_tree_heads(log.links[:4], anchors).reason == "truncated"
 
 
 def test_export_held_to_a_checkpoint(
-    tmp_path: Path, anchored: tuple[HashChainedEventLog, Checkpoint, HeadProof]
+    tmp_path: Path, anchored: tuple[HashChainedEventLog, TreeHead, HeadProof]
 ) -> None:
-    log, checkpoint, proof = anchored
+    log, tree_head, proof = anchored
     path = tmp_path / "links.jsonl"
     write_export(path, log.links[:5])
-    assert verify_against_checkpoint(read_export(path), checkpoint, proof).reason == "truncated"
+    assert verify_against_tree_head(read_export(path), tree_head, proof).reason == "truncated"
     write_export(path, log.links)
-    assert verify_against_checkpoint(read_export(path), checkpoint, proof).valid
+    assert verify_against_tree_head(read_export(path), tree_head, proof).valid
 
 
 # --- forks -----------------------------------------------------------------------------------
@@ -377,18 +377,18 @@ def test_fork_two_heads_at_one_length(signer: NoteSigner) -> None:
     shown_to_a, shown_to_b = honest.head(), forked.head()
     assert shown_to_a is not None and shown_to_b is not None
     others = heads({k: v for k, v in runs().items() if k != ("acme", "run-1")})
-    note_a = sign_checkpoint([shown_to_a, *others], signer, ORIGIN)
-    note_b = sign_checkpoint([shown_to_b, *others], signer, ORIGIN)
-    cp_a = verify_checkpoint(note_a, signer.verifier)
-    cp_b = verify_checkpoint(note_b, signer.verifier)
+    note_a = sign_tree_head([shown_to_a, *others], signer, ORIGIN)
+    note_b = sign_tree_head([shown_to_b, *others], signer, ORIGIN)
+    cp_a = verify_tree_head(note_a, signer.verifier)
+    cp_b = verify_tree_head(note_b, signer.verifier)
     proof_a = prove_head([shown_to_a, *others], "acme", "run-1")
     proof_b = prove_head([shown_to_b, *others], "acme", "run-1")
     evidence = find_fork((cp_a, proof_a), (cp_b, proof_b))
     assert evidence is not None and evidence.reason == "fork"
     assert (evidence.tenant_id, evidence.run_id) == ("acme", "run-1")
-    # Each reader's chain also fails against the other's checkpoint.
-    assert verify_against_checkpoint(honest.links, cp_b, proof_b).reason == "rewritten"
-    assert verify_against_checkpoint(forked.links, cp_a, proof_a).reason == "rewritten"
+    # Each reader's chain also fails against the other's tree head.
+    assert verify_against_tree_head(honest.links, cp_b, proof_b).reason == "rewritten"
+    assert verify_against_tree_head(forked.links, cp_a, proof_a).reason == "rewritten"
 
 
 def test_fork_two_heads_of_one_run_in_one_tree(signer: NoteSigner) -> None:
@@ -397,10 +397,10 @@ def test_fork_two_heads_of_one_run_in_one_tree(signer: NoteSigner) -> None:
     short, long = chain(2).head(), chain(5).head()
     assert short is not None and long is not None
     leaves = [leaf_hash(head_leaf(short)), leaf_hash(head_leaf(long))]
-    checkpoint = Checkpoint(ORIGIN, 2, node_hash(*leaves))
+    tree_head = TreeHead(ORIGIN, 2, node_hash(*leaves))
     proof_short = HeadProof(short, 0, 2, (leaves[1],))
     proof_long = HeadProof(long, 1, 2, (leaves[0],))
-    evidence = find_fork((checkpoint, proof_short), (checkpoint, proof_long))
+    evidence = find_fork((tree_head, proof_short), (tree_head, proof_long))
     assert evidence is not None
 
 
@@ -410,8 +410,8 @@ def test_no_fork_between_consistent_heads(signer: NoteSigner) -> None:
     log.append(event(3))
     late = log.head()
     assert early is not None and late is not None
-    cp1 = verify_checkpoint(sign_checkpoint([early], signer), signer.verifier)
-    cp2 = verify_checkpoint(sign_checkpoint([late], signer), signer.verifier)
+    cp1 = verify_tree_head(sign_tree_head([early], signer), signer.verifier)
+    cp2 = verify_tree_head(sign_tree_head([late], signer), signer.verifier)
     p1, p2 = prove_head([early], "acme", "run-1"), prove_head([late], "acme", "run-1")
     assert find_fork((cp1, p1), (cp2, p2)) is None
     assert find_fork((cp1, p1), (cp1, p1)) is None
@@ -433,8 +433,8 @@ def test_key_files_round_trip(tmp_path: Path, fmt: str) -> None:
     signer, verifier = load_signer(private, ORIGIN), load_verifier(public, ORIGIN)
     assert verifier.vkey() == signer.verifier.vkey()
     assert load_private_key(private).public_key() == load_public_key(public)
-    note = sign_checkpoint([], signer)
-    verify_checkpoint(note, verifier)
+    note = sign_tree_head([], signer)
+    verify_tree_head(note, verifier)
     with pytest.raises(FileExistsError):
         write_private_key(private, generate_private_key(), fmt)  # type: ignore[arg-type]
 

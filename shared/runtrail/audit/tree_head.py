@@ -1,8 +1,8 @@
-"""Signed checkpoints over the heads of all runs (C2SP tlog-checkpoint in a signed note).
+"""Signed tree heads over the heads of all runs (C2SP tlog-checkpoint in a signed note).
 
 A chain alone cannot show that its tail was cut, or that two readers were shown different
 histories. So the heads of all runs are committed to, from time to time, in an RFC 6962 Merkle
-tree whose root is signed; anyone holding a signed checkpoint and the inclusion proof of a run's
+tree whose root is signed; anyone holding a signed tree head and the inclusion proof of a run's
 head can later hold the run's chain to it.
 
 * **Leaf** — one per run, the RFC 8785 bytes of ``{"hash", "length", "runId", "tenantId"}``
@@ -13,9 +13,9 @@ head can later hold the run's chain to it.
 * **Body** — ``<origin>\\n<number of leaves>\\n<base64 root hash>\\n`` (C2SP tlog-checkpoint;
   base64 is RFC 4648 standard with padding), signed as a C2SP signed note with Ed25519.
 
-Unlike a transparency log, this tree is a snapshot: successive checkpoints are not append-only
+Unlike a transparency log, this tree is a snapshot: successive tree heads are not append-only
 extensions of one another (heads move as runs grow), so RFC 6962 consistency proofs do not apply
-between them, and a witness that insists on them cannot cosign these checkpoints.
+between them, and a witness that insists on them cannot cosign these tree heads.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def _b64_hash(text: str) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """What a signed checkpoint says: origin, tree size, root hash (and any extension lines)."""
+class TreeHead:
+    """What a signed tree head says: origin, tree size, root hash (and any extension lines)."""
 
     origin: str
     size: int
@@ -80,49 +80,49 @@ class Checkpoint:
         return "\n".join([*lines, *self.extensions]) + "\n"
 
     @classmethod
-    def parse(cls, body: str) -> Checkpoint:
+    def parse(cls, body: str) -> TreeHead:
         if not body.endswith("\n"):
-            raise NoteError("a checkpoint body ends with a newline")
+            raise NoteError("a tree head body ends with a newline")
         lines = body[:-1].split("\n")
         if len(lines) < 3:
-            raise NoteError("a checkpoint has an origin, a size and a root hash line")
+            raise NoteError("a tree head has an origin, a size and a root hash line")
         origin, size, root, *extensions = lines
         if not origin:
-            raise NoteError("empty checkpoint origin")
+            raise NoteError("empty tree head origin")
         if not (size.isascii() and size.isdigit()) or (size != "0" and size.startswith("0")):
-            raise NoteError(f"checkpoint size {size!r} is not a decimal number")
+            raise NoteError(f"tree head size {size!r} is not a decimal number")
         if any(not line for line in extensions):
-            raise NoteError("empty extension line in checkpoint")
+            raise NoteError("empty extension line in tree head")
         return cls(origin, int(size), _b64_hash(root), tuple(extensions))
 
 
-def checkpoint_for(heads: Iterable[RunHead], origin: str = DEFAULT_ORIGIN) -> Checkpoint:
-    """The (unsigned) checkpoint of a set of run heads."""
+def tree_head_for(heads: Iterable[RunHead], origin: str = DEFAULT_ORIGIN) -> TreeHead:
+    """The (unsigned) tree head of a set of run heads."""
     leaves = [leaf_hash(head_leaf(head)) for head in order_heads(heads)]
-    return Checkpoint(origin, len(leaves), root_hash(leaves))
+    return TreeHead(origin, len(leaves), root_hash(leaves))
 
 
-def sign_checkpoint(
+def sign_tree_head(
     heads: Iterable[RunHead],
     signer: NoteSigner | Sequence[NoteSigner],
     origin: str = DEFAULT_ORIGIN,
 ) -> str:
-    """The signed-note text of the checkpoint over ``heads``."""
+    """The signed-note text of the tree head over ``heads``."""
     if not origin or "\n" in origin:
-        raise NoteError("checkpoint origin must be one non-empty line")
-    return sign_note(checkpoint_for(heads, origin).body(), signer)
+        raise NoteError("tree head origin must be one non-empty line")
+    return sign_note(tree_head_for(heads, origin).body(), signer)
 
 
-def verify_checkpoint(
+def verify_tree_head(
     note: str,
     verifier: NoteVerifier | Sequence[NoteVerifier],
     origin: str | None = None,
-) -> Checkpoint:
-    """The checkpoint a note states, if a trusted key signed it (and it has ``origin``)."""
-    checkpoint = Checkpoint.parse(open_note(note, verifier))
-    if origin is not None and checkpoint.origin != origin:
-        raise NoteError(f"checkpoint origin {checkpoint.origin!r} is not {origin!r}")
-    return checkpoint
+) -> TreeHead:
+    """The tree head a note states, if a trusted key signed it (and it has ``origin``)."""
+    tree_head = TreeHead.parse(open_note(note, verifier))
+    if origin is not None and tree_head.origin != origin:
+        raise NoteError(f"tree head origin {tree_head.origin!r} is not {origin!r}")
+    return tree_head
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,12 +169,12 @@ def prove_head(heads: Iterable[RunHead], tenant_id: str, run_id: str) -> HeadPro
     raise KeyError(f"no head for run {tenant_id}/{run_id}")
 
 
-def verify_head_proof(proof: HeadProof, checkpoint: Checkpoint) -> bool:
-    """Whether the checkpoint's tree holds ``proof.head`` at ``proof.leaf_index``."""
-    return proof.tree_size == checkpoint.size and verify_inclusion(
+def verify_head_proof(proof: HeadProof, tree_head: TreeHead) -> bool:
+    """Whether the tree head's tree holds ``proof.head`` at ``proof.leaf_index``."""
+    return proof.tree_size == tree_head.size and verify_inclusion(
         leaf_hash(head_leaf(proof.head)),
         proof.leaf_index,
         proof.tree_size,
         proof.proof,
-        checkpoint.root_hash,
+        tree_head.root_hash,
     )
