@@ -1,5 +1,5 @@
 """End to end over the real broker: an agent publishes a long session, the sessions service
-checkpoints it, is killed (SIGKILL) and restarted; the restored session (latest snapshot plus
+saves it, is killed (SIGKILL) and restarted; the restored session (latest snapshot plus
 the tail replayed from the topic) equals the session built from the whole topic from offset
 zero. Tenants never mix, on the way in and through the API."""
 
@@ -142,7 +142,7 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
     group = f"g-{topic}"
     options = {
         "store_url": postgres_url,
-        # checkpoints every 40 events only (and at shutdown): when the first service is killed,
+        # saves every 40 events only (and at shutdown): when the first service is killed,
         # events it applied are unsaved, and only the held offsets bring them back
         "every_n_events": "40",
         "at_step_end": "false",
@@ -153,7 +153,7 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
         "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),
         "RUNTRAIL_SESSIONS_TOPIC": pointers_topic,
         "RUNTRAIL_SESSIONS_HTTP_TOKENS": json.dumps(TOKENS),
-        "RUNTRAIL_BATCH_SIZE": "10",  # checkpoints are due per batch: keep batches small
+        "RUNTRAIL_BATCH_SIZE": "10",  # saves are due per batch: keep batches small
     }
 
     def start(name: str) -> ServiceProcess:
@@ -170,13 +170,13 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
     with Publisher(settings) as publisher:
         agent = Agent(publisher)
         # phase 1: a long session (and another of the same tenant, and a same-named session of
-        # another tenant), then a service that checkpoints and is killed mid-way
+        # another tenant), then a service that saves and is killed mid-way
         agent.steps_of("acme", "S", "run-1", 30)
         agent.steps_of("acme", "S2", "run-3", 8)
         agent.steps_of("globex", "S", "run-4", 9)
         first = start("first")
         try:
-            wait_for(lambda: stored_revision(store, "acme", "S") >= 120, 60, what="checkpoints")
+            wait_for(lambda: stored_revision(store, "acme", "S") >= 120, 60, what="saves")
             wait_for(lambda: first.processed() >= sum(agent.sent.values()), 30, what="all read")
             time.sleep(1.0)  # several commit intervals: whatever may be committed, is
             first.kill()
@@ -197,7 +197,7 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
             wait_for(
                 lambda: stored_revision(store, "acme", "S") > saved_before_kill,
                 60,
-                what="checkpoints after the restart",
+                what="saves after the restart",
             )
             port = api_port(tmp_path / "second.log")
             status, body = api_get(port, "/v1/sessions/S", "tok-acme")
@@ -207,20 +207,20 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
             assert api_get(port, "/v1/sessions/S2", "tok-globex")[0] == 404  # acme's only
             assert api_get(port, "/v1/sessions/S2", "tok-acme")[0] == 200
             wait_for(lambda: second.processed() >= to_read, 60, what="all read")
-            assert second.terminate() == 0  # checkpoints what is unsaved on the way out
+            assert second.terminate() == 0  # saves what is unsaved on the way out
         finally:
             second.close()
         for tenant, session in agent.sent:  # nothing lost through the kill, all saved at stop
             assert stored_revision(store, tenant, session) == agent.sent[(tenant, session)]
-        checkpointed = agent.sent[("acme", "S")]
+        saved = agent.sent[("acme", "S")]
 
         # phase 3: a tail the service never saw
         agent.steps_of("acme", "S", "run-2", 3)
 
     restored = restore_session(store, "acme", "S", settings)
     whole = build_from_topic("acme", "S", settings)
-    assert restored.snapshot is not None and restored.snapshot.revision == checkpointed
-    assert restored.replayed == agent.sent[("acme", "S")] - checkpointed > 0
+    assert restored.snapshot is not None and restored.snapshot.revision == saved
+    assert restored.replayed == agent.sent[("acme", "S")] - saved > 0
     assert whole.revision == agent.sent[("acme", "S")]
     assert restored.session.snapshot().digest == whole.snapshot().digest
     assert list(restored.session.events()) == list(whole.events())
@@ -234,6 +234,6 @@ def test_killed_and_restarted_service_restores_sessions_equal_to_the_whole_topic
 
     latest = read_pointers(kafka_bootstrap, pointers_topic)
     pointer = SessionPointer.from_bytes(latest[session_key("acme", "S").encode()] or b"")
-    assert pointer.revision == checkpointed
+    assert pointer.revision == saved
     assert pointer.resolve().digest == restored.snapshot.digest
     store.close()

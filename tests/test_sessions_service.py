@@ -1,4 +1,4 @@
-"""The sessions service in process: checkpoint policy, held offsets, pointers, two writers,
+"""The sessions service in process: save policy, held offsets, pointers, two writers,
 halting on an untrusted snapshot. (End to end over real processes: test_sessions_end_to_end.)"""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def delivered(
     ]
 
 
-def checkpoints(svc: SessionsService, trigger: str) -> float:
+def saves(svc: SessionsService, trigger: str) -> float:
     value = svc.context.registry.get_sample_value(
         "runtrail_sessions_saves_total", {"service": "sessions", "trigger": trigger}
     )
@@ -73,24 +73,24 @@ def test_save_policy_and_held_offsets(tmp_path: Path) -> None:
 
     svc.process(events[3:4])  # the 4th unsaved event
     assert store.load("t1", "s1").revision == 4  # type: ignore[union-attr]
-    assert held(svc) == {} and checkpoints(svc, "every_n") == 1
+    assert held(svc) == {} and saves(svc, "every_n") == 1
 
     svc.process(events[4:5])  # STEP_END
     assert store.load("t1", "s1").revision == 5  # type: ignore[union-attr]
-    assert checkpoints(svc, "step_end") == 1
+    assert saves(svc, "step_end") == 1
 
     svc.process(events[5:7] + events[2:3])  # a re-delivered event changes nothing
     assert held(svc) == {(TOPIC, 0): 105}
-    svc.on_revoked([(TOPIC, 0)])  # checkpoint, then forget
+    svc.on_revoked([(TOPIC, 0)])  # save, then forget
     saved = store.load("t1", "s1")
-    assert saved is not None and saved.revision == 7 and checkpoints(svc, "revoke") == 1
+    assert saved is not None and saved.revision == 7 and saves(svc, "revoke") == 1
     assert saved.memory == {"turns": 6, "notes": ["n0", "n1", "n2", "n3", "n4", "n5"]}
     assert held(svc) == {} and not svc._sessions
 
     svc.process(delivered(session_forms(9)[7:], first_offset=107))  # reloaded from the store
-    svc.close()  # shutdown checkpoint
+    svc.close()  # shutdown save
     final = store.load("t1", "s1")
-    assert final is not None and final.revision == 9 and checkpoints(svc, "shutdown") == 1
+    assert final is not None and final.revision == 9 and saves(svc, "shutdown") == 1
     whole = AgentSession("t1", "s1")
     for d in delivered(session_forms(9), first_offset=100):
         whole.apply(d.event, source=(d.topic, d.partition, d.offset))
@@ -110,7 +110,7 @@ def test_idle_sessions_are_saved_and_saved_ones_forgotten(tmp_path: Path) -> Non
     svc.tick(touched + 1000)
     assert held(svc) == {(TOPIC, 0): 0}
     svc.tick(touched + 6000)
-    assert held(svc) == {} and checkpoints(svc, "idle") == 1
+    assert held(svc) == {} and saves(svc, "idle") == 1
     svc.flush()  # the runtime's commit
     svc.tick(touched + 61_000)
     assert not svc._sessions

@@ -1,7 +1,7 @@
 """Issue 12.4: a snapshot edited while the service holds its session is kept, not overwritten.
 
 ``save_if`` used to compare only the stored digest *field*, so an edit that left the field alone
-was erased by the next checkpoint, silently. Now the stored content is verified before it is
+was erased by the next save, silently. Now the stored content is verified before it is
 replaced, on the file store and on a real PostgreSQL alike; the service halts that session
 visibly (``runtrail_sessions_halted``, a log line, the session API) and keeps the evidence.
 """
@@ -139,7 +139,7 @@ def test_the_service_halts_a_session_whose_snapshot_was_edited_under_it(
     )
     try:
         forms = session_forms(8)
-        svc.process(delivered(forms[:4], first_offset=0))  # checkpointed, held in memory
+        svc.process(delivered(forms[:4], first_offset=0))  # saved, held in memory
         assert svc.api is not None
         assert api_get(svc.api.port, "/v1/sessions/s1")[0] == 200
         evidence = stored.tamper()
@@ -162,7 +162,7 @@ def test_the_service_halts_a_session_whose_snapshot_was_edited_under_it(
         assert stored.read() == evidence
     finally:
         svc.close()
-    assert stored.read() == evidence  # not even the shutdown checkpoint overwrites it
+    assert stored.read() == evidence  # not even the shutdown save overwrites it
 
 
 # --- end to end: a running service process over the real broker ------------------------------
@@ -212,12 +212,12 @@ def test_a_running_service_keeps_an_edited_snapshot_and_reports_the_halt(
     try:
         with Publisher(settings) as publisher:
             agent = Agent(publisher)
-            agent.steps_of("acme", "S", "run-1", 2)  # checkpointed at each STEP_END
+            agent.steps_of("acme", "S", "run-1", 2)  # saved at each STEP_END
             sent = agent.sent[("acme", "S")]
             wait_for(
                 lambda: stored_revision(store, "acme", "S") == sent,
                 60,
-                what="the checkpoint",
+                what="the save",
             )
             evidence = path.read_bytes().replace(b'"run-1:1"', b'"run-1:forged"', 1)
             assert evidence != path.read_bytes()
@@ -236,4 +236,4 @@ def test_a_running_service_keeps_an_edited_snapshot_and_reports_the_halt(
         assert proc.terminate() == 0
     finally:
         proc.close()
-    assert path.read_bytes() == evidence  # the shutdown checkpoint did not erase it either
+    assert path.read_bytes() == evidence  # the shutdown save did not erase it either

@@ -32,8 +32,8 @@ class AuditSettings(ServiceSettings):
     )
     key_path: Path | None = Field(
         default=None,
-        description="Ed25519 tree head signing key, PEM or raw; generated on first use "
-        "(default: <RUNTRAIL_STATE_DIR>/audit/checkpoint.key, public key beside it as .pub).",
+        description="Ed25519 key signing tree heads and log checkpoints, PEM or raw; generated "
+        "on first use (default: <RUNTRAIL_STATE_DIR>/audit/checkpoint.key, public key beside it as .pub).",
     )
     key_name: str = Field(
         default=DEFAULT_ORIGIN,
@@ -46,7 +46,7 @@ class AuditSettings(ServiceSettings):
     )
     tiles_url: str | None = Field(
         default=None,
-        description="Where the log's C2SP tiles and tree head are written: file:///dir or "
+        description="Where the log's C2SP tiles and checkpoint are written: file:///dir or "
         "s3://bucket/prefix (default: file://<RUNTRAIL_STATE_DIR>/audit/tlog).",
     )
     log_http_enabled: bool = Field(

@@ -1,4 +1,4 @@
-"""What every session-side store (snapshots, checkpoint records) has besides its own methods:
+"""What every session-side store (snapshots, LangGraph checkpoint records) has besides its own methods:
 a description for logs, and closing (also as a context manager)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The PostgreSQL side of the session stores (snapshots and checkpoint records): one database
+"""The PostgreSQL side of the session stores (snapshots and LangGraph checkpoint records): one database
 on the persistence layer's pool, its migrations applied at open, every error naming the store.
 
 Why one: the two PostgreSQL adapters each had their own lazy reconnect and error wrapping.

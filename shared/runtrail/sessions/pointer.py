@@ -23,7 +23,7 @@ from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot
 
 
 class SessionPointer(BaseModel):
-    """The latest checkpoint of one session, as published on the sessions topic."""
+    """The latest saved snapshot of one session, as published on the sessions topic."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"

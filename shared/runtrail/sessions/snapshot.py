@@ -66,7 +66,7 @@ class MemorySource(_Camel):
 
 
 class AgentSessionSnapshot(_Camel):
-    """One session's checkpoint. Build with :func:`seal`; read with :func:`parse_snapshot`."""
+    """One session's snapshot. Build with :func:`seal`; read with :func:`parse_snapshot`."""
 
     format: int = SNAPSHOT_FORMAT
     tenant_id: NonBlank
