@@ -9,7 +9,7 @@ runtrail. The format (docs/AUDIT_FORMAT.md): one JSON object per line,
 
 Prints ``{"valid", "length", "firstBrokenIndex", "reason"}`` and exits 0 when the chain is
 valid, 1 when it is not, 2 when the file cannot be read. With ``--expect-length N
---expect-hash H`` (a head you obtained earlier, e.g. from a signed checkpoint) it also reports
+--expect-hash H`` (a head you obtained earlier, e.g. from a signed tree head) it also reports
 a chain cut short of it (``truncated``) or not containing it (``rewritten``).
 ``firstBrokenIndex`` is the 0-based position of the first failing line (blank lines not
 counted), never the line's own ``index`` label, which the hash does not cover. A file with no

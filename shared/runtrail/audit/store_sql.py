@@ -528,7 +528,7 @@ class SqlLinkStore:
         raise NotImplementedError
 
     def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
-        """Insert :data:`INSERT_TREE_HEAD`'s ``values``; the new checkpoint's id."""
+        """Insert :data:`INSERT_TREE_HEAD`'s ``values``; the new tree head's id."""
         raise NotImplementedError
 
     def _lock_log(self, cur: Any) -> None:

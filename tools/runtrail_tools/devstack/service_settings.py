@@ -26,7 +26,7 @@ STACK_RECEIVERS: tuple[str, ...] = ("outbox-relay", "command-api")
 DEV_TUNING: dict[str, dict[str, str]] = {
     # a session with unsaved events holds its offsets until saved: save quiet ones sooner
     "sessions": {"idle_save_s": "2"},
-    # sign a checkpoint over the run heads every 10 s instead of every minute
+    # sign a tree head over the run heads every 10 s instead of every minute
     "audit": {"tree_head_interval_s": "10"},
 }
 
