@@ -8,7 +8,8 @@
   rootHash, size}`` where ``note`` is the signed C2SP note (the evidence; the other fields are
   conveniences read from it).
 
-Header ``rt.audit.kind`` says which (``link`` or ``tree head``).
+Header ``rt.audit.kind`` says which: ``link`` or ``checkpoint`` (a tree head). These names and
+``checkpointId`` are what readers of the topic already parse, so they stay as written.
 """
 
 from __future__ import annotations

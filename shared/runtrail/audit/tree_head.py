@@ -68,7 +68,8 @@ def _b64_hash(text: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class TreeHead:
-    """What a signed tree head says: origin, tree size, root hash (and any extension lines)."""
+    """What a signed tree head says, the run heads' or the log's (a C2SP checkpoint body): origin,
+    tree size, root hash (and any extension lines)."""
 
     origin: str
     size: int
