@@ -98,6 +98,10 @@ def test_a_langgraph_run_killed_after_step_k_is_re_run_from_the_cache(
     assert calls == results == [f"call-{n}" for n in range(1, steps + 1)]
     assert sum(e.type == "MODEL_REQUEST" for e in events) == steps + 1
     assert [e.type for e in events].count("run.accepted") == 1  # the re-run did not reopen it
+    (resumed,) = [e for e in events if e.type == "run.resumed"]  # ... but said it took over
+    first_own = min(e.sequence for e in events if e.sequence > resumed.sequence)
+    assert resumed.data.after_sequence == resumed.sequence - 1 < first_own
+    assert resumed.data.cache_hits == 2 * k and resumed.data.pid not in (None, os.getpid())
     assert events[-1].type == "run.succeeded"
     sequences = sorted(e.sequence for e in events)
     assert sequences == list(range(1, len(events) + 1))

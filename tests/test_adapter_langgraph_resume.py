@@ -13,6 +13,7 @@ state the run wrote records that run as its ``parentRunId``, and the explorer li
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -110,6 +111,13 @@ def assert_one_run_waiting_then_succeeded(events: list[Any], first_part: int) ->
     assert verdict.valid and verdict.length == len(events) and chain.sequence == len(events)
 
 
+def assert_resumed_here(event: Any, *, after: int) -> None:
+    """run.resumed names this process and the earlier life's last sequence (the wait)."""
+    assert event.type == "run.resumed" and event.sequence == after + 1
+    assert (event.data.host, event.data.pid) == (socket.gethostname(), os.getpid())
+    assert (event.data.after_sequence, event.data.cached_steps) == (after, 0)
+
+
 def test_a_wait_is_resumed_by_another_handler_and_publisher_in_the_same_run(
     publisher: Publisher, second: Publisher, store: str, tmp_path: Path
 ) -> None:
@@ -120,14 +128,15 @@ def test_a_wait_is_resumed_by_another_handler_and_publisher_in_the_same_run(
 
     done = resume_elsewhere(second, store)
     assert done["shipped"] == "4711:yes"
-    events = read_back(second, expect=6)
+    events = read_back(second, expect=7)
     assert [e.type for e in events] == [
-        "run.accepted", "run.state_transitioned", "run.input_required",
+        "run.accepted", "run.state_transitioned", "run.input_required", "run.resumed",
         "run.input_received", "STEP_END", "run.succeeded",
     ]  # fmt: skip
-    assert events[3].data.request_id == first[-1].data.request_id
-    assert events[3].data.input == "yes"
-    assert events[3].session_id == first[0].session_id == "order-42"
+    assert_resumed_here(events[3], after=3)
+    assert events[4].data.request_id == first[-1].data.request_id
+    assert events[4].data.input == "yes"
+    assert events[4].session_id == first[0].session_id == "order-42"
     assert_one_run_waiting_then_succeeded(events, first_part=3)
 
 
@@ -155,9 +164,12 @@ def test_a_wait_is_resumed_by_a_second_os_process(
 
     done = resume_elsewhere(publisher, store, answer="tomorrow")
     assert done["shipped"] == "4711:tomorrow"
-    events = read_back(publisher, expect=6)
-    assert [e.type for e in events][2:4] == ["run.input_required", "run.input_received"]
-    assert events[3].data.input == "tomorrow"
+    events = read_back(publisher, expect=7)
+    assert [e.type for e in events][2:5] == [
+        "run.input_required", "run.resumed", "run.input_received",
+    ]  # fmt: skip
+    assert_resumed_here(events[3], after=3)
+    assert events[4].data.input == "tomorrow"
     assert_one_run_waiting_then_succeeded(events, first_part=3)
 
 
@@ -191,12 +203,13 @@ def test_langgraphs_own_saver_carries_the_wait_and_a_stopped_tool_keeps_one_inte
     resumed = RuntrailCallbackHandler(second, checkpointer=saver)
     confirm_graph(saver).invoke(Command(resume="confirmed"), {**config, "callbacks": [resumed]})
     assert first.failures == resumed.failures == 0
-    events = read_back(second, expect=8)
+    events = read_back(second, expect=9)
     assert [e.type for e in events] == [
         "run.accepted", "run.state_transitioned", "TOOL_CALL", "run.input_required",
-        "run.input_received", "TOOL_RESULT", "STEP_END", "run.succeeded",
+        "run.resumed", "run.input_received", "TOOL_RESULT", "STEP_END", "run.succeeded",
     ]  # fmt: skip
-    assert events[2].data.call_id == events[5].data.call_id == "tc-7"
+    assert_resumed_here(events[4], after=4)
+    assert events[2].data.call_id == events[6].data.call_id == "tc-7"
     assert_one_run_waiting_then_succeeded(events, first_part=4)
 
 

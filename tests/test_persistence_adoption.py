@@ -99,6 +99,7 @@ def test_a_wave1_projection_store_keeps_its_rows_and_positions(
         ("projection", 1),
         ("projection", 2),
         ("projection", 3),
+        ("projection", 4),
         ("tracking", 1),
     ]
     again = open_store(PROJECTIONS, url)  # a second open applies nothing
@@ -106,7 +107,7 @@ def test_a_wave1_projection_store_keeps_its_rows_and_positions(
         assert again.stored_offsets(TOPIC, [0, 1]) == {0: 43, 1: 7}
     finally:
         again.close()
-    assert len(_recorded(run)) == 4
+    assert len(_recorded(run)) == 5
 
 
 def test_a_wave1_audit_store_keeps_its_chains_and_positions(

@@ -6,6 +6,7 @@ steps after the crash, and the run's sequences go on without a gap or a reused n
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -103,4 +104,10 @@ def test_the_readme_resume_example_runs_as_written(
     )]  # fmt: skip
     sequences = sorted(e.sequence for e in events if e.run_id == RUN)
     assert sequences == list(range(1, len(sequences) + 1))  # no gap, no number used twice
-    assert len(sequences) == 5 * STEPS  # REQUEST, RESPONSE, CALL, RESULT, STEP_END per step
+    # REQUEST, RESPONSE, CALL, RESULT, STEP_END per step, and the new process's run.resumed
+    assert len(sequences) == 5 * STEPS + 1
+    (resumed,) = [e for e in events if e.run_id == RUN and e.type == "run.resumed"]
+    assert resumed.sequence == 5 * 2 + 1  # right after the crashed life's two steps
+    assert (resumed.step, resumed.data.at_step, resumed.data.after_sequence) == (3, 3, 10)
+    assert (resumed.data.cached_steps, resumed.data.cache_hits) == (2, 4)
+    assert resumed.data.pid == os.getpid()  # the resuming process (this one, as written)

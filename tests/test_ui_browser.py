@@ -734,3 +734,66 @@ def test_publisher_events_have_times_and_the_approver_is_in_the_row(
         shoot(browser, tmp_path, "deploy-approver")
     finally:
         audit.close()
+
+
+def test_the_ledger_runs_crash_and_resume_are_marked_and_filtered(
+    demo: DemoStack, browser: Any, tmp_path: Path
+) -> None:
+    """The ledger run's process is SIGKILLed after step 3 and a new process resumes it: the
+    runs list's ``resumed`` filter finds it, and its timeline marks, at the resume's step, the
+    crash gap and "resumed by a new process at step 4; steps 1-3 (en dash) from the resume
+    cache", as
+    the sealed run.resumed says."""
+    from selenium.webdriver.common.by import By
+
+    from runtrail_tools.demo.script import script
+
+    tenant = "globex"
+    crashed_after = script("ledger").crash_after_step
+    assert crashed_after == 3
+    ledger = next(r.run_id for r in demo.runs_of(tenant) if r.key == "ledger")
+    sign_in(browser, demo.url, demo.tokens[tenant])
+    browser.get(f"{demo.url}/runs?resumed=1")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.run")
+    assert [r.get_attribute("data-run") for r in rows] == [ledger]  # only the resumed run
+    assert rows[0].find_element(By.CSS_SELECTOR, ".m-resumed").text == "resumed"
+    assert browser.find_element(By.ID, "resumed").is_selected()
+
+    rows[0].find_element(By.LINK_TEXT, ledger).click()
+    wait(browser, lambda d: d.find_elements(By.ID, "timeline"))
+    (note,) = browser.find_elements(By.CSS_SELECTOR, "#timeline .resume-note")
+    section = note.find_element(By.XPATH, "./ancestor::section[1]")
+    assert section.get_attribute("data-step") == str(crashed_after + 1)
+    assert (note.get_attribute("data-at-step"), note.get_attribute("data-cached-steps")) == (
+        "4",
+        "3",
+    )
+    said = note.find_element(By.CSS_SELECTOR, "p.resumed").text
+    assert "resumed by a new process at step 4; steps 1\N{EN DASH}3 from the resume cache" in said
+    assert "6 cache hits" in said  # three model answers and three tool results
+    gap = note.find_element(By.CSS_SELECTOR, ".crash-gap")
+    assert gap.text.startswith("crash gap ")
+
+    audit, projections = stores(demo.state_dir)
+    try:
+        chain = audit.load_chain(tenant, ledger)
+        (resumed,) = [link for link in chain if link.event["type"] == "run.resumed"]
+        assert note.get_attribute("data-index") == str(resumed.index)
+        data = resumed.event["data"]
+        assert (data["atStep"], data["cachedSteps"], data["cacheHits"]) == (4, 3, 6)
+        # the earlier life's last event is the one just before the resume in the chain
+        last_old = chain[resumed.index - 1].event
+        assert data["afterSequence"] == int(last_old["sequence"])
+        assert f"after event seq {last_old['sequence']}" in gap.text
+        assert int(gap.get_attribute("data-gap-ms")) >= 0
+        # the resuming process is not the one that crashed (nor this test)
+        assert data["pid"] not in (None, os.getpid()) and f"pid {data['pid']}" in said
+        stored = projections.get(tenant, ledger)
+        assert stored is not None and stored.state is not None
+        assert stored.state.resumes == 1 and stored.state.last_resume is not None
+        assert stored.state.last_resume.sequence == int(resumed.event["sequence"])
+    finally:
+        audit.close()
+        projections.close()
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", note)
+    shoot(browser, tmp_path, "resumed")

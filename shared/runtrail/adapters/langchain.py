@@ -25,7 +25,8 @@ they run again on resume). The thread's next root run that resumes it (``Command
 continues the *same* runtrail run — ``run.input_received`` with the resume value, then the rest
 — when this handler recorded the wait, or, given the graph's ``checkpointer``, when the thread's
 newest checkpoint records it (another process stopped there: the run goes on at the sequence it
-recorded; :mod:`runtrail.adapters.langgraph_marks`). A root run started from a named checkpoint
+recorded, after a ``run.resumed`` naming this process; :mod:`runtrail.adapters.langgraph_marks`).
+A root run started from a named checkpoint
 (a time-travel replay or fork) is a new run whose ``run.branched`` gives LangGraph's address of
 that state, and the run that wrote it when the thread's checkpoints say so.
 
@@ -70,6 +71,8 @@ from runtrail.adapters.langgraph_signals import (
     returned_interrupts,
 )
 from runtrail.resume.recorder import EventPublisher
+from runtrail.resume.resumed import EVENT_TYPE as RESUMED
+from runtrail.resume.resumed import resumed_data
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +254,9 @@ class RuntrailCallbackHandler(BaseCallbackHandler):
         if wait.step is not None:  # the step the wait stopped in goes on, as in one process
             recorder.begin_step(wait.step)
         cast(Any, self.publisher).set_next_sequence(wait.run_id, wait.next_sequence)
+        recorder.emit(  # the wait was left by another process: this one says it took over
+            RESUMED, resumed_data(after_sequence=wait.next_sequence - 1, at_step=wait.step)
+        )
         run = _Run(root, recorder, thread=thread, request_id=wait.request_id)
         run.suspended_calls.update(wait.suspended_calls)
         return run

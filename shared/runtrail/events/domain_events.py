@@ -5,7 +5,8 @@ not inline. ``run.approval_required`` is retained at v1 and v2 (v2 adds ``expire
 first real schema evolution, lifted by the upcaster in :mod:`runtrail.events.upcasting`.
 ``run.branched`` records a run's lineage; ``run.input_required`` / ``run.input_received`` v2
 may carry the question and the answer inline, as the runtime events carry a prompt (the
-publisher's redaction applies to them alike).
+publisher's redaction applies to them alike). ``run.resumed`` records that a new process
+continued the run, so a crash and its recovery stay visible after the fact.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ class RunBranched(EventData):
     event_type = "run.branched"
     parent_run_id: str | None = None
     branched_from: JsonValue = None
+
+
+class RunResumed(EventData):
+    """A new process continued the run an earlier process left (a crash, a wait resumed
+    elsewhere): ``host``/``pid`` name the new process, ``previousProcess`` the earlier one when
+    known, ``afterSequence`` the earlier life's last recorded sequence (the crash gap ends at
+    this event), ``atStep`` the first step the new process ran itself, ``cachedSteps`` the steps
+    before it replayed wholly from the resume cache, ``cacheHits`` its model and tool hits.
+    Published once per new life, just before its first own event."""
+
+    event_type = "run.resumed"
+    host: str | None = None
+    pid: int | None = Field(default=None, ge=0)
+    previous_process: str | None = None
+    after_sequence: int | None = Field(default=None, ge=0)
+    at_step: int | None = Field(default=None, ge=0)
+    cached_steps: int = Field(default=0, ge=0)
+    cache_hits: int = Field(default=0, ge=0)
 
 
 class PlanProposed(EventData):

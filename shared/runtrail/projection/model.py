@@ -98,6 +98,21 @@ class PendingInput(Frozen):
     request_id: str
 
 
+class Resume(Frozen):
+    """A new process continuing the run (run.resumed): who, where it took over, what the
+    resume cache gave it, and where the earlier life's record ends (the crash gap's start)."""
+
+    sequence: SeqNo
+    occurred_at: str
+    host: str | None = None
+    pid: int | None = None
+    previous_process: str | None = None
+    after_sequence: SeqNo | None = None
+    at_step: int | None = None
+    cached_steps: int = 0
+    cache_hits: int = 0
+
+
 class ToolIntent(Frozen):
     """A tool invocation requested (and maybe started) whose outcome is not yet recorded."""
 
@@ -190,6 +205,9 @@ class RunProjection(Frozen):
     #: run.content_erased: when the run's protected content was last erased, and why.
     erased_at: str | None = None
     erasure_reason: str | None = None
+    #: run.resumed: how many times a new process continued the run, and the latest of them.
+    resumes: int = 0
+    last_resume: Resume | None = None
 
     tool_intents: dict[str, ToolIntent] = Field(default_factory=dict)
     tool_outcomes: dict[str, ToolOutcome] = Field(default_factory=dict)

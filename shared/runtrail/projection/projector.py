@@ -32,6 +32,8 @@ awaiting_input, awaiting_approval)
   event (version)                  allowed in          status after       checks
   run.accepted (1)                 no run yet          received           first event only
   run.branched (1)                 received            unchanged          lineage kept
+  run.resumed (1)                  LIVE                unchanged          counted, latest kept;
+                                                                          afterSequence before it
   run.plan_proposed (1)            ACTIVE              planning           digest = stored artifact
   run.plan_validated (1)           planning            executing          = the proposed plan
   run.approval_required (1)        ACTIVE              awaiting_approval  upcast to v2, then v2
@@ -97,6 +99,7 @@ from runtrail.events.domain_events import (
     RunAccepted,
     RunBranched,
     RunFailed,
+    RunResumed,
     RunSucceeded,
     SessionSnapshot,
     StateTransitioned,
@@ -146,6 +149,7 @@ RULES: dict[tuple[str, int], Rule[Any]] = {
     ("run.branched", 1): Rule(
         RunBranched, run.branched, frozenset({"received"}), "a just-accepted run (received)"
     ),
+    ("run.resumed", 1): Rule(RunResumed, run.resumed, LIVE, _LIVE),
     ("run.plan_proposed", 1): Rule(PlanProposed, run.plan_proposed, ACTIVE, _ACTIVE),
     ("run.plan_validated", 1): Rule(
         PlanValidated, run.plan_validated, frozenset({"planning"}), "a proposed plan (planning)"

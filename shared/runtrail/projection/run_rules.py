@@ -23,12 +23,21 @@ from runtrail.events.domain_events import (
     RunAccepted,
     RunBranched,
     RunFailed,
+    RunResumed,
     RunSucceeded,
     StateTransitioned,
 )
 from runtrail.events.upcasting import upcast
 from runtrail.projection.errors import InvalidEventData, InvalidTransition
-from runtrail.projection.model import TERMINAL, WAITING, PendingInput, ProposedPlan, RunProjection
+from runtrail.projection.model import (
+    TERMINAL,
+    WAITING,
+    PendingInput,
+    ProposedPlan,
+    Resume,
+    RunProjection,
+)
+from runtrail.projection.names import utc_text
 from runtrail.projection.redaction import clear, clear_optional
 from runtrail.projection.rule import Update, instant
 
@@ -47,6 +56,28 @@ def branched(state: RunProjection, event: Event, data: RunBranched) -> Update:
         raise InvalidTransition("the run's lineage is already recorded", event=event)
     parent = clear_optional(event, "parentRunId", data.parent_run_id)
     return {"parent_run_id": parent, "branched_from": data.branched_from}
+
+
+def resumed(state: RunProjection, event: Event, data: RunResumed) -> Update:
+    """The run goes on as it stood (status unchanged); the resume is counted and the latest
+    kept. The earlier life it follows must be behind it in the run's sequence."""
+    if data.after_sequence is not None and data.after_sequence >= event.sequence:
+        raise InvalidTransition(
+            f"afterSequence {data.after_sequence} is not before the resume's own sequence",
+            event=event,
+        )
+    resume = Resume(
+        sequence=event.sequence,
+        occurred_at=utc_text(event.occurred_at),
+        host=data.host,
+        pid=data.pid,
+        previous_process=data.previous_process,
+        after_sequence=data.after_sequence,
+        at_step=data.at_step,
+        cached_steps=data.cached_steps,
+        cache_hits=data.cache_hits,
+    )
+    return {"resumes": state.resumes + 1, "last_resume": resume}
 
 
 def plan_proposed(state: RunProjection, event: Event, data: PlanProposed) -> Update:

@@ -133,7 +133,8 @@ class RunQuery:
     ``text`` matches a substring (case-insensitive) of the run ID and the sessions, models and
     tools its events named; ``since``/``until`` (ISO text) keep runs active in the range (last
     update at or after ``since``, start at or before ``until``); ``has_errors`` keeps runs
-    that failed, retried a model call, had a tool fail or not known, or halted. ``after`` and
+    that failed, retried a model call, had a tool fail or not known, or halted; ``resumed``
+    keeps runs a new process continued (run.resumed). ``after`` and
     ``before`` are the (sort value, run ID) of the last or first row of the page shown: the
     page after it or before it, in the same order."""
 
@@ -142,6 +143,7 @@ class RunQuery:
     status: str | None = None
     halted: bool | None = None
     has_errors: bool | None = None
+    resumed: bool | None = None
     since: str | None = None
     until: str | None = None
     sort: SortKey = "updated"

@@ -97,6 +97,13 @@ RUN_INDEXES: tuple[str, ...] = (
 )
 
 
+#: How many times a new process continued the run (run.resumed): the runs page's "resumed"
+#: filter. Rows written before hold 0 until a rebuild.
+RESUMES_COLUMN: tuple[str, ...] = (
+    "ALTER TABLE projections ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0",
+)
+
+
 def _is_sqlite(cur: Any) -> bool:
     return type(cur).__module__.startswith("sqlite3")
 
@@ -121,6 +128,7 @@ PROJECTION = Component(
             adopt_statements("projection", "consumer_offsets", "partition_id"),
         ),
         Migration(3, "the runs page's search, time and error columns", add_run_index),
+        Migration(4, "the runs page's resumed filter", RESUMES_COLUMN),
     ),
 )
 
@@ -128,9 +136,9 @@ PROJECTION = Component(
 UPSERT_PROJECTION = """
 INSERT INTO projections (
     tenant_id, run_id, status, version, projector_version, state, halted,
-    started_at, updated_at, search_text, has_errors
+    started_at, updated_at, search_text, has_errors, resumes
 )
-VALUES (?, ?, ?, ?, ?, ?, FALSE, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, FALSE, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant_id, run_id) DO UPDATE SET
     status = excluded.status,
     version = excluded.version,
@@ -139,7 +147,8 @@ ON CONFLICT (tenant_id, run_id) DO UPDATE SET
     started_at = excluded.started_at,
     updated_at = excluded.updated_at,
     search_text = excluded.search_text,
-    has_errors = excluded.has_errors
+    has_errors = excluded.has_errors,
+    resumes = excluded.resumes
 WHERE projections.halted = FALSE AND projections.version <= excluded.version
 """
 
@@ -264,6 +273,8 @@ def search_filters(query: RunQuery) -> tuple[list[str], list[Any]]:
         params.append(query.halted)
     if query.has_errors is not None:
         where.append("(has_errors OR halted)" if query.has_errors else "NOT (has_errors OR halted)")
+    if query.resumed is not None:
+        where.append("resumes > 0" if query.resumed else "resumes = 0")
     if query.since:
         where.append("updated_at >= ?")
         params.append(query.since)
@@ -368,6 +379,7 @@ class BatchWriter:
                 state.updated_at or "",
                 search_text(state),
                 state.has_errors,
+                state.resumes,
             ),
         )
         if cur.rowcount == 0:

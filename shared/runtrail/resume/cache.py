@@ -116,6 +116,9 @@ class ResumeCache:
         self._model_order: list[EntryKey] = []
         self._intents: dict[tuple[str, str, str], Intent] = {}
         self.counters = Counters()
+        #: The recorded state :meth:`resume` found when an earlier life left events (None for
+        #: a new run): what the recorder's ``run.resumed`` says this process continues.
+        self.resumed: RunState | None = None
 
     # --- counters (seed 000 §3.6), read from :attr:`counters` ---------------------------------
     model_hits = _Counter()
@@ -162,6 +165,8 @@ class ResumeCache:
                 self._intents.setdefault(
                     (intent.tenant_id, intent.run_id, intent.intent_id), intent
                 )
+            if state.seen:
+                self.resumed = state
         return state
 
     # --- model nodes ----------------------------------------------------------------------

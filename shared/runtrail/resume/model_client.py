@@ -51,6 +51,8 @@ class ResumableModelClient:
         self.delegate = delegate
         self.cache = cache
         self.recorder = recorder
+        if recorder is not None:
+            recorder.watch(cache)  # a resumed life says so before its first event
         self._attempts = itertools.count(1)
 
     def _coordinates(self) -> tuple[int | None, str | None]:

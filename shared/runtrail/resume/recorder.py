@@ -8,6 +8,9 @@ resume-cache service turns into entries. Three rules make a crash safe:
   runs, so a re-run finds the intent of a call that may have taken effect.
 * **Replay never re-records**: a hit publishes nothing, and :meth:`step_end` publishes STEP_END
   only for a step that published something, so a resumed run does not duplicate its history.
+* **A new life says so**: with a resume cache to :meth:`RunRecorder.watch`, the first event a
+  resumed process publishes is preceded by ``run.resumed`` (where the earlier life ended, the
+  first step this one runs, the steps before it replayed from the cache), once.
 * **Never raise into the agent**: the publisher does not raise; an intent that could not be
   acknowledged in time is logged (it is in the publisher's spool) and the call goes on.
 """
@@ -16,7 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runtrail.resume.resumed import EVENT_TYPE as RESUMED
+from runtrail.resume.resumed import resumed_data
+
+if TYPE_CHECKING:
+    from runtrail.resume.cache import ResumeCache
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +69,21 @@ class RunRecorder:
         self.intent_ack_timeout_s = intent_ack_timeout_s
         self._published_in_step = 0
         self._lock = threading.Lock()
+        self._cache: ResumeCache | None = None
+        #: whether this life has published anything yet (run.resumed goes before its first)
+        self._opened = False
+        self._steps_begun: set[int] = set()
+
+    def watch(self, cache: ResumeCache) -> None:
+        """The resume cache whose :meth:`~ResumeCache.resume` tells this recorder that its life
+        continues an earlier one (the decorators call this with the cache they share)."""
+        with self._lock:
+            self._cache = cache
 
     def begin_step(self, step: int, *, turn_id: str | None = None) -> None:
         with self._lock:
+            if not self._opened:
+                self._steps_begun.add(step)
             self.step = step
             if turn_id is not None:
                 self.turn_id = turn_id
@@ -82,6 +103,7 @@ class RunRecorder:
         use_current: bool = True,
     ) -> str | None:
         with self._lock:
+            self._open_life()
             event_id = self.publisher.publish(
                 event_type,
                 self.run_id,
@@ -93,6 +115,31 @@ class RunRecorder:
             if event_id is not None:
                 self._published_in_step += 1
             return event_id
+
+    def _open_life(self) -> None:
+        """Before this life's first event: ``run.resumed`` if the cache resumed an earlier
+        life. Every step begun before this one published nothing: the cache replayed it."""
+        if self._opened:
+            return
+        self._opened = True
+        cache = self._cache
+        resumed = cache.resumed if cache is not None else None
+        if cache is None or resumed is None:
+            return
+        hits = cache.counters.model_hits + cache.counters.tool_hits
+        self.publisher.publish(
+            RESUMED,
+            self.run_id,
+            resumed_data(
+                after_sequence=resumed.last_sequence,
+                at_step=self.step,
+                cached_steps=len(self._steps_begun - {self.step}),
+                cache_hits=hits,
+            ),
+            session_id=self.session_id,
+            turn_id=self.turn_id,
+            step=self.step,
+        )
 
     # --- model nodes ----------------------------------------------------------------------
     def model_request(self, prompt: Any) -> None:

@@ -81,6 +81,8 @@ class ResumableToolExecutor:
         self.delegate = delegate
         self.cache = cache
         self.recorder = recorder
+        if recorder is not None:
+            recorder.watch(cache)  # a resumed life says so before its first event
         self.reconcile = reconcile
         self._idempotent = idempotent
         self.reexecuted = 0

@@ -53,6 +53,7 @@ from runtrail_tools.ui import (
     proof,
     replay,
     resume,
+    resumes,
     runs,
     timeline,
 )
@@ -235,7 +236,13 @@ def _run_parts(explorer: Explorer, tenant: str, run_id: str) -> RunParts | None:
     except StoreUnreachable as exc:
         resume_html += markup.refusals_section(None, str(exc))
     resume_html += drops.not_recorded_panel(sources, tenant, run_id)
-    return RunParts(run, timeline.build_timeline(links, records), records, resume_html)
+    try:
+        marks = resumes.resume_marks(sources.audit(), tenant, run_id, links)
+    except MalformedLink as exc:
+        log.warning("ui: the resumes of %s cannot be read: %s", run_id, exc)
+        marks = {}
+    built = timeline.build_timeline(links, records, marks)
+    return RunParts(run, built, records, resume_html)
 
 
 def _proof_html(explorer: Explorer, tenant: str, run_id: str) -> str:

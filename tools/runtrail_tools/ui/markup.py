@@ -27,6 +27,7 @@ from runtrail_tools.ui.proof import (
     link_number,
 )
 from runtrail_tools.ui.resume import ResumeView, by_step
+from runtrail_tools.ui.resumes import ResumeMark
 from runtrail_tools.ui.runs import STATUSES, Listing, RunPage, RunRow
 from runtrail_tools.ui.timeline import EventView, Step, Timeline, tool_outcome_unknown
 from runtrail_tools.ui.times import clock_text, duration_text, ms_text
@@ -167,6 +168,8 @@ def _filters(listing: Listing) -> str:
         "</select>"
         f'<label><input type="checkbox" name="errors" value="1" id="errors"{checked}> '
         "has errors</label>"
+        f'<label><input type="checkbox" name="resumed" value="1" id="resumed"'
+        f"{' checked' if listing.resumed else ''}> resumed</label>"
         f'<label>from <input type="datetime-local" name="since" id="since" '
         f'value="{e(listing.since or "")}"></label>'
         f'<label>to <input type="datetime-local" name="until" id="until" '
@@ -177,12 +180,22 @@ def _filters(listing: Listing) -> str:
     )
 
 
+def _resumed_badge(resumes: int) -> str:
+    if not resumes:
+        return ""
+    times = "" if resumes == 1 else f" {resumes} times"
+    return (
+        f' <span class="mark m-resumed" data-resumes="{resumes}" '
+        f'title="a new process continued the run">resumed{times}</span>'
+    )
+
+
 def run_row(r: RunRow) -> str:
     """One run in the list (re-rendered as the run's live events arrive)."""
     return (
         f'<tr class="run" data-run="{e(r.run_id)}" data-version="{r.version}">'
         f'<td><a href="{e(run_href(r.run_id))}">{e(r.run_id)}</a></td>'
-        f"<td>{_status_badge(r.status, r.halted)}</td>"
+        f"<td>{_status_badge(r.status, r.halted)}{_resumed_badge(r.resumes)}</td>"
         f'<td class="num">{r.version}</td>'
         f"<td>{e(r.last_update)}</td><td>{e(duration_text(r.duration_s))}</td>"
         f'<td class="num">{r.tokens_in} / {r.tokens_out}</td>'
@@ -428,6 +441,29 @@ def node_card(record: NodeIoRecord, live_enabled: bool, prices: PriceTable | Non
     )
 
 
+def resume_note(mark: ResumeMark) -> str:
+    """Where a new process took over, before the step's events: the crash gap (the run had no
+    process from the earlier life's last event to this), then who resumed and what the resume
+    cache replayed."""
+    gap = ""
+    if mark.gap_ms is not None:
+        since = f" after event seq {e(mark.last_sequence)}" if mark.last_sequence else ""
+        gap = (
+            f'<p class="crash-gap" data-gap-ms="{mark.gap_ms}">crash gap '
+            f"<b>{e(duration_text(mark.gap_ms / 1000))}</b>: no process recorded anything{since}"
+            "</p>"
+        )
+    who = f" ({e(mark.process)})" if mark.process else ""
+    before = f"; before it {e(mark.previous_process)}" if mark.previous_process else ""
+    hits = f" · {mark.cache_hits} cache hits" if mark.cache_hits else ""
+    return (
+        f'<div class="resume-note" data-index="{mark.index}" data-at-step="{e(mark.at_step)}" '
+        f'data-cached-steps="{mark.cached_steps}">{gap}'
+        f'<p class="resumed"><span class="mark m-resumed">resumed</span> {e(mark.text)}{who}'
+        f"{before}{hits}</p></div>"
+    )
+
+
 def step_block(
     step: Step, live_enabled: bool, halt: Halt | None = None, prices: PriceTable | None = None
 ) -> str:
@@ -442,7 +478,8 @@ def step_block(
     return (
         f'<section class="step" data-step="{e(step.step)}" data-turn="{e(step.turn_id or "")}">'
         f"<h3>{e(step.label)}{retried}</h3>"
-        f'<div class="step-body"><ol class="events">{events}</ol>'
+        + "".join(resume_note(r) for r in step.resumes)
+        + f'<div class="step-body"><ol class="events">{events}</ol>'
         f'<div class="nodes">{nodes}</div></div></section>'
     )
 

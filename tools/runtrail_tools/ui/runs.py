@@ -44,6 +44,8 @@ class RunRow:
     audit_links: int
     #: This explorer's last verification of the chain (None: not verified).
     verdict: Verdict | None
+    #: How many times a new process continued the run (run.resumed).
+    resumes: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class Listing:
     text: str | None = None
     status: str | None = None
     has_errors: bool = False
+    #: only runs a new process continued (run.resumed)
+    resumed: bool = False
     since: str | None = None
     until: str | None = None
     sort: SortKey = "updated"
@@ -82,6 +86,7 @@ class Listing:
             text=given("q"),
             status=given("status"),
             has_errors=given("errors") == "1",
+            resumed=given("resumed") == "1",
             since=given("since"),
             until=given("until"),
             sort=sort if sort in SORT_KEYS else "updated",
@@ -96,6 +101,7 @@ class Listing:
             "q": self.text,
             "status": self.status,
             "errors": "1" if self.has_errors else None,
+            "resumed": "1" if self.resumed else None,
             "since": self.since,
             "until": self.until,
             "sort": None if self.sort == "updated" else self.sort,
@@ -159,6 +165,7 @@ def run_rows(
                 audit_state="none" if not links else "sealed" if links >= row.version else "behind",
                 audit_links=links,
                 verdict=verified.get((row.tenant_id, row.run_id)),
+                resumes=state.resumes if state else 0,
             )
         )
     return page
@@ -190,6 +197,7 @@ def list_runs(
             status=None if status in (None, "halted") else status,
             halted=True if status == "halted" else None,
             has_errors=True if listing.has_errors else None,
+            resumed=True if listing.resumed else None,
             since=_moment(listing.since),
             until=_moment(listing.until),
             sort=listing.sort,

@@ -11,6 +11,7 @@ outcome that is not known).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -19,6 +20,7 @@ from runtrail.capture.reader import iter_records
 from runtrail.capture.record import NodeIoRecord
 from runtrail.capture.times import epoch_ms
 from runtrail.privacy.resolve import resolved_record
+from runtrail_tools.ui.resumes import ResumeMark
 from runtrail_tools.ui.sources import Sources
 
 #: Marks by event type (prefix match on the dotted domain types).
@@ -34,6 +36,7 @@ _MARKS: tuple[tuple[str, str], ...] = (
     ("run.input_", "input"),
     ("MODEL_RETRY", "retry"),
     ("session.snapshot", "snapshot"),
+    ("run.resumed", "resumed"),
 )
 
 
@@ -93,6 +96,8 @@ class Step:
     step: int | None
     links: list[LinkSummary] = field(default_factory=list)
     nodes: list[NodeIoRecord] = field(default_factory=list)
+    #: run.resumed events in this step: a new process took over here
+    resumes: list[ResumeMark] = field(default_factory=list)
 
     @cached_property
     def events(self) -> list[EventView]:
@@ -177,8 +182,17 @@ def node_records(sources: Sources, tenant: str, run_id: str) -> list[NodeIoRecor
     return records
 
 
-def build_timeline(links: list[LinkSummary], records: list[NodeIoRecord]) -> Timeline:
+def build_timeline(
+    links: list[LinkSummary],
+    records: list[NodeIoRecord],
+    resumes: Mapping[int, ResumeMark] | None = None,
+) -> Timeline:
+    """Steps of the links, each with its node records and the resumes (by link index) that
+    happened in it."""
     steps = group_steps(links)
+    if resumes:
+        for group in steps:
+            group.resumes = [resumes[x.index] for x in group.links if x.index in resumes]
     by_step: dict[tuple[str | None, int | None], Step] = {}
     for group in steps:
         if group.step is not None:
