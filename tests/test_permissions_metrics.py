@@ -40,6 +40,8 @@ def status(port: int, path: str, token: str | None = None) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
+    except (TimeoutError, urllib.error.URLError):
+        return 0  # no answer (yet): a loaded machine may keep a starting service from answering
 
 
 def running(bootstrap: str, **settings: object) -> Iterator[ServiceRunner]:

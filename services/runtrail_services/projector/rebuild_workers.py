@@ -45,9 +45,11 @@ import pickle
 import queue
 import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,6 +309,8 @@ class _Caller:
         self.progress_interval_s = progress_interval_s
         self.last_report = started
         self.owners: dict[RunKey, int] = {}
+        #: set by Ctrl-C (see ``_interrupt_at_ticks``): the next tick raises KeyboardInterrupt
+        self.interrupted = threading.Event()
 
     # messages
     def take(self, message: tuple[Any, ...]) -> None:
@@ -360,6 +364,8 @@ class _Caller:
 
     # the caller's own share ticks here, and the wait for the others
     def tick(self) -> None:
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
         self.drain()
         now = time.monotonic()
         for proc in self.processes:
@@ -391,6 +397,26 @@ class _Caller:
         while any(p.summary is None for p in self.processes):
             self.drain(0.1)
             self.tick()
+
+
+@contextmanager
+def _interrupt_at_ticks(caller: _Caller) -> Iterator[None]:
+    """Ctrl-C sets a flag that the caller's next tick (at least every ``_TICK_S``) raises as
+    KeyboardInterrupt: raised by the default handler at any bytecode, it could land in a
+    weakref callback or a queue's cleanup, where CPython prints and drops it, and the replay
+    would go on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        caller.interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def rebuild_in_workers(
@@ -459,12 +485,13 @@ def rebuild_in_workers(
                 processes[0].ranges.append(task)
             return task
 
-        try:
-            share.run(take)
-        except Exception:
-            caller.drain(0.3)  # a conflict in the store: was it a run met by two processes?
-            raise
-        caller.wait()
+        with _interrupt_at_ticks(caller):
+            try:
+                share.run(take)
+            except Exception:
+                caller.drain(0.3)  # a conflict in the store: was it a run met by two processes?
+                raise
+            caller.wait()
         finished = time.monotonic()  # everything is written (closing is not timed, as in process)
         _stop(processes, grace_s=5.0)  # each sent its summary: let it close its store
     finally:
