@@ -335,6 +335,11 @@ def load_settings(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
+def env_prefix(service: str) -> str:
+    """Where a service's own variables start: ``command-api`` -> ``RUNTRAIL_COMMAND_API_``."""
+    return f"RUNTRAIL_{service.upper().replace('-', '_')}_"
+
+
 class ServiceSettings(BaseSettings):
     """Base of a service's own settings (``RUNTRAIL_<SERVICE>_*``, overridden by ``-o``).
 
@@ -342,7 +347,7 @@ class ServiceSettings(BaseSettings):
     the settings every command shares; ``runtrail settings`` lists them all.
     """
 
-    #: The service's name, used in error messages.
+    #: The service's name, used in error messages; its variables are ``env_prefix(name)``.
     service_name: ClassVar[str] = "service"
     #: Options that took another name: old name -> new name. Given under the old name (``-o``
     #: or the environment) they are an error naming the new one, never silently ignored.
@@ -351,6 +356,15 @@ class ServiceSettings(BaseSettings):
     #: name. A deployment that sets the old name keeps working, with a warning naming the new
     #: one; the new name wins when both are given.
     deprecated: ClassVar[Mapping[str, str]] = {}
+
+    def __init_subclass__(cls, service: str | None = None, **kwargs: Any) -> None:
+        """``class XSettings(ServiceSettings, service="x-y")`` names the service once: its
+        name and its ``RUNTRAIL_X_Y_`` variables cannot disagree."""
+        super().__init_subclass__(**kwargs)
+        if service is not None:
+            cls.service_name = service
+            prefix = env_prefix(service)
+            cls.model_config = {**cls.model_config, "env_prefix": prefix, "extra": "ignore"}
 
     @classmethod
     def load(cls, options: Mapping[str, Any] | None = None) -> Self:

@@ -35,6 +35,28 @@ class BackgroundServer:
         self._server.server_close()
 
 
+def send_body(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    content_type: str,
+    body: bytes,
+    *,
+    realm: str,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Answer with ``body``, its type and length; a 401 carries the bearer challenge naming
+    ``realm`` (RFC 6750), so a client learns which token the endpoint wants."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    if status == 401:
+        handler.send_header("WWW-Authenticate", f'Bearer realm="{realm}"')
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class TokenAuth:
     """The tenant of a bearer token. Tokens are compared in constant time, and every token is
     compared (no early exit), so timing tells nothing about which tenant or token was close."""

@@ -11,18 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.audit.tree_head import DEFAULT_LOG_ORIGIN, DEFAULT_ORIGIN
 from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
 
 
-class AuditSettings(ServiceSettings):
+class AuditSettings(ServiceSettings, service="audit"):
     """What ``runtrail run audit`` and ``runtrail audit …`` read."""
 
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_AUDIT_", extra="ignore")
-    service_name = "audit"
     deprecated = {"checkpoint_interval_s": "tree_head_interval_s"}
 
     store_url: str | None = Field(

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import ServiceSettings
 
@@ -30,11 +29,8 @@ def default_sink_url(state_dir: Path) -> str:
     return (state_dir.expanduser().resolve() / "capture").as_uri()
 
 
-class CaptureSettings(ServiceSettings):
+class CaptureSettings(ServiceSettings, service="capture"):
     """What ``runtrail run capture`` and ``runtrail capture``/``replay`` read."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_CAPTURE_", extra="ignore")
-    service_name = "capture"
 
     sink_url: str | None = Field(
         default=None,

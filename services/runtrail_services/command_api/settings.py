@@ -10,17 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.commands import default_store_url
 from runtrail.config import TenantTokenSettings
 
 
-class CommandApiSettings(TenantTokenSettings):
+class CommandApiSettings(TenantTokenSettings, service="command-api"):
     """What ``runtrail run command-api`` reads."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_COMMAND_API_", extra="ignore")
-    service_name = "command-api"
 
     store: str | None = Field(
         default=None,

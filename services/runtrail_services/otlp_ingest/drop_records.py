@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable
 
 from runtrail.config import Settings
+from runtrail.drops.first_seen import FirstSeen
 from runtrail.drops.store import PositionedTally, SqlDropStore
 from runtrail.drops.tally import DropTally
 from runtrail.persistence import open_store, redact_url
@@ -35,7 +36,7 @@ class ReceiverDrops:
 
     def __init__(self, store: SqlDropStore) -> None:
         self.store = store
-        self._told: set[str] = set()
+        self._told = FirstSeen()
 
     def record(self, tenant: str, tally: DropTally) -> None:
         if not tally:
@@ -43,9 +44,7 @@ class ReceiverDrops:
         try:
             self.store.add(tenant, tally)
         except Exception as exc:
-            kind = type(exc).__name__
-            if kind not in self._told:
-                self._told.add(kind)
+            if self._told.new([type(exc).__name__]):
                 log.warning("otlp-ingest: drops not written to their store: %s", exc)
 
     def close(self) -> None:

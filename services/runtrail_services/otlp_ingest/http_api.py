@@ -27,7 +27,7 @@ from runtrail.adapters.otel_mapping import TraceMapper
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.drops.tally import DropTally
-from runtrail.http_server import BackgroundServer, TokenAuth
+from runtrail.http_server import BackgroundServer, TokenAuth, send_body
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
     PROTOBUF,
@@ -152,18 +152,11 @@ def _handler(
         disable_nagle_algorithm = True
 
         def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            if status == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-otlp-ingest"')
-            if status == 503:
-                self.send_header("Retry-After", "5")
+            headers = {"Retry-After": "5"} if status == 503 else {}
             if close:
-                self.send_header("Connection", "close")
+                headers["Connection"] = "close"
                 self.close_connection = True
-            self.end_headers()
-            self.wfile.write(body)
+            send_body(self, status, ctype, body, realm="runtrail-otlp-ingest", headers=headers)
 
         def _error(self, status: int, outcome: str, message: str, *, close: bool = False) -> None:
             """A ``google.rpc.Status`` body, protobuf for a protobuf request, else JSON."""

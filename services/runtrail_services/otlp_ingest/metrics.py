@@ -16,6 +16,7 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from runtrail.adapters.otel_publish import PublishOutcome
+from runtrail.drops.first_seen import FirstSeen
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class IngestMetrics:
         self._spans.labels("dropped", "not-genai")
         self._logs.labels("kept", "")
         #: the reasons already logged: each is logged once, its counts are in the metrics
-        self._told: set[str] = set()
+        self._told = FirstSeen()
 
     def request(self, outcome: str) -> None:
         self._requests.labels(outcome).inc()
@@ -109,7 +110,6 @@ class IngestMetrics:
 
     def tell(self, what: str, counts: Tally[str]) -> None:
         """Log each new reason once (INFO), naming the metric that counts it from then on."""
-        new = sorted(reason for reason in counts if counts[reason] and reason not in self._told)
+        new = self._told.new(reason for reason in counts if counts[reason])
         if new:
-            self._told.update(new)
             log.info("otlp-ingest: %s, first seen: %s (counted from now on)", what, ", ".join(new))

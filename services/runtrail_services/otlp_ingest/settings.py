@@ -14,16 +14,12 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import ServiceSettings, TenantTokenSettings
 
 
-class OtlpIngestSettings(TenantTokenSettings):
+class OtlpIngestSettings(TenantTokenSettings, service="otlp-ingest"):
     """What ``runtrail run otlp-ingest`` reads."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OTLP_INGEST_", extra="ignore")
-    service_name = "otlp-ingest"
 
     mode: Literal["map", "forward"] = Field(
         default="map",
@@ -64,11 +60,8 @@ class OtlpIngestSettings(TenantTokenSettings):
     )
 
 
-class OtlpMapperSettings(ServiceSettings):
+class OtlpMapperSettings(ServiceSettings, service="otlp-mapper"):
     """What ``runtrail run otlp-mapper`` reads (``RUNTRAIL_OTLP_MAPPER_*``, overridden by ``-o``)."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OTLP_MAPPER_", extra="ignore")
-    service_name = "otlp-mapper"
 
     max_traces: int = Field(
         default=10_000,

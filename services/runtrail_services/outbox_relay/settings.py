@@ -5,17 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.commands import default_store_url
 from runtrail.config import ServiceSettings
 
 
-class OutboxRelaySettings(ServiceSettings):
+class OutboxRelaySettings(ServiceSettings, service="outbox-relay"):
     """What ``runtrail run outbox-relay`` reads."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_OUTBOX_RELAY_", extra="ignore")
-    service_name = "outbox-relay"
 
     store: str | None = Field(
         default=None,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
@@ -22,11 +21,8 @@ def default_store_url(state_dir: Path) -> str:
     return sqlite_url(state_dir / "projection.db")
 
 
-class ProjectorSettings(ServiceSettings):
+class ProjectorSettings(ServiceSettings, service="projector"):
     """What ``runtrail run projector``, ``runtrail projection`` and the replay read."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_PROJECTOR_", extra="ignore")
-    service_name = "projector"
 
     store_url: str | None = Field(
         default=None,

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from runtrail.http_server import BackgroundServer, TokenAuth
+from runtrail.http_server import BackgroundServer, TokenAuth, send_body
 from runtrail.resume.errors import NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.remote import parse_offsets
@@ -53,13 +53,7 @@ def _handler(
 
         def _send(self, status: int, body: Any) -> None:
             data = orjson.dumps(body)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if status == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-resume-cache"')
-            self.end_headers()
-            self.wfile.write(data)
+            send_body(self, status, "application/json", data, realm="runtrail-resume-cache")
 
         def do_GET(self) -> None:
             started = time.perf_counter()

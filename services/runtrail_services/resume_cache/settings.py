@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import SettingsConfigDict
 
 from runtrail.config import TenantTokenSettings
 from runtrail.persistence.urls import sqlite_url
@@ -25,11 +24,8 @@ def default_store_url(state_dir: Path) -> str:
     return sqlite_url(state_dir / "resume-cache.db")
 
 
-class ResumeCacheSettings(TenantTokenSettings):
+class ResumeCacheSettings(TenantTokenSettings, service="resume-cache"):
     """What ``runtrail run resume-cache`` and ``runtrail cache`` read."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_RESUME_CACHE_", extra="ignore")
-    service_name = "resume-cache"
 
     store_url: str | None = Field(
         default=None,

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from runtrail.http_server import BackgroundServer, TokenAuth
+from runtrail.http_server import BackgroundServer, TokenAuth, send_body
 from runtrail.sessions import AgentSessionStore, SessionStoreError, UntrustedSnapshot
 
 log = logging.getLogger(__name__)
@@ -116,13 +116,7 @@ class SessionsApi(BackgroundServer):
             def do_GET(self) -> None:
                 status, body = api.answer(self.path, self.headers.get("Authorization"))
                 api._on_request(status)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                if status == 401:
-                    self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-sessions"')
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, status, "application/json", body, realm="runtrail-sessions")
 
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("sessions API: " + format, *args)

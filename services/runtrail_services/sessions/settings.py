@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode
 
 from runtrail.config import ServiceSettings
 
@@ -29,11 +29,9 @@ def default_blob_url(state_dir: Path) -> str:
     return (state_dir.expanduser().resolve() / "session-blobs").as_uri()
 
 
-class SessionsSettings(ServiceSettings):
+class SessionsSettings(ServiceSettings, service="sessions"):
     """What ``runtrail run sessions`` and ``runtrail sessions`` read."""
 
-    model_config = SettingsConfigDict(env_prefix="RUNTRAIL_SESSIONS_", extra="ignore")
-    service_name = "sessions"
     renamed = {"idle_checkpoint_s": "idle_save_s"}
 
     store_url: str | None = Field(

@@ -26,6 +26,7 @@ from opentelemetry.trace import StatusCode
 from runtrail.adapters.otel_mapping import TraceMapper
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanEvent, SpanView
+from runtrail.drops.first_seen import FirstSeen
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class RuntrailSpanExporter(SpanExporter):
         #: export calls that failed inside (logged; the SDK saw SUCCESS)
         self.failures = 0
         self._shutdown = False
-        self._told: set[str] = set()
+        self._told = FirstSeen()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -93,19 +94,17 @@ class RuntrailSpanExporter(SpanExporter):
                 mapped = self._mapper.map(views)
                 outcome = publish_mapped(self.publisher, mapped, tenant=self.tenant)
                 self.stats.add(outcome)
-            new_reasons = set(outcome.dropped) - self._told
-            if new_reasons:  # once per reason: the counts stay in stats.dropped
-                self._told |= new_reasons
+            new_reasons = self._told.new(outcome.dropped)
+            if new_reasons:
                 log.info(
                     "runtrail: spans not recorded (%s); counted in stats.dropped",
-                    ", ".join(sorted(new_reasons)),
+                    ", ".join(new_reasons),
                 )
-            new_gaps = set(outcome.incomplete) - self._told
-            if new_gaps:  # once per reason: the counts stay in stats.incomplete
-                self._told |= new_gaps
+            new_gaps = self._told.new(outcome.incomplete)
+            if new_gaps:
                 log.info(
                     "runtrail: spans recorded incomplete (%s); counted in stats.incomplete",
-                    ", ".join(sorted(new_gaps)),
+                    ", ".join(new_gaps),
                 )
             if outcome.rejected:
                 log.warning(

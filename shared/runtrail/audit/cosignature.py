@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from runtrail.audit.errors import NoteError
-from runtrail.audit.note import SIGNATURE_PREFIX, NoteSigner, check_key_name, raw_public_key
+from runtrail.audit.note import SIGNATURE_PREFIX, NamedPublicKey, NoteSigner
 
 COSIGNATURE_V1 = 0x04
 
@@ -30,41 +27,12 @@ def cosigned_message(body: str, timestamp: int) -> bytes:
     return f"cosignature/v1\ntime {timestamp}\n{body}".encode()
 
 
-@dataclass(frozen=True)
-class WitnessVerifier:
-    """A trusted witness: the name it cosigns under and its Ed25519 public key."""
+class WitnessVerifier(NamedPublicKey):
+    """A trusted witness: the name it cosigns under and its Ed25519 public key (type 0x04)."""
 
-    name: str
-    public_key: Ed25519PublicKey
-
-    def __post_init__(self) -> None:
-        check_key_name(self.name)
-
-    @property
-    def key_id(self) -> bytes:
-        material = bytes([COSIGNATURE_V1]) + raw_public_key(self.public_key)
-        return hashlib.sha256(self.name.encode() + b"\n" + material).digest()[:4]
-
-    def vkey(self) -> str:
-        material = base64.b64encode(bytes([COSIGNATURE_V1]) + raw_public_key(self.public_key))
-        return f"{self.name}+{self.key_id.hex()}+{material.decode()}"
-
-    @classmethod
-    def from_vkey(cls, vkey: str) -> WitnessVerifier:
-        parts = vkey.strip().split("+", 2)
-        if len(parts) != 3:
-            raise NoteError("a witness key is <name>+<hex id>+<base64 key>")
-        name, hex_id, material = parts
-        try:
-            key = base64.b64decode(material, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise NoteError(f"bad base64: {exc}") from exc
-        if len(key) != 33 or key[0] != COSIGNATURE_V1:
-            raise NoteError("a witness key is a cosignature/v1 Ed25519 key (type 0x04)")
-        verifier = cls(name, Ed25519PublicKey.from_public_bytes(key[1:]))
-        if verifier.key_id.hex() != hex_id:
-            raise NoteError(f"witness key ID {hex_id} does not match its name and key")
-        return verifier
+    key_type = COSIGNATURE_V1
+    role = "witness"
+    type_refusal = "a witness key is a cosignature/v1 Ed25519 key (type 0x04)"
 
     @classmethod
     def of_signer(cls, signer: NoteSigner) -> WitnessVerifier:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar, cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -37,6 +38,7 @@ from runtrail.audit.note import NoteSigner, NoteVerifier
 log = logging.getLogger(__name__)
 
 KeyFormat = Literal["pem", "raw"]
+Key = TypeVar("Key", Ed25519PrivateKey, Ed25519PublicKey)
 _PEM_MARK = b"-----BEGIN"
 
 
@@ -80,31 +82,41 @@ def check_private_key_mode(path: str | Path) -> None:
         log.warning("private key %s has mode %04o: its group can read it", path, mode)
 
 
+def _read_key(
+    path: str | Path,
+    kind: type[object],
+    from_pem: Callable[[bytes], object],
+    from_raw: Callable[[bytes], Key],
+) -> Key:
+    """A key of ``kind`` (the abstract class, so checked at run time) from a PEM file or from
+    its raw 32 bytes; another key type (an RSA PEM) or length is refused by name."""
+    data = Path(path).read_bytes()
+    if data.lstrip().startswith(_PEM_MARK):
+        key = from_pem(data)
+        if not isinstance(key, kind):
+            raise NoteError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
+        return cast(Key, key)
+    if len(data) == 32:
+        return from_raw(data)
+    raise NoteError(f"{path} is neither PEM nor a raw 32-byte Ed25519 key")
+
+
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:
     """An Ed25519 private key from a PEM or raw 32-byte file whose mode keeps it private."""
     check_private_key_mode(path)
-    data = Path(path).read_bytes()
-    if data.lstrip().startswith(_PEM_MARK):
-        key = load_pem_private_key(data, password=None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise NoteError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
-        return key
-    if len(data) == 32:
-        return Ed25519PrivateKey.from_private_bytes(data)
-    raise NoteError(f"{path} is neither PEM nor a raw 32-byte Ed25519 key")
+    return _read_key(
+        path,
+        Ed25519PrivateKey,
+        lambda data: load_pem_private_key(data, password=None),
+        Ed25519PrivateKey.from_private_bytes,
+    )
 
 
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
     """An Ed25519 public key from a PEM or raw 32-byte file."""
-    data = Path(path).read_bytes()
-    if data.lstrip().startswith(_PEM_MARK):
-        key = load_pem_public_key(data)
-        if not isinstance(key, Ed25519PublicKey):
-            raise NoteError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
-        return key
-    if len(data) == 32:
-        return Ed25519PublicKey.from_public_bytes(data)
-    raise NoteError(f"{path} is neither PEM nor a raw 32-byte Ed25519 key")
+    return _read_key(
+        path, Ed25519PublicKey, load_pem_public_key, Ed25519PublicKey.from_public_bytes
+    )
 
 
 def load_signer(path: str | Path, name: str) -> NoteSigner:

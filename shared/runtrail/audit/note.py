@@ -16,6 +16,7 @@ import binascii
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -44,9 +45,9 @@ def check_key_name(name: str) -> str:
     return name
 
 
-def key_id(name: str, public_key: bytes) -> bytes:
-    """``SHA-256(name || 0x0A || 0x01 || public key)[:4]``."""
-    return hashlib.sha256(name.encode() + b"\n" + bytes([ED25519]) + public_key).digest()[:4]
+def key_id(name: str, public_key: bytes, key_type: int = ED25519) -> bytes:
+    """``SHA-256(name || 0x0A || key type || public key)[:4]`` (type 0x01: a note key)."""
+    return hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()[:4]
 
 
 def raw_public_key(key: Ed25519PublicKey) -> bytes:
@@ -60,19 +61,56 @@ def _b64decode(text: str) -> bytes:
         raise NoteError(f"bad base64: {exc}") from exc
 
 
+def _typed_key(material: str, key_type: int, refusal: str) -> bytes:
+    """The 32 key bytes of ``base64(type || key)``; :class:`NoteError` ``refusal`` unless the
+    type is ``key_type``."""
+    key = _b64decode(material)
+    if len(key) != 33 or key[0] != key_type:
+        raise NoteError(refusal)
+    return key[1:]
+
+
 @dataclass(frozen=True)
-class NoteVerifier:
-    """A trusted key: the name it signs under and its Ed25519 public key."""
+class NamedPublicKey:
+    """An Ed25519 public key and the name it signs under. Its type byte (``key_type``) is part
+    of its key ID and of its text form, so a key of one use cannot pass for one of another."""
 
     name: str
     public_key: Ed25519PublicKey
+
+    key_type: ClassVar[int] = ED25519
+    #: What error messages call such a key.
+    role: ClassVar[str] = "verifier"
+    #: The error for a key whose text form holds another type.
+    type_refusal: ClassVar[str] = "verifier key is not an Ed25519 key (type 0x01, 32 bytes)"
 
     def __post_init__(self) -> None:
         check_key_name(self.name)
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.name, raw_public_key(self.public_key))
+        return key_id(self.name, raw_public_key(self.public_key), self.key_type)
+
+    def vkey(self) -> str:
+        """``<name>+<hex key ID>+<base64(key type || public key)>``."""
+        material = base64.b64encode(bytes([self.key_type]) + raw_public_key(self.public_key))
+        return f"{self.name}+{self.key_id.hex()}+{material.decode()}"
+
+    @classmethod
+    def from_vkey(cls, vkey: str) -> Self:
+        parts = vkey.strip().split("+", 2)
+        if len(parts) != 3:
+            raise NoteError(f"a {cls.role} key is <name>+<hex id>+<base64 key>")
+        name, hex_id, material = parts
+        key = _typed_key(material, cls.key_type, cls.type_refusal)
+        verifier = cls(name, Ed25519PublicKey.from_public_bytes(key))
+        if verifier.key_id.hex() != hex_id:
+            raise NoteError(f"{cls.role} key ID {hex_id} does not match its name and key")
+        return verifier
+
+
+class NoteVerifier(NamedPublicKey):
+    """A trusted key: the name it signs notes under and its Ed25519 public key."""
 
     def verify(self, text: bytes, signature: bytes) -> bool:
         try:
@@ -80,25 +118,6 @@ class NoteVerifier:
         except InvalidSignature:
             return False
         return True
-
-    def vkey(self) -> str:
-        """``<name>+<hex key ID>+<base64(0x01 || public key)>``."""
-        material = base64.b64encode(bytes([ED25519]) + raw_public_key(self.public_key))
-        return f"{self.name}+{self.key_id.hex()}+{material.decode()}"
-
-    @classmethod
-    def from_vkey(cls, vkey: str) -> NoteVerifier:
-        parts = vkey.strip().split("+", 2)
-        if len(parts) != 3:
-            raise NoteError("a verifier key is <name>+<hex id>+<base64 key>")
-        name, hex_id, material = parts
-        key = _b64decode(material)
-        if len(key) != 33 or key[0] != ED25519:
-            raise NoteError("verifier key is not an Ed25519 key (type 0x01, 32 bytes)")
-        verifier = cls(name, Ed25519PublicKey.from_public_bytes(key[1:]))
-        if verifier.key_id.hex() != hex_id:
-            raise NoteError(f"verifier key ID {hex_id} does not match its name and key")
-        return verifier
 
 
 @dataclass(frozen=True)
@@ -131,10 +150,9 @@ class NoteSigner:
         if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
             raise NoteError("a signer key is PRIVATE+KEY+<name>+<hex id>+<base64 key>")
         name, hex_id, material = parts[2:]
-        seed = _b64decode(material)
-        if len(seed) != 33 or seed[0] != ED25519:
-            raise NoteError("signer key is not an Ed25519 key (type 0x01, 32 bytes)")
-        signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed[1:]))
+        refusal = "signer key is not an Ed25519 key (type 0x01, 32 bytes)"
+        seed = _typed_key(material, ED25519, refusal)
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(seed))
         if signer.verifier.key_id.hex() != hex_id:
             raise NoteError(f"signer key ID {hex_id} does not match its name and key")
         return signer

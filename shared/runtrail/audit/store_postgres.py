@@ -92,9 +92,7 @@ class PostgresLinkStore(sql.SqlLinkStore):
         return {key: (h.length, h.hash) for key, h in _heads_of(cur, runs).items()}
 
     def _insert_links(self, cur: Any, rows: Sequence[LinkRow]) -> None:
-        with cur.copy(sql.POSTGRES_COPY_LINKS) as copy:
-            for row in rows:
-                copy.write_row(row)
+        _copy_rows(cur, sql.POSTGRES_COPY_LINKS, rows)
 
     def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
         row = cur.execute(_INSERT_TREE_HEAD, values).fetchone()
@@ -106,9 +104,7 @@ class PostgresLinkStore(sql.SqlLinkStore):
         cur.execute(sql.POSTGRES_LOG_LOCK)
 
     def _insert_leaves(self, cur: Any, rows: Sequence[sql.LeafRow]) -> None:
-        with cur.copy(sql.POSTGRES_COPY_LEAVES) as copy:
-            for row in rows:
-                copy.write_row(row)
+        _copy_rows(cur, sql.POSTGRES_COPY_LEAVES, rows)
 
     def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
         row = cur.execute(_INSERT_LOG_CHECKPOINT, values).fetchone()
@@ -156,3 +152,10 @@ def _heads_of(cur: Cursor, runs: Sequence[RunKey]) -> dict[RunKey, RunHead]:
         return {}
     rows = cur.execute(_HEADS_OF, ([t for t, _ in runs], [r for _, r in runs])).fetchall()
     return {(str(row[0]), str(row[1])): sql.head_from_row(row) for row in rows}
+
+
+def _copy_rows(cur: Cursor, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Write ``rows`` with ``COPY … FROM STDIN``: one round trip for a whole batch."""
+    with cur.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from runtrail.audit.appending import LinkRow, RunKey, rows_to_append
 from runtrail.audit.errors import ChainConflict, MalformedLink
@@ -35,16 +35,9 @@ from runtrail.audit.tracking import AUDIT_TRACKING, record_offsets
 from runtrail.audit.tree_head import TreeHead, order_heads
 from runtrail.events.errors import EventError
 from runtrail.events.jsonform import loads_strict
-from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import Tracking, adopt_statements
-
-if TYPE_CHECKING:
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    #: The :mod:`runtrail.persistence` databases the store runs on.
-    Database = SqliteDatabase | PostgresDatabase
 
 # --- the schema ----------------------------------------------------------------------------
 

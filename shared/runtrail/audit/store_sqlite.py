@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,16 @@ def path_from_url(url: str) -> str:
     if scheme_of(url) == "memory":
         return MEMORY
     return sqlite_path(url)
+
+
+def _insert_rows(cur: Any, rows: Sequence[Sequence[Any]], statement: Callable[[int], str]) -> None:
+    """Insert ``rows``, :data:`~runtrail.audit.store_sql.SQLITE_INSERT_ROWS` a statement
+    (``statement(n)`` inserts n rows). Why not ``executemany``: it runs the statement once per
+    row (a step, a reset, and a release of the GIL and a wait to take it back, each time);
+    14,000 links took 10 % more CPU that way."""
+    for start in range(0, len(rows), sql.SQLITE_INSERT_ROWS):
+        chunk = rows[start : start + sql.SQLITE_INSERT_ROWS]
+        cur.execute(statement(len(chunk)), list(itertools.chain.from_iterable(chunk)))
 
 
 class SqliteLinkStore(sql.SqlLinkStore):
@@ -65,15 +75,7 @@ class SqliteLinkStore(sql.SqlLinkStore):
         return heads
 
     def _insert_links(self, cur: Any, rows: Sequence[LinkRow]) -> None:
-        """Insert ``rows``, :data:`~runtrail.audit.store_sql.SQLITE_INSERT_ROWS` a statement.
-        Why not ``executemany``: it runs the statement once per row (a step, a reset, and a
-        release of the GIL and a wait to take it back, each time); 14,000 links took 10 % more
-        CPU that way."""
-        for start in range(0, len(rows), sql.SQLITE_INSERT_ROWS):
-            chunk = rows[start : start + sql.SQLITE_INSERT_ROWS]
-            cur.execute(
-                sql.sqlite_insert_links(len(chunk)), list(itertools.chain.from_iterable(chunk))
-            )
+        _insert_rows(cur, rows, sql.sqlite_insert_links)
 
     def _insert_tree_head(self, cur: Any, values: Sequence[Any]) -> int:
         return int(cur.execute(sql.INSERT_TREE_HEAD, values).lastrowid or 0)
@@ -82,11 +84,7 @@ class SqliteLinkStore(sql.SqlLinkStore):
         """Nothing to take: the transaction is ``BEGIN IMMEDIATE``, the one writer."""
 
     def _insert_leaves(self, cur: Any, rows: Sequence[sql.LeafRow]) -> None:
-        for start in range(0, len(rows), sql.SQLITE_INSERT_ROWS):
-            chunk = rows[start : start + sql.SQLITE_INSERT_ROWS]
-            cur.execute(
-                sql.sqlite_insert_leaves(len(chunk)), list(itertools.chain.from_iterable(chunk))
-            )
+        _insert_rows(cur, rows, sql.sqlite_insert_leaves)
 
     def _insert_log_checkpoint(self, cur: Any, values: Sequence[Any]) -> int:
         return int(cur.execute(sql.INSERT_LOG_CHECKPOINT, values).lastrowid or 0)

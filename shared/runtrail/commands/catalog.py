@@ -21,13 +21,18 @@ from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import RULES
 
 
-class CommandRejected(Exception):
-    """The command itself is wrong (unknown, malformed, or refused by its own precondition)."""
+class Refused(Exception):
+    """A command or a resume that cannot be carried out: a ``code`` the API and the CLI answer
+    with, and a ``reason`` for people."""
 
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
+
+
+class CommandRejected(Refused):
+    """The command itself is wrong (unknown, malformed, or refused by its own precondition)."""
 
 
 @dataclass(frozen=True, slots=True)

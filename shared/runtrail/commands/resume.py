@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from runtrail.commands.catalog import allowed_commands
+from runtrail.commands.catalog import Refused, allowed_commands
 from runtrail.commands.model import Command
 from runtrail.commands.store import EventStore
 from runtrail.events import Actor, EventError
@@ -43,13 +43,8 @@ WHILE_UNRESOLVED = frozenset(
 RESUME_ACTOR = Actor(kind="service", id="runtrail-resume")
 
 
-class ResumeRefused(Exception):
+class ResumeRefused(Refused):
     """The run cannot resume (terminal, cancelled, unknown, or its projection disagrees)."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -39,20 +39,13 @@ from runtrail.commands.model import Command, CommandOutcome, CommandRefusal
 from runtrail.commands.schema import POSTGRES, SQLITE
 from runtrail.events import EventError, upcast, validate_json_form
 from runtrail.events.envelope import Event
+from runtrail.persistence.dialect import Database
 from runtrail.persistence.tracking import TRACKING, Tracking
 from runtrail.projection.errors import ProjectionError
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION, apply_event
 from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed, take_snapshot
 from runtrail.runtime.unavailable import StoreUnavailable
-
-if TYPE_CHECKING:
-    # psycopg is the postgres extra: imported by store_postgres when a postgresql:// URL is
-    # opened, never here, so the embedded SQLite store needs only the services extra
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    Database = SqliteDatabase | PostgresDatabase
 
 JsonDict = dict[str, Any]
 RunKey = tuple[str, str]

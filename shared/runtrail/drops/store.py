@@ -21,19 +21,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtrail.drops.tally import DropTally
-from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import TRACKING, Tracking
 from runtrail.persistence.urls import sqlite_path
-
-if TYPE_CHECKING:
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    Database = SqliteDatabase | PostgresDatabase
 
 COMPONENT = "otlp-drops"
 

@@ -7,7 +7,6 @@ log record without a span context) is counted under the empty trace ID: it belon
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 #: the trace ID of what belongs to no run
@@ -39,12 +38,6 @@ class DropTally:
     def update(self, other: DropTally) -> None:
         for (trace_id, reason), found in other.counts.items():
             self.add(trace_id, reason, found.sample, found.count)
-
-    def by_reason(self) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for (_, reason), found in self.counts.items():
-            out[reason] += found.count
-        return out
 
     def __bool__(self) -> bool:
         return bool(self.counts)

@@ -34,44 +34,32 @@ def upcaster(event_type: str, from_version: int) -> Callable[[Step], Step]:
     return register
 
 
-@upcaster("run.approval_required", 1)
-def _approval_required_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds ``expiresAt``; v1 approvals never expired, so the honest value is null."""
-    return {**data, "expiresAt": None}
+def adds_null(*fields: str) -> Step:
+    """The step of a version that only added ``fields``: the older writer never said them, so
+    the honest value of each is null (nothing is derived, nothing decided)."""
+
+    def step(data: JsonDict) -> JsonDict:
+        return {**data, **dict.fromkeys(fields)}
+
+    return step
 
 
-@upcaster("run.input_required", 1)
-def _input_required_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds the inline ``prompt``; v1 carried the question by reference only (null)."""
-    return {**data, "prompt": None}
-
-
-@upcaster("run.input_received", 1)
-def _input_received_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds the inline ``input``; v1 carried the answer by reference only (null)."""
-    return {**data, "input": None}
-
-
-@upcaster("MODEL_RETRY", 1)
-def _model_retry_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds ``maxAttempts``; a v1 writer never said its budget, so the honest value is null."""
-    return {**data, "maxAttempts": None}
-
-
-@upcaster("TOOL_CALL", 1)
-def _tool_call_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds the call's ``type``; v1 never said it (null). ``arguments`` stay as written."""
-    return {**data, "type": None}
-
-
-@upcaster("TOOL_RESULT", 1)
-def _tool_result_v1_to_v2(data: JsonDict) -> JsonDict:
-    """v2 adds ``ok``, ``failed`` and ``trace``; v1 said none of them, so all are null.
-
-    ``failed`` is not derived from ``error`` here: v1's failure rule (``error`` set) stays
-    the reader's rule for a null ``failed`` (``ToolResult.is_failure``), so nothing is decided.
-    """
-    return {**data, "ok": None, "failed": None, "trace": None}
+#: (event type, from version) -> the fields its next version added. Each is null when lifted:
+#: v1 approvals never expired (``expiresAt``); v1 questions and answers came by reference only
+#: (``prompt``, ``input``); a v1 retry never said its budget (``maxAttempts``), a v1 call its
+#: ``type`` (its ``arguments`` stay as written). A v1 tool result said none of ``ok``,
+#: ``failed``, ``trace``: ``failed`` is not derived from ``error``, v1's failure rule (``error``
+#: set) stays the reader's rule for a null ``failed`` (``ToolResult.is_failure``).
+ADDED_FIELDS: dict[tuple[str, int], tuple[str, ...]] = {
+    ("run.approval_required", 1): ("expiresAt",),
+    ("run.input_required", 1): ("prompt",),
+    ("run.input_received", 1): ("input",),
+    ("MODEL_RETRY", 1): ("maxAttempts",),
+    ("TOOL_CALL", 1): ("type",),
+    ("TOOL_RESULT", 1): ("ok", "failed", "trace"),
+}
+for (_type, _version), _fields in ADDED_FIELDS.items():
+    upcaster(_type, _version)(adds_null(*_fields))
 
 
 def upcast(event: JsonDict) -> JsonDict:

@@ -235,10 +235,6 @@ class RunSequencer:
             return None
         return min(o for key in keys for _, o in self._runs[key].waiting.values())
 
-    def waiting_runs(self, partition: int) -> Iterable[RunKey]:
-        """Runs of ``partition`` that have events buffered."""
-        return tuple(self._waiting.get(partition, ()))
-
     def buffered(self) -> int:
         """How many events wait for a missing predecessor (for metrics)."""
         return sum(len(self._runs[k].waiting) for keys in self._waiting.values() for k in keys)

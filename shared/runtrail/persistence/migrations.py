@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from runtrail.persistence.dialect import Dialect, placeholders
 
@@ -122,6 +122,26 @@ def migrate(
                     ),
                 )
     return before
+
+
+class Migratable(Protocol):
+    """A database just opened: it can be migrated and must be closed."""
+
+    def migrate(self, components: Sequence[Component]) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+def migrate_or_close(db: Migratable, components: Sequence[Component]) -> None:
+    """Apply ``components``' pending migrations to a database being opened, closing it if they
+    fail (e.g. :class:`StoreTooNew`): a store that is refused leaves no connection behind."""
+    if not components:
+        return
+    try:
+        db.migrate(components)
+    except BaseException:
+        db.close()
+        raise
 
 
 def applied(cur: Any) -> Iterator[tuple[str, int, str]]:

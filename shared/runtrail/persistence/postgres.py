@@ -28,7 +28,7 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from runtrail.persistence.migrations import Component, migrate
+from runtrail.persistence.migrations import Component, migrate, migrate_or_close
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -75,12 +75,7 @@ class PostgresDatabase:
             name=self.what,
         )
         self._pool.open(wait=True, timeout=wait_s)
-        if components:
-            try:
-                self.migrate(components)
-            except BaseException:
-                self.close()
-                raise
+        migrate_or_close(self, components)
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from runtrail.files import open_private, private_dir
-from runtrail.persistence.migrations import Component, migrate
+from runtrail.persistence.migrations import Component, migrate, migrate_or_close
 from runtrail.persistence.urls import MEMORY
 
 Synchronous = Literal["NORMAL", "FULL"]
@@ -94,12 +94,7 @@ class SqliteDatabase:
         self.path = str(path)
         self._conn = connect(path, synchronous=synchronous, foreign_keys=foreign_keys)
         self._lock = threading.RLock()
-        if components:
-            try:
-                self.migrate(components)
-            except BaseException:
-                self.close()
-                raise
+        migrate_or_close(self, components)
 
     @property
     def connection(self) -> sqlite3.Connection:

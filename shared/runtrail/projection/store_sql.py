@@ -14,9 +14,9 @@ written in the batch's transaction and fenced there: an offset never moves back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import PositionRegressed, Tracking, adopt_statements
 from runtrail.projection.model import RunProjection
@@ -33,12 +33,6 @@ from runtrail.projection.store import (
     StoredList,
     StoredProjection,
 )
-
-if TYPE_CHECKING:
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    Database = SqliteDatabase | PostgresDatabase
 
 #: The tables as the first release created them (migration 1 adopts a store it made as is).
 FIRST_SCHEMA: tuple[str, ...] = (

@@ -18,24 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.store import CacheStore
-
-if TYPE_CHECKING:
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    #: The :mod:`runtrail.persistence` databases the store runs on.
-    Database = SqliteDatabase | PostgresDatabase
 
 #: The component name of the resume-cache's migrations and positions.
 COMPONENT = "resume-cache"

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from runtrail.config import Settings
-from runtrail.http_server import BackgroundServer, TokenAuth
+from runtrail.http_server import BackgroundServer, TokenAuth, send_body
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +141,7 @@ def _handler(
                 status, ctype, body = (
                     route(header) if route else (404, "text/plain", b"not found\n")
                 )
-            self.send_response(status)
-            if status == 401:
-                self.send_header("WWW-Authenticate", 'Bearer realm="runtrail-metrics"')
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_body(self, status, ctype, body, realm="runtrail-metrics")
 
         def log_message(self, format: str, *args: object) -> None:
             log.debug("http: " + format, *args)

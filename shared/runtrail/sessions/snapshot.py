@@ -106,10 +106,6 @@ class AgentSessionSnapshot(_Camel):
             self._stored = _canonical(self, self.event_bytes(), with_digest=True)
         return self._stored
 
-    def offset_after(self, topic: str, partition: int) -> int | None:
-        """Where the tail of ``topic[partition]`` starts, or None if nothing came from it."""
-        return self.next_offsets.get(topic, {}).get(str(partition))
-
 
 def digest_of(content: bytes) -> str:
     return DIGEST_PREFIX + hashlib.sha256(content).hexdigest()
