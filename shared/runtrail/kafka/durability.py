@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,8 @@ UNCLEAN_ELECTION = "unclean.leader.election.enable"
 MIN_ISR_CAP = 2
 #: how long the start-time check may take before it gives up (silently: the broker is away)
 CHECK_TIMEOUT_S = 5.0
+#: how long a closing client still lets the check wait for the brokers before cancelling it
+JOIN_GRACE_S = 1.0
 
 
 def wanted_min_isr(replication_factor: int) -> int:
@@ -123,9 +126,38 @@ class WeakTopic:
         )
 
 
-def weak_topics(admin: AdminClient, names: Iterable[str], timeout: float) -> list[WeakTopic]:
-    """The topics of ``names`` that exist, are replicated and have a minimum in-sync set of 1."""
-    listed = admin.list_topics(timeout=timeout).topics
+#: the slices a cancellable check waits for the topic list in: how soon it sees a cancel
+_LIST_SLICE_S = 0.25
+
+
+def _listed_topics(
+    admin: AdminClient, timeout: float, cancel: threading.Event | None
+) -> dict[str, TopicMetadata] | None:
+    """The cluster's topic metadata, waited for in slices; None once ``cancel`` is set."""
+    if cancel is None:
+        return dict(admin.list_topics(timeout=timeout).topics)
+    deadline = time.monotonic() + timeout
+    while not cancel.is_set():
+        left = deadline - time.monotonic()
+        try:
+            return dict(admin.list_topics(timeout=max(0.01, min(_LIST_SLICE_S, left))).topics)
+        except KafkaException:
+            if left <= _LIST_SLICE_S:
+                raise
+    return None
+
+
+def weak_topics(
+    admin: AdminClient,
+    names: Iterable[str],
+    timeout: float,
+    cancel: threading.Event | None = None,
+) -> list[WeakTopic]:
+    """The topics of ``names`` that exist, are replicated and have a minimum in-sync set of 1
+    (none if ``cancel`` is set before the brokers answered)."""
+    listed = _listed_topics(admin, timeout, cancel)
+    if listed is None:
+        return []
     replicated = {
         name: topic_replication(listed[name])
         for name in dict.fromkeys(names)
@@ -147,7 +179,11 @@ def weak_topics(admin: AdminClient, names: Iterable[str], timeout: float) -> lis
 
 
 def warn_weak_topics(
-    settings: Settings, names: Sequence[str], who: str, timeout: float = CHECK_TIMEOUT_S
+    settings: Settings,
+    names: Sequence[str],
+    who: str,
+    timeout: float = CHECK_TIMEOUT_S,
+    cancel: threading.Event | None = None,
 ) -> list[WeakTopic]:
     """Log a warning for each weak topic of ``names``; a broker that does not answer is left to
     the client's own outage handling (nothing is logged here)."""
@@ -156,7 +192,7 @@ def warn_weak_topics(
     )
     config["socket.connection.setup.timeout.ms"] = int(timeout * 1000)
     try:
-        found = weak_topics(AdminClient(config), names, timeout)
+        found = weak_topics(AdminClient(config), names, timeout, cancel)
     except (KafkaException, ValueError) as exc:
         log.debug("%s: durability check skipped: %s", who, exc)
         return []
@@ -165,14 +201,32 @@ def warn_weak_topics(
     return found
 
 
-def start_durability_check(settings: Settings, names: Sequence[str], who: str) -> threading.Thread:
+class DurabilityCheck(threading.Thread):
     """:func:`warn_weak_topics` on a thread of its own, so that a client's start never waits
-    for it; join it (for at most :data:`CHECK_TIMEOUT_S`) before the client closes."""
-    thread = threading.Thread(
-        target=warn_weak_topics,
-        args=(settings, list(names), who),
-        name=f"runtrail-durability[{who}]",
-        daemon=True,
-    )
-    thread.start()
-    return thread
+    for it. The client joins it before it closes (its admin client is gone before the process
+    ends); :meth:`join` gives a check still waiting for the brokers :data:`JOIN_GRACE_S` (a
+    broker that answers answers well within it), then cancels it, so a client stopped while no
+    broker answers does not wait out :data:`CHECK_TIMEOUT_S`."""
+
+    def __init__(self, settings: Settings, names: Sequence[str], who: str) -> None:
+        self.cancel = threading.Event()
+        super().__init__(
+            target=warn_weak_topics,
+            args=(settings, list(names), who),
+            kwargs={"cancel": self.cancel},
+            name=f"runtrail-durability[{who}]",
+            daemon=True,
+        )
+
+    def join(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        super().join(JOIN_GRACE_S if timeout is None else min(JOIN_GRACE_S, timeout))
+        self.cancel.set()
+        super().join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
+def start_durability_check(settings: Settings, names: Sequence[str], who: str) -> DurabilityCheck:
+    """A started :class:`DurabilityCheck`."""
+    check = DurabilityCheck(settings, names, who)
+    check.start()
+    return check
