@@ -38,6 +38,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runtrail.config import Settings
 from runtrail.kafka.auth import describe, is_auth_failure, naming_options
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
@@ -148,28 +149,50 @@ class Drain:
         self._thread = threading.Thread(
             target=self._run, name=f"runtrail-publisher[{topic}]", daemon=True
         )
+        # a replicated events topic acknowledging one copy is said at start, never waited for
+        self._durability = (
+            start_durability_check(settings, [topic], "publisher")
+            if producer_factory is None
+            else None
+        )
+        if self.draining:
+            log.info(
+                "found %d unconfirmed events in %s; sending them before new ones",
+                wal.depth,
+                wal.folder,
+            )
 
     # --- what the publisher asks -----------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
 
     def join(self, timeout: float) -> None:
-        """Wake the thread (the stop event is set) and wait for it."""
+        """Wake the thread (the stop event is set) and wait for it, and the durability check."""
         self._to_poll.set()
         self._thread.join(timeout=timeout)
+        if self._durability is not None:
+            self._durability.join(timeout=CHECK_TIMEOUT_S)
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
+    def wait_delivered(self, timeout: float) -> int:
+        """Serve reports (bounded) until nothing is in flight; how many still are."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._lock:
+                left = len(self._inflight)
+            remaining = deadline - time.monotonic()
+            if left == 0 or remaining <= 0:
+                return left
+            self._producer.poll(min(remaining, 0.05))
 
-    @property
-    def in_flight(self) -> int:
-        """Events handed to librdkafka without a report yet (the caller holds the lock)."""
-        return len(self._inflight)
-
-    def poll(self, timeout: float) -> None:
-        """Serve delivery reports for up to ``timeout`` seconds."""
-        self._producer.poll(timeout)
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait (bounded) until the spool is sent and direct mode is back."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._lock:
+                done = not self.draining and not self._inflight
+            if done or time.monotonic() >= deadline or not self._thread.is_alive():
+                return done
+            time.sleep(0.05)
 
     def acked_offsets(self) -> dict[int, int]:
         """Per partition, the highest offset the broker acknowledged (caller holds the lock)."""

@@ -30,13 +30,11 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtrail.config import Settings
 from runtrail.events import Actor, Event, EventCodec, EventData, EventError
 from runtrail.events.limits import EventLimits
-from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.privacy.protect import ProtectFailed, Protector, protector_from_settings
 from runtrail.publisher.committer import SpoolCommitter
 from runtrail.publisher.drain import Drain, ProducerFactory
@@ -47,6 +45,7 @@ from runtrail.publisher.recovery import spooled_sequences
 from runtrail.publisher.redaction import Redactor, default_redactor
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool_record import SpoolRecord
+from runtrail.publisher.submitted import Submitted
 from runtrail.publisher.wal import Wal
 
 if TYPE_CHECKING:
@@ -55,17 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    """What became of one event: its eventId, or why it was rejected."""
-
-    event_id: str | None
-    reason: str | None = None
-    detail: str | None = None
-
-    @property
-    def accepted(self) -> bool:
-        return self.event_id is not None
+__all__ = ["Publisher", "Submitted"]
 
 
 class Publisher:
@@ -131,25 +120,10 @@ class Publisher:
             f"runtrail-spool[{self._topic}]",
         )
         self._metrics.set_spool_depth(self._wal.depth)
-        #: (tenant, run) -> the sequence after the last one the unsent spool holds
-        self._spooled_next: dict[tuple[str, str], int] = {}
         if self._drain.draining:
-            self._spooled_next = spooled_sequences(self._wal)
-            for (tenant, run), after in self._spooled_next.items():
-                self._sequences.commit(tenant, run, after - 1)
-            log.info(
-                "found %d unconfirmed events in %s; sending them before new ones",
-                self._wal.depth,
-                self._wal.folder,
-            )
+            self._sequences.hold(spooled_sequences(self._wal))
         self._drain.start()
         self._committer.start()
-        # a replicated events topic acknowledging one copy is said at start, never waited for
-        self._durability = (
-            start_durability_check(settings, [self._topic], "publisher")
-            if producer_factory is None
-            else None
-        )
         self._atexit = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
 
@@ -237,15 +211,8 @@ class Publisher:
             if self._protect is not None:
                 form = self._protect(form)
             return self._enqueue(validate(form), trace_context)
-        except EventError as exc:
-            return self._reject(exc.reason, str(exc))
-        except Rejected as exc:
-            return self._reject(exc.reason, str(exc))
-        except ProtectFailed as exc:
-            return self._reject("protect-failed", str(exc))
         except Exception as exc:  # never into the agent
-            log.exception("unexpected error while publishing")
-            return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
+            return self._refusal(exc)
 
     def submit_record(self, record: SpoolRecord) -> Submitted:
         """Send a record that is no runtrail event, already encoded (the raw spans the OTLP
@@ -260,34 +227,15 @@ class Publisher:
                 self._drain.route(record)
                 self._committer.add(record)
             return Submitted(record.event_id)
-        except EventError as exc:
-            return self._reject(exc.reason, str(exc))
-        except Rejected as exc:
-            return self._reject(exc.reason, str(exc))
         except Exception as exc:  # never into the caller
-            log.exception("unexpected error while publishing a record")
-            return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
+            return self._refusal(exc)
 
     def set_next_sequence(
         self, run_id: str, next_sequence: int, *, tenant_id: str | None = None
     ) -> None:
         """Continue ``run_id`` of ``tenant_id`` (default: this publisher's tenant) at
         ``next_sequence`` (a run resumed in a new process)."""
-        if next_sequence < 1:
-            raise ValueError("sequences start at 1")
         tenant = tenant_id if tenant_id is not None else self._settings.tenant
-        spooled = self._spooled_next.get((tenant, run_id), 0)
-        if next_sequence < spooled:
-            # events of the dead process still in the spool go first and hold these numbers
-            log.info(
-                "run %r continues at sequence %d, not %d: the spool still holds its events up "
-                "to %d (drain() before a resume barrier lets the resume see them)",
-                run_id,
-                spooled,
-                next_sequence,
-                spooled - 1,
-            )
-            next_sequence = spooled
         self._sequences.set_next(tenant, run_id, next_sequence)
 
     def next_sequence(self, run_id: str, *, tenant_id: str | None = None) -> int:
@@ -303,26 +251,13 @@ class Publisher:
 
     def flush(self, timeout: float = 10.0) -> int:
         """Wait until every event so far is acknowledged or in the spool; how many are not."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            with self._lock:
-                left = self._drain.in_flight
-            remaining = deadline - time.monotonic()
-            if left == 0 or remaining <= 0:
-                break
-            self._drain.poll(min(remaining, 0.05))
+        left = self._drain.wait_delivered(timeout)
         self._committer.commit()
         return left
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait (bounded) until the spool is empty and the publisher is back in direct mode."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            with self._lock:
-                done = not self._drain.draining and not self._drain.in_flight
-            if done or time.monotonic() >= deadline or not self._drain.alive:
-                return done
-            time.sleep(0.05)
+        return self._drain.wait_drained(timeout)
 
     def sync(self) -> None:
         """Write and fsync every accepted event to the spool now (instead of at the next
@@ -345,8 +280,6 @@ class Publisher:
         # a probe or a scan can hold the thread a little; it produces nothing once stop is set
         self._drain.join(timeout=max(3.0, deadline - time.monotonic()))
         self._committer.join(timeout=5.0)
-        if self._durability is not None:
-            self._durability.join(timeout=CHECK_TIMEOUT_S)
         try:
             if not self._drain.draining:
                 self.flush(deadline - time.monotonic())
@@ -398,6 +331,15 @@ class Publisher:
             self._committer.add(record)
             self._sequences.commit(tenant, run, sequence)
         return Submitted(event.event_id)
+
+    def _refusal(self, exc: Exception) -> Submitted:
+        """The rejection a failed step stands for; an unexpected one is logged in full."""
+        if isinstance(exc, (EventError, Rejected)):
+            return self._reject(exc.reason, str(exc))
+        if isinstance(exc, ProtectFailed):
+            return self._reject("protect-failed", str(exc))
+        log.exception("unexpected error while publishing")
+        return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
 
     def _reject(self, reason: str, detail: str) -> Submitted:
         self._metrics.count("rejected")
