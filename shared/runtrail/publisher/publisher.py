@@ -97,20 +97,24 @@ class Publisher:
         self._wal = Wal.open_for(settings.spool_dir, settings.tenant, self._topic)
         # every accepted event has an index: its place in publish order, continuing the WAL's
         self._ledger = Ledger(self._wal.cursor.index, self._wal.end.index)
-        self._drain = Drain(
-            settings,
-            self._topic,
-            self._wal,
-            self._ledger,
-            self._metrics,
-            self._lock,
-            self._stop,
-            producer_overrides=producer_overrides,
-            producer_factory=producer_factory,
-            retry_backoff_s=retry_backoff_s,
-            retry_backoff_max_s=retry_backoff_max_s,
-            drain_chunk=drain_chunk,
-        )
+        try:  # unusable Kafka options raise here: the spool folder is not kept locked
+            self._drain = Drain(
+                settings,
+                self._topic,
+                self._wal,
+                self._ledger,
+                self._metrics,
+                self._lock,
+                self._stop,
+                producer_overrides=producer_overrides,
+                producer_factory=producer_factory,
+                retry_backoff_s=retry_backoff_s,
+                retry_backoff_max_s=retry_backoff_max_s,
+                drain_chunk=drain_chunk,
+            )
+        except BaseException:
+            self._wal.close()
+            raise
         self._committer = SpoolCommitter(
             self._wal,
             self._ledger,
