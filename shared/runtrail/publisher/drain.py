@@ -30,16 +30,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
 from runtrail.config import Settings
-from runtrail.kafka.auth import describe, is_auth_failure, naming_options
-from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
-from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
+from runtrail.kafka.producer_config import too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
 from runtrail.publisher.inflight import InFlight
@@ -47,31 +45,14 @@ from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics
 from runtrail.publisher.pipeline import Rejected
 from runtrail.publisher.recovery import look_up_unconfirmed
+from runtrail.publisher.sender import PERMANENT_ERRORS, ProducerFactory, Sender
 from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
 
 log = logging.getLogger(__name__)
 
-#: Broker verdicts that no resend can change: spooling such an event would block the spool.
-PERMANENT_ERRORS: frozenset[int] = SIZE_ERRORS | {
-    KafkaError.INVALID_RECORD,
-    KafkaError._INVALID_ARG,
-}
 #: What a purge reports for the events it took back (they are resent from the spool).
 _PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-
-
-class ProducerLike(Protocol):
-    """The part of ``confluent_kafka.Producer`` the publisher uses (tests pass fakes)."""
-
-    def produce(self, topic: str, *args: Any, **kwargs: Any) -> None: ...
-    def poll(self, timeout: float = ...) -> int: ...
-    def flush(self, timeout: float = ...) -> int: ...
-    def purge(self, in_queue: bool = ..., in_flight: bool = ..., blocking: bool = ...) -> None: ...
-    def list_topics(self, topic: str | None = ..., timeout: float = ...) -> Any: ...
-
-
-ProducerFactory = Callable[[dict[str, Any]], ProducerLike]
 
 
 def _is_permanent(err: KafkaError) -> bool:
@@ -115,21 +96,11 @@ class Drain:
         self._timeout_s = settings.delivery_timeout_ms / 1000
         self._max_block_s = settings.publish_max_block_ms / 1000
         self._next_retry = 0.0
-        self._fatal = False
         self._warned_failure = False
         self._purge_wanted = False
-        #: why the broker refuses this publisher's credentials (None: it does not, or not yet)
-        self.refused: str | None = None
-
-        self._config = producer_config(
-            settings,
-            error_cb=self._on_kafka_error,
-            logger=client_logger("runtrail.publisher.librdkafka"),
-            **dict(producer_overrides or {}),
+        self._sender = Sender(
+            settings, topic, self._on_report, wal.folder, producer_overrides, producer_factory
         )
-        self._factory: ProducerFactory = producer_factory or Producer
-        self._naming = naming_options(self._config)
-        self._producer = self._factory(self._config)
 
         #: events the broker refused as too large in a batch: resent alone before judged
         #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
@@ -182,7 +153,7 @@ class Drain:
             remaining = deadline - time.monotonic()
             if left == 0 or remaining <= 0:
                 return left
-            self._producer.poll(min(remaining, 0.05))
+            self._sender.poll(min(remaining, 0.05))
 
     def wait_drained(self, timeout: float) -> bool:
         """Wait (bounded) until the spool is sent and direct mode is back."""
@@ -198,9 +169,14 @@ class Drain:
         """Per partition, the highest offset the broker acknowledged (caller holds the lock)."""
         return dict(self._acked)
 
+    @property
+    def refused(self) -> str | None:
+        """Why the broker refuses this publisher's credentials (None: it does not, or not yet)."""
+        return self._sender.refused
+
     def collect(self) -> None:
         """Take back everything queued or in flight, and serve the resulting reports."""
-        self._purge_and_collect(self._producer)
+        self._purge_and_collect()
 
     def leave_in_spool(self) -> None:
         """At close (caller holds the lock): what stays unreported, and the spool from the
@@ -229,7 +205,7 @@ class Drain:
                 if err is not None and _is_permanent(err):
                     raise Rejected("refused-by-producer", err.str()) from exc
                 if err is not None and err.fatal():
-                    self._fatal = True
+                    self._sender.fatal = True
                 self._enter_draining(f"produce failed: {exc}")
         if self.draining:
             self._metrics.count("spooled")
@@ -242,7 +218,7 @@ class Drain:
         deadline = 0.0
         while True:
             try:
-                self._produce(record)
+                self._sender.produce(record)
                 return True
             except BufferError:
                 now = time.monotonic()
@@ -250,20 +226,9 @@ class Drain:
                     deadline = now + self._max_block_s
                 elif now >= deadline:
                     return False
-                self._producer.poll(0.005)
+                self._sender.poll(0.005)
                 if self.draining:  # a report served meanwhile failed: this one must wait too
                     return False
-
-    def _produce(self, record: SpoolRecord) -> None:
-        """Hand ``record`` to librdkafka; its report comes to the one shared callback."""
-        self._producer.produce(
-            self._topic,
-            value=record.value,
-            key=record.key,
-            headers=list(record.headers),
-            timestamp=record.timestamp_ms or 0,
-            on_delivery=self._on_report,
-        )
 
     def _enter_draining(self, why: str, purge: bool = False) -> None:
         """Stop producing directly; what is unconfirmed may be on the topic (look first)."""
@@ -314,24 +279,10 @@ class Drain:
     def _delivery_failed(self, err: KafkaError) -> None:
         self._metrics.delivery_error()
         if err.fatal():
-            self._fatal = True
+            self._sender.fatal = True
         level = logging.DEBUG if self._warned_failure else logging.WARNING
         self._warned_failure = True
         log.log(level, "delivery failed: %s", err.str())
-
-    def _on_kafka_error(self, err: KafkaError) -> None:
-        if is_auth_failure(err):
-            # told once: the agent goes on, its events wait in the spool until the credentials
-            # are fixed and the agent restarted (a retry with the same ones cannot succeed)
-            if self.refused is None:
-                self.refused = describe(err, self._naming)
-                log.error("%s; events are kept in the spool %s", self.refused, self._wal.folder)
-            return
-        if err.fatal():
-            self._fatal = True
-            log.error("fatal producer error, the producer will be recreated: %s", err.str())
-        else:
-            log.debug("kafka client error: %s", err.str())
 
     # --- the background thread ------------------------------------------------------------
     def _run(self) -> None:
@@ -340,7 +291,7 @@ class Drain:
             try:
                 with self._lock:
                     idle = not (
-                        self._inflight or self.draining or self._purge_wanted or self._fatal
+                        self._inflight or self.draining or self._purge_wanted or self._sender.fatal
                     )
                     if idle:
                         self._to_poll.clear()  # under the lock: route sets it after
@@ -348,10 +299,10 @@ class Drain:
                     # nothing can report: no wake-ups until an event is produced (errors the
                     # client raised meanwhile are served within the second)
                     self._to_poll.wait(1.0)
-                self._producer.poll(0.05)
+                self._sender.poll(0.05)
                 if self._purge_wanted:
-                    self._purge_and_collect(self._producer)
-                if self._fatal:
+                    self._purge_and_collect()
+                if self._sender.fatal:
                     self._recreate_producer()
                 self._check_stall()
                 if self.draining and time.monotonic() >= self._next_retry:
@@ -389,7 +340,7 @@ class Drain:
             if start >= self._wal.end.index:
                 return  # not written yet: the next group commit writes it
             scan = not self._scanned and start < self._uncertain_until
-        if self._probe_first and not self._broker_reachable():
+        if self._probe_first and not self._sender.reachable():
             self._retry_later()
             return
         if scan and not self._scan(start):
@@ -409,11 +360,11 @@ class Drain:
                 with self._lock:
                     self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s")
                 break
-            self._producer.poll(0.05)
+            self._sender.poll(0.05)
         if self._stop.is_set():
             return  # close() collects what is in flight
         if self._inflight:
-            self._purge_and_collect(self._producer)
+            self._purge_and_collect()
         with self._lock:
             end = None
             for entry in entries:
@@ -470,7 +421,7 @@ class Drain:
                 if alone and produced:
                     break  # a suspect goes in a chunk of its own: the next one
                 try:
-                    self._produce(record)
+                    self._sender.produce(record)
                 except BufferError:
                     break
                 except KafkaException as exc:
@@ -510,33 +461,23 @@ class Drain:
         self._probe_first = True
         self._next_retry = time.monotonic() + self._backoff.next_delay()
 
-    def _broker_reachable(self) -> bool:
-        """A cheap metadata request, so a dead broker costs no message timeouts."""
-        try:
-            self._producer.list_topics(self._topic, timeout=2.0)
-        except KafkaException:
-            return False
-        return True
-
     def _recreate_producer(self) -> None:
         """After a fatal error (e.g. idempotence state lost) the producer is unusable."""
-        old = self._producer
         with self._lock:
             self._enter_draining("the producer hit a fatal error")
-        self._purge_and_collect(old)
+        self._purge_and_collect()
         with self._lock:
             self._inflight.clear()
-            self._producer = self._factory(self._config)
-            self._fatal = False
+            self._sender.recreate()
         log.warning("producer recreated after a fatal error")
 
-    def _purge_and_collect(self, producer: ProducerLike) -> None:
+    def _purge_and_collect(self) -> None:
         """Take back everything queued or in flight, and serve the resulting reports."""
         self._purge_wanted = False
-        producer.purge(in_queue=True, in_flight=True, blocking=True)
+        self._sender.purge()
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
-            producer.poll(0.05)
+            self._sender.poll(0.05)
             with self._lock:
                 if not self._inflight:
                     return

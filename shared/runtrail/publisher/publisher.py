@@ -11,7 +11,8 @@ This is the façade; the parts behind it each do one job:
 * :mod:`~runtrail.publisher.pipeline` — envelope, prepare, validate, encode (pure, no Kafka);
 * :mod:`~runtrail.publisher.ledger` — every accepted event's index and whether it is settled;
 * :mod:`~runtrail.publisher.drain` — direct or draining mode, delivery reports, the resend
-  from the spool, exactly once on the topic;
+  from the spool, exactly once on the topic, through the producer of
+  :mod:`~runtrail.publisher.sender`;
 * :mod:`~runtrail.publisher.committer` — the group commit of accepted events to the
   write-ahead spool (:mod:`~runtrail.publisher.wal`), so an agent that dies loses at most the
   events of the last ``spool_commit_ms``; the next publisher on the same spool folder sends
@@ -37,12 +38,13 @@ from runtrail.events import Actor, Event, EventCodec, EventData, EventError
 from runtrail.events.limits import EventLimits
 from runtrail.privacy.protect import ProtectFailed, Protector, protector_from_settings
 from runtrail.publisher.committer import SpoolCommitter
-from runtrail.publisher.drain import Drain, ProducerFactory
+from runtrail.publisher.drain import Drain
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.pipeline import Rejected, Validated, encode, envelope, prepare, validate
 from runtrail.publisher.recovery import spooled_sequences
 from runtrail.publisher.redaction import Redactor, default_redactor
+from runtrail.publisher.sender import ProducerFactory
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.submitted import Submitted
