@@ -64,8 +64,8 @@ def _kafka_error(exc: KafkaException) -> KafkaError | None:
 
 
 class Drain:
-    """The producer, the delivery mode, the events in flight, and the thread that serves
-    their reports and resends the spool."""
+    """The delivery mode, the events in flight, and the thread that serves their reports
+    and resends the spool through the :class:`~runtrail.publisher.sender.Sender`."""
 
     def __init__(
         self,
