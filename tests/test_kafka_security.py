@@ -437,7 +437,7 @@ def test_unconfirmed_events_are_resent_by_an_agent_that_may_not_read_the_topic(
         down.close(timeout=1)  # nothing acknowledged: all of it stays in the spool
 
     with (
-        caplog.at_level("WARNING", logger="runtrail.publisher.publisher"),
+        caplog.at_level("WARNING", logger="runtrail.publisher"),
         Publisher(agent, registry=CollectorRegistry()) as back,
     ):
         assert back.flush(60) == 0

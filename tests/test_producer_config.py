@@ -17,7 +17,7 @@ from runtrail.kafka.producer_config import (
 )
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.topics import max_message_bytes
-from runtrail.publisher.publisher import PERMANENT_ERRORS
+from runtrail.publisher.sender import PERMANENT_ERRORS
 
 INVARIANTS = {"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random"}
 

@@ -7,6 +7,9 @@ spool, it reads every partition of the topic from the earliest accept time among
 event carries its accept time as its Kafka timestamp, and ``offsets_for_times`` returns the
 first offset at or after a time, so nothing of ours can lie before it) up to the high
 watermark, and collects the ``rt.event_id`` headers it sees. Only headers are looked at.
+
+A restarted publisher also learns from its spool which sequences the runs in it reached
+(:func:`spooled_sequences`), so it numbers those runs after them.
 """
 
 from __future__ import annotations
@@ -20,11 +23,80 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from runtrail.kafka.client_log import client_logger
+from runtrail.publisher.sequencing import RunKey
+from runtrail.publisher.wal import Wal
 
 log = logging.getLogger(__name__)
 
 #: Read from this long before the earliest accept time (clock steps, LogAppendTime topics).
 SLACK_MS = 60_000
+#: Records read from the spool at a time.
+READ_CHUNK = 5000
+#: The broker's answers when a principal lacks READ on the topic or its (throwaway) group.
+_READ_REFUSALS = frozenset(
+    {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
+)
+
+
+def look_up_unconfirmed(
+    client_config: Mapping[str, Any], topic: str, wal: Wal, start: int, until: int, timeout: float
+) -> set[str] | None:
+    """The eventIds of the spooled events in ``[start, until)`` found on ``topic``; None when
+    the topic cannot be read yet (the caller retries later)."""
+    ids: set[str] = set()
+    since: int | None = None
+    pos = wal.position_of(start)
+    while pos.index < until:
+        entries = wal.read(pos, READ_CHUNK)
+        if not entries:
+            break
+        for entry in entries:
+            record = entry.record
+            if entry.index < start or entry.index >= until or record is None:
+                continue
+            if record.event_id is None or record.timestamp_ms is None:
+                continue  # a JSON-lines spool record (no id): resent at least once
+            ids.add(record.event_id)
+            if since is None or record.timestamp_ms < since:
+                since = record.timestamp_ms
+        pos = entries[-1].end
+    if since is None:
+        return set()
+    try:
+        return already_on_topic(client_config, topic, ids, since, timeout)
+    except KafkaException as exc:
+        if not _read_refused(exc):
+            log.warning("cannot look up unconfirmed events on %s yet: %s", topic, exc)
+            return None
+    # a least-privilege agent may write the topic but not read it: resend unchecked (at least
+    # once; every consumer skips an eventId it has already seen)
+    log.warning(
+        "this publisher may not read %s, so its %d unconfirmed event(s) are resent "
+        "without looking them up; a consumer skips any it already has",
+        topic,
+        len(ids),
+    )
+    return set()
+
+
+def spooled_sequences(wal: Wal) -> dict[RunKey, int]:
+    """Per (tenant, run) in the spool from its cursor, the sequence after the last one held:
+    those events reach the topic before anything new, so new ones are numbered after them."""
+    after: dict[RunKey, int] = {}
+    pos = wal.cursor
+    while True:
+        entries = wal.read(pos, READ_CHUNK)
+        if not entries:
+            return after
+        for entry in entries:
+            record = entry.record
+            if record is None or record.sequence is None or record.key is None:
+                continue
+            tenant = dict(record.headers).get("rt.tenant", b"").decode("utf-8", "replace")
+            key = (tenant, record.key.decode("utf-8", "replace"))
+            if record.sequence + 1 > after.get(key, 1):
+                after[key] = record.sequence + 1
+        pos = entries[-1].end
 
 
 def already_on_topic(
@@ -120,3 +192,8 @@ def _event_id(headers: Any) -> str | None:
         if name == "rt.event_id" and value is not None:
             return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     return None
+
+
+def _read_refused(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in _READ_REFUSALS

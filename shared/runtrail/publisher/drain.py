@@ -1,0 +1,487 @@
+"""The publisher's way to the broker: direct or draining mode, delivery reports, the resend.
+
+Delivery modes:
+
+* **direct** — events are produced straight to Kafka as they are accepted;
+* **draining** — entered on the first failed delivery, when no acknowledgement arrives for
+  ``delivery_timeout_ms``, when the local queue stays full, or when a non-empty spool is found
+  at start. At that moment everything still queued or in flight in librdkafka is purged (so no
+  later event of a run can overtake an earlier one), later events are only written to the
+  spool, and a background thread resends the spool in order, in chunks, from the first event
+  not acknowledged. It returns to direct mode only once every accepted event is settled.
+
+A broker's "message too large" is final only for an event sent alone. A topic whose
+``max.message.bytes`` is below the publisher's limit refuses a whole produce batch, and every
+event in it gets the error; each is resent from the spool in a chunk of its own, and only one
+refused again is rejected (counted ``rejected``, logged).
+
+Exactly once on the topic: events whose fate is unknown (purged while in flight, or found
+beyond the cursor at start) are looked up on the topic by eventId before they are resent
+(:mod:`runtrail.publisher.recovery`), so a resend never doubles what the broker already
+holds. Consumers still drop same-eventId duplicates, for the one case left: a request the
+broker received before the outage but wrote only after that check.
+
+Every method runs under the publisher's lock or takes it; the ledger it settles is the
+publisher's, shared with the spool committer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from runtrail.config import Settings
+from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
+from runtrail.kafka.producer_config import too_large
+from runtrail.kafka.retry import Backoff
+from runtrail.kafka.unacked import SizeSuspects
+from runtrail.publisher.inflight import InFlight
+from runtrail.publisher.ledger import Ledger
+from runtrail.publisher.metrics import PublisherMetrics
+from runtrail.publisher.pipeline import Rejected
+from runtrail.publisher.recovery import look_up_unconfirmed
+from runtrail.publisher.sender import PERMANENT_ERRORS, ProducerFactory, Sender
+from runtrail.publisher.spool_record import SpoolRecord
+from runtrail.publisher.wal import Wal, WalEntry
+
+log = logging.getLogger(__name__)
+
+#: What a purge reports for the events it took back (they are resent from the spool).
+_PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+
+def _is_permanent(err: KafkaError) -> bool:
+    return err.code() in PERMANENT_ERRORS
+
+
+def _kafka_error(exc: KafkaException) -> KafkaError | None:
+    return exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+
+
+class Drain:
+    """The delivery mode, the events in flight, and the thread that serves their reports
+    and resends the spool through the :class:`~runtrail.publisher.sender.Sender`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        topic: str,
+        wal: Wal,
+        ledger: Ledger,
+        metrics: PublisherMetrics,
+        lock: threading.RLock,
+        stop: threading.Event,
+        *,
+        producer_overrides: Mapping[str, Any] | None,
+        producer_factory: ProducerFactory | None,
+        retry_backoff_s: float,
+        retry_backoff_max_s: float,
+        drain_chunk: int,
+    ) -> None:
+        self._settings = settings
+        self._topic = topic
+        self._wal = wal
+        self._ledger = ledger
+        self._metrics = metrics
+        self._lock = lock
+        self._stop = stop
+        self._acked: dict[int, int] = {}
+        self._backoff = Backoff(retry_backoff_s, max(retry_backoff_max_s, retry_backoff_s))
+        self._drain_chunk = max(1, drain_chunk)
+        self._timeout_s = settings.delivery_timeout_ms / 1000
+        self._max_block_s = settings.publish_max_block_ms / 1000
+        self._next_retry = 0.0
+        self._warned_failure = False
+        self._purge_wanted = False
+        self._sender = Sender(
+            settings, topic, self._on_report, wal.folder, producer_overrides, producer_factory
+        )
+
+        #: events the broker refused as too large in a batch: resent alone before judged
+        #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
+        self._size_suspects = SizeSuspects()
+        self._inflight = InFlight()  # handed to librdkafka, no report yet
+        # Events below _uncertain_until may be on the topic already: look before resending.
+        self._uncertain_until = wal.end.index
+        self._scanned = False
+        self._found: set[str] = set()
+        #: every accepted event goes through the spool (see the module docstring)
+        self.draining = wal.depth > 0
+        self._probe_first = self.draining
+        self._progress = (ledger.first_unsettled, time.monotonic())
+        #: set when the thread has work: an event handed to librdkafka with none in flight
+        #: before, draining entered, or close
+        self._to_poll = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"runtrail-publisher[{topic}]", daemon=True
+        )
+        # a replicated events topic acknowledging one copy is said at start, never waited for
+        self._durability = (
+            start_durability_check(settings, [topic], "publisher")
+            if producer_factory is None
+            else None
+        )
+        if self.draining:
+            log.info(
+                "found %d unconfirmed events in %s; sending them before new ones",
+                wal.depth,
+                wal.folder,
+            )
+
+    # --- what the publisher asks -----------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wake the thread (the stop event is set) and wait for it, and the durability check."""
+        self._to_poll.set()
+        self._thread.join(timeout=timeout)
+        if self._durability is not None:
+            self._durability.join(timeout=CHECK_TIMEOUT_S)
+
+    def wait_delivered(self, timeout: float) -> int:
+        """Serve reports (bounded) until nothing is in flight; how many still are."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._lock:
+                left = len(self._inflight)
+            remaining = deadline - time.monotonic()
+            if left == 0 or remaining <= 0:
+                return left
+            self._sender.poll(min(remaining, 0.05))
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait (bounded) until the spool is sent and direct mode is back."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._lock:
+                done = not self.draining and not self._inflight
+            if done or time.monotonic() >= deadline or not self._thread.is_alive():
+                return done
+            time.sleep(0.05)
+
+    def acked_offsets(self) -> dict[int, int]:
+        """Per partition, the highest offset the broker acknowledged (caller holds the lock)."""
+        return dict(self._acked)
+
+    @property
+    def refused(self) -> str | None:
+        """Why the broker refuses this publisher's credentials (None: it does not, or not yet)."""
+        return self._sender.refused
+
+    def collect(self) -> None:
+        """Take back everything queued or in flight, and serve the resulting reports."""
+        self._purge_and_collect()
+
+    def leave_in_spool(self) -> None:
+        """At close (caller holds the lock): what stays unreported, and the spool from the
+        first unsettled event, is left for the next publisher on the same folder."""
+        if self._inflight:
+            log.warning("%d events unconfirmed at close stay in the spool", len(self._inflight))
+            self._inflight.clear()
+        if self._ledger.pending:
+            self.draining = True
+
+    # --- routing an accepted event (caller holds the lock) -----------------------------------
+    def route(self, record: SpoolRecord) -> None:
+        """Give the record its index and, in direct mode, produce it; the spool gets it from
+        the committer either way."""
+        index = self._ledger.next_index  # taken below, once the record is certainly kept
+        if not self.draining:
+            try:
+                if self._produce_with_backpressure(record):
+                    if not self._inflight:
+                        self._to_poll.set()
+                    self._inflight.add(index, record.key, record.value)
+                else:
+                    self._enter_draining("the local producer queue stays full")
+            except KafkaException as exc:
+                err = _kafka_error(exc)
+                if err is not None and _is_permanent(err):
+                    raise Rejected("refused-by-producer", err.str()) from exc
+                if err is not None and err.fatal():
+                    self._sender.fatal = True
+                self._enter_draining(f"produce failed: {exc}")
+        if self.draining:
+            self._metrics.count("spooled")
+        self._ledger.take()
+
+    def _produce_with_backpressure(self, record: SpoolRecord) -> bool:
+        """A full local queue means the broker is slower than the agent, not gone: wait up to
+        ``publish_max_block_ms`` for room (serving delivery reports meanwhile). False: give
+        up, the event waits in the spool rather than the agent stalling for long."""
+        deadline = 0.0
+        while True:
+            try:
+                self._sender.produce(record)
+                return True
+            except BufferError:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self._max_block_s
+                elif now >= deadline:
+                    return False
+                self._sender.poll(0.005)
+                if self.draining:  # a report served meanwhile failed: this one must wait too
+                    return False
+
+    def _enter_draining(self, why: str, purge: bool = False) -> None:
+        """Stop producing directly; what is unconfirmed may be on the topic (look first)."""
+        if not self.draining:
+            self.draining = True
+            self._metrics.count("spooled", self._ledger.pending)
+            log.warning("events go through the spool %s: %s", self._wal.folder, why)
+        self._uncertain_until = max(self._uncertain_until, self._ledger.next_index)
+        self._scanned = False
+        self._probe_first = True
+        self._next_retry = time.monotonic() + self._backoff.delay()
+        if purge:
+            self._purge_wanted = True
+        self._to_poll.set()
+
+    # --- delivery reports (called from poll, in whichever thread polled) ---------------------
+    def _on_report(self, err: KafkaError | None, msg: Any) -> None:
+        with self._lock:
+            index = self._inflight.take(msg)
+            if index is None:
+                return  # abandoned after a purge that did not report it
+            if err is None:
+                self._ledger.settle(index)
+                self._note_ack(msg)
+            elif too_large(err) and not self._size_suspects.refused(index):
+                # maybe refused only beside the large one in a batch: resent alone, from the
+                # spool, before it is judged
+                self._enter_draining("the broker refused a batch as too large", purge=True)
+            elif _is_permanent(err):
+                self._size_suspects.discard(index)
+                self._ledger.settle(index)
+                self._metrics.count("rejected")
+                log.error("broker refused an event for good: %s", err.str())
+            else:
+                if err.code() in _PURGED:
+                    self._metrics.delivery_error()  # taken back: resent from the spool
+                else:
+                    self._delivery_failed(err)
+                # nothing queued behind it may go first: purge and resend from the spool
+                self._enter_draining(f"delivery failed: {err.str()}", purge=True)
+
+    def _note_ack(self, msg: Any) -> None:
+        partition, offset = msg.partition(), msg.offset()
+        if partition is not None and offset is not None and offset > self._acked.get(partition, -1):
+            self._acked[partition] = offset
+        self._metrics.count("sent")
+
+    def _delivery_failed(self, err: KafkaError) -> None:
+        self._metrics.delivery_error()
+        if err.fatal():
+            self._sender.fatal = True
+        level = logging.DEBUG if self._warned_failure else logging.WARNING
+        self._warned_failure = True
+        log.log(level, "delivery failed: %s", err.str())
+
+    # --- the background thread ------------------------------------------------------------
+    def _run(self) -> None:
+        """Serve delivery callbacks; purge on failure; resend the spool; recover fatal errors."""
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    idle = not (
+                        self._inflight or self.draining or self._purge_wanted or self._sender.fatal
+                    )
+                    if idle:
+                        self._to_poll.clear()  # under the lock: route sets it after
+                if idle:
+                    # nothing can report: no wake-ups until an event is produced (errors the
+                    # client raised meanwhile are served within the second)
+                    self._to_poll.wait(1.0)
+                self._sender.poll(0.05)
+                if self._purge_wanted:
+                    self._purge_and_collect()
+                if self._sender.fatal:
+                    self._recreate_producer()
+                self._check_stall()
+                if self.draining and time.monotonic() >= self._next_retry:
+                    self._drain_step()
+            except Exception:
+                log.exception("publisher background thread error")
+                self._stop.wait(0.5)
+
+    def _check_stall(self) -> None:
+        """No acknowledgement for ``delivery_timeout_ms`` while events are in flight: the
+        broker is gone. Our own timeout, not librdkafka's per-message one, so a whole backlog
+        is taken back at once and no later event of a run is delivered before an earlier."""
+        now = time.monotonic()
+        with self._lock:
+            mark = self._ledger.first_unsettled
+            if not self._inflight or mark != self._progress[0]:
+                self._progress = (mark, now)
+                return
+            if now - self._progress[1] > self._timeout_s:
+                self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s", purge=True)
+
+    def _drain_step(self) -> None:
+        with self._lock:
+            if self._inflight or self._purge_wanted:
+                return  # earlier deliveries are unsettled; their outcome comes first
+            if self._ledger.pending == 0:
+                self.draining = False
+                self._backoff.reset()
+                self._warned_failure = False
+                self._size_suspects.clear()  # all settled (indices are never reused)
+                self._metrics.set_spool_depth(0)
+                log.info("spool drained; publishing directly again")
+                return
+            start = self._ledger.first_unsettled
+            if start >= self._wal.end.index:
+                return  # not written yet: the next group commit writes it
+            scan = not self._scanned and start < self._uncertain_until
+        if self._probe_first and not self._sender.reachable():
+            self._retry_later()
+            return
+        if scan and not self._scan(start):
+            self._retry_later()
+            return
+        entries = self._wal.read(self._wal.position_of(start), self._drain_chunk)
+        if not entries:
+            self._skip_unreadable(start)
+            return
+        produced = self._produce_chunk(entries)
+        deadline = time.monotonic() + self._timeout_s
+        while not self._stop.is_set() and not self._purge_wanted:
+            with self._lock:
+                if not self._inflight:
+                    break
+            if time.monotonic() >= deadline:
+                with self._lock:
+                    self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s")
+                break
+            self._sender.poll(0.05)
+        if self._stop.is_set():
+            return  # close() collects what is in flight
+        if self._inflight:
+            self._purge_and_collect()
+        with self._lock:
+            end = None
+            for entry in entries:
+                if entry.index >= self._ledger.first_unsettled:
+                    break
+                end = entry.end
+            if end is not None:
+                self._wal.advance_to(end)
+            if produced and produced[-1] >= self._ledger.first_unsettled:
+                self._enter_draining("a resent event was not acknowledged")
+                self._backoff.grow()
+            else:
+                self._backoff.reset()
+                self._probe_first = False
+                self._next_retry = 0.0
+
+    def _skip_unreadable(self, start: int) -> None:
+        """Nothing can be read from ``start`` although the log goes on: a segment is missing
+        or corrupt. Count what is skipped as dropped, loudly, rather than stall for ever."""
+        with self._lock:
+            end = self._wal.end
+            lost = [i for i in range(start, end.index) if not self._ledger.is_settled(i)]
+            for index in lost:
+                self._ledger.settle(index)
+        self._metrics.count("dropped", len(lost))
+        log.error(
+            "%d spooled events from %d are unreadable in %s: LOST",
+            len(lost),
+            start,
+            self._wal.folder,
+        )
+        self._wal.advance_to(end)
+
+    def _produce_chunk(self, entries: list[WalEntry]) -> list[int]:
+        """Produce the entries still unsettled, in order; the indices produced."""
+        produced: list[int] = []
+        with self._lock:
+            if self._stop.is_set():
+                return produced  # close() has begun: it must not race a new chunk
+            for entry in entries:
+                index, record = entry.index, entry.record
+                if self._ledger.is_settled(index):
+                    continue
+                if record is None:
+                    self._ledger.settle(index)
+                    self._metrics.count("dropped")
+                    continue
+                if record.event_id is not None and record.event_id in self._found:
+                    self._found.discard(record.event_id)
+                    self._ledger.settle(index)
+                    self._metrics.count("recovered")
+                    continue
+                alone = index in self._size_suspects
+                if alone and produced:
+                    break  # a suspect goes in a chunk of its own: the next one
+                try:
+                    self._sender.produce(record)
+                except BufferError:
+                    break
+                except KafkaException as exc:
+                    err = _kafka_error(exc)
+                    if err is not None and _is_permanent(err):
+                        self._ledger.settle(index)
+                        self._metrics.count("rejected")
+                        log.error("dropping a spooled event the producer refuses: %s", exc)
+                        continue
+                    break
+                self._inflight.add(index, record.key, record.value)
+                produced.append(index)
+                if alone:
+                    break  # and nothing behind it in its batch
+        return produced
+
+    def _scan(self, start: int) -> bool:
+        """Look up on the topic the unconfirmed events from ``start``; False if it cannot."""
+        with self._lock:
+            until = self._uncertain_until
+        found = look_up_unconfirmed(
+            self._settings.kafka_config(),
+            self._topic,
+            self._wal,
+            start,
+            until,
+            self._timeout_s + 10,
+        )
+        if found is None:
+            return False
+        with self._lock:
+            self._found |= found
+            self._scanned = True
+        return True
+
+    def _retry_later(self) -> None:
+        self._probe_first = True
+        self._next_retry = time.monotonic() + self._backoff.next_delay()
+
+    def _recreate_producer(self) -> None:
+        """After a fatal error (e.g. idempotence state lost) the producer is unusable."""
+        with self._lock:
+            self._enter_draining("the producer hit a fatal error")
+        self._purge_and_collect()
+        with self._lock:
+            self._inflight.clear()
+            self._sender.recreate()
+        log.warning("producer recreated after a fatal error")
+
+    def _purge_and_collect(self) -> None:
+        """Take back everything queued or in flight, and serve the resulting reports."""
+        self._purge_wanted = False
+        self._sender.purge()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            self._sender.poll(0.05)
+            with self._lock:
+                if not self._inflight:
+                    return
+        with self._lock:
+            if self._inflight:
+                log.warning("%d purged events did not report; resent", len(self._inflight))
+                self._inflight.clear()
