@@ -204,6 +204,17 @@ class Settings(BaseSettings):
         description="Which field classes go by reference, per tenant, whose key seals them and "
         "the claim-check size (a JSON object; see docs/PRIVACY.md).",
     )
+    retention_policy: dict[str, Any] = Field(
+        default_factory=dict,
+        description="How long each store keeps its data, applied by the service that owns it: "
+        '{"capture": {"olderThanDays": 30}, "sessions": …, "resumeCache": …} (a JSON object; '
+        "see docs/PRIVACY.md). Empty: nothing expires.",
+    )
+    retention_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How often a service applies its store's retention policy (seconds).",
+    )
 
     # --- Limits (enforced at publish and at consume; see runtrail.events.limits) --------------
     max_event_bytes: int = Field(

@@ -12,7 +12,7 @@ the service and its readers need them, and they hold nothing of the run's conten
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,17 +79,19 @@ def session_keys(records: dict[bytes, Latest], scope: ErasedScope) -> dict[bytes
 def tombstone_cache(settings: Settings, scope: ErasedScope) -> int:
     """Tombstone the scope's records on the resume-cache topic; how many."""
     topic = settings.resume_cache_topic
-    return _tombstone(settings, topic, cache_keys(latest_records(settings, topic), scope))
+    return write_tombstones(settings, topic, cache_keys(latest_records(settings, topic), scope))
 
 
 def tombstone_sessions(settings: Settings, scope: ErasedScope) -> int:
     """Tombstone the scope's session pointers on the sessions topic; how many."""
     topic = settings.sessions_topic
-    return _tombstone(settings, topic, session_keys(latest_records(settings, topic), scope))
+    return write_tombstones(settings, topic, session_keys(latest_records(settings, topic), scope))
 
 
-def _tombstone(settings: Settings, topic: str, keys: dict[bytes, int]) -> int:
-    """A null value for every key, in the partition its record lives in, all acknowledged."""
+def write_tombstones(settings: Settings, topic: str, keys: Mapping[bytes, int | None]) -> int:
+    """A null value for every key, in the partition its record lives in (None: the one its
+    key hashes to, as the topic's writers put it), all acknowledged; how many.
+    ``StoreUnavailable`` if the broker does not acknowledge them in time."""
     if not keys:
         return 0
     out = OutputTopic(settings, topic, client_id="runtrail-erase")
