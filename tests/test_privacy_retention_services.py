@@ -1,7 +1,8 @@
 """Retention applied by the services themselves, with ``RUNTRAIL_RETENTION_POLICY``, on a real
 broker: capture drops its old days, the sessions service its old snapshots (their pointers
 tombstoned on the sessions topic), the resume-cache service its old entries (tombstoned on the
-cache topic), through the same functions as ``runtrail prune``; what is younger stays."""
+cache topic), through the same functions as ``runtrail prune``, each pass written to the prune
+log the explorer reads; what is younger stays."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from confluent_kafka import KafkaException
 
 from runtrail.config import Settings
 from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.persistence.kinds import PRUNE_LOG
 from runtrail.publisher import Publisher
 from tests.sessions_support import read_pointers
 from tests.support import (
@@ -152,6 +154,11 @@ def test_services_prune_what_their_policy_no_longer_keeps(
         db.close()
         assert runs == {"run-2"}
         assert [s.session_id for s in sessions.list("t1")] == ["s-run-2"]
+        log = open_store(PRUNE_LOG, f"sqlite:///{state / 'prunes.db'}")
+        try:  # each pass that deleted something is in the log the explorer reads
+            assert {f.store for f in log.facts("t1")} == {"capture", "sessions", "resumeCache"}
+        finally:
+            log.close()
     finally:
         sessions.close()
         for service in services:

@@ -210,6 +210,12 @@ class Settings(BaseSettings):
         '{"capture": {"olderThanDays": 30}, "sessions": …, "resumeCache": …} (a JSON object; '
         "see docs/PRIVACY.md). Empty: nothing expires.",
     )
+    prune_log_url: str | None = Field(
+        default=None,
+        description="Where retention records what it deleted and when (the services and "
+        "`runtrail prune` write, the explorer reads): sqlite:///path.db or postgresql://… "
+        "(default: sqlite:///<state dir>/prunes.db).",
+    )
     retention_interval_s: float = Field(
         default=3600.0,
         gt=0,
@@ -281,6 +287,12 @@ class Settings(BaseSettings):
             pairs = [p for p in value.split(",") if p.strip()]
             return dict(p.split("=", 1) for p in pairs)
         return value
+
+    def resolved_prune_log_url(self) -> str:
+        """The prune log: the one setting every writer and reader of it resolves."""
+        from runtrail.persistence.urls import sqlite_url
+
+        return self.prune_log_url or sqlite_url(self.state_dir.expanduser().resolve() / "prunes.db")
 
     def resolved_otlp_drops_url(self) -> str:
         """The OTLP drops store: the one setting every writer and reader of it resolves."""

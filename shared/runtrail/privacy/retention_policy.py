@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtrail.config import Settings
+from runtrail.privacy.prune_log import record_prune
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,17 @@ def older_than_days(policy: Mapping[str, Any], store: str) -> float | None:
 class RetentionTimer:
     """Applies one store's age limit every ``interval_s``, from :meth:`tick`."""
 
-    def __init__(self, store: str, days: float, interval_s: float, prune: Prune) -> None:
+    def __init__(
+        self,
+        store: str,
+        days: float,
+        interval_s: float,
+        prune: Prune,
+        record: Callable[[str, float, int], None] | None = None,
+    ) -> None:
         self.store = store
+        #: appends a pass that deleted something to the prune log
+        self.record = record
         self.days = days
         self.interval_ms = int(interval_s * 1000)
         self.prune = prune
@@ -62,6 +72,8 @@ class RetentionTimer:
         started = time.monotonic()
         try:
             deleted = self.prune(cutoff)
+            if deleted and self.record is not None:
+                self.record(self.store, cutoff, deleted)
         except Exception:
             log.exception(
                 "retention of %s failed; tried again in %ss", self.store, self.interval_ms // 1000
@@ -86,4 +98,10 @@ def retention_timer(settings: Settings, store: str, prune: Prune) -> RetentionTi
     log.info(
         "retention: %s keeps %g days, applied every %gs", store, days, settings.retention_interval_s
     )
-    return RetentionTimer(store, days, settings.retention_interval_s, prune)
+    return RetentionTimer(
+        store,
+        days,
+        settings.retention_interval_s,
+        prune,
+        lambda name, cutoff_s, deleted: record_prune(settings, name, cutoff_s, deleted),
+    )

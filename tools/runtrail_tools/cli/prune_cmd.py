@@ -26,6 +26,13 @@ from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
 EXIT_OK, EXIT_USAGE = 0, 2
 DAY_S = 86_400
+#: what the output calls each aged store, and the name the prune log (and the policy) give it
+PRUNE_LOG_NAMES = {
+    "content": "content",
+    "sessions": "sessions",
+    "cacheEntries": "resumeCache",
+    "capture": "capture",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +62,7 @@ def run_prune(args: argparse.Namespace) -> int:
     from runtrail.persistence.kinds import CAPTURE_RECORDS, RESUME_ENTRIES, SESSION_SNAPSHOTS
     from runtrail.privacy import retention
     from runtrail.privacy.protect import vault_from_settings
+    from runtrail.privacy.prune_log import record_prune
 
     aged = args.content or args.sessions_store or args.cache_store or args.capture_sink
     if aged and args.older_than is None:
@@ -108,6 +116,10 @@ def run_prune(args: argparse.Namespace) -> int:
             args.checkpoints_store, tenant_id=settings.tenant
         ) as saver:
             done["checkpointThreads"] = retention.prune_checkpoints(saver, args.keep_checkpoints)
+    for name, logged_as in PRUNE_LOG_NAMES.items():
+        if name in done:
+            scoped = args.tenant if name == "sessions" else None  # the others span tenants
+            record_prune(settings, logged_as, cutoff, done[name], scoped)
     sys.stdout.write(orjson.dumps(done).decode() + "\n")
     return EXIT_OK
 

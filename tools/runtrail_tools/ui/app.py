@@ -51,6 +51,7 @@ from runtrail_tools.ui import (
     markup,
     paging,
     proof,
+    pruned,
     replay,
     resume,
     runs,
@@ -235,6 +236,7 @@ def _run_parts(explorer: Explorer, tenant: str, run_id: str) -> RunParts | None:
     except StoreUnreachable as exc:
         resume_html += markup.refusals_section(None, str(exc))
     resume_html += drops.not_recorded_panel(sources, tenant, run_id)
+    resume_html += pruned.pruned_panel(sources, tenant, run)
     return RunParts(run, timeline.build_timeline(links, records), records, resume_html)
 
 
