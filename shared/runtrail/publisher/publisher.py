@@ -62,7 +62,12 @@ from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config, too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
-from runtrail.privacy.protect import ProtectFailed, Protector, protector_from_settings
+from runtrail.privacy.protect import (
+    Durable,
+    ProtectFailed,
+    Protector,
+    protector_from_settings,
+)
 from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
@@ -157,6 +162,8 @@ class Publisher:
         self._settings = settings
         #: replaces protected content by references (None: no content store, no cost)
         self._protect = protector if protector is not None else protector_from_settings(settings)
+        #: makes the protected content durable, in each group commit before the spool's fsync
+        self._sync_content = self._protect.sync if isinstance(self._protect, Durable) else None
         self._topic = topic or settings.events_topic
         self._redactor = redactor
         self._codec = EventCodec()
@@ -678,6 +685,8 @@ class Publisher:
                 self._committing = True
             try:
                 if batch:
+                    if self._sync_content is not None:
+                        self._sync_content()  # an event on disk refers to content on disk
                     self._wal.append(batch)
             except OSError as exc:
                 with self._lock:
