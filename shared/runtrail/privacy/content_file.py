@@ -100,24 +100,28 @@ class FileContentStore:
 
     def sync(self) -> None:
         """Make every object put so far durable: one fsync per segment written since the last
-        sync, and one per folder that got a new segment."""
+        sync, and one per folder that got a new segment. The fsyncs run outside the lock (on
+        duplicated descriptors), so puts go on meanwhile."""
         if not self._fsync:
             return
         with self._lock:
             segments, self._unsynced = self._unsynced, set()
             folders, self._new_folders = self._new_folders, set()
-            try:
-                for segment in segments:
-                    fd = self._open.get(segment)
-                    if fd is not None:
-                        os.fsync(fd)
-                for folder in folders:
-                    with contextlib.suppress(FileNotFoundError):  # erased meanwhile
-                        fsync_dir(folder)
-            except BaseException:
+            duplicates = [os.dup(self._open[s]) for s in segments if s in self._open]
+        try:
+            for fd in duplicates:
+                os.fsync(fd)
+            for folder in folders:
+                with contextlib.suppress(FileNotFoundError):  # erased meanwhile
+                    fsync_dir(folder)
+        except BaseException:
+            with self._lock:
                 self._unsynced |= segments  # tried again at the next sync
                 self._new_folders |= folders
-                raise
+            raise
+        finally:
+            for fd in duplicates:
+                os.close(fd)
 
     def _append_fd(self, segment: Path) -> int:
         if self._fsync:  # a new entry in a folder is durable once the folder is fsynced
