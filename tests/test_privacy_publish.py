@@ -107,15 +107,17 @@ def test_the_spool_holds_the_event_as_published(tmp_path: Path) -> None:
 
 
 def fsynced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths ``os.fsync`` is called on, in order (the real fsync still runs)."""
+    """The paths ``os.fsync`` or ``os.fdatasync`` is called on, in order (the real calls
+    still run)."""
     seen: list[str] = []
-    real = os.fsync
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
 
-    def spy(fd: int) -> None:
-        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
+        def spy(fd: int, real: Any = real) -> None:
+            seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
 
-    monkeypatch.setattr(os, "fsync", spy)
+        monkeypatch.setattr(os, name, spy)
     return seen
 
 

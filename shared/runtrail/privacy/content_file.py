@@ -110,7 +110,7 @@ class FileContentStore:
             duplicates = [os.dup(self._open[s]) for s in segments if s in self._open]
         try:
             for fd in duplicates:
-                os.fsync(fd)
+                os.fdatasync(fd)  # data and size: all a reader of an append needs
             for folder in folders:
                 with contextlib.suppress(FileNotFoundError):  # erased meanwhile
                     fsync_dir(folder)
