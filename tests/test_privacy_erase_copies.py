@@ -67,7 +67,17 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
 
     done = runtrail(
         env,
-        *("erase", "--tenant", "t1", "--run", "run-1", "--reason", "asked", "--no-event"),
+        *(
+            "erase",
+            "--tenant",
+            "t1",
+            "--run",
+            "run-1",
+            "--reason",
+            "asked",
+            "--no-event",
+            "--no-topics",
+        ),
         *("--session", "s1", "--sessions-store", sessions_url),
         *("--thread", "thread-erased", "--checkpoints-store", checkpoints_url),
     )
@@ -84,7 +94,9 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
         assert kept is not None and kept.checkpoint["channel_values"]["answer"] == SENTINEL
     sessions.close()
 
-    again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "x")
+    again = runtrail(
+        env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "x", "--no-topics"
+    )
     assert again.returncode == 1 and "nothing to erase" in again.stderr
 
 

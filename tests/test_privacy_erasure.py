@@ -6,8 +6,10 @@ its data key and content and records a ``run.content_erased`` event. Afterwards:
 audit chain still verifies end to end (erasure event included), a projection rebuilt from
 offset zero succeeds and says the run was erased, capture shows the erased marker where the
 content was (another run's content still resolves), and no store, topic or spool holds the
-sentinel string the run carried. A control string published inline is found by the same scan,
-so the scan can fail.
+sentinel string the run carried. The resume-cache and sessions services run too: after the
+erasure, the latest record of every key of their compacted topics holds no entry, intent or
+session of the erased run (tombstones), while the other run's are still there. A control string
+published inline is found by the same scan, so the scan can fail.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from runtrail.projection.projector import apply_event
 from runtrail.publisher import Publisher
 from tests.projection_support import full_run
 from tests.publisher_support import read_all
+from tests.sessions_support import read_pointers
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -71,6 +74,17 @@ def runtrail(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     )
 
 
+def live(bootstrap: str, topic: str) -> dict[bytes, bytes]:
+    """The keys of a compacted topic whose latest record is not a tombstone."""
+    return {k: v for k, v in read_pointers(bootstrap, topic).items() if v is not None}
+
+
+def cache_records(bootstrap: str, topic: str) -> list[list[Any]]:
+    """The keys of the live entries and intents on the cache topic."""
+    keys = [json.loads(k) for k in live(bootstrap, topic)]
+    return [k for k in keys if k[0] in ("entry", "intent")]
+
+
 def scan(root: Path, needle: bytes) -> list[str]:
     """Every file under ``root`` holding ``needle``."""
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
@@ -83,11 +97,17 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
     events = create_topic(kafka_bootstrap, unique_topic("erase-ev"), partitions=PARTITIONS)
     create_topic(kafka_bootstrap, f"{events}.dlq", partitions=PARTITIONS)
     audit_topic = create_topic(kafka_bootstrap, unique_topic("erase-au"), partitions=PARTITIONS)
+    cache_topic = unique_topic("erase-rc")  # created compacted by the resume-cache service
+    sessions_topic = create_topic(
+        kafka_bootstrap, unique_topic("erase-se"), PARTITIONS, **{"cleanup.policy": "compact"}
+    )
     state = tmp_path / "state"
     env = {
         "RUNTRAIL_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "RUNTRAIL_EVENTS_TOPIC": events,
         "RUNTRAIL_AUDIT_TOPIC": audit_topic,
+        "RUNTRAIL_RESUME_CACHE_TOPIC": cache_topic,
+        "RUNTRAIL_SESSIONS_TOPIC": sessions_topic,
         "RUNTRAIL_STATE_DIR": str(state),
         "RUNTRAIL_TENANT": "t1",
         "RUNTRAIL_CONTENT_STORE_URL": (state / "content").as_uri(),
@@ -125,16 +145,34 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
             env=env,
             log_path=tmp_path / "capture.log",
         ),
+        ServiceProcess(
+            "resume-cache",
+            kafka_bootstrap,
+            events,
+            group=f"r-{events}",
+            options={"http_port": "0"},
+            env=env,
+            log_path=tmp_path / "resume-cache.log",
+        ),
+        ServiceProcess(
+            "sessions",
+            kafka_bootstrap,
+            events,
+            group=f"s-{events}",
+            options={"http_port": "0"},
+            env=env,
+            log_path=tmp_path / "sessions.log",
+        ),
     ]
+    groups = [f"{name}-{events}" for name in "acrs"]
 
     def caught_up() -> bool:
-        """Both services committed every partition at its end (a coordinator still loading
+        """Every service committed every partition at its end (a coordinator still loading
         on a fresh broker is asked again)."""
         try:
             ends = end_offsets(kafka_bootstrap, events, PARTITIONS)
             committed = [
-                committed_offsets(kafka_bootstrap, group, events, PARTITIONS)
-                for group in (f"a-{events}", f"c-{events}")
+                committed_offsets(kafka_bootstrap, group, events, PARTITIONS) for group in groups
             ]
         except KafkaException:
             return False
@@ -144,9 +182,12 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         with Publisher(settings) as publisher:
             for run, secret in (("run-1", SENTINEL), ("run-2", KEPT)):
                 for kind, data in run_events(run, secret):
-                    assert publisher.publish(kind, run, data), (kind, publisher.stats())
+                    published = publisher.publish(kind, run, data, session_id=f"s-{run}")
+                    assert published, (kind, publisher.stats())
             assert publisher.flush(60) == 0
-        wait_for(caught_up, 120, 0.5, what="audit and capture to consume the runs")
+        wait_for(caught_up, 120, 0.5, what="the services to consume the runs")
+        assert [r for r in cache_records(kafka_bootstrap, cache_topic) if r[2] == "run-1"]
+        assert set(live(kafka_bootstrap, sessions_topic)) == {b"t1/s-run-1", b"t1/s-run-2"}
 
         erased = runtrail(
             env,
@@ -163,6 +204,8 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         assert erased.returncode == 0, erased.stderr
         report = json.loads(erased.stdout.strip().splitlines()[-1])
         assert report["objectsDeleted"] == 6 and report["signed"] and report["eventId"]
+        assert report["copiesDeleted"]["cacheTopic"] >= 2  # the model's and the tool's entries
+        assert report["copiesDeleted"]["sessionsTopic"] == 1
         again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "again")
         assert again.returncode == 1  # nothing left to erase
         wait_for(caught_up, 120, 0.5, what="the services to consume the erasure")
@@ -170,6 +213,12 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         for service in services:
             service.terminate()
             service.close()
+
+    # the compacted topics keep nothing of the erased run's content; the other run's stays
+    cached = cache_records(kafka_bootstrap, cache_topic)
+    assert not [r for r in cached if r[2] == "run-1"], cached
+    assert {r[0] for r in cached if r[2] == "run-2"} >= {"entry"}
+    assert set(live(kafka_bootstrap, sessions_topic)) == {b"t1/s-run-2"}
 
     # the chain still verifies, erasure event included
     verified = runtrail(

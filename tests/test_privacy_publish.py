@@ -106,6 +106,55 @@ def test_the_spool_holds_the_event_as_published(tmp_path: Path) -> None:
     assert b"kept inline" in spooled
 
 
+def fsynced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` or ``os.fdatasync`` is called on, in order (the real calls
+    still run)."""
+    seen: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def spy(fd: int, real: Any = real) -> None:
+            seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        monkeypatch.setattr(os, name, spy)
+    return seen
+
+
+@pytest.mark.parametrize("fsync", [None, "false"])
+def test_content_is_fsynced_in_the_spools_group_commit_before_the_spool(
+    fsync: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Default: the segment and the data key an event refers to are fsynced before the spool
+    record of that event, in the same group commit; ``?fsync=false``: never."""
+    content = (tmp_path / "content").as_uri() + (f"?fsync={fsync}" if fsync else "")
+    keys = (tmp_path / "keys").as_uri() + (f"?fsync={fsync}" if fsync else "")
+    given = settings(
+        tmp_path,
+        "127.0.0.1:9",
+        "unreachable",
+        content_store_url=content,
+        key_store_url=keys,
+        privacy_policy={"byReference": "all"},
+    )
+    seen = fsynced_paths(monkeypatch)
+    pub = Publisher(given, producer_overrides={"socket.connection.setup.timeout.ms": "1000"})
+    try:
+        assert pub.publish("TOOL_RESULT", "r", {"callId": "c", "output": SENTINEL})
+        pub.sync()
+    finally:
+        pub.close(timeout=1)
+    segment = [i for i, p in enumerate(seen) if p.endswith("objects.seg")]
+    data_key = [i for i, p in enumerate(seen) if "/keys/data/" in p and p.endswith(".json")]
+    spool = [i for i, p in enumerate(seen) if p.startswith(str(tmp_path / "spool"))]
+    assert spool, seen
+    if fsync == "false":
+        assert segment == [] and data_key == []
+    else:
+        assert segment and data_key, seen
+        assert max(segment[0], data_key[0]) < spool[0], seen
+
+
 def test_a_content_store_that_fails_refuses_the_event(tmp_path: Path) -> None:
     given = settings(
         tmp_path,

@@ -1,11 +1,13 @@
 """Retention through ``runtrail prune``: what is older than the limit goes, what is younger
-stays, per store (content on files and PostgreSQL, session snapshots, capture days), and
-LangGraph threads keep their latest N checkpoints, still readable."""
+stays, per store (content on files and PostgreSQL, session snapshots, capture days on files and
+S3, resume-cache entries), and LangGraph threads keep their latest N checkpoints, still
+readable. The services applying the policy themselves: ``tests/test_privacy_retention_services.py``."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -79,6 +81,7 @@ def test_sessions_and_capture_days_older_than_the_limit_go(tmp_path: Path) -> No
         (capture / "t1" / day / "records.jsonl").write_text("{}\n")
     done = prune(
         {},
+        "--no-topics",
         "--older-than",
         "30",
         "--sessions-store",
@@ -112,3 +115,39 @@ def test_threads_keep_their_latest_checkpoints(tmp_path: Path) -> None:
         for thread in ("a", "b"):
             kept = list(saver.list({"configurable": {"thread_id": thread}}))
             assert [t.checkpoint["channel_values"]["n"] for t in kept] == [4, 3]
+
+
+def test_capture_days_older_than_the_limit_go_from_s3(s3_url: str) -> None:
+    import obstore
+
+    from runtrail.capture.object_sink import ObjectStoreSink
+
+    store = ObjectStoreSink.from_url(s3_url).store
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    for day in ("2020-01-01", "2020-01-02", today):
+        obstore.put(store, f"t1/{day}/capture-{day}.jsonl", b"{}\n")
+    obstore.put(store, "t1/not-a-day/x.jsonl", b"{}\n")
+    assert prune({}, "--older-than", "30", "--capture-sink", s3_url) == {"capture": 2}
+    left = sorted(m["path"] for page in obstore.list(store) for m in page)
+    assert left == [f"t1/{today}/capture-{today}.jsonl", "t1/not-a-day/x.jsonl"]
+
+
+def test_cache_entries_written_before_the_limit_go(tmp_path: Path) -> None:
+    from runtrail.persistence import RESUME_ENTRIES
+    from runtrail.resume.entry import CacheEntry
+    from runtrail.resume.keys import Kind
+
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    store = open_store(RESUME_ENTRIES, url)
+    store.import_entries(
+        CacheEntry("t1", run, Kind.TOOL, f"key-{run}", {"rows": [run]}, tool_name="lookup")
+        for run in ("run-old", "run-new")
+    )
+    db = sqlite3.connect(tmp_path / "cache.db")
+    with db:
+        db.execute("UPDATE rc_entries SET written_ms = ? WHERE run_id = 'run-old'", (OLD_S * 1000,))
+    db.close()
+    done = prune({}, "--no-topics", "--older-than", "30", "--cache-store", url)
+    assert done == {"cacheEntries": 1}
+    assert [e.run_id for e in store.entries("t1")] == ["run-new"]
+    store.close()

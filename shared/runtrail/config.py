@@ -207,6 +207,23 @@ class Settings(BaseSettings):
         description="Which field classes go by reference, per tenant, whose key seals them and "
         "the claim-check size (a JSON object; see docs/PRIVACY.md).",
     )
+    retention_policy: dict[str, Any] = Field(
+        default_factory=dict,
+        description="How long each store keeps its data, applied by the service that owns it: "
+        '{"capture": {"olderThanDays": 30}, "sessions": …, "resumeCache": …} (a JSON object; '
+        "see docs/PRIVACY.md). Empty: nothing expires.",
+    )
+    prune_log_url: str | None = Field(
+        default=None,
+        description="Where retention records what it deleted and when (the services and "
+        "`runtrail prune` write, the explorer reads): sqlite:///path.db or postgresql://… "
+        "(default: sqlite:///<state dir>/prunes.db).",
+    )
+    retention_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How often a service applies its store's retention policy (seconds).",
+    )
 
     # --- Limits (enforced at publish and at consume; see runtrail.events.limits) --------------
     max_event_bytes: int = Field(
@@ -273,6 +290,12 @@ class Settings(BaseSettings):
             pairs = [p for p in value.split(",") if p.strip()]
             return dict(p.split("=", 1) for p in pairs)
         return value
+
+    def resolved_prune_log_url(self) -> str:
+        """The prune log: the one setting every writer and reader of it resolves."""
+        from runtrail.persistence.urls import sqlite_url
+
+        return self.prune_log_url or sqlite_url(self.state_dir.expanduser().resolve() / "prunes.db")
 
     def resolved_otlp_drops_url(self) -> str:
         """The OTLP drops store: the one setting every writer and reader of it resolves."""

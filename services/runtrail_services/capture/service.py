@@ -23,6 +23,8 @@ from runtrail.capture.pairer import wall_ms
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import CAPTURE_RECORDS
 from runtrail.persistence.urls import redact_url
+from runtrail.privacy.retention import prune_capture
+from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail_services.capture.metrics import CaptureMetrics
 from runtrail_services.capture.settings import CaptureSettings
@@ -50,6 +52,9 @@ class CaptureService(Service):
         self._idle_ms = int(self.settings.idle_flush_s * 1000)
         self._scan_every_ms = max(1, min(MAX_SCAN_INTERVAL_MS, self._idle_ms // 4))
         self._next_scan_ms = 0
+        self.retention = retention_timer(
+            context.settings, "capture", lambda cutoff_s: prune_capture(self.sink, cutoff_s)
+        )
         log.info(
             "capture: sink %s, idle flush after %.1fs", redact_url(url), self.settings.idle_flush_s
         )
@@ -92,7 +97,10 @@ class CaptureService(Service):
         """Flush, marked incomplete, nodes idle longer than ``idle_flush_s``; update the gauge.
 
         The idle scan walks every open node, so it runs at most every ``_scan_every_ms``.
+        Retention, when a policy is set, deletes the days older than it.
         """
+        if self.retention is not None:
+            self.retention.tick(now_ms)
         if now_ms >= self._next_scan_ms:
             self._next_scan_ms = now_ms + self._scan_every_ms
             expired: list[NodeIoRecord] = []

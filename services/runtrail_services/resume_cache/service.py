@@ -28,10 +28,14 @@ from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
 from runtrail.persistence import open_store, redact_url
 from runtrail.persistence.kinds import RESUME_ENTRIES
+from runtrail.privacy.retention import prune_cache_entries
+from runtrail.privacy.retention_policy import retention_timer
+from runtrail.privacy.topic_tombstones import write_tombstones
 from runtrail.resume.builder import EntryBuilder, ModelNode, WriteBatch
 from runtrail.resume.entry import Intent
 from runtrail.resume.keys import Kind
-from runtrail.resume.store import CacheStore
+from runtrail.resume.records import entry_tombstone
+from runtrail.resume.store import CacheStore, StoredEntryKey
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.resume_cache.http_api import LookupServer
@@ -78,6 +82,7 @@ class ResumeCacheService(Service):
         if self.settings.publish_topic:
             ensure_cache_topic(context.settings)
             self.writer = CacheTopicWriter(context.settings, on_too_large=self._too_large)
+        self.retention = retention_timer(context.settings, "resumeCache", self._prune)
         #: the event that produced each pending entry/intent, for a too-large dead letter
         self._sources: dict[tuple[object, ...], Delivered] = {}
         tokens = self.settings.tenant_tokens()
@@ -134,7 +139,10 @@ class ResumeCacheService(Service):
 
     def tick(self, now_ms: int) -> None:
         """Give up sequence waits on quiet partitions, so what waits behind them is applied;
-        now and then forget idle runs (the store's last sequence re-anchors them)."""
+        now and then forget idle runs (the store's last sequence re-anchors them); apply the
+        retention policy when due."""
+        if self.retention is not None:
+            self.retention.tick(now_ms)
         forget = now_ms >= self._next_forget_ms
         if not forget and not self.builder.buffered():
             return
@@ -144,6 +152,18 @@ class ResumeCacheService(Service):
         self.builder.expire(now_ms, delta, FORGET_RUNS_MS if forget else None)
         self._publish(delta)
         self.index.advanced(self._held_back(self._read(self.context.checkpoint.positions())))
+
+    def _prune(self, cutoff_s: float) -> int:
+        """Entries written before ``cutoff_s``, tombstoned on the cache topic first."""
+        return prune_cache_entries(self.store, cutoff_s, self._forget if self.writer else None)
+
+    def _forget(self, keys: Sequence[StoredEntryKey]) -> None:
+        """Tombstones of pruned entries, acknowledged before the store deletes them. Their own
+        producer: the service's writer may hold a batch it is retrying."""
+        records = dict(entry_tombstone(*key) for key in keys)
+        write_tombstones(
+            self.context.settings, self.context.settings.resume_cache_topic, dict.fromkeys(records)
+        )
 
     def _held_back(self, positions: Mapping[int, int]) -> dict[int, int]:
         """Positions that never pass an event not yet applied (one waiting for a gap)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from runtrail.config import Settings
@@ -17,6 +18,7 @@ from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic
 from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail.sessions import AgentSessionSnapshot, SessionStoreError
 from runtrail.sessions.blobs import SnapshotBlobStore
+from runtrail.sessions.naming import session_key
 from runtrail.sessions.pointer import PointerMessage, pointer_message
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,14 @@ class PointerPublisher:
         self._out.send(message.key, message.value, tag=message.key)
         self._out.poll()
         return message
+
+    def forget(self, sessions: Sequence[tuple[str, str]]) -> None:
+        """Tombstone the pointers of ``(tenant, session)`` (retention is deleting them), all
+        acknowledged; :class:`StoreUnavailable` if not."""
+        for tenant, session in sessions:
+            key = session_key(tenant, session).encode()
+            self._out.send(key, None, tag=key)
+        self.flush()
 
     @staticmethod
     def _too_large(key: Any, detail: str) -> None:

@@ -43,6 +43,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+from runtrail.privacy.retention import prune_sessions
+from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors
 from runtrail.runtime.unavailable import StoreUnavailable
@@ -111,6 +113,7 @@ class SessionsService(Service):
             self.pointers = PointerPublisher(
                 context.settings, blobs=blobs, inline_limit=self.settings.inline_limit_bytes
             )
+        self.retention = retention_timer(context.settings, "sessions", self._prune)
         self.api: SessionsApi | None = None
         if self.settings.http_enabled:
             self.api = SessionsApi(
@@ -357,7 +360,10 @@ class SessionsService(Service):
         return held
 
     def tick(self, now_ms: int) -> None:
-        """Save sessions quiet with unsaved events; forget saved ones quiet for long."""
+        """Save sessions quiet with unsaved events; forget saved ones quiet for long; apply
+        the retention policy when due."""
+        if self.retention is not None:
+            self.retention.tick(now_ms)
         if now_ms < self._next_scan_ms:
             return
         self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
@@ -370,6 +376,14 @@ class SessionsService(Service):
         for key in stale:
             del self._sessions[key]
         self._update_gauges()
+
+    def _prune(self, cutoff_s: float) -> int:
+        """Snapshots not updated since ``cutoff_s``, their pointers first; those held in
+        memory are spared (their next save expects the stored snapshot)."""
+        forget = self.pointers.forget if self.pointers is not None else None
+        return prune_sessions(
+            self.store, cutoff_s, forget=forget, spare=self._sessions.__contains__
+        )
 
     # --- membership and shutdown --------------------------------------------------------------
     def on_revoked(self, partitions: Sequence[Partition]) -> None:

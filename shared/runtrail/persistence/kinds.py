@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from runtrail.drops.store import SqlDropStore
     from runtrail.privacy.content_store import ContentStore
     from runtrail.privacy.keys import KeyStore
+    from runtrail.privacy.prune_log import SqlPruneLog
     from runtrail.projection.store import ProjectionStore
     from runtrail.resume.store import CacheStore
     from runtrail.sessions.checkpoints import CheckpointBackend
@@ -139,6 +140,14 @@ OTLP_DROPS: StoreKind[SqlDropStore] = StoreKind(
         **_postgres("runtrail.drops.store:open_postgres"),
     },
 )
+PRUNE_LOG: StoreKind[SqlPruneLog] = StoreKind(
+    "prune-log",
+    "prune log",
+    {
+        "sqlite": "runtrail.privacy.prune_log:open_sqlite",
+        **_postgres("runtrail.privacy.prune_log:open_postgres"),
+    },
+)
 
 #: Every kind by name, for callers that name a kind by string (``open_store("projection", …)``).
 KINDS: Mapping[str, StoreKind[Any]] = {
@@ -155,5 +164,6 @@ KINDS: Mapping[str, StoreKind[Any]] = {
         PROTECTED_CONTENT,
         DATA_KEYS,
         OTLP_DROPS,
+        PRUNE_LOG,
     )
 }

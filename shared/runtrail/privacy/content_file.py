@@ -9,13 +9,17 @@ descriptor, so writers of several processes never interleave. Readers index a se
 extend the index as it grows. Erasing a data key deletes its folder; retention deletes whole
 segments, or rewrites one without the records it prunes.
 
-Objects are not fsynced unless the URL says ``?fsync=true``: a power cut may then lose the
-content of the last events written, whose references read as erased (the events themselves are
-in the spool or on the topic).
+Durable by default, in groups: ``put`` appends and notes the segment; :meth:`sync` fsyncs every
+segment written since (and the folder of a new one), once for many objects. The publisher calls
+it in each group commit of its spool, before the spool's own write and fsync, so an event on
+disk never refers to content that is not (content an event refers to must outlive a power cut
+as the event does). ``?fsync=false`` turns it off: a power cut may then lose the content of the
+last events written, whose references read as erased.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -25,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runtrail.files import open_private, private_dir
+from runtrail.files import fsync_dir, open_private, private_dir
 from runtrail.persistence.url_options import as_bool, reject_unknown, split_options
 from runtrail.persistence.urls import file_path
 from runtrail.privacy.content_store import DEFAULT_NAME, StoredObject
@@ -47,12 +51,15 @@ class _Index:
 
 
 class FileContentStore:
-    def __init__(self, root: Path, name: str = DEFAULT_NAME, *, fsync: bool = False) -> None:
+    def __init__(self, root: Path, name: str = DEFAULT_NAME, *, fsync: bool = True) -> None:
         self.root = private_dir(root)
         self.name = name
         self._fsync = fsync
         self._lock = threading.Lock()
         self._open: OrderedDict[Path, int] = OrderedDict()
+        #: segments appended to since the last sync, and folders given a new segment
+        self._unsynced: set[Path] = set()
+        self._new_folders: set[Path] = set()
         self._indexes: dict[Path, _Index] = {}
         self._segments: dict[str, Path] = {}  # folder of a key -> its segment (no path math)
         # a store nobody closed (a publisher's, at its end) still closes its descriptors
@@ -62,7 +69,7 @@ class FileContentStore:
     def from_url(cls, url: str, **overrides: Any) -> FileContentStore:
         base, options = split_options(url, overrides)
         name = str(options.pop("name", DEFAULT_NAME))
-        fsync = as_bool(options.pop("fsync", False))
+        fsync = as_bool(options.pop("fsync", True))
         reject_unknown(options, "content store")
         return cls(file_path(base), name, fsync=fsync)
 
@@ -89,17 +96,52 @@ class FileContentStore:
                 self._open.move_to_end(segment)
             os.write(fd, record)
             if self._fsync:
-                os.fsync(fd)
+                self._unsynced.add(segment)
+
+    def sync(self) -> None:
+        """Make every object put so far durable: one fsync per segment written since the last
+        sync, and one per folder that got a new segment. The fsyncs run outside the lock (on
+        duplicated descriptors), so puts go on meanwhile."""
+        if not self._fsync:
+            return
+        with self._lock:
+            segments, self._unsynced = self._unsynced, set()
+            folders, self._new_folders = self._new_folders, set()
+            duplicates = [os.dup(self._open[s]) for s in segments if s in self._open]
+        try:
+            for fd in duplicates:
+                os.fdatasync(fd)  # data and size: all a reader of an append needs
+            for folder in folders:
+                with contextlib.suppress(FileNotFoundError):  # erased meanwhile
+                    fsync_dir(folder)
+        except BaseException:
+            with self._lock:
+                self._unsynced |= segments  # tried again at the next sync
+                self._new_folders |= folders
+            raise
+        finally:
+            for fd in duplicates:
+                os.close(fd)
 
     def _append_fd(self, segment: Path) -> int:
+        if self._fsync:  # a new entry in a folder is durable once the folder is fsynced
+            probe = segment
+            while probe != self.root and not probe.exists():
+                self._new_folders.add(probe.parent)
+                probe = probe.parent
         private_dir(segment.parent)
         fd = os.open(segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._open[segment] = fd
         while len(self._open) > MAX_OPEN:
-            os.close(self._open.popitem(last=False)[1])
+            evicted, old = self._open.popitem(last=False)
+            if evicted in self._unsynced:
+                os.fsync(old)  # its writes must be durable by the next sync
+                self._unsynced.discard(evicted)
+            os.close(old)
         return fd
 
     def _forget(self, segment: Path) -> None:
+        self._unsynced.discard(segment)
         fd = self._open.pop(segment, None)
         if fd is not None:
             os.close(fd)
@@ -190,6 +232,9 @@ class FileContentStore:
                         data.seek(start)
                         blob = data.read(length)
                         out.write(MAGIC + digest.encode() + length.to_bytes(8, "big") + blob)
+                    if self._fsync:
+                        out.flush()
+                        os.fsync(out.fileno())
                 os.replace(beside, segment)
         return count
 
@@ -206,6 +251,7 @@ class FileContentStore:
         return count
 
     def close(self) -> None:
+        self.sync()
         with self._lock:
             _close_all(self._open)
             self._indexes.clear()

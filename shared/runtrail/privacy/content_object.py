@@ -54,5 +54,8 @@ class ObjectContentStore:
                     meta["path"], int(meta["size"]), meta["last_modified"].timestamp()
                 )
 
+    def sync(self) -> None:
+        """Nothing to do: a put is durable when it returns."""
+
     def close(self) -> None:
         pass

@@ -79,5 +79,8 @@ class PostgresContentStore:
         for key, size, modified in rows:
             yield StoredObject(key, int(size), float(modified))
 
+    def sync(self) -> None:
+        """Nothing to do: a put is durable when it returns."""
+
     def close(self) -> None:
         self._db.close()

@@ -45,6 +45,12 @@ class ContentStore(Protocol):
 
     def objects(self, prefix: str = "") -> Iterator[StoredObject]: ...
 
+    def sync(self) -> None:
+        """Make every object put so far durable (the publisher calls it in each group commit
+        of its spool, before the spool's fsync); a no-op where a put is durable when it
+        returns."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -2,8 +2,9 @@
 
 Order matters: the data key is destroyed first, so from then on no copy of the ciphertext
 anywhere (the topic's retention, a backup, a replica of the content store) opens; then the
-objects are deleted, then the derived plaintext copies the caller names (session snapshots,
-LangGraph checkpoints), and last a ``run.content_erased`` event is published on the run, so the
+objects are deleted, then the derived copies: those the caller names (session snapshots,
+LangGraph checkpoints) and the records of the compacted topics (tombstones,
+:mod:`runtrail.privacy.topic_tombstones`), and last a ``run.content_erased`` event is published on the run, so the
 history says who erased what and why, with no content and the subject only as a digest. The
 audit chain seals that event like any other; every earlier link still verifies, because the
 chain hashed the events as written, with references in place of content.
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
     from runtrail.audit.note import NoteSigner
     from runtrail.config import Settings
 
-#: Deletes one kind of derived copy; returns how many it deleted.
-CopyEraser = Callable[[], int]
+#: Deletes one kind of derived copy, given the destroyed data key's ID (None: there was no
+#: key); returns how many it deleted.
+CopyEraser = Callable[[str | None], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,7 @@ def erase(
     shredded = vault.erase(request.tenant, request.subject)
     report = ErasureReport(shredded.key_id, shredded.objects)
     for name, eraser in copies.items():
-        report.copies_deleted[name] = eraser()
+        report.copies_deleted[name] = eraser(shredded.key_id)
     return report
 
 

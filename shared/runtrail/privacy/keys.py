@@ -66,6 +66,10 @@ class KeyStore(Protocol):
         """Rotate the tenant key and re-wrap every data key of the tenant; how many."""
         ...
 
+    def sync(self) -> None:
+        """Make every data key made so far durable (the publisher's group commit calls it)."""
+        ...
+
     def close(self) -> None: ...
 
 

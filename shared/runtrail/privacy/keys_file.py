@@ -7,9 +7,11 @@ Layout under the URL's folder (``file:///var/lib/runtrail/keys``)::
     data/<tenant>/subjects/<h>          the key ID of the subject whose sha256 is h
 
 The subject is kept only as a digest, so the key store names no end user. A tenant key is
-fsynced when made (losing it loses every data key it wraps); a data key file is fsynced only
-with ``?fsync=true``, like the content it seals (see :mod:`runtrail.privacy.content_file`): a
-power cut may lose the last runs' keys, whose content then reads as erased. Two processes
+fsynced when made (losing it loses every data key it wraps); data key and subject files are
+durable at the next :meth:`FileKeyStore.sync`, like the content they seal (see
+:mod:`runtrail.privacy.content_file`: the publisher syncs both in each group commit of its
+spool), and a rotation syncs before it returns; ``?fsync=false`` turns it off (a power cut may
+then lose the last runs' keys, whose content then reads as erased). Two processes
 making the same subject's key race on the subject file (created exclusively): the loser drops
 its key and takes the winner's. Destroying a key deletes both files; rotating writes each
 key file again, wrapped by the new tenant key, atomically.
@@ -28,7 +30,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from runtrail.files import fsync_dir, open_private, private_dir, write_atomic
+from runtrail.files import fsync_dir, open_private, private_dir
 from runtrail.persistence.url_options import as_bool, reject_unknown, split_options
 from runtrail.persistence.urls import file_path
 from runtrail.privacy.keys import DataKey, TenantKeyring, WrappedKey, associated
@@ -95,10 +97,13 @@ class FileKeyStore:
     """Data keys of every tenant, wrapped by ``keyring`` (default: tenant keys beside them)."""
 
     def __init__(
-        self, root: Path, keyring: TenantKeyring | None = None, *, fsync: bool = False
+        self, root: Path, keyring: TenantKeyring | None = None, *, fsync: bool = True
     ) -> None:
         self.root = private_dir(root)
         self._fsync = fsync
+        #: files written since the last sync, and folders that got a new entry
+        self._unsynced: set[Path] = set()
+        self._new_entries: set[Path] = set()
         self.keyring: TenantKeyring = keyring or FileTenantKeyring(self.root / "tenants")
         self._cache: dict[tuple[str, str], bytes] = {}
         #: (tenant, subject) -> the key this process seals with (a publisher's hot path reads
@@ -111,7 +116,7 @@ class FileKeyStore:
     def from_url(cls, url: str, **overrides: Any) -> FileKeyStore:
         base, options = split_options(url, overrides)
         keyring = options.pop("keyring", None)
-        fsync = as_bool(options.pop("fsync", False))
+        fsync = as_bool(options.pop("fsync", True))
         reject_unknown(options, "key store")
         return cls(file_path(base), keyring, fsync=fsync)
 
@@ -150,6 +155,7 @@ class FileKeyStore:
         secret = new_key()
         self._write(tenant, key_id, self.keyring.wrap(tenant, secret, associated(tenant, key_id)))
         subject_file = self._subject_file(tenant, subject)
+        self._written(subject_file)
         private_dir(subject_file.parent)
         try:
             with open_private(subject_file, "x") as out:
@@ -167,16 +173,48 @@ class FileKeyStore:
 
     def _write(self, tenant: str, key_id: str, wrapped: WrappedKey) -> None:
         path = self._key_file(tenant, key_id)
+        self._written(path)
         private_dir(path.parent)
         body = {"tenantKeyVersion": wrapped.version, "wrapped": base64.b64encode(wrapped.blob)}
         data = json.dumps(body, default=bytes.decode).encode()
-        if self._fsync:
-            write_atomic(path, data)
-            return
         beside = path.with_name(f".{path.name}.{os.getpid()}")
         with open_private(beside, "wb") as out:
             out.write(data)
         os.replace(beside, path)
+
+    def _written(self, path: Path) -> None:
+        """Note a file about to be written, and each folder that gets a new entry for it."""
+        if not self._fsync:
+            return
+        with self._lock:
+            self._unsynced.add(path)
+            probe = path
+            while probe != self.root and not probe.exists():
+                self._new_entries.add(probe.parent)
+                probe = probe.parent
+            self._new_entries.add(path.parent)  # a replaced file is a new entry too
+
+    def sync(self) -> None:
+        """Make every data key and subject file written so far durable (files, then folders)."""
+        with self._lock:
+            files, self._unsynced = self._unsynced, set()
+            folders, self._new_entries = self._new_entries, set()
+        try:
+            for path in files:
+                with suppress(FileNotFoundError):  # destroyed meanwhile
+                    fd = os.open(path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            for folder in folders:
+                with suppress(FileNotFoundError):
+                    fsync_dir(folder)
+        except BaseException:
+            with self._lock:
+                self._unsynced |= files
+                self._new_entries |= folders
+            raise
 
     def key_by_id(self, tenant: str, key_id: str) -> bytes | None:
         with self._lock:
@@ -221,9 +259,11 @@ class FileKeyStore:
                 tenant, key_id, self.keyring.wrap(tenant, secret, associated(tenant, key_id))
             )
             count += 1
+        self.sync()  # the older tenant keys may be retired next
         return count
 
     def close(self) -> None:
+        self.sync()
         with self._lock:
             self._cache.clear()
             self._sealing.clear()

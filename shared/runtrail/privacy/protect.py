@@ -15,7 +15,7 @@ the content the policy says must not travel inline.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from runtrail.config import Settings
 
 Protector = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@runtime_checkable
+class Durable(Protocol):
+    """A protector whose content becomes durable at :meth:`sync`: the publisher calls it in each
+    group commit of its spool, before the spool's write, so an event on disk never refers to
+    content that a power cut could lose."""
+
+    def sync(self) -> None: ...
 
 
 class ProtectFailed(Exception):
@@ -76,6 +85,10 @@ class ContentProtector:
         if not replaced:
             return form
         return {**form, "data": {**data, **replaced}}
+
+    def sync(self) -> None:
+        """Make the content of every event protected so far durable (see :class:`Durable`)."""
+        self.vault.sync()
 
 
 def policy_from_settings(settings: Settings) -> PrivacyPolicy:

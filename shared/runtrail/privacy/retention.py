@@ -1,25 +1,35 @@
 """Retention: what is older than the policy, or beyond the latest N, is deleted, per store.
 
 Why here, one function per store: each store keeps its own shape of "old" (objects with a
-modification time, session snapshots with ``updatedAt``, capture files in day folders, LangGraph
-checkpoints ordered by their IDs), and a command or a service applies whichever are configured.
-Pruning deletes whole units only (an object, a snapshot, a day of records, a checkpoint with its
-writes), never part of an event, so the audit chain of what remains verifies as before; a
-reference whose object was pruned reads as the erased marker, like an erased one.
+modification time, session snapshots with ``updatedAt``, capture records in day folders or
+day prefixes, resume-cache entries with the time they were written, LangGraph checkpoints
+ordered by their IDs), and ``runtrail prune`` and the services
+(:mod:`runtrail.privacy.retention_policy`) apply whichever are configured through these same
+functions. Pruning deletes whole units only (an object, a snapshot, a day of records, an entry,
+a checkpoint with its writes), never part of an event, so the audit chain of what remains
+verifies as before; a reference whose object was pruned reads as the erased marker, like an
+erased one. A store with a compacted topic beside it (session pointers, cache entries) is given
+``forget``, which writes the tombstones first: if the topic refuses them nothing is deleted,
+and the next pass tries again.
 """
 
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runtrail.privacy.content_store import ContentStore
 
 if TYPE_CHECKING:
     from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+    from runtrail.resume.store import CacheStore, StoredEntryKey
     from runtrail.sessions.store import AgentSessionStore
+
+#: Writes the topic tombstones of what is about to be deleted (tenant + ID, or an entry key).
+Forget = Callable[[Sequence[Any]], None]
 
 
 def prune_content(store: ContentStore, cutoff_s: float, prefix: str = "") -> int:
@@ -29,31 +39,74 @@ def prune_content(store: ContentStore, cutoff_s: float, prefix: str = "") -> int
     )
 
 
-def prune_sessions(store: AgentSessionStore, cutoff_s: float, tenant: str | None = None) -> int:
-    """Delete session snapshots not updated since ``cutoff_s``; how many."""
-    count = 0
+def prune_sessions(
+    store: AgentSessionStore,
+    cutoff_s: float,
+    tenant: str | None = None,
+    forget: Forget | None = None,
+    spare: Callable[[tuple[str, str]], bool] | None = None,
+) -> int:
+    """Delete session snapshots not updated since ``cutoff_s``; how many. ``forget`` gets
+    their ``(tenant, session)`` first; ``spare`` names those kept whatever their age (a
+    service's sessions in memory: their next save expects the stored snapshot)."""
+    doomed = []
     for summary in store.list(tenant):
         updated = datetime.fromisoformat(summary.updated_at.replace("Z", "+00:00"))
-        if updated.timestamp() < cutoff_s and store.delete(summary.tenant_id, summary.session_id):
-            count += 1
-    return count
+        key = (summary.tenant_id, summary.session_id)
+        if updated.timestamp() < cutoff_s and not (spare is not None and spare(key)):
+            doomed.append(key)
+    if doomed and forget is not None:
+        forget(doomed)
+    return sum(1 for t, s in doomed if store.delete(t, s))
+
+
+def prune_cache_entries(store: CacheStore, cutoff_s: float, forget: Forget | None = None) -> int:
+    """Delete resume-cache entries written before ``cutoff_s``; how many. ``forget`` gets their
+    keys first. A pruned entry is a miss: the agent calls the model or tool again."""
+    doomed: list[StoredEntryKey] = store.entries_written_before(int(cutoff_s * 1000))
+    if doomed and forget is not None:
+        forget(doomed)
+    return store.delete_entries(doomed)
+
+
+def prune_capture(sink: Any, cutoff_s: float) -> int:
+    """Delete the capture sink's days (``<tenant>/<yyyy-mm-dd>``) that ended before
+    ``cutoff_s``: a day is kept while any part of it is younger. The file sink's folders, or an
+    object store's objects; how many records files or objects went."""
+    from runtrail.capture.file_sink import JsonlFileSink
+    from runtrail.capture.object_sink import ObjectStoreSink
+
+    if isinstance(sink, JsonlFileSink):
+        return prune_capture_days(sink.root, cutoff_s)
+    if isinstance(sink, ObjectStoreSink):
+        return prune_capture_objects(sink.store, cutoff_s)
+    raise ValueError(f"retention does not apply to a {type(sink).__name__}")
 
 
 def prune_capture_days(root: Path, cutoff_s: float) -> int:
-    """Delete the file sink's day folders (``<tenant>/<yyyy-mm-dd>``) that ended before
-    ``cutoff_s``: a day is kept while any part of it is younger; how many records files went."""
-    cutoff_day = datetime.fromtimestamp(cutoff_s, UTC).date()
+    """The file sink's part of :func:`prune_capture`, by its root folder."""
+    cutoff_day = _day_of(cutoff_s)
     count = 0
+    if not root.is_dir():
+        return 0
     for tenant in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for day in sorted(p for p in tenant.iterdir() if p.is_dir()):
-            try:
-                when = datetime.strptime(day.name, "%Y-%m-%d").date()
-            except ValueError:
-                continue  # not a day folder: not ours to judge
-            if when < cutoff_day:
+            when = _parse_day(day.name)
+            if when is not None and when < cutoff_day:
                 count += sum(1 for p in day.rglob("*") if p.is_file())
                 shutil.rmtree(day)
     return count
+
+
+def prune_capture_objects(store: Any, cutoff_s: float) -> int:
+    """The object store's part of :func:`prune_capture` (keys ``<tenant>/<day>/…``)."""
+    import obstore  # the s3 extra
+
+    cutoff_day = _day_of(cutoff_s)
+    doomed = [key for key in _object_keys(store) if _key_day_before(key, cutoff_day)]
+    for start in range(0, len(doomed), 1000):
+        obstore.delete(store, doomed[start : start + 1000])
+    return len(doomed)
 
 
 def prune_checkpoints(saver: RuntrailCheckpointSaver, keep: int) -> int:
@@ -62,3 +115,29 @@ def prune_checkpoints(saver: RuntrailCheckpointSaver, keep: int) -> int:
     threads = saver.backend.threads(saver.tenant_id)
     saver.prune(threads, keep=keep)
     return len(threads)
+
+
+def _object_keys(store: Any) -> Iterable[str]:
+    import obstore
+
+    for page in obstore.list(store):
+        for meta in page:
+            yield str(meta["path"])
+
+
+def _key_day_before(key: str, cutoff_day: date) -> bool:
+    parts = key.split("/")
+    when = _parse_day(parts[1]) if len(parts) >= 3 else None
+    return when is not None and when < cutoff_day
+
+
+def _day_of(epoch_s: float) -> date:
+    return datetime.fromtimestamp(epoch_s, UTC).date()
+
+
+def _parse_day(name: str) -> date | None:
+    """The day a folder or key segment names; None if it names none (not ours to judge)."""
+    try:
+        return datetime.strptime(name, "%Y-%m-%d").date()
+    except ValueError:
+        return None

@@ -71,6 +71,11 @@ class ContentVault:
             return Erased(None, 0)
         return Erased(key_id, self.content.delete_prefix(key_prefix(tenant, key_id)))
 
+    def sync(self) -> None:
+        """Make what was sealed so far durable: the keys first, then the content they open."""
+        self.keys.sync()
+        self.content.sync()
+
     def close(self) -> None:
         self.content.close()
         self.keys.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.spool_record import SpoolRecord
@@ -36,8 +37,11 @@ class SpoolCommitter:
         stop: threading.Event,
         commit_ms: int,
         name: str,
+        sync_content: Callable[[], None] | None = None,
     ) -> None:
         self._wal = wal
+        #: makes protected content durable before the events that refer to it are written
+        self._sync_content = sync_content
         self._ledger = ledger
         self._lock = lock  # the publisher's: guards the buffer and the ledger
         self._stop = stop
@@ -94,6 +98,8 @@ class SpoolCommitter:
                 self._committing = True
             try:
                 if batch:
+                    if self._sync_content is not None:
+                        self._sync_content()  # an event on disk refers to content on disk
                     self._wal.append(batch)
             except OSError as exc:
                 with self._lock:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from runtrail.config import Settings
 from runtrail.events import Actor, Event, EventCodec, EventData, EventError
 from runtrail.events.limits import EventLimits
-from runtrail.privacy.protect import ProtectFailed, Protector, protector_from_settings
+from runtrail.privacy.protect import Durable, ProtectFailed, Protector, protector_from_settings
 from runtrail.publisher.committer import SpoolCommitter
 from runtrail.publisher.drain import Drain
 from runtrail.publisher.ledger import Ledger
@@ -124,6 +124,7 @@ class Publisher:
             self._stop,
             settings.spool_commit_ms,
             f"runtrail-spool[{self._topic}]",
+            sync_content=self._protect.sync if isinstance(self._protect, Durable) else None,
         )
         self._metrics.set_spool_depth(self._wal.depth)
         if self._drain.draining:

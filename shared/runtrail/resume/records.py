@@ -27,6 +27,11 @@ def entry_record(entry: CacheEntry) -> Record:
     return orjson.dumps(key), orjson.dumps(entry.to_json())
 
 
+def entry_tombstone(tenant: str, run_id: str, kind: str, key: str) -> Record:
+    """The null value that deletes an entry from the topic (retention pruned it)."""
+    return orjson.dumps(["entry", tenant, run_id, kind, key]), None
+
+
 def intent_record(intent: Intent) -> Record:
     key = ["intent", intent.tenant_id, intent.run_id, intent.intent_id]
     return orjson.dumps(key), orjson.dumps(intent.to_json())

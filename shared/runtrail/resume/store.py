@@ -16,6 +16,9 @@ from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
 
+#: An entry's primary key: tenant, run, kind (``Kind.value``), key.
+StoredEntryKey = tuple[str, str, str, str]
+
 
 class CacheStore(ABC):
     """What the resume-cache service, its lookups and the CLI need of a store."""
@@ -68,6 +71,15 @@ class CacheStore(ABC):
     def entries(self, tenant: str | None = None, run_id: str | None = None) -> list[CacheEntry]:
         """Entries of a tenant (all tenants if None) in key order, or of one of its runs (a
         primary-key range: what the run explorer shows for a run)."""
+
+    @abstractmethod
+    def entries_written_before(self, cutoff_ms: int) -> list[StoredEntryKey]:
+        """The keys of the entries written before ``cutoff_ms`` (epoch ms): what retention
+        prunes."""
+
+    @abstractmethod
+    def delete_entries(self, keys: Sequence[StoredEntryKey]) -> int:
+        """Delete entries by key; how many there were."""
 
     @abstractmethod
     def intents(self, tenant: str | None = None) -> list[Intent]:

@@ -28,7 +28,7 @@ from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.store import CacheStore
+from runtrail.resume.store import CacheStore, StoredEntryKey
 
 #: The component name of the resume-cache's migrations and positions.
 COMPONENT = "resume-cache"
@@ -358,6 +358,24 @@ class SqlCacheStore(CacheStore):
                 [tenant],
             )
         return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
+
+    def entries_written_before(self, cutoff_ms: int) -> list[StoredEntryKey]:
+        rows = self._query(
+            "SELECT tenant_id, run_id, kind, key FROM rc_entries WHERE written_ms < ?",
+            [cutoff_ms],
+        )
+        return [(str(t), str(r), str(k), str(key)) for t, r, k, key in rows]
+
+    def delete_entries(self, keys: Sequence[StoredEntryKey]) -> int:
+        statement = self._sql(
+            "DELETE FROM rc_entries WHERE tenant_id = ? AND run_id = ? AND kind = ? AND key = ?"
+        )
+        deleted = 0
+        with self._db.transaction() as cur:
+            for key in keys:
+                cur.execute(statement, list(key))
+                deleted += max(cur.rowcount, 0)
+        return deleted
 
     def intents(self, tenant: str | None = None) -> list[Intent]:
         if tenant is None:

@@ -2,7 +2,9 @@
 
 ``runtrail erase --tenant T --run R --reason "…"`` destroys the run's data key, deletes its
 sealed objects from the content store, deletes the derived plaintext copies named with
-``--session`` (session snapshots) and ``--thread`` (LangGraph checkpoints), then appends a
+``--session`` (session snapshots) and ``--thread`` (LangGraph checkpoints), writes tombstones
+over the run's records on the compacted resume-cache and sessions topics (unless
+``--no-topics``: no broker to reach), then appends a
 ``run.content_erased`` event to the run (signed with the audit key when one exists). With
 ``--subject S`` the subject is a configured data subject (an end user); ``--record-run`` names
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
@@ -49,6 +51,11 @@ def register(subparsers: Any) -> None:
     )
     erase.add_argument("--checkpoints-store", metavar="URL", help="the LangGraph checkpoint store")
     erase.add_argument("--no-event", action="store_true", help="record nothing in the history")
+    erase.add_argument(
+        "--no-topics",
+        action="store_true",
+        help="leave the compacted resume-cache and sessions topics alone (no broker)",
+    )
     add_common_flags(erase)
     erase.set_defaults(func=run_erase)
 
@@ -96,7 +103,7 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
         url = args.sessions_store or SessionsSettings().resolved_store_url(settings.state_dir)
 
-        def sessions() -> int:
+        def sessions(_key_id: str | None) -> int:
             store = open_store(SESSION_SNAPSHOTS, url)
             try:
                 return sum(store.delete(args.tenant, s) for s in args.session)
@@ -106,7 +113,7 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         copies["sessions"] = sessions
     if args.thread:
 
-        def checkpoints() -> int:
+        def checkpoints(_key_id: str | None) -> int:
             backend = open_store(LANGGRAPH_CHECKPOINTS, args.checkpoints_store)
             try:
                 for thread in args.thread:
@@ -116,7 +123,28 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
                 backend.close()
 
         copies["checkpoints"] = checkpoints
+    if not args.no_topics:
+        copies.update(_topic_copies(args, settings))
     return copies
+
+
+def _topic_copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    """Tombstones over the scope's records on the compacted topics that copy run data."""
+    from runtrail.privacy.topic_tombstones import (
+        ErasedScope,
+        tombstone_cache,
+        tombstone_sessions,
+    )
+
+    runs = [args.run] if args.run else []
+
+    def scope(key_id: str | None) -> ErasedScope:
+        return ErasedScope(args.tenant, runs=runs, sessions=args.session, key_id=key_id)
+
+    return {
+        "cacheTopic": lambda key_id: tombstone_cache(settings, scope(key_id)),
+        "sessionsTopic": lambda key_id: tombstone_sessions(settings, scope(key_id)),
+    }
 
 
 def _signer(settings: Any) -> Any:

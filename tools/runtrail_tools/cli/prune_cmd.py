@@ -2,10 +2,13 @@
 
 ``--older-than DAYS`` prunes, in each store given, what is older: ``--content`` (the configured
 content store: sealed objects; their references then read as erased), ``--sessions-store URL``
-(session snapshots not updated since), ``--capture-sink file:///dir`` (whole days of capture
-records). ``--keep-checkpoints N --checkpoints-store URL --tenant T`` keeps the latest N
-checkpoints of every LangGraph thread of the tenant. Prints what it deleted as one JSON line.
-See ``docs/PRIVACY.md`` ("Retention").
+(session snapshots not updated since), ``--cache-store URL`` (resume-cache entries written
+before), ``--capture-sink URL`` (whole days of capture records, ``file://`` or an object
+store). Session pointers and cache entries are tombstoned on their compacted topics first,
+unless ``--no-topics`` (no broker). ``--keep-checkpoints N --checkpoints-store URL --tenant T``
+keeps the latest N checkpoints of every LangGraph thread of the tenant. The services apply the
+same functions on their own (``RUNTRAIL_RETENTION_POLICY``). Prints what it deleted as one JSON
+line. See ``docs/PRIVACY.md`` ("Retention").
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -21,6 +26,13 @@ from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
 EXIT_OK, EXIT_USAGE = 0, 2
 DAY_S = 86_400
+#: what the output calls each aged store, and the name the prune log (and the policy) give it
+PRUNE_LOG_NAMES = {
+    "content": "content",
+    "sessions": "sessions",
+    "cacheEntries": "resumeCache",
+    "capture": "capture",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -32,23 +44,31 @@ def register(subparsers: Any) -> None:
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="age limit, in days")
     prune.add_argument("--content", action="store_true", help="prune the content store")
     prune.add_argument("--sessions-store", metavar="URL", help="prune this session store")
-    prune.add_argument("--capture-sink", metavar="URL", help="prune this file:// capture sink")
+    prune.add_argument("--cache-store", metavar="URL", help="prune this resume-cache store")
+    prune.add_argument("--capture-sink", metavar="URL", help="prune this capture sink")
     prune.add_argument("--checkpoints-store", metavar="URL", help="LangGraph checkpoint store")
     prune.add_argument("--keep-checkpoints", type=int, metavar="N", help="latest N per thread")
+    prune.add_argument(
+        "--no-topics",
+        action="store_true",
+        help="leave the compacted sessions and resume-cache topics alone (no broker)",
+    )
     add_common_flags(prune)
     prune.set_defaults(func=run_prune)
 
 
 def run_prune(args: argparse.Namespace) -> int:
     from runtrail.persistence import open_store
-    from runtrail.persistence.kinds import SESSION_SNAPSHOTS
-    from runtrail.persistence.urls import file_path
+    from runtrail.persistence.kinds import CAPTURE_RECORDS, RESUME_ENTRIES, SESSION_SNAPSHOTS
     from runtrail.privacy import retention
     from runtrail.privacy.protect import vault_from_settings
+    from runtrail.privacy.prune_log import record_prune
 
-    aged = args.content or args.sessions_store or args.capture_sink
+    aged = args.content or args.sessions_store or args.cache_store or args.capture_sink
     if aged and args.older_than is None:
-        return _fail("--content, --sessions-store and --capture-sink need --older-than DAYS")
+        return _fail(
+            "--content, --sessions-store, --cache-store and --capture-sink need --older-than DAYS"
+        )
     if (args.keep_checkpoints is None) != (args.checkpoints_store is None):
         return _fail("--keep-checkpoints and --checkpoints-store go together")
     if not aged and args.keep_checkpoints is None:
@@ -66,12 +86,29 @@ def run_prune(args: argparse.Namespace) -> int:
             vault.close()
     if args.sessions_store:
         store = open_store(SESSION_SNAPSHOTS, args.sessions_store)
+        forget = None if args.no_topics else _forget_sessions(settings)
         try:
-            done["sessions"] = retention.prune_sessions(store, cutoff, args.tenant)
+            done["sessions"] = retention.prune_sessions(store, cutoff, args.tenant, forget)
         finally:
             store.close()
+    if args.cache_store:
+        cache = open_store(RESUME_ENTRIES, args.cache_store)
+        try:
+            done["cacheEntries"] = retention.prune_cache_entries(
+                cache, cutoff, None if args.no_topics else _forget_entries(settings)
+            )
+        finally:
+            cache.close()
     if args.capture_sink:
-        done["capture"] = retention.prune_capture_days(file_path(args.capture_sink), cutoff)
+        # a file sink opened to prune must not repair the files a running service appends to
+        local = urlsplit(args.capture_sink).scheme == "file"
+        sink = open_store(
+            CAPTURE_RECORDS, args.capture_sink, **({"repair": False} if local else {})
+        )
+        try:
+            done["capture"] = retention.prune_capture(sink, cutoff)
+        finally:
+            sink.close()
     if args.keep_checkpoints is not None:
         from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
 
@@ -79,8 +116,36 @@ def run_prune(args: argparse.Namespace) -> int:
             args.checkpoints_store, tenant_id=settings.tenant
         ) as saver:
             done["checkpointThreads"] = retention.prune_checkpoints(saver, args.keep_checkpoints)
+    for name, logged_as in PRUNE_LOG_NAMES.items():
+        if name in done:
+            scoped = args.tenant if name == "sessions" else None  # the others span tenants
+            record_prune(settings, logged_as, cutoff, done[name], scoped)
     sys.stdout.write(orjson.dumps(done).decode() + "\n")
     return EXIT_OK
+
+
+def _forget_sessions(settings: Any) -> Any:
+    """Tombstones of the pruned sessions' pointers on the sessions topic."""
+    from runtrail.privacy.topic_tombstones import write_tombstones
+    from runtrail.sessions.naming import session_key
+
+    def forget(sessions: Sequence[tuple[str, str]]) -> None:
+        doomed = {session_key(t, s).encode(): None for t, s in sessions}
+        write_tombstones(settings, settings.sessions_topic, doomed)
+
+    return forget
+
+
+def _forget_entries(settings: Any) -> Any:
+    """Tombstones of the pruned entries on the resume-cache topic."""
+    from runtrail.privacy.topic_tombstones import write_tombstones
+    from runtrail.resume.records import entry_tombstone
+
+    def forget(keys: Sequence[tuple[str, str, str, str]]) -> None:
+        doomed = {entry_tombstone(*key)[0]: None for key in keys}
+        write_tombstones(settings, settings.resume_cache_topic, doomed)
+
+    return forget
 
 
 def _fail(message: str) -> int:

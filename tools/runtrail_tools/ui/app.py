@@ -51,6 +51,7 @@ from runtrail_tools.ui import (
     markup,
     paging,
     proof,
+    pruned,
     replay,
     resume,
     resumes,
@@ -236,6 +237,7 @@ def _run_parts(explorer: Explorer, tenant: str, run_id: str) -> RunParts | None:
     except StoreUnreachable as exc:
         resume_html += markup.refusals_section(None, str(exc))
     resume_html += drops.not_recorded_panel(sources, tenant, run_id)
+    resume_html += pruned.pruned_panel(sources, tenant, run)
     try:
         marks = resumes.resume_marks(sources.audit(), tenant, run_id, links)
     except MalformedLink as exc:

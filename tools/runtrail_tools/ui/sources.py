@@ -24,10 +24,12 @@ from runtrail.persistence.kinds import (
     COMMAND_EVENTS,
     OTLP_DROPS,
     PROJECTIONS,
+    PRUNE_LOG,
     RESUME_ENTRIES,
     SESSION_SNAPSHOTS,
 )
 from runtrail.persistence.registry import open_store
+from runtrail.privacy.prune_log import SqlPruneLog
 from runtrail.privacy.resolve import Resolver, resolver_from_settings
 from runtrail.projection.store import ProjectionStore
 from runtrail.resume.store import CacheStore
@@ -87,6 +89,9 @@ class Sources:
     def drops_url(self) -> str:
         return self.settings.resolved_otlp_drops_url()
 
+    def prune_log_url(self) -> str:
+        return self.settings.resolved_prune_log_url()
+
     # --- stores ---------------------------------------------------------------------------
     def _once(self, kind: str, url: str, opener: Callable[[], T]) -> T:
         with self._lock:
@@ -122,6 +127,10 @@ class Sources:
     def drops(self) -> SqlDropStore:
         url = self.drops_url()
         return self._once("OTLP drops", url, lambda: open_store(OTLP_DROPS, url))
+
+    def prune_log(self) -> SqlPruneLog:
+        url = self.prune_log_url()
+        return self._once("prune log", url, lambda: open_store(PRUNE_LOG, url))
 
     def close(self) -> None:
         with self._lock:
