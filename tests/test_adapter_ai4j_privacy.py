@@ -6,7 +6,8 @@ content store with the data key of (tenant, subject) from the ``file://`` key st
 event carries the reference. So:
 
 * Python's ``Resolver`` opens what Java sealed, and the two sides share one data key per
-  subject whichever made it first (``Driver protect``: the protector alone, no broker);
+  subject whichever made it first, and an unusual tenant ID names the same folders on both
+  sides (``Driver protect``: the protector alone, no broker);
 * content over the claim-check size goes by reference with no class in the policy, content
   under it stays inline, and an unsupported store scheme is refused by name;
 * a real ai4j agent's run, spooled while the broker is away and then resent, holds references
@@ -104,6 +105,17 @@ def test_python_opens_what_java_sealed_with_one_data_key_per_subject(tmp_path: P
     assert key_files and all(p.stat().st_mode & 0o777 == 0o600 for p in key_files)
     segments = list((tmp_path / "content").rglob("objects.seg"))
     assert len(segments) == 2 and all(p.stat().st_mode & 0o777 == 0o600 for p in segments)
+    opened.close()
+
+
+def test_a_tenant_id_names_the_same_folders_on_both_sides(tmp_path: Path) -> None:
+    env = privacy_env(tmp_path, {"byReference": "all"})
+    tenant = ".Acme Corp/ü~+%"  # a leading dot, a space, a slash, non-ASCII, reserved signs
+    given = {**form("MODEL_REASONING", "run-1", {"text": SENTINEL}), "tenantId": tenant}
+    (sealed,) = adapter().run("protect", stdin=[given], env=env)
+    opened = resolver(env)
+    assert opened.value(tenant, sealed) == given
+    assert opened.value("t1", sealed)["data"]["text"] == ERASED  # another tenant opens nothing
     opened.close()
 
 
