@@ -36,13 +36,15 @@ class Adapter:
 
     classpath: str
 
-    def run(self, *args: str, stdin: Any = None) -> Any:
+    def run(self, *args: str, stdin: Any = None, env: dict[str, str] | None = None) -> Any:
+        """The driver's JSON answer; ``env`` is added to this process's environment."""
         proc = subprocess.run(
             ["java", "-cp", self.classpath, "dev.runtrail.ai4j.Driver", *args],
             input=b"" if stdin is None else json.dumps(stdin).encode(),
             capture_output=True,
             timeout=RUN_TIMEOUT_S,
             check=False,
+            env=None if env is None else {**os.environ, **env},
         )
         if proc.returncode != 0:
             raise RuntimeError(f"ai4j adapter {args[0]} failed: {proc.stderr.decode()[-3000:]}")

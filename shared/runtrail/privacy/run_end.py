@@ -7,6 +7,7 @@ own, so it reads the run's partition, the one the run's key hashes to.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
@@ -41,9 +42,11 @@ def last_sequence(settings: Settings, tenant: str, run_id: str, timeout: float =
         low = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
         consumer.assign([TopicPartition(topic, partition, low)])
         position = low
+        deadline = time.monotonic() + timeout
         while position < end:
-            messages = consumer.consume(500, timeout)
-            if not messages:
+            # a short wait per batch: consume() waits its whole timeout for a full batch
+            messages = consumer.consume(500, 0.5)
+            if not messages and time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}[{partition}] not read to offset {end}")
             for msg in messages:
                 if msg.error() is not None:

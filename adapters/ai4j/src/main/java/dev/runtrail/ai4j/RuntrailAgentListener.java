@@ -40,6 +40,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * deliverable and no spool). While the broker cannot take events they go to a local spool
  * ({@link Builder#spoolDir}, in order, behind each other) and are resent when it is back,
  * also by the next listener on the same folder after a restart.
+ *
+ * <p>With a content store ({@code RUNTRAIL_CONTENT_STORE_URL}, or {@link
+ * Builder#contentStoreUrl}) the protected fields the privacy policy names, and any field larger
+ * than its claim-check size, are sealed into that store and replaced by references after
+ * redaction, before encoding ({@link ContentProtector}, the Python publisher's rules and
+ * formats): the topic and the spool then hold references, and {@code runtrail erase} shreds the
+ * content. An event whose content cannot be stored is refused, never sent inline.
  */
 public final class RuntrailAgentListener implements AgentListener, AutoCloseable {
   private static final System.Logger LOG = System.getLogger(RuntrailAgentListener.class.getName());
@@ -57,6 +64,7 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
   private final AtomicLong inFlight = new AtomicLong();
   private final AtomicLong spooled = new AtomicLong();
   private final Spool spool; // null: no spool (events not delivered are counted as failed)
+  private final ContentProtector protector; // null: no content store, every field inline
   private final long retryMs;
   private volatile boolean spooling;
   private final Map<String, AtomicLong> skipped = new ConcurrentHashMap<>();
@@ -65,6 +73,11 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
   private volatile boolean closed;
 
   private RuntrailAgentListener(Builder b) {
+    try {
+      this.protector = ContentProtector.open(b.contentStoreUrl, b.keyStoreUrl, b.privacyPolicy, b.stateDir);
+    } catch (java.io.IOException exc) {
+      throw new java.io.UncheckedIOException("cannot open the content or key store: " + exc.getMessage(), exc);
+    }
     this.topic = b.topic;
     this.mapper = new EventMapper(b.tenant, b.actorId, b.policyVersion);
     this.encoder = WireEncoder.forPublishedTypes();
@@ -114,12 +127,13 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
       }
       java.util.List<ProducerRecord<byte[], byte[]>> records = new java.util.ArrayList<>(forms.size());
       for (Map<String, Object> form : forms) { // all encoded before any is queued: none or all
-        records.add(record(Redactor.redact(form)));
+        records.add(record(form));
       }
       for (ProducerRecord<byte[], byte[]> record : records) {
         enqueue(record);
       }
-    } catch (EventMapper.Refused | WireEncoder.DoesNotFit | Redactor.SecretInIdentifier exc) {
+    } catch (EventMapper.Refused | WireEncoder.DoesNotFit | Redactor.SecretInIdentifier
+        | ContentProtector.ProtectFailed exc) {
       count(refused, exc.getClass().getSimpleName() + ": " + exc.getMessage());
     } catch (Throwable exc) { // never into the agent
       count(refused, "unexpected " + exc.getClass().getName() + ": " + exc.getMessage());
@@ -140,14 +154,19 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
         return;
       }
       for (Map<String, Object> form : forms) {
-        enqueue(record(Redactor.redact(form)));
+        enqueue(record(form));
       }
     } catch (Throwable exc) { // never into the agent
       count(refused, "runFailed: " + exc.getClass().getName() + ": " + exc.getMessage());
     }
   }
 
-  private ProducerRecord<byte[], byte[]> record(Map<String, Object> form) {
+  /** Redacted, then protected (references in place of content), then encoded: in this order. */
+  private ProducerRecord<byte[], byte[]> record(Map<String, Object> mapped) {
+    Map<String, Object> form = Redactor.redact(mapped);
+    if (protector != null) {
+      form = protector.protect(form);
+    }
     byte[] value = encoder.encode(form);
     ProducerRecord<byte[], byte[]> record =
         new ProducerRecord<>(topic, ((String) form.get("runId")).getBytes(StandardCharsets.UTF_8), value);
@@ -338,7 +357,7 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     }
     try { // run.succeeded still waiting for a STEP_END that never came: the run did end
       for (Map<String, Object> form : mapper.endPending()) {
-        enqueue(record(Redactor.redact(form)));
+        enqueue(record(form));
       }
     } catch (RuntimeException exc) {
       count(refused, "pending run.succeeded: " + exc.getMessage());
@@ -364,6 +383,13 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     if (lost > 0) {
       failed.addAndGet(lost);
       warn("closed with " + lost + " event(s) never sent");
+    }
+    if (protector != null) {
+      try {
+        protector.close();
+      } catch (java.io.IOException exc) {
+        warn("cannot close the content store: " + exc);
+      }
     }
     if (spool != null) {
       try {
@@ -424,6 +450,40 @@ public final class RuntrailAgentListener implements AgentListener, AutoCloseable
     private Producer<byte[], byte[]> producer;
     private java.nio.file.Path spoolDir = java.nio.file.Path.of(".runtrail", "spool");
     private long spoolRetryMs = 1000;
+    // the Python publisher's settings, read from the same environment variables by default
+    private String contentStoreUrl = System.getenv("RUNTRAIL_CONTENT_STORE_URL");
+    private String keyStoreUrl = System.getenv("RUNTRAIL_KEY_STORE_URL");
+    private String privacyPolicy = System.getenv("RUNTRAIL_PRIVACY_POLICY");
+    private java.nio.file.Path stateDir =
+        java.nio.file.Path.of(System.getenv().getOrDefault("RUNTRAIL_STATE_DIR", ".runtrail"));
+
+    /**
+     * Where protected content is sealed ({@code file:///dir[?name=…&fsync=true]}; default
+     * {@code RUNTRAIL_CONTENT_STORE_URL}); null: every field travels inline. Other schemes
+     * (s3, postgresql) are refused by {@link #build} with the scheme's name.
+     */
+    public Builder contentStoreUrl(String value) {
+      contentStoreUrl = value;
+      return this;
+    }
+
+    /** Data keys and tenant keys ({@code file:///dir}; default {@code RUNTRAIL_KEY_STORE_URL}, else {@code <stateDir>/keys}). */
+    public Builder keyStoreUrl(String value) {
+      keyStoreUrl = value;
+      return this;
+    }
+
+    /** The privacy policy as JSON (default {@code RUNTRAIL_PRIVACY_POLICY}; docs/PRIVACY.md). */
+    public Builder privacyPolicy(String json) {
+      privacyPolicy = json;
+      return this;
+    }
+
+    /** The local state folder the default key store lives in (default {@code RUNTRAIL_STATE_DIR}, else .runtrail). */
+    public Builder stateDir(java.nio.file.Path value) {
+      stateDir = value;
+      return this;
+    }
 
     /** Where undeliverable events wait (as the Python publisher's spool_dir); null: no spool. */
     public Builder spoolDir(java.nio.file.Path value) {

@@ -39,6 +39,10 @@ import org.apache.kafka.common.utils.Utils;
  *       hex of the wire bytes or {"error": reason}.
  *   <li>{@code redact}: stdin {"values": [...], "forms": [...]}; stdout the same lists redacted
  *       ({@link Redactor#redactValue}, {@link Redactor#redact}; a refused form as {"refused"}).
+ *   <li>{@code protect}: stdin a JSON array of JSON-form events; stdout the same events with
+ *       their protected content replaced by references ({@link ContentProtector}, configured
+ *       from the environment as the listener is), or {"error": why} when the stores cannot be
+ *       opened (an unsupported scheme).
  *   <li>{@code partition}: stdin {"partitions": n, "keys": [...]}; kafka-clients' partition of
  *       each key (murmur2 of its UTF-8 bytes).
  *   <li>{@code run BOOTSTRAP TOPIC TENANT CAPTURE_DIR RUN_ID...}: a real ai4j ReAct agent (scripted
@@ -46,6 +50,8 @@ import org.apache.kafka.common.utils.Utils;
  *       per run) and a RuntrailAgentListener attached; stdout the listener's stats. A run ID
  *       {@code fail:ID} runs ID with a model that fails (ai4j reports ERROR, runStream throws);
  *       {@code failsync:ID} the same through {@code Agent.run} (no ERROR: runFailed ends it).
+ *       With {@code AI4J_DRIVER_SECRET} set, every run's input also holds {@code SECRET-runId}
+ *       (a per-run sentinel for the privacy tests; in the {@code down} mode too).
  *   <li>{@code events RUN_ID [fail|fail-sync]}: the ai4j events of one run (fail-sync: the
  *       failing model through {@code Agent.run}, not streaming), and the runtrail events the
  *       mapper makes of them (JSON forms, not redacted).
@@ -70,6 +76,9 @@ public final class Driver {
         break;
       case "partition":
         out = partition(JSON.parseObject(stdin()));
+        break;
+      case "protect":
+        out = protect(JSON.parseArray(stdin()));
         break;
       case "run":
         out = run(args);
@@ -129,6 +138,25 @@ public final class Driver {
     }
     out.put("values", values);
     out.put("forms", forms);
+    return out;
+  }
+
+  @SuppressWarnings("unchecked")
+  static Object protect(JSONArray forms) throws Exception {
+    ContentProtector protector;
+    try {
+      protector = ContentProtector.open(System.getenv("RUNTRAIL_CONTENT_STORE_URL"),
+          System.getenv("RUNTRAIL_KEY_STORE_URL"), System.getenv("RUNTRAIL_PRIVACY_POLICY"),
+          Path.of(System.getenv().getOrDefault("RUNTRAIL_STATE_DIR", ".runtrail")));
+    } catch (IllegalArgumentException exc) {
+      return Map.of("error", String.valueOf(exc.getMessage()));
+    }
+    JSONArray out = new JSONArray();
+    try (protector) {
+      for (Object form : forms) {
+        out.add(protector.protect((Map<String, Object>) form));
+      }
+    }
     return out;
   }
 
@@ -339,7 +367,9 @@ public final class Driver {
     metadata.put(AgentRequest.METADATA_KEY_RUN_ID, runId);
     metadata.put(AgentRequest.METADATA_KEY_TURN_ID, "turn-1");
     metadata.put(AgentRequest.METADATA_KEY_SESSION_ID, "sess-" + runId);
-    return new AgentRequest("weather in Paris? my api_key=sk-live-0123456789abcdefXYZ", metadata);
+    String secret = System.getenv("AI4J_DRIVER_SECRET");
+    String text = "weather in Paris? my api_key=sk-live-0123456789abcdefXYZ";
+    return new AgentRequest(secret == null ? text : text + " " + secret + "-" + runId, metadata);
   }
 
   static Agent agent(AgentEventPublisher publisher) {
