@@ -16,7 +16,9 @@ This is the façade; the parts behind it each do one job:
 * :mod:`~runtrail.publisher.committer` — the group commit of accepted events to the
   write-ahead spool (:mod:`~runtrail.publisher.wal`), so an agent that dies loses at most the
   events of the last ``spool_commit_ms``; the next publisher on the same spool folder sends
-  the rest after the recovery scan (:mod:`~runtrail.publisher.recovery`).
+  the rest after the recovery scan (:mod:`~runtrail.publisher.recovery`);
+* :mod:`~runtrail.publisher.rejections` — any failure of one event as a counted rejection;
+* :mod:`~runtrail.publisher.closing` — the order the parts stop in, nothing accepted lost.
 
 They share one lock: sequences are taken in the order events are routed, and the ledger is
 settled by delivery reports, the drain and the committer alike.
