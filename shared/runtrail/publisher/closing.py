@@ -19,6 +19,7 @@ from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics
 from runtrail.publisher.wal import Wal
 
+#: the façade's logger: a filter on the publisher's log sees what its close says
 log = logging.getLogger("runtrail.publisher.publisher")
 
 

@@ -15,7 +15,7 @@ from runtrail.publisher.metrics import PublisherMetrics
 from runtrail.publisher.pipeline import Rejected
 from runtrail.publisher.submitted import Submitted
 
-#: the façade's logger: a rejection is the publisher's word to the agent's log
+#: the façade's logger: a filter on the publisher's log sees its rejections
 log = logging.getLogger("runtrail.publisher.publisher")
 
 
