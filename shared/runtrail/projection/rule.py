@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from runtrail.events import Event, EventData
-from runtrail.projection.errors import InvalidTransition
+from runtrail.events.upcasting import upcast
+from runtrail.projection.errors import InvalidEventData, InvalidTransition
 from runtrail.projection.model import RunProjection, RunStatus
 
 D = TypeVar("D", bound=EventData)
@@ -44,3 +45,12 @@ def instant(event: Event, name: str, text: str) -> datetime:
             f"{name} is not an ISO-8601 timestamp: {text!r}", event=event
         ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def as_current(model: type[D], event: Event) -> D:
+    """A retained version's payload as the current ``model``, through the same upcaster as
+    the codec: an old event applies by the current rule, never by a rule of its own."""
+    try:
+        return model.model_validate(upcast(event.json_form())["data"])
+    except ValueError as exc:
+        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None

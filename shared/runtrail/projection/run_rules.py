@@ -27,8 +27,7 @@ from runtrail.events.domain_events import (
     RunSucceeded,
     StateTransitioned,
 )
-from runtrail.events.upcasting import upcast
-from runtrail.projection.errors import InvalidEventData, InvalidTransition
+from runtrail.projection.errors import InvalidTransition
 from runtrail.projection.model import (
     TERMINAL,
     WAITING,
@@ -39,7 +38,7 @@ from runtrail.projection.model import (
 )
 from runtrail.projection.names import utc_text
 from runtrail.projection.redaction import clear, clear_optional
-from runtrail.projection.rule import Update, instant
+from runtrail.projection.rule import Update, as_current, instant
 
 
 def accepted_again(state: RunProjection, event: Event, data: RunAccepted) -> Update:
@@ -111,13 +110,7 @@ def plan_validated(state: RunProjection, event: Event, data: PlanValidated) -> U
 
 
 def approval_required_v1(state: RunProjection, event: Event, data: ApprovalRequiredV1) -> Update:
-    """v1 goes through the same upcaster as the codec, then applies as v2."""
-    form = upcast(event.json_form())
-    try:
-        current = ApprovalRequired.model_validate(form["data"])
-    except ValueError as exc:
-        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
-    return approval_required(state, event, current)
+    return approval_required(state, event, as_current(ApprovalRequired, event))
 
 
 def approval_required(state: RunProjection, event: Event, data: ApprovalRequired) -> Update:

@@ -27,10 +27,8 @@ from runtrail.events.runtime_events import (
     ToolResult,
     ToolResultV1,
 )
-from runtrail.events.upcasting import upcast
-from runtrail.projection.errors import InvalidEventData
 from runtrail.projection.model import ModelNode, RunProjection, TokenTotals, updated
-from runtrail.projection.rule import Update
+from runtrail.projection.rule import Update, as_current
 from runtrail.projection.usage import raw_usage
 
 
@@ -97,30 +95,13 @@ def step_end(state: RunProjection, event: Event, data: StepEnd) -> Update:
 
 
 # --- retained versions: the codec's upcaster, then the current rule -------------------------------
-def _upcast_data(event: Event) -> dict[str, Any]:
-    data: dict[str, Any] = upcast(event.json_form())["data"]
-    return data
-
-
 def model_retry_v1(state: RunProjection, event: Event, data: ModelRetryV1) -> Update:
-    try:
-        current = ModelRetry.model_validate(_upcast_data(event))
-    except ValueError as exc:
-        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
-    return model_retry(state, event, current)
+    return model_retry(state, event, as_current(ModelRetry, event))
 
 
 def tool_call_v1(state: RunProjection, event: Event, data: ToolCallV1) -> Update:
-    try:
-        current = ToolCall.model_validate(_upcast_data(event))
-    except ValueError as exc:
-        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
-    return tool_call(state, event, current)
+    return tool_call(state, event, as_current(ToolCall, event))
 
 
 def tool_result_v1(state: RunProjection, event: Event, data: ToolResultV1) -> Update:
-    try:
-        current = ToolResult.model_validate(_upcast_data(event))
-    except ValueError as exc:
-        raise InvalidEventData(f"v1 payload does not upcast to v2: {exc}", event=event) from None
-    return tool_result(state, event, current)
+    return tool_result(state, event, as_current(ToolResult, event))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -44,7 +44,7 @@ from runtrail.publisher.inflight import InFlight
 from runtrail.publisher.ledger import Ledger
 from runtrail.publisher.metrics import PublisherMetrics
 from runtrail.publisher.pipeline import Rejected
-from runtrail.publisher.recovery import look_up_unconfirmed
+from runtrail.publisher.recovery import Unconfirmed
 from runtrail.publisher.sender import PERMANENT_ERRORS, ProducerFactory, Sender
 from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 #: What a purge reports for the events it took back (they are resent from the spool).
 _PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+
+def _never() -> bool:
+    return False
 
 
 def _is_permanent(err: KafkaError) -> bool:
@@ -83,8 +87,6 @@ class Drain:
         retry_backoff_max_s: float,
         drain_chunk: int,
     ) -> None:
-        self._settings = settings
-        self._topic = topic
         self._wal = wal
         self._ledger = ledger
         self._metrics = metrics
@@ -106,10 +108,7 @@ class Drain:
         #: (only the drain sends them; cleared when it ends, so acks pay nothing for it)
         self._size_suspects = SizeSuspects()
         self._inflight = InFlight()  # handed to librdkafka, no report yet
-        # Events below _uncertain_until may be on the topic already: look before resending.
-        self._uncertain_until = wal.end.index
-        self._scanned = False
-        self._found: set[str] = set()
+        self._unconfirmed = Unconfirmed(settings, topic, wal, lock)
         #: every accepted event goes through the spool (see the module docstring)
         self.draining = wal.depth > 0
         self._probe_first = self.draining
@@ -144,14 +143,15 @@ class Drain:
         if self._durability is not None:
             self._durability.join(timeout=CHECK_TIMEOUT_S)
 
-    def wait_delivered(self, timeout: float) -> int:
-        """Serve reports (bounded) until nothing is in flight; how many still are."""
+    def wait_delivered(self, timeout: float, interrupted: Callable[[], bool] = _never) -> int:
+        """Serve reports (bounded) until nothing is in flight, or ``interrupted()``; how many
+        still are."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             with self._lock:
                 left = len(self._inflight)
             remaining = deadline - time.monotonic()
-            if left == 0 or remaining <= 0:
+            if left == 0 or remaining <= 0 or interrupted():
                 return left
             self._sender.poll(min(remaining, 0.05))
 
@@ -236,8 +236,7 @@ class Drain:
             self.draining = True
             self._metrics.count("spooled", self._ledger.pending)
             log.warning("events go through the spool %s: %s", self._wal.folder, why)
-        self._uncertain_until = max(self._uncertain_until, self._ledger.next_index)
-        self._scanned = False
+        self._unconfirmed.widen(self._ledger.next_index)
         self._probe_first = True
         self._next_retry = time.monotonic() + self._backoff.delay()
         if purge:
@@ -339,11 +338,11 @@ class Drain:
             start = self._ledger.first_unsettled
             if start >= self._wal.end.index:
                 return  # not written yet: the next group commit writes it
-            scan = not self._scanned and start < self._uncertain_until
+            scan = self._unconfirmed.needs_scan(start)
         if self._probe_first and not self._sender.reachable():
             self._retry_later()
             return
-        if scan and not self._scan(start):
+        if scan and not self._unconfirmed.scan(start):
             self._retry_later()
             return
         entries = self._wal.read(self._wal.position_of(start), self._drain_chunk)
@@ -351,16 +350,9 @@ class Drain:
             self._skip_unreadable(start)
             return
         produced = self._produce_chunk(entries)
-        deadline = time.monotonic() + self._timeout_s
-        while not self._stop.is_set() and not self._purge_wanted:
+        if self.wait_delivered(self._timeout_s, self._interrupted) and not self._interrupted():
             with self._lock:
-                if not self._inflight:
-                    break
-            if time.monotonic() >= deadline:
-                with self._lock:
-                    self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s")
-                break
-            self._sender.poll(0.05)
+                self._enter_draining(f"no acknowledgement for {self._timeout_s:g} s")
         if self._stop.is_set():
             return  # close() collects what is in flight
         if self._inflight:
@@ -412,8 +404,7 @@ class Drain:
                     self._ledger.settle(index)
                     self._metrics.count("dropped")
                     continue
-                if record.event_id is not None and record.event_id in self._found:
-                    self._found.discard(record.event_id)
+                if self._unconfirmed.take_found(record.event_id):
                     self._ledger.settle(index)
                     self._metrics.count("recovered")
                     continue
@@ -438,24 +429,9 @@ class Drain:
                     break  # and nothing behind it in its batch
         return produced
 
-    def _scan(self, start: int) -> bool:
-        """Look up on the topic the unconfirmed events from ``start``; False if it cannot."""
-        with self._lock:
-            until = self._uncertain_until
-        found = look_up_unconfirmed(
-            self._settings.kafka_config(),
-            self._topic,
-            self._wal,
-            start,
-            until,
-            self._timeout_s + 10,
-        )
-        if found is None:
-            return False
-        with self._lock:
-            self._found |= found
-            self._scanned = True
-        return True
+    def _interrupted(self) -> bool:
+        """A chunk's wait ends early at close or when a report asked for a purge."""
+        return self._stop.is_set() or self._purge_wanted
 
     def _retry_later(self) -> None:
         self._probe_first = True
@@ -475,12 +451,8 @@ class Drain:
         """Take back everything queued or in flight, and serve the resulting reports."""
         self._purge_wanted = False
         self._sender.purge()
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            self._sender.poll(0.05)
-            with self._lock:
-                if not self._inflight:
-                    return
+        if not self.wait_delivered(2.0):
+            return
         with self._lock:
             if self._inflight:
                 log.warning("%d purged events did not report; resent", len(self._inflight))

@@ -16,7 +16,9 @@ This is the façade; the parts behind it each do one job:
 * :mod:`~runtrail.publisher.committer` — the group commit of accepted events to the
   write-ahead spool (:mod:`~runtrail.publisher.wal`), so an agent that dies loses at most the
   events of the last ``spool_commit_ms``; the next publisher on the same spool folder sends
-  the rest after the recovery scan (:mod:`~runtrail.publisher.recovery`).
+  the rest after the recovery scan (:mod:`~runtrail.publisher.recovery`);
+* :mod:`~runtrail.publisher.rejections` — any failure of one event as a counted rejection;
+* :mod:`~runtrail.publisher.closing` — the order the parts stop in, nothing accepted lost.
 
 They share one lock: sequences are taken in the order events are routed, and the ledger is
 settled by delivery reports, the drain and the committer alike.
@@ -26,9 +28,7 @@ from __future__ import annotations
 
 import atexit
 import functools
-import logging
 import threading
-import time
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from runtrail.config import Settings
 from runtrail.events import Actor, Event, EventCodec, EventData, EventError
 from runtrail.events.limits import EventLimits
-from runtrail.privacy.protect import Durable, ProtectFailed, Protector, protector_from_settings
+from runtrail.privacy.protect import Durable, Protector, protector_from_settings
+from runtrail.publisher.closing import close_parts
 from runtrail.publisher.committer import SpoolCommitter
 from runtrail.publisher.drain import Drain
 from runtrail.publisher.ledger import Ledger
@@ -44,6 +45,7 @@ from runtrail.publisher.metrics import PublisherMetrics, PublisherStats
 from runtrail.publisher.pipeline import Rejected, Validated, encode, envelope, prepare, validate
 from runtrail.publisher.recovery import spooled_sequences
 from runtrail.publisher.redaction import Redactor, default_redactor
+from runtrail.publisher.rejections import Rejections
 from runtrail.publisher.sender import ProducerFactory
 from runtrail.publisher.sequencing import SequenceCounter
 from runtrail.publisher.spool_record import SpoolRecord
@@ -52,8 +54,6 @@ from runtrail.publisher.wal import Wal
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
-
-log = logging.getLogger(__name__)
 
 
 __all__ = ["Publisher", "Submitted"]
@@ -92,7 +92,7 @@ class Publisher:
         self._limits = EventLimits.from_settings(settings)
         self._metrics = PublisherMetrics(registry)
         self._sequences = SequenceCounter()
-        self._log_rejections = log_rejections
+        self._rejections = Rejections(self._metrics, log_rejections)
         self._closed = False
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -202,9 +202,11 @@ class Publisher:
                 schema_version=schema_version,
             )
         except EventError as exc:
-            return self._reject(exc.reason, str(exc)).event_id
+            return self._rejections.reject(exc.reason, str(exc)).event_id
         except Exception as exc:
-            return self._reject("invalid-event", f"cannot build the envelope: {exc}").event_id
+            return self._rejections.reject(
+                "invalid-event", f"cannot build the envelope: {exc}"
+            ).event_id
         return self.submit(form, trace_context=trace_context).event_id
 
     def submit(
@@ -213,13 +215,13 @@ class Publisher:
         """Like :meth:`on_event`, but says why an event was rejected. Never raises."""
         try:
             if self._closed:
-                return self._reject("closed", "the publisher is closed")
+                return self._rejections.reject("closed", "the publisher is closed")
             form = prepare(event, self._limits, self._settings.tenant, self._redactor)
             if self._protect is not None:
                 form = self._protect(form)
             return self._enqueue(validate(form), trace_context)
         except Exception as exc:  # never into the agent
-            return self._refusal(exc)
+            return self._rejections.of(exc)
 
     def submit_record(self, record: SpoolRecord) -> Submitted:
         """Send a record that is no runtrail event, already encoded (the raw spans the OTLP
@@ -235,7 +237,7 @@ class Publisher:
                 self._committer.add(record)
             return Submitted(record.event_id)
         except Exception as exc:  # never into the caller
-            return self._refusal(exc)
+            return self._rejections.of(exc)
 
     def set_next_sequence(
         self, run_id: str, next_sequence: int, *, tenant_id: str | None = None
@@ -280,30 +282,16 @@ class Publisher:
                 return
             self._closed = True
         atexit.unregister(self._atexit)
-        deadline = time.monotonic() + max(0.0, timeout)
-        if self._drain.draining:  # the spool is being sent: give it the time we have
-            self.drain(timeout)
-        self._stop.set()
-        # a probe or a scan can hold the thread a little; it produces nothing once stop is set
-        self._drain.join(timeout=max(3.0, deadline - time.monotonic()))
-        self._committer.join(timeout=5.0)
-        try:
-            if not self._drain.draining:
-                self.flush(deadline - time.monotonic())
-            self._drain.collect()
-        except Exception:
-            log.exception("error while closing the producer")
-        with self._lock:
-            self._drain.leave_in_spool()
-        try:
-            self._committer.commit(store=True)
-            self._wal.close()
-        except OSError:
-            log.exception("error while closing the spool %s", self._wal.folder)
-        depth = self._ledger.pending
-        self._metrics.set_spool_depth(depth)
-        if depth:
-            log.warning("closed with %d events in the spool %s", depth, self._wal.folder)
+        close_parts(
+            self._drain,
+            self._committer,
+            self._wal,
+            self._ledger,
+            self._metrics,
+            self._lock,
+            self._stop,
+            timeout,
+        )
 
     def __enter__(self) -> Publisher:
         return self
@@ -338,25 +326,6 @@ class Publisher:
             self._committer.add(record)
             self._sequences.commit(tenant, run, sequence)
         return Submitted(event.event_id)
-
-    def _refusal(self, exc: Exception) -> Submitted:
-        """The rejection a failed step stands for; an unexpected one is logged in full."""
-        if isinstance(exc, (EventError, Rejected)):
-            return self._reject(exc.reason, str(exc))
-        if isinstance(exc, ProtectFailed):
-            return self._reject("protect-failed", str(exc))
-        log.exception("unexpected error while publishing")
-        return self._reject("internal-error", f"{type(exc).__name__}: {exc}")
-
-    def _reject(self, reason: str, detail: str) -> Submitted:
-        self._metrics.count("rejected")
-        log.log(
-            logging.WARNING if self._log_rejections else logging.DEBUG,
-            "event rejected (%s): %s",
-            reason,
-            detail,
-        )
-        return Submitted(None, reason, detail)
 
 
 def _close_at_exit(ref: weakref.ref[Publisher]) -> None:

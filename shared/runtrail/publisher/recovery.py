@@ -15,6 +15,7 @@ A restarted publisher also learns from its spool which sequences the runs in it 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping
@@ -22,6 +23,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from runtrail.config import Settings
 from runtrail.kafka.client_log import client_logger
 from runtrail.publisher.sequencing import RunKey
 from runtrail.publisher.wal import Wal
@@ -197,3 +199,57 @@ def _event_id(headers: Any) -> str | None:
 def _read_refused(exc: KafkaException) -> bool:
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and err.code() in _READ_REFUSALS
+
+
+class Unconfirmed:
+    """The spooled events whose fate is unknown (those below :attr:`until`) and the ones of
+    them already found on the topic, which a resend settles instead of sending again.
+
+    Callers hold the publisher's ``lock``; :meth:`scan` takes it itself, and reads the topic
+    without it.
+    """
+
+    def __init__(self, settings: Settings, topic: str, wal: Wal, lock: threading.RLock) -> None:
+        self._settings = settings
+        self._topic = topic
+        self._wal = wal
+        self._lock = lock
+        # events found beyond the cursor at start may be on the topic already
+        self._until = wal.end.index
+        self._scanned = False
+        self._found: set[str] = set()
+
+    def widen(self, next_index: int) -> None:
+        """Every event before ``next_index`` may be on the topic now: look again first."""
+        self._until = max(self._until, next_index)
+        self._scanned = False
+
+    def needs_scan(self, start: int) -> bool:
+        """Whether a resend from ``start`` must look up the topic first."""
+        return not self._scanned and start < self._until
+
+    def scan(self, start: int) -> bool:
+        """Look up on the topic the unconfirmed events from ``start``; False if it cannot."""
+        with self._lock:
+            until = self._until
+        found = look_up_unconfirmed(
+            self._settings.kafka_config(),
+            self._topic,
+            self._wal,
+            start,
+            until,
+            self._settings.delivery_timeout_ms / 1000 + 10,
+        )
+        if found is None:
+            return False
+        with self._lock:
+            self._found |= found
+            self._scanned = True
+        return True
+
+    def take_found(self, event_id: str | None) -> bool:
+        """True, once, for an event the scan found on the topic (it is not sent again)."""
+        if event_id is None or event_id not in self._found:
+            return False
+        self._found.discard(event_id)
+        return True

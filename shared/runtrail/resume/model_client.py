@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from runtrail.resume.cache import ResumeCache
 from runtrail.resume.entry import ModelResult
 from runtrail.resume.recorder import RunRecorder
+from runtrail.resume.wrapper import CachedDelegate
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class StreamingModelClient(ModelClient, Protocol):
     def create_stream(self, prompt: Any, on_delta: DeltaListener) -> ModelResult: ...
 
 
-class ResumableModelClient:
+class ResumableModelClient(CachedDelegate[ModelClient]):
     """See the module docstring."""
 
     def __init__(
@@ -48,17 +49,8 @@ class ResumableModelClient:
         *,
         recorder: RunRecorder | None = None,
     ) -> None:
-        self.delegate = delegate
-        self.cache = cache
-        self.recorder = recorder
-        if recorder is not None:
-            recorder.watch(cache)  # a resumed life says so before its first event
+        super().__init__(delegate, cache, recorder)
         self._attempts = itertools.count(1)
-
-    def _coordinates(self) -> tuple[int | None, str | None]:
-        if self.recorder is None:
-            return None, None
-        return self.recorder.step, self.recorder.turn_id
 
     def create(self, prompt: Any) -> ModelResult:
         """The recorded result on a hit (delegate not called); else a real, recorded call."""

@@ -31,6 +31,7 @@ from runtrail.resume.entry import Intent
 from runtrail.resume.errors import OutcomeUnknown, ToolFailed
 from runtrail.resume.keys import idempotency_key, intent_id, tool_key
 from runtrail.resume.recorder import RunRecorder
+from runtrail.resume.wrapper import CachedDelegate
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class ToolExecutor(Protocol):
 ReconcileHook = Callable[[Intent], ToolOutcome | None]
 
 
-class ResumableToolExecutor:
+class ResumableToolExecutor(CachedDelegate[ToolExecutor]):
     """See the module docstring."""
 
     def __init__(
@@ -78,11 +79,7 @@ class ResumableToolExecutor:
         idempotent: Collection[str] | Callable[[str], bool] = (),
         reconcile: ReconcileHook | None = None,
     ) -> None:
-        self.delegate = delegate
-        self.cache = cache
-        self.recorder = recorder
-        if recorder is not None:
-            recorder.watch(cache)  # a resumed life says so before its first event
+        super().__init__(delegate, cache, recorder)
         self.reconcile = reconcile
         self._idempotent = idempotent
         self.reexecuted = 0
@@ -93,13 +90,6 @@ class ResumableToolExecutor:
         if callable(declared):
             return bool(declared(tool_name))
         return tool_name in declared
-
-    def _coordinates(self, call: ToolInvocation) -> tuple[int | None, str | None]:
-        step, turn = call.step, call.turn_id
-        if self.recorder is not None:
-            step = step if step is not None else self.recorder.step
-            turn = turn if turn is not None else self.recorder.turn_id
-        return step, turn
 
     def execute(self, call: ToolInvocation) -> Any:
         """The recorded output on a hit; else per the module docstring."""
@@ -115,7 +105,7 @@ class ResumableToolExecutor:
             and not self.cache.fresh_run
             and not self.is_idempotent(call.tool_name)
         ):
-            step, turn = self._coordinates(call)
+            step, turn = self._coordinates(call.step, call.turn_id)
             guess = Intent(
                 self.cache.tenant,
                 self.cache.run_id,
@@ -145,7 +135,7 @@ class ResumableToolExecutor:
 
     # --- a real call ----------------------------------------------------------------------
     def _run(self, call: ToolInvocation) -> Any:
-        step, turn = self._coordinates(call)
+        step, turn = self._coordinates(call.step, call.turn_id)
         session = self.recorder.session_id if self.recorder is not None else None
         intent = self.cache.open_intent(
             call.tool_name,

@@ -20,7 +20,7 @@ import base64
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -47,6 +47,17 @@ class CorruptCheckpoint(CorruptSnapshot):
         SessionStoreError.__init__(self, f"corrupted checkpoint record {where}: {reason}")
         self.where = where
         self.reason = reason
+
+
+class Prefix(NamedTuple):
+    """The leading parts of a :data:`Key` a scan is bounded by: a tenant and kind, then
+    optionally the thread, the namespace and the first key part (each only with those before)."""
+
+    tenant: str
+    kind: str
+    thread: str | None = None
+    ns: str | None = None
+    a: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,15 +163,8 @@ class CheckpointBackend(ClosableStore):
         without reading every record: "the latest checkpoint" must not cost the whole thread."""
 
     @abstractmethod
-    def scan(
-        self,
-        tenant: str,
-        kind: str,
-        thread: str | None = None,
-        ns: str | None = None,
-        a: str | None = None,
-    ) -> list[tuple[str, bytes]]:
-        """(where, stored bytes) of every record of ``kind`` under the given key prefix."""
+    def scan(self, prefix: Prefix) -> list[tuple[str, bytes]]:
+        """(where, stored bytes) of every record under ``prefix``."""
 
     @abstractmethod
     def delete(self, keys: Sequence[Key]) -> None:
@@ -203,7 +207,7 @@ class CheckpointBackend(ClosableStore):
         """Every verified record a :meth:`scan` finds, each checked to be stored where its
         sealed key says (a record copied into another tenant or thread is refused)."""
         records: list[tuple[Key, dict[str, Any]]] = []
-        for where, data in self.scan(tenant, kind, thread, ns, a):
+        for where, data in self.scan(Prefix(tenant, kind, thread, ns, a)):
             sealed, fields = open_record(data, where)
             if self.locate(sealed) != where:
                 raise CorruptCheckpoint(where, f"sealed for {sealed}, stored elsewhere")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
 from runtrail.persistence.urls import file_path
-from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row, open_record
+from runtrail.sessions.checkpoints import CheckpointBackend, Key, Prefix, Row, open_record
 from runtrail.sessions.errors import SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
 
@@ -165,14 +165,8 @@ class FileCheckpointBackend(CheckpointBackend):
                 return key[4]
         return None
 
-    def scan(
-        self,
-        tenant: str,
-        kind: str,
-        thread: str | None = None,
-        ns: str | None = None,
-        a: str | None = None,
-    ) -> list[tuple[str, bytes]]:
+    def scan(self, prefix: Prefix) -> list[tuple[str, bytes]]:
+        tenant, kind, thread, ns, a = prefix
         tenant_dir = self.base / segment(tenant)
         threads = [self.thread_dir(tenant, thread)] if thread is not None else _visible(tenant_dir)
         found: list[tuple[str, bytes]] = []

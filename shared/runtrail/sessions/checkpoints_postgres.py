@@ -16,7 +16,7 @@ import orjson
 
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.postgres import Connection
-from runtrail.sessions.checkpoints import CheckpointBackend, Key, Row
+from runtrail.sessions.checkpoints import CheckpointBackend, Key, Prefix, Row
 from runtrail.sessions.pg import PostgresBacked
 
 TABLE = "runtrail_thread_records"
@@ -144,14 +144,8 @@ class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
             found[key] = (self.row_name(key), str(r[7]).encode())
         return found
 
-    def scan(
-        self,
-        tenant: str,
-        kind: str,
-        thread: str | None = None,
-        ns: str | None = None,
-        a: str | None = None,
-    ) -> list[tuple[str, bytes]]:
+    def scan(self, prefix: Prefix) -> list[tuple[str, bytes]]:
+        tenant, kind, thread, ns, a = prefix
         conditions = ["tenant_id = %s", "kind = %s"]
         params: list[str] = [tenant, kind]
         for column, value in (("thread_id", thread), ("ns", ns), ("k1", a)):
