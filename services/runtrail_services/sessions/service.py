@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
-from runtrail.privacy.retention import prune_sessions
+from runtrail.privacy.retention import prune_session_blobs, prune_sessions
 from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors
@@ -378,12 +378,18 @@ class SessionsService(Service):
         self._update_gauges()
 
     def _prune(self, cutoff_s: float) -> int:
-        """Snapshots not updated since ``cutoff_s``, their pointers first; those held in
-        memory are spared (their next save expects the stored snapshot)."""
+        """Snapshots not updated since ``cutoff_s``, their pointers first, then the large
+        snapshots' blobs uploaded before it; those of sessions held in memory are spared
+        (their next save expects the stored snapshot, their pointer names the blob)."""
         forget = self.pointers.forget if self.pointers is not None else None
-        return prune_sessions(
+        deleted = prune_sessions(
             self.store, cutoff_s, forget=forget, spare=self._sessions.__contains__
         )
+        if self.pointers is not None and self.pointers.blobs is not None:
+            deleted += prune_session_blobs(
+                self.pointers.blobs, cutoff_s, spare=list(self._sessions)
+            )
+        return deleted
 
     # --- membership and shutdown --------------------------------------------------------------
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
