@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
     from runtrail.resume.store import CacheStore, StoredEntryKey
     from runtrail.sessions.blobs import SnapshotBlobStore
+    from runtrail.sessions.checkpoints import CheckpointBackend
     from runtrail.sessions.store import AgentSessionStore
 
 #: Writes the topic tombstones of what is about to be deleted (tenant + ID, or an entry key).
@@ -149,6 +150,17 @@ def prune_checkpoints(saver: RuntrailCheckpointSaver, keep: int) -> int:
     threads = saver.backend.threads(saver.tenant_id)
     saver.prune(threads, keep=keep)
     return len(threads)
+
+
+def prune_every_tenants_checkpoints(backend: CheckpointBackend, keep: int) -> int:
+    """:func:`prune_checkpoints` for every tenant of the store (a service spans them all);
+    how many threads were pruned."""
+    from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+
+    return sum(
+        prune_checkpoints(RuntrailCheckpointSaver(backend, tenant_id=tenant), keep)
+        for tenant in backend.tenants()
+    )
 
 
 def _object_keys(store: Any) -> Iterable[str]:
