@@ -146,3 +146,30 @@ def read_pointers(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
     finally:
         consumer.close()
     return latest
+
+
+def put_checkpoints(url: str, tenant: str, thread: str, count: int) -> None:
+    """``count`` LangGraph checkpoints of one thread (channel ``n`` = the step), through the
+    runtrail saver on the store ``url`` names."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+
+    with RuntrailCheckpointSaver.from_url(url, tenant_id=tenant) as saver:
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        version = None
+        for step in range(count):
+            state = empty_checkpoint()
+            version = saver.get_next_version(version, None)
+            state["channel_values"] = {"n": step}
+            state["channel_versions"] = {"n": version}
+            config = saver.put(config, state, {"source": "loop", "step": step}, {"n": version})
+
+
+def checkpoint_steps(url: str, tenant: str, thread: str) -> list[int]:
+    """The steps of a thread's checkpoints (see :func:`put_checkpoints`), latest first."""
+    from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+
+    with RuntrailCheckpointSaver.from_url(url, tenant_id=tenant) as saver:
+        found = saver.list({"configurable": {"thread_id": thread}})
+        return [t.checkpoint["channel_values"]["n"] for t in found]

@@ -1,6 +1,7 @@
 """``runtrail erase`` deletes the derived plaintext copies it is told of (session snapshots,
-LangGraph checkpoints) with the content, and leaves other sessions and threads alone; with no
-key left to destroy and no copy, it says there was nothing to erase."""
+their large snapshots' blobs on files or S3, LangGraph checkpoints) with the content, and
+leaves other sessions and threads alone; with no key left to destroy and no copy, it says
+there was nothing to erase."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+from runtrail.events import validate_json_form
 from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS, open_store
 from runtrail.privacy.reference import ERASED
 from runtrail.privacy.vault import ContentVault
-from tests.sessions_support import built_snapshot
+from runtrail.sessions import AgentSession, AgentSessionSnapshot
+from runtrail.sessions.blobs import SnapshotBlobStore
+from tests.sessions_support import built_snapshot, session_forms
 
 SENTINEL = "SENTINEL-copies-44aa"
 
@@ -43,6 +48,58 @@ def checkpoint(saver: RuntrailCheckpointSaver, thread: str) -> None:
         {"source": "input", "step": -1},
         state["channel_versions"],
     )
+
+
+def large_snapshot(session: str, secret: str) -> AgentSessionSnapshot:
+    """A snapshot over the inline limit whose first prompt (a field kept inline) holds
+    ``secret``."""
+    forms = session_forms(12, session=session, payload=300_000)
+    forms[0]["data"]["prompt"]["messages"].append(secret)
+    built = AgentSession("t1", session)
+    for offset, form in enumerate(forms):
+        built.apply(validate_json_form(form), source=("events", 0, offset))
+    return built.snapshot()
+
+
+def blob_bytes(blobs: SnapshotBlobStore) -> dict[str, bytes]:
+    """Every blob the store holds, read back through its own listing."""
+    return {o.key: blobs._get(o.key) for o in blobs.objects()}
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_erase_deletes_the_large_snapshots_of_the_named_session(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    env = {
+        "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),
+        "RUNTRAIL_CONTENT_STORE_URL": (tmp_path / "content").as_uri(),
+        "RUNTRAIL_KEY_STORE_URL": (tmp_path / "keys").as_uri(),
+    }
+    blobs_url = (
+        (tmp_path / "blobs").as_uri() if backend == "file" else request.getfixturevalue("s3_url")
+    )
+    blobs = SnapshotBlobStore(blobs_url)
+    erased = [large_snapshot("s1", f"{SENTINEL}-{n}") for n in range(2)]  # two saves of s1
+    kept = large_snapshot("s2", "KEPT-blob")
+    for snapshot in (*erased, kept):
+        blobs.put(snapshot)
+    stored = blob_bytes(blobs)
+    assert len(stored) == 3 and all(len(b) > 1_000_000 for b in stored.values())
+    assert sum(SENTINEL.encode() in b for b in stored.values()) == 2  # the scan can fail
+
+    done = runtrail(
+        env,
+        *("erase", "--tenant", "t1", "--run", "run-a", "--reason", "asked"),
+        *("--no-event", "--no-topics", "--session", "s1", "--session-blobs", blobs_url),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["copiesDeleted"] == {"sessions": 0, "sessionBlobs": 2}
+    left = blob_bytes(blobs)
+    assert not [k for k, b in left.items() if SENTINEL.encode() in b]
+    assert list(left) == [blobs.key_of(kept)]
+    assert blobs.get(f"{blobs.base}/{blobs.key_of(kept)}", kept.digest).session_id == "s2"
+    if backend == "file":  # no folder names the erased session either
+        assert [p.name for p in (tmp_path / "blobs" / "t1").iterdir()] == ["s2"]
 
 
 def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
@@ -83,7 +140,7 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
-    assert report["copiesDeleted"] == {"sessions": 1, "checkpoints": 1}
+    assert report["copiesDeleted"] == {"sessions": 1, "checkpoints": 1, "sessionBlobs": 0}
     assert report["objectsDeleted"] == 1 and report["eventId"] is None
 
     assert vault.resolve("t1", ref) == ERASED

@@ -6,10 +6,11 @@ its data key and content and records a ``run.content_erased`` event. Afterwards:
 audit chain still verifies end to end (erasure event included), a projection rebuilt from
 offset zero succeeds and says the run was erased, capture shows the erased marker where the
 content was (another run's content still resolves), and no store, topic or spool holds the
-sentinel string the run carried. The resume-cache and sessions services run too: after the
-erasure, the latest record of every key of their compacted topics holds no entry, intent or
-session of the erased run (tombstones), while the other run's are still there. A control string
-published inline is found by the same scan, so the scan can fail.
+sentinel string the run carried. The resume-cache and sessions services run too (snapshots
+uploaded as blobs): after the erasure, the latest record of every key of their compacted topics
+holds no entry, intent or session of the erased run (tombstones), and the erased run's session
+has no blob left, while the other run's are still there. A control string published inline is
+found by the same scan, so the scan can fail.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
             kafka_bootstrap,
             events,
             group=f"s-{events}",
-            options={"http_port": "0"},
+            options={"http_port": "0", "inline_limit_bytes": "0"},  # snapshots as blobs
             env=env,
             log_path=tmp_path / "sessions.log",
         ),
@@ -188,6 +189,8 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         wait_for(caught_up, 120, 0.5, what="the services to consume the runs")
         assert [r for r in cache_records(kafka_bootstrap, cache_topic) if r[2] == "run-1"]
         assert set(live(kafka_bootstrap, sessions_topic)) == {b"t1/s-run-1", b"t1/s-run-2"}
+        blobs = state / "session-blobs" / "t1"
+        assert {p.name for p in blobs.iterdir()} == {"s-run-1", "s-run-2"}
 
         erased = runtrail(
             env,
@@ -206,6 +209,8 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         assert report["objectsDeleted"] == 6 and report["signed"] and report["eventId"]
         assert report["copiesDeleted"]["cacheTopic"] >= 2  # the model's and the tool's entries
         assert report["copiesDeleted"]["sessionsTopic"] == 1
+        assert report["copiesDeleted"]["sessionBlobs"] >= 1
+        assert [p.name for p in blobs.iterdir()] == ["s-run-2"]  # its pointer named them
         again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "again")
         assert again.returncode == 1  # nothing left to erase
         wait_for(caught_up, 120, 0.5, what="the services to consume the erasure")

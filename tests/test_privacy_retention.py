@@ -16,13 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
 
-from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
 from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS, open_store
 from runtrail.privacy.reference import ERASED
 from runtrail.privacy.vault import ContentVault
-from tests.sessions_support import built_snapshot
+from tests.sessions_support import built_snapshot, checkpoint_steps, put_checkpoints
 
 OLD_S = time.time() - 40 * 86_400
 
@@ -99,22 +97,36 @@ def test_sessions_and_capture_days_older_than_the_limit_go(tmp_path: Path) -> No
 
 def test_threads_keep_their_latest_checkpoints(tmp_path: Path) -> None:
     url = (tmp_path / "checkpoints").as_uri()
-    with RuntrailCheckpointSaver.from_url(url, tenant_id="t1") as saver:
-        for thread in ("a", "b"):
-            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-            version = None
-            for step in range(5):
-                state = empty_checkpoint()
-                version = saver.get_next_version(version, None)
-                state["channel_values"] = {"n": step}
-                state["channel_versions"] = {"n": version}
-                config = saver.put(config, state, {"source": "loop", "step": step}, {"n": version})
+    for thread in ("a", "b"):
+        put_checkpoints(url, "t1", thread, 5)
     done = prune({"RUNTRAIL_TENANT": "t1"}, "--checkpoints-store", url, "--keep-checkpoints", "2")
     assert done == {"checkpointThreads": 2}
-    with RuntrailCheckpointSaver.from_url(url, tenant_id="t1") as saver:
-        for thread in ("a", "b"):
-            kept = list(saver.list({"configurable": {"thread_id": thread}}))
-            assert [t.checkpoint["channel_values"]["n"] for t in kept] == [4, 3]
+    assert [checkpoint_steps(url, "t1", thread) for thread in ("a", "b")] == [[4, 3], [4, 3]]
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_every_tenants_threads_keep_their_latest_checkpoints(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """What the sessions service applies: every tenant of the store, none named."""
+    from runtrail.persistence import LANGGRAPH_CHECKPOINTS
+    from runtrail.privacy.retention import prune_every_tenants_checkpoints
+
+    url = (
+        (tmp_path / "checkpoints").as_uri()
+        if backend == "file"
+        else request.getfixturevalue("postgres_url")
+    )
+    tenants = ["a-tenant-id-" + "x" * 300, "t1"]  # the long one's folder is a digest
+    for tenant in tenants:
+        put_checkpoints(url, tenant, "a", 4)
+    store = open_store(LANGGRAPH_CHECKPOINTS, url)
+    try:
+        assert store.tenants() == tenants
+        assert prune_every_tenants_checkpoints(store, 2) == 2
+    finally:
+        store.close()
+    assert [checkpoint_steps(url, tenant, "a") for tenant in tenants] == [[3, 2], [3, 2]]
 
 
 def test_capture_days_older_than_the_limit_go_from_s3(s3_url: str) -> None:
@@ -151,3 +163,33 @@ def test_cache_entries_written_before_the_limit_go(tmp_path: Path) -> None:
     assert done == {"cacheEntries": 1}
     assert [e.run_id for e in store.entries("t1")] == ["run-new"]
     store.close()
+
+
+def test_large_snapshots_uploaded_before_the_limit_go(tmp_path: Path) -> None:
+    from runtrail.sessions.blobs import SnapshotBlobStore
+
+    blobs = SnapshotBlobStore((tmp_path / "blobs").as_uri())
+    old, new = (built_snapshot(5, session=name, payload=100_000) for name in ("old", "new"))
+    blobs.put(old)
+    blobs.put(new)
+    os.utime(tmp_path / "blobs" / blobs.key_of(old), (OLD_S, OLD_S))
+    url = (tmp_path / "blobs").as_uri()
+    assert prune({}, "--older-than", "30", "--session-blobs", url) == {"sessionBlobs": 1}
+    assert [o.key for o in blobs.objects()] == [blobs.key_of(new)]
+
+
+def test_large_snapshots_uploaded_before_the_limit_go_from_s3(s3_url: str) -> None:
+    from runtrail.privacy.retention import prune_session_blobs
+    from runtrail.sessions.blobs import SnapshotBlobStore
+
+    blobs = SnapshotBlobStore(s3_url)
+    old, held, new = (
+        built_snapshot(5, session=name, payload=100_000) for name in ("old", "held", "new")
+    )
+    blobs.put(old)
+    blobs.put(held)  # as old, but its session is in a service's memory: spared
+    cutoff = time.time() + 1.5  # S3 keeps whole seconds
+    time.sleep(3)
+    blobs.put(new)
+    assert prune_session_blobs(blobs, cutoff, spare=[("t1", "held")]) == 1
+    assert sorted(o.key for o in blobs.objects()) == sorted(map(blobs.key_of, (held, new)))

@@ -1,8 +1,10 @@
 """Retention applied by the services themselves, with ``RUNTRAIL_RETENTION_POLICY``, on a real
 broker: capture drops its old days, the sessions service its old snapshots (their pointers
-tombstoned on the sessions topic), the resume-cache service its old entries (tombstoned on the
-cache topic), through the same functions as ``runtrail prune``, each pass written to the prune
-log the explorer reads; what is younger stays."""
+tombstoned on the sessions topic) and their blobs, the content store's old objects and the
+LangGraph checkpoints beyond the latest N of every thread of every tenant, the resume-cache
+service its old entries (tombstoned on the cache topic), through the same functions as
+``runtrail prune``, each pass by age written to the prune log the explorer reads; what is
+younger stays."""
 
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ import pytest
 from confluent_kafka import KafkaException
 
 from runtrail.config import Settings
-from runtrail.persistence import SESSION_SNAPSHOTS, open_store
+from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS, open_store
 from runtrail.persistence.kinds import PRUNE_LOG
+from runtrail.privacy.reference import ERASED
+from runtrail.privacy.vault import ContentVault
 from runtrail.publisher import Publisher
-from tests.sessions_support import read_pointers
+from tests.sessions_support import checkpoint_steps, put_checkpoints, read_pointers
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -32,7 +36,10 @@ from tests.support import (
 
 PARTITIONS = 2
 OLD_MS = int((time.time() - 40 * 86_400) * 1000)
-POLICY = {name: {"olderThanDays": 30} for name in ("capture", "sessions", "resumeCache")}
+POLICY: dict[str, Any] = {
+    **{name: {"olderThanDays": 30} for name in ("capture", "sessions", "resumeCache", "content")},
+    "checkpoints": {"keepLatest": 2},
+}
 
 
 def run_events(run: str) -> list[tuple[str, dict[str, Any]]]:
@@ -69,6 +76,18 @@ def test_services_prune_what_their_policy_no_longer_keeps(
     old_day = state / "capture" / "t1" / "2020-01-01"
     old_day.mkdir(parents=True)
     (old_day / "records.jsonl").write_text("{}\n")
+    content_url, keys_url = (state / "content").as_uri(), (state / "keys").as_uri()
+    vault = ContentVault(
+        open_store(PROTECTED_CONTENT, content_url), open_store(DATA_KEYS, keys_url)
+    )
+    old_ref = vault.put("t1", "run-old", "old content")
+    new_ref = vault.put("t1", "run-new", "new content")
+    vault.content.sync()
+    old_segment = state / "content" / "t1" / old_ref.key_id / "objects.seg"
+    os.utime(old_segment, (OLD_MS / 1000, OLD_MS / 1000))
+    checkpoints_url = (state / "sessions").as_uri()  # the session store: the default
+    put_checkpoints(checkpoints_url, "t1", "thread-a", 4)
+    put_checkpoints(checkpoints_url, "t2", "thread-b", 3)
     env = {
         "RUNTRAIL_STATE_DIR": str(state),
         "RUNTRAIL_TENANT": "t1",
@@ -76,11 +95,14 @@ def test_services_prune_what_their_policy_no_longer_keeps(
         "RUNTRAIL_SESSIONS_TOPIC": sessions_topic,
         "RUNTRAIL_RETENTION_POLICY": json.dumps(POLICY),
         "RUNTRAIL_RETENTION_INTERVAL_S": "1",
+        "RUNTRAIL_CONTENT_STORE_URL": content_url,
+        "RUNTRAIL_KEY_STORE_URL": keys_url,
     }
     options = {
         "capture": {"idle_flush_s": "0.5"},
         "resume-cache": {"http_port": "0"},
-        "sessions": {"http_port": "0", "evict_after_s": "1"},  # spared while in memory
+        # spared while in memory; every snapshot uploaded as a blob
+        "sessions": {"http_port": "0", "evict_after_s": "1", "inline_limit_bytes": "0"},
     }
     services = [
         ServiceProcess(
@@ -131,6 +153,13 @@ def test_services_prune_what_their_policy_no_longer_keeps(
             what="the entries and pointers on the topics",
         )
         assert not old_day.exists()  # capture pruned its old day at start
+        # the sessions service pruned the content store and the checkpoints at start
+        assert vault.resolve("t1", old_ref) == ERASED
+        assert vault.resolve("t1", new_ref) == "new content"
+        assert checkpoint_steps(checkpoints_url, "t1", "thread-a") == [3, 2]
+        assert checkpoint_steps(checkpoints_url, "t2", "thread-b") == [2, 1]
+        blobs = state / "session-blobs" / "t1"
+        assert {p.name for p in blobs.iterdir()} == {"s-run-1", "s-run-2"}
 
         # age run-1's entry and session past the policy
         db = sqlite3.connect(state / "resume-cache.db", timeout=30)
@@ -138,7 +167,8 @@ def test_services_prune_what_their_policy_no_longer_keeps(
             db.execute("UPDATE rc_entries SET written_ms = ? WHERE run_id = 'run-1'", (OLD_MS,))
         db.close()
         [snapshot] = [p for p in (state / "sessions").rglob("s-run-1*") if p.is_file()]
-        os.utime(snapshot, (OLD_MS / 1000, OLD_MS / 1000))
+        for aged in (snapshot, *(blobs / "s-run-1").iterdir()):  # its blob was uploaded then
+            os.utime(aged, (OLD_MS / 1000, OLD_MS / 1000))
 
         wait_for(
             lambda: (
@@ -154,13 +184,17 @@ def test_services_prune_what_their_policy_no_longer_keeps(
         db.close()
         assert runs == {"run-2"}
         assert [s.session_id for s in sessions.list("t1")] == ["s-run-2"]
+        assert not list((blobs / "s-run-1").iterdir())
+        assert list((blobs / "s-run-2").iterdir())
         log = open_store(PRUNE_LOG, f"sqlite:///{state / 'prunes.db'}")
         try:  # each pass that deleted something is in the log the explorer reads
-            assert {f.store for f in log.facts("t1")} == {"capture", "sessions", "resumeCache"}
+            stores = {f.store for f in log.facts("t1")}
+            assert stores == {"capture", "sessions", "resumeCache", "content"}
         finally:
             log.close()
     finally:
         sessions.close()
+        vault.close()
         for service in services:
             service.terminate()
             service.close()

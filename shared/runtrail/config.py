@@ -210,8 +210,9 @@ class Settings(BaseSettings):
     retention_policy: dict[str, Any] = Field(
         default_factory=dict,
         description="How long each store keeps its data, applied by the service that owns it: "
-        '{"capture": {"olderThanDays": 30}, "sessions": …, "resumeCache": …} (a JSON object; '
-        "see docs/PRIVACY.md). Empty: nothing expires.",
+        '{"capture": {"olderThanDays": 30}, "sessions": …, "resumeCache": …, "content": …, '
+        '"checkpoints": {"keepLatest": 5}} (a JSON object; see docs/PRIVACY.md). Empty: '
+        "nothing expires.",
     )
     prune_log_url: str | None = Field(
         default=None,

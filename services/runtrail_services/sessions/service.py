@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
-from runtrail.privacy.retention import prune_sessions
+from runtrail.privacy.retention import prune_session_blobs, prune_sessions
 from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import transient_store_errors
@@ -59,6 +59,7 @@ from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail_services.sessions.http_api import SessionsApi
 from runtrail_services.sessions.metrics import SessionsMetrics
 from runtrail_services.sessions.pointers import PointerPublisher
+from runtrail_services.sessions.retention import owned_timers
 from runtrail_services.sessions.settings import SessionsSettings
 from runtrail_services.sessions.tracking import SavePolicy, Tracked
 
@@ -113,7 +114,12 @@ class SessionsService(Service):
             self.pointers = PointerPublisher(
                 context.settings, blobs=blobs, inline_limit=self.settings.inline_limit_bytes
             )
-        self.retention = retention_timer(context.settings, "sessions", self._prune)
+        checkpoints_url = self.settings.resolved_checkpoints_url(state_dir)
+        own = retention_timer(context.settings, "sessions", self._prune)
+        #: the snapshots' timer, then the content store's and the checkpoints'
+        self.retention = [
+            t for t in (own, *owned_timers(context.settings, checkpoints_url)) if t is not None
+        ]
         self.api: SessionsApi | None = None
         if self.settings.http_enabled:
             self.api = SessionsApi(
@@ -361,9 +367,9 @@ class SessionsService(Service):
 
     def tick(self, now_ms: int) -> None:
         """Save sessions quiet with unsaved events; forget saved ones quiet for long; apply
-        the retention policy when due."""
-        if self.retention is not None:
-            self.retention.tick(now_ms)
+        the retention policy when due (snapshots, content store, checkpoints)."""
+        for timer in self.retention:
+            timer.tick(now_ms)
         if now_ms < self._next_scan_ms:
             return
         self._next_scan_ms = now_ms + SCAN_INTERVAL_MS
@@ -378,12 +384,18 @@ class SessionsService(Service):
         self._update_gauges()
 
     def _prune(self, cutoff_s: float) -> int:
-        """Snapshots not updated since ``cutoff_s``, their pointers first; those held in
-        memory are spared (their next save expects the stored snapshot)."""
+        """Snapshots not updated since ``cutoff_s``, their pointers first, then the large
+        snapshots' blobs uploaded before it; those of sessions held in memory are spared
+        (their next save expects the stored snapshot, their pointer names the blob)."""
         forget = self.pointers.forget if self.pointers is not None else None
-        return prune_sessions(
+        deleted = prune_sessions(
             self.store, cutoff_s, forget=forget, spare=self._sessions.__contains__
         )
+        if self.pointers is not None and self.pointers.blobs is not None:
+            deleted += prune_session_blobs(
+                self.pointers.blobs, cutoff_s, spare=list(self._sessions)
+            )
+        return deleted
 
     # --- membership and shutdown --------------------------------------------------------------
     def on_revoked(self, partitions: Sequence[Partition]) -> None:

@@ -70,6 +70,11 @@ class SessionsSettings(ServiceSettings, service="sessions"):
         description="Object storage for large snapshots: s3://bucket/prefix?… or file:///dir "
         "(default: file://<RUNTRAIL_STATE_DIR>/session-blobs).",
     )
+    checkpoints_url: str | None = Field(
+        default=None,
+        description="The LangGraph checkpoint store whose threads the retention policy's "
+        "checkpoints entry prunes (default: the session store).",
+    )
     publish_pointers: bool = Field(
         default=True,
         description="Publish the latest snapshot of each session to the sessions topic.",
@@ -106,3 +111,6 @@ class SessionsSettings(ServiceSettings, service="sessions"):
 
     def resolved_blob_url(self, state_dir: Path) -> str:
         return self.blob_url or default_blob_url(state_dir)
+
+    def resolved_checkpoints_url(self, state_dir: Path) -> str:
+        return self.checkpoints_url or self.resolved_store_url(state_dir)

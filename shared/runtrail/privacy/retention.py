@@ -3,7 +3,7 @@
 Why here, one function per store: each store keeps its own shape of "old" (objects with a
 modification time, session snapshots with ``updatedAt``, capture records in day folders or
 day prefixes, resume-cache entries with the time they were written, LangGraph checkpoints
-ordered by their IDs), and ``runtrail prune`` and the services
+ordered by their IDs, large session snapshots' blobs with the time they were uploaded), and ``runtrail prune`` and the services
 (:mod:`runtrail.privacy.retention_policy`) apply whichever are configured through these same
 functions. Pruning deletes whole units only (an object, a snapshot, a day of records, an entry,
 a checkpoint with its writes), never part of an event, so the audit chain of what remains
@@ -16,27 +16,62 @@ and the next pass tries again.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from runtrail.privacy.content_store import ContentStore
+from runtrail.privacy.content_store import StoredObject
 
 if TYPE_CHECKING:
     from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
     from runtrail.resume.store import CacheStore, StoredEntryKey
+    from runtrail.sessions.blobs import SnapshotBlobStore
+    from runtrail.sessions.checkpoints import CheckpointBackend
     from runtrail.sessions.store import AgentSessionStore
 
 #: Writes the topic tombstones of what is about to be deleted (tenant + ID, or an entry key).
 Forget = Callable[[Sequence[Any]], None]
 
 
-def prune_content(store: ContentStore, cutoff_s: float, prefix: str = "") -> int:
-    """Delete sealed objects last written before ``cutoff_s`` (epoch seconds); how many."""
+class ObjectsWithAge(Protocol):
+    """A store of objects that each have a write time: the content store, the snapshot blobs."""
+
+    def objects(self, prefix: str = "") -> Iterator[StoredObject]: ...
+
+    def delete_many(self, keys: Iterable[str]) -> int: ...
+
+
+def prune_content(
+    store: ObjectsWithAge, cutoff_s: float, prefix: str = "", keep: Sequence[str] = ()
+) -> int:
+    """Delete objects last written before ``cutoff_s`` (epoch seconds), except those under a
+    prefix in ``keep``; how many."""
+    kept = tuple(keep)
     return store.delete_many(
-        [found.key for found in store.objects(prefix) if found.modified_s < cutoff_s]
+        [
+            found.key
+            for found in store.objects(prefix)
+            if found.modified_s < cutoff_s and not found.key.startswith(kept)
+        ]
     )
+
+
+def prune_session_blobs(
+    blobs: SnapshotBlobStore,
+    cutoff_s: float,
+    tenant: str | None = None,
+    spare: Collection[tuple[str, str]] = (),
+) -> int:
+    """Delete large snapshots' blobs uploaded before ``cutoff_s``; how many. A blob is
+    uploaded once its snapshot is saved, so an older one belongs to a snapshot saved before
+    the cutoff: one :func:`prune_sessions` deletes by the same cutoff, or one a later save
+    replaced. ``spare``: ``(tenant, session)`` whose blobs stay (as in :func:`prune_sessions`)."""
+    from runtrail.sessions.blobs import session_prefix
+    from runtrail.sessions.naming import segment
+
+    keep = [session_prefix(t, s) for t, s in spare]
+    return prune_content(blobs, cutoff_s, f"{segment(tenant)}/" if tenant else "", keep)
 
 
 def prune_sessions(
@@ -115,6 +150,17 @@ def prune_checkpoints(saver: RuntrailCheckpointSaver, keep: int) -> int:
     threads = saver.backend.threads(saver.tenant_id)
     saver.prune(threads, keep=keep)
     return len(threads)
+
+
+def prune_every_tenants_checkpoints(backend: CheckpointBackend, keep: int) -> int:
+    """:func:`prune_checkpoints` for every tenant of the store (a service spans them all);
+    how many threads were pruned."""
+    from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
+
+    return sum(
+        prune_checkpoints(RuntrailCheckpointSaver(backend, tenant_id=tenant), keep)
+        for tenant in backend.tenants()
+    )
 
 
 def _object_keys(store: Any) -> Iterable[str]:

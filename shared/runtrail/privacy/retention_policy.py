@@ -20,8 +20,10 @@ from runtrail.privacy.prune_log import record_prune
 log = logging.getLogger(__name__)
 
 DAY_S = 86_400
-#: the stores a service prunes, as named in the policy
-STORES = ("capture", "sessions", "resumeCache")
+#: the stores a service prunes by age, as named in the policy
+STORES = ("capture", "sessions", "resumeCache", "content")
+#: the store kept by count, the latest N checkpoints of every thread: ``{"keepLatest": N}``
+CHECKPOINTS = "checkpoints"
 
 #: Prunes one store: given the cutoff (epoch seconds), how many units it deleted.
 Prune = Callable[[float], int]
@@ -40,6 +42,19 @@ def older_than_days(policy: Mapping[str, Any], store: str) -> float | None:
     if days <= 0:
         raise ValueError(f"retention policy of {store}: olderThanDays must be positive")
     return days
+
+
+def keep_latest_checkpoints(policy: Mapping[str, Any]) -> int | None:
+    """How many checkpoints of each thread the policy keeps; None when it keeps them all."""
+    entry = policy.get(CHECKPOINTS)
+    if entry is None:
+        return None
+    if not isinstance(entry, Mapping) or "keepLatest" not in entry:
+        raise ValueError(f"retention policy of {CHECKPOINTS}: expected {{'keepLatest': N}}")
+    keep = int(entry["keepLatest"])
+    if keep < 1:
+        raise ValueError(f"retention policy of {CHECKPOINTS}: keepLatest must be at least 1")
+    return keep
 
 
 class RetentionTimer:
@@ -82,10 +97,9 @@ class RetentionTimer:
         self.deleted += deleted
         if deleted:
             log.info(
-                "retention: %d of %s older than %g days deleted in %.2fs",
-                deleted,
+                "retention of %s: %d pruned in %.2fs",
                 self.store,
-                self.days,
+                deleted,
                 time.monotonic() - started,
             )
 
@@ -105,3 +119,19 @@ def retention_timer(settings: Settings, store: str, prune: Prune) -> RetentionTi
         prune,
         lambda name, cutoff_s, deleted: record_prune(settings, name, cutoff_s, deleted),
     )
+
+
+def checkpoints_timer(settings: Settings, prune: Callable[[int], int]) -> RetentionTimer | None:
+    """The timer keeping the latest N checkpoints of every thread, ``prune(N)`` (how many
+    threads it pruned); None when the policy keeps them all. A pass deletes by count, not
+    age, so it is not written to the prune log (whose rows say "older than a cutoff")."""
+    keep = keep_latest_checkpoints(settings.retention_policy)
+    if keep is None:
+        return None
+    log.info(
+        "retention: %s keeps the latest %d of each thread, applied every %gs",
+        CHECKPOINTS,
+        keep,
+        settings.retention_interval_s,
+    )
+    return RetentionTimer(CHECKPOINTS, 0, settings.retention_interval_s, lambda _: prune(keep))

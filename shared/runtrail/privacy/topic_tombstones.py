@@ -82,10 +82,14 @@ def tombstone_cache(settings: Settings, scope: ErasedScope) -> int:
     return write_tombstones(settings, topic, cache_keys(latest_records(settings, topic), scope))
 
 
-def tombstone_sessions(settings: Settings, scope: ErasedScope) -> int:
-    """Tombstone the scope's session pointers on the sessions topic; how many."""
+def tombstone_sessions(settings: Settings, scope: ErasedScope) -> list[str]:
+    """Tombstone the scope's session pointers on the sessions topic; the sessions they named
+    (whose large snapshots' blobs the erasure deletes next)."""
     topic = settings.sessions_topic
-    return write_tombstones(settings, topic, session_keys(latest_records(settings, topic), scope))
+    records = latest_records(settings, topic)
+    found = session_keys(records, scope)
+    write_tombstones(settings, topic, found)
+    return [str(_json(records[key].value or b"{}")["sessionId"]) for key in found]
 
 
 def write_tombstones(settings: Settings, topic: str, keys: Mapping[bytes, int | None]) -> int:

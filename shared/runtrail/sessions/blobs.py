@@ -7,11 +7,15 @@ digest, so uploading the same snapshot again (after a crash) rewrites the same o
 reader checks the digest of what it fetched. Any obstore URL works: ``s3://bucket/prefix?…``
 (options in the query, as for the capture sink), or ``file:///dir``. A ``file://`` folder (the
 default) is written directly (atomic 0600 files), so the sessions service needs obstore (the
-``s3`` extra) only for an object store.
+``s3`` extra) only for an object store. A session's blobs share the prefix ``<tenant>/<session>/``,
+so erasing a session deletes one prefix; retention deletes the blobs older than its limit
+(:mod:`runtrail.privacy.retention`).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +24,7 @@ from runtrail.extras import require
 from runtrail.files import private_dir, write_atomic
 from runtrail.persistence.url_options import split_options
 from runtrail.persistence.urls import file_path
+from runtrail.privacy.content_store import StoredObject
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import segment
 from runtrail.sessions.snapshot import DIGEST_PREFIX, AgentSessionSnapshot, parse_snapshot
@@ -60,7 +65,54 @@ class SnapshotBlobStore:
 
     def key_of(self, snapshot: AgentSessionSnapshot) -> str:
         digest = snapshot.digest.removeprefix(DIGEST_PREFIX)
-        return f"{segment(snapshot.tenant_id)}/{segment(snapshot.session_id)}/{digest}.json"
+        return f"{session_prefix(snapshot.tenant_id, snapshot.session_id)}{digest}.json"
+
+    def objects(self, prefix: str = "") -> Iterator[StoredObject]:
+        """Every blob under ``prefix`` (a key prefix ending in ``/``), with its write time."""
+        if self._root is None:
+            import obstore
+
+            for page in obstore.list(self._store, prefix=prefix or None):
+                for meta in page:
+                    modified = meta["last_modified"].timestamp()
+                    yield StoredObject(str(meta["path"]), int(meta["size"]), modified)
+            return
+        folder = self._root / prefix
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.rglob("*.json")):
+            if path.is_file() and not path.name.startswith("."):  # not a writer's temporary
+                stat = path.stat()
+                key = path.relative_to(self._root).as_posix()
+                yield StoredObject(key, stat.st_size, stat.st_mtime)
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete these blobs (absent ones are ignored); how many were there."""
+        doomed = list(keys)
+        if self._root is None:
+            import obstore
+
+            for start in range(0, len(doomed), 1000):
+                obstore.delete(self._store, doomed[start : start + 1000])
+            return len(doomed)
+        count = 0
+        for key in doomed:
+            try:
+                (self._root / key).unlink()
+                count += 1
+            except FileNotFoundError:
+                pass
+        return count
+
+    def delete_session(self, tenant: str, session: str) -> int:
+        """Delete every blob of one session (an erasure); how many. An emptied folder goes
+        too: its name is the session's ID."""
+        prefix = session_prefix(tenant, session)
+        count = self.delete_many(o.key for o in self.objects(prefix))
+        if self._root is not None:
+            with contextlib.suppress(OSError):  # not there, or a save put a blob meanwhile
+                (self._root / prefix).rmdir()
+        return count
 
     def put(self, snapshot: AgentSessionSnapshot, data: bytes | None = None) -> str:
         """Upload the snapshot (its stored bytes); returns its reference (a URL)."""
@@ -84,3 +136,8 @@ class SnapshotBlobStore:
         if snapshot.digest != digest:
             raise CorruptSnapshot(reference, f"is {snapshot.digest}, the reference says {digest}")
         return snapshot
+
+
+def session_prefix(tenant: str, session: str) -> str:
+    """The key prefix of one session's blobs."""
+    return f"{segment(tenant)}/{segment(session)}/"

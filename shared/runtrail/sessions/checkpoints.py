@@ -179,6 +179,10 @@ class CheckpointBackend(ClosableStore):
         """The thread IDs of a tenant that hold records."""
 
     @abstractmethod
+    def tenants(self) -> list[str]:
+        """The tenants that hold records (a service's retention spans them all)."""
+
+    @abstractmethod
     def locate(self, key: Key) -> str:
         """Where the record of ``key`` is stored (a path, a row): what ``get``/``scan`` name."""
 

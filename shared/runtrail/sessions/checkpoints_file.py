@@ -199,6 +199,19 @@ class FileCheckpointBackend(CheckpointBackend):
                     break
         return sorted(ids)
 
+    def tenants(self) -> list[str]:
+        """Tenant IDs from folder names; a long ID (a digest segment) from one of its records."""
+        ids: set[str] = set()
+        for folder in _visible(self.base):
+            if not is_hashed(folder.name):
+                ids.add(from_segment(folder.name))
+                continue
+            for path in sorted(folder.rglob("*" + SUFFIX)):
+                if not path.name.startswith("."):
+                    ids.add(open_record(path.read_bytes(), str(path))[0][0])
+                    break
+        return sorted(ids)
+
 
 def _visible(folder: Path) -> list[Path]:
     """The entries of ``folder`` that are not hidden (temporary files, locks), sorted."""

@@ -67,6 +67,7 @@ WHERE tenant_id = %s AND thread_id = %s AND kind = %s AND ns = %s
   AND (k1, k2, k3) IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
 """
 _THREADS = f"SELECT DISTINCT thread_id FROM {TABLE} WHERE tenant_id = %s AND kind = 'checkpoint'"
+_TENANTS = f"SELECT DISTINCT tenant_id FROM {TABLE} WHERE kind = 'checkpoint'"
 
 
 class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
@@ -162,6 +163,9 @@ class PostgresCheckpointBackend(PostgresBacked, CheckpointBackend):
     def threads(self, tenant: str) -> list[str]:
         rows = self._db.rows(_THREADS, (tenant,))
         return sorted(str(r[0]) for r in rows)
+
+    def tenants(self) -> list[str]:
+        return sorted(str(r[0]) for r in self._db.rows(_TENANTS, ()))
 
 
 def _digest(data: bytes) -> str:

@@ -4,7 +4,8 @@
 sealed objects from the content store, deletes the derived plaintext copies named with
 ``--session`` (session snapshots) and ``--thread`` (LangGraph checkpoints), writes tombstones
 over the run's records on the compacted resume-cache and sessions topics (unless
-``--no-topics``: no broker to reach), then appends a
+``--no-topics``: no broker to reach), deletes the large snapshots' blobs of the sessions named
+or tombstoned (``--session-blobs``, default the sessions service's), then appends a
 ``run.content_erased`` event to the run (signed with the audit key when one exists). With
 ``--subject S`` the subject is a configured data subject (an end user); ``--record-run`` names
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
     )
     erase.add_argument(
         "--sessions-store", metavar="URL", help="the session store (default: the service's)"
+    )
+    erase.add_argument(
+        "--session-blobs", metavar="URL", help="the large snapshots' store (default: the service's)"
     )
     erase.add_argument("--checkpoints-store", metavar="URL", help="the LangGraph checkpoint store")
     erase.add_argument("--no-event", action="store_true", help="record nothing in the history")
@@ -123,13 +127,20 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
                 backend.close()
 
         copies["checkpoints"] = checkpoints
+    #: the sessions named, then those whose pointers the sessions topic step tombstones
+    erased_sessions = set(args.session)
     if not args.no_topics:
-        copies.update(_topic_copies(args, settings))
+        copies.update(_topic_copies(args, settings, erased_sessions))
+    if erased_sessions or not args.no_topics:
+        copies["sessionBlobs"] = lambda _key_id: _delete_blobs(args, settings, erased_sessions)
     return copies
 
 
-def _topic_copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    """Tombstones over the scope's records on the compacted topics that copy run data."""
+def _topic_copies(
+    args: argparse.Namespace, settings: Any, erased_sessions: set[str]
+) -> dict[str, Any]:
+    """Tombstones over the scope's records on the compacted topics that copy run data; the
+    sessions whose pointers were tombstoned join ``erased_sessions``."""
     from runtrail.privacy.topic_tombstones import (
         ErasedScope,
         tombstone_cache,
@@ -141,10 +152,27 @@ def _topic_copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     def scope(key_id: str | None) -> ErasedScope:
         return ErasedScope(args.tenant, runs=runs, sessions=args.session, key_id=key_id)
 
+    def sessions_topic(key_id: str | None) -> int:
+        found = tombstone_sessions(settings, scope(key_id))
+        erased_sessions.update(found)
+        return len(found)
+
     return {
         "cacheTopic": lambda key_id: tombstone_cache(settings, scope(key_id)),
-        "sessionsTopic": lambda key_id: tombstone_sessions(settings, scope(key_id)),
+        "sessionsTopic": sessions_topic,
     }
+
+
+def _delete_blobs(args: argparse.Namespace, settings: Any, sessions: set[str]) -> int:
+    """Delete every large snapshot's blob of these sessions (their pointers are gone)."""
+    if not sessions:
+        return 0
+    from runtrail.sessions.blobs import SnapshotBlobStore
+    from runtrail_services.sessions.settings import SessionsSettings
+
+    url = args.session_blobs or SessionsSettings().resolved_blob_url(settings.state_dir)
+    blobs = SnapshotBlobStore(url)
+    return sum(blobs.delete_session(args.tenant, s) for s in sorted(sessions))
 
 
 def _signer(settings: Any) -> Any:

@@ -2,7 +2,8 @@
 
 ``--older-than DAYS`` prunes, in each store given, what is older: ``--content`` (the configured
 content store: sealed objects; their references then read as erased), ``--sessions-store URL``
-(session snapshots not updated since), ``--cache-store URL`` (resume-cache entries written
+(session snapshots not updated since), ``--session-blobs URL`` (large snapshots' blobs
+uploaded before), ``--cache-store URL`` (resume-cache entries written
 before), ``--capture-sink URL`` (whole days of capture records, ``file://`` or an object
 store). Session pointers and cache entries are tombstoned on their compacted topics first,
 unless ``--no-topics`` (no broker). ``--keep-checkpoints N --checkpoints-store URL --tenant T``
@@ -30,6 +31,7 @@ DAY_S = 86_400
 PRUNE_LOG_NAMES = {
     "content": "content",
     "sessions": "sessions",
+    "sessionBlobs": "sessions",
     "cacheEntries": "resumeCache",
     "capture": "capture",
 }
@@ -44,6 +46,9 @@ def register(subparsers: Any) -> None:
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="age limit, in days")
     prune.add_argument("--content", action="store_true", help="prune the content store")
     prune.add_argument("--sessions-store", metavar="URL", help="prune this session store")
+    prune.add_argument(
+        "--session-blobs", metavar="URL", help="prune this store of large session snapshots"
+    )
     prune.add_argument("--cache-store", metavar="URL", help="prune this resume-cache store")
     prune.add_argument("--capture-sink", metavar="URL", help="prune this capture sink")
     prune.add_argument("--checkpoints-store", metavar="URL", help="LangGraph checkpoint store")
@@ -64,10 +69,17 @@ def run_prune(args: argparse.Namespace) -> int:
     from runtrail.privacy.protect import vault_from_settings
     from runtrail.privacy.prune_log import record_prune
 
-    aged = args.content or args.sessions_store or args.cache_store or args.capture_sink
+    aged = (
+        args.content
+        or args.sessions_store
+        or args.session_blobs
+        or args.cache_store
+        or args.capture_sink
+    )
     if aged and args.older_than is None:
         return _fail(
-            "--content, --sessions-store, --cache-store and --capture-sink need --older-than DAYS"
+            "--content, --sessions-store, --session-blobs, --cache-store and --capture-sink "
+            "need --older-than DAYS"
         )
     if (args.keep_checkpoints is None) != (args.checkpoints_store is None):
         return _fail("--keep-checkpoints and --checkpoints-store go together")
@@ -91,6 +103,11 @@ def run_prune(args: argparse.Namespace) -> int:
             done["sessions"] = retention.prune_sessions(store, cutoff, args.tenant, forget)
         finally:
             store.close()
+    if args.session_blobs:
+        from runtrail.sessions.blobs import SnapshotBlobStore
+
+        blobs = SnapshotBlobStore(args.session_blobs)
+        done["sessionBlobs"] = retention.prune_session_blobs(blobs, cutoff, args.tenant)
     if args.cache_store:
         cache = open_store(RESUME_ENTRIES, args.cache_store)
         try:
@@ -118,7 +135,7 @@ def run_prune(args: argparse.Namespace) -> int:
             done["checkpointThreads"] = retention.prune_checkpoints(saver, args.keep_checkpoints)
     for name, logged_as in PRUNE_LOG_NAMES.items():
         if name in done:
-            scoped = args.tenant if name == "sessions" else None  # the others span tenants
+            scoped = args.tenant if logged_as == "sessions" else None  # the others span tenants
             record_prune(settings, logged_as, cutoff, done[name], scoped)
     sys.stdout.write(orjson.dumps(done).decode() + "\n")
     return EXIT_OK
