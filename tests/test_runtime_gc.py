@@ -72,3 +72,31 @@ def test_a_cycle_surviving_one_flush_is_collected_by_an_older_one() -> None:
         for _ in range(gc.get_threshold()[1] + 1):
             paced.after_flush()
         assert gone() is None
+
+
+# --- a service that keeps its state (Service.keeps_state) -------------------------------------
+
+
+def test_kept_state_is_frozen_at_each_flush_not_traversed() -> None:
+    with service_gc(freeze_survivors=True) as paced, _collections() as seen:
+        state = [[index] for index in range(1_000)]  # what the service keeps
+        frozen = gc.get_freeze_count()
+        paced.after_flush()
+        assert seen == []  # nothing traversed at an ordinary flush
+        assert gc.get_freeze_count() >= frozen + len(state)
+        assert gc.get_count()[0] < len(state)  # out of the young generation
+
+
+def test_a_cycle_dropped_is_freed_by_the_full_collection_at_the_older_cadence() -> None:
+    previous = gc.get_threshold()
+    with service_gc(freeze_survivors=True) as paced, _collections() as seen:
+        node = _Node()
+        gone = weakref.ref(node)
+        paced.after_flush()  # alive at this flush: frozen with the state
+        del node
+        for _ in range(previous[1] * previous[2] - 2):
+            paced.after_flush()
+        assert gone() is not None  # frozen: no collection has seen it yet
+        paced.after_flush()  # the full collection's turn
+        assert gone() is None
+        assert seen == [2]

@@ -90,6 +90,7 @@ class SessionsService(Service):
     #: each batch's saves are made durable together (one fsync per folder): smaller
     #: batches mean more of those, and 250 halved its rate
     batch_size = 2000
+    keeps_state = True  # every session's event log, until it is evicted
     default_port = 9430
 
     def __init__(self, context: ServiceContext) -> None:

@@ -650,7 +650,7 @@ class ServiceRunner:
         )
         status = 0
         try:
-            with service_gc() as self._gc:
+            with service_gc(freeze_survivors=self.service.keeps_state) as self._gc:
                 while not self._stop.is_set():
                     self._turn()
                     self.health.beat()

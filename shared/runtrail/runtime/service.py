@@ -104,6 +104,11 @@ class Service(ABC):
     #: ran at about half the rate it has at 250 (docs/PERFORMANCE.md). Per-batch
     #: work stays per batch; a service whose batch pays for I/O (an fsync) sets a larger one.
     batch_size: ClassVar[int] = 250
+    #: Whether the service keeps what it processes in memory long after its flush (the
+    #: sessions service holds each session's event log): the runtime then freezes what
+    #: survives each flush out of the cyclic GC's routine collections
+    #: (:mod:`runtrail.runtime.gc_tuning`), which otherwise traverse that state again and again.
+    keeps_state: ClassVar[bool] = False
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
