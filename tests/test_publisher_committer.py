@@ -1,12 +1,16 @@
 """The spool committer without Kafka: a batch is written whole, the cursor moves up to the
 ledger's first unsettled event and no further, and a stored cursor survives a reopen; a
-resumed run is numbered after what the spool holds."""
+batch the broker acknowledged whole before its commit skips the fsync, but is synced before a
+cursor refers past it; a resumed run is numbered after what the spool holds."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from runtrail.publisher.committer import SpoolCommitter
 from runtrail.publisher.ledger import Ledger
@@ -117,3 +121,34 @@ def test_a_failed_write_keeps_the_batch_for_the_next_commit(tmp_path: Path) -> N
     assert committer.wait_durable(accepted, timeout=0)
     assert [e.record for e in wal.read(wal.cursor, 10)] == [record(0), record(1)]
     wal.close()
+
+
+def test_an_acknowledged_batch_skips_the_fsync_until_a_cursor_refers_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wal, ledger, committer, lock = committer_on(tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if not path.is_dir():  # a new segment's folder entry is synced as before
+            synced.append(path.suffix)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    for n in range(2):  # acknowledged before the commit: the broker holds them
+        ledger.settle(accept(ledger, committer, lock, n))
+    committer.commit()
+    assert wal.end.index == 2 and synced == []
+    accept(ledger, committer, lock, 2)  # not acknowledged: only the disk holds it
+    committer.commit()
+    assert synced == [".seg"]
+    ledger.settle(2)
+    ledger.settle(accept(ledger, committer, lock, 3))
+    committer.commit(store=True)  # the cursor moves past the unsynced batch: synced first
+    assert synced == [".seg", ".seg", ".tmp"]
+    wal.close()
+    reopened = Wal.open_for(tmp_path, "acme", "events")
+    assert reopened.cursor.index == reopened.end.index == 4
+    reopened.close()

@@ -113,8 +113,8 @@ class Drain:
         self.draining = wal.depth > 0
         self._probe_first = self.draining
         self._progress = (ledger.first_unsettled, time.monotonic())
-        #: set when the thread has work: an event handed to librdkafka with none in flight
-        #: before, draining entered, or close
+        #: set when the thread has work: events still in flight at a group commit (see
+        #: :meth:`serve_reports`), draining entered, or close
         self._to_poll = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"runtrail-publisher[{topic}]", daemon=True
@@ -195,8 +195,6 @@ class Drain:
         if not self.draining:
             try:
                 if self._produce_with_backpressure(record):
-                    if not self._inflight:
-                        self._to_poll.set()
                     self._inflight.add(index, record.key, record.value)
                 else:
                     self._enter_draining("the local producer queue stays full")
@@ -210,6 +208,17 @@ class Drain:
         if self.draining:
             self._metrics.count("spooled")
         self._ledger.take()
+
+    def serve_reports(self) -> None:
+        """Serve the delivery reports that came, and wake the thread for the events still in
+        flight. The spool committer calls it at each group commit, before it takes its batch:
+        at an agent's pace an event's acknowledgement usually comes within ``linger.ms``, so it
+        is served here, its batch needs no fsync, and this thread is never woken for it (one
+        thread woken per event, not two)."""
+        self._sender.poll(0)
+        with self._lock:
+            if self._inflight:
+                self._to_poll.set()
 
     def _produce_with_backpressure(self, record: SpoolRecord) -> bool:
         """A full local queue means the broker is slower than the agent, not gone: wait up to
@@ -293,10 +302,10 @@ class Drain:
                         self._inflight or self.draining or self._purge_wanted or self._sender.fatal
                     )
                     if idle:
-                        self._to_poll.clear()  # under the lock: route sets it after
+                        self._to_poll.clear()  # under the lock: serve_reports sets it after
                 if idle:
-                    # nothing can report: no wake-ups until an event is produced (errors the
-                    # client raised meanwhile are served within the second)
+                    # nothing waits for a report: no wake-ups until a group commit leaves events
+                    # in flight (reports and client errors are served within the second anyway)
                     self._to_poll.wait(1.0)
                 self._sender.poll(0.05)
                 if self._purge_wanted:

@@ -125,6 +125,7 @@ class Publisher:
             settings.spool_commit_ms,
             f"runtrail-spool[{self._topic}]",
             sync_content=self._protect.sync if isinstance(self._protect, Durable) else None,
+            serve_reports=self._drain.serve_reports,
         )
         self._metrics.set_spool_depth(self._wal.depth)
         if self._drain.draining:

@@ -156,6 +156,8 @@ class Wal:
         self._cursor = self._load_cursor()
         self._marks: deque[WalPos] = deque([self._cursor])
         self._stored_cursor = self._cursor
+        #: written without an fsync: a batch every record of which the broker holds already
+        self._unsynced = False
         self.unreadable = 0
 
     @classmethod
@@ -194,7 +196,10 @@ class Wal:
 
     # --- writing (the group commit) ------------------------------------------------------
     def append(self, records: Sequence[SpoolRecord], sync: bool = True) -> None:
-        """Write ``records`` in one call and fsync them: one group commit."""
+        """Write ``records`` in one call and fsync them: one group commit. ``sync`` False
+        (records the broker acknowledged already, which need no disk to survive) skips the
+        fsync; the next synced batch, cursor store or new segment makes them durable too, so
+        a stored cursor never points past what is on disk."""
         if not records:
             return
         data = b"".join(encode(r) for r in records)
@@ -212,6 +217,7 @@ class Wal:
             except OSError:
                 os.ftruncate(self._fd, end.offset)  # never leave half a batch behind
                 raise
+            self._unsynced = not sync
             self._end = WalPos(end.index + len(records), end.segment, end.offset + len(data))
             self._marks.append(self._end)
 
@@ -309,6 +315,7 @@ class Wal:
                 self._start_segment(end.index)
                 cursor = self._cursor = self._end
                 self._marks = deque([cursor])
+            self._sync_written()
             self._write_cursor(cursor)
             self._stored_cursor = cursor
             spent = [s for s in self._segments if s < cursor.segment]
@@ -331,8 +338,15 @@ class Wal:
             self._lock_fd = -1
 
     # --- internals (the caller holds the lock where state changes) ------------------------
+    def _sync_written(self) -> None:
+        """fsync what :meth:`append` wrote without one (before anything refers past it)."""
+        if self._unsynced and self._fd >= 0:
+            os.fsync(self._fd)
+        self._unsynced = False
+
     def _start_segment(self, first: int) -> None:
         if self._fd >= 0:
+            self._sync_written()
             os.close(self._fd)
         path = self.folder / _segment_name(first)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
