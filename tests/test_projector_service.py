@@ -105,6 +105,8 @@ def _fixture_runs() -> list[list[Form]]:
             events = forms(r)
         sequence = str(len(events) + 1)  # contiguous: a hole would halt the run
         fixed = {**fixture, "runId": run_id, "eventId": f"{run_id}/fixture", "sequence": sequence}
+        if "afterSequence" in fixture["data"]:  # a resume names an event before it in this run
+            fixed["data"] = {**fixture["data"], "afterSequence": len(events)}
         out.append([*events, fixed])
     return out
 

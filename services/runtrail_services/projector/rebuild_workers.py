@@ -441,65 +441,67 @@ def rebuild_in_workers(
     started = time.monotonic()
     caller = _Caller(processes, messages, total, started, on_progress, progress_interval_s)
     reader: BoundedTopicReader | None = None
-    try:
-        for proc in processes[1:]:
-            job = _Job(
-                index=proc.index,
-                settings=settings,
-                first=plan.reserved[proc.index - 1],
-                shared=shared,
-                into_url=plan.into_url,
-                snapshots_url=plan.snapshots_url,
-                options=options,
+    # installed before the workers spawn: a Ctrl-C then is never lost in their start-up
+    with _interrupt_at_ticks(caller):
+        try:
+            for proc in processes[1:]:
+                job = _Job(
+                    index=proc.index,
+                    settings=settings,
+                    first=plan.reserved[proc.index - 1],
+                    shared=shared,
+                    into_url=plan.into_url,
+                    snapshots_url=plan.snapshots_url,
+                    options=options,
+                    write_every=write_every,
+                    parent=os.getpid(),
+                )
+                proc.process = context.Process(
+                    target=_work,
+                    args=(job, messages, counter),
+                    name=f"runtrail-replay-{proc.index}",
+                    daemon=True,
+                )
+                proc.process.start()
+            # made once the workers start theirs (each takes a fifth of a second or more)
+            codec = EventCodec(settings.extra_schema_dirs)
+            reader = BoundedTopicReader(
+                settings, settings.events_topic, ranges=[], config=READER_CONFIG
+            )
+            share = _Share(
+                0,
+                reader,
+                codec,
+                into,
+                snapshots,
+                options,
                 write_every=write_every,
-                parent=os.getpid(),
+                tick_s=_TICK_S,
+                send=caller.take,
+                tick=caller.tick,
             )
-            proc.process = context.Process(
-                target=_work,
-                args=(job, messages, counter),
-                name=f"runtrail-replay-{proc.index}",
-                daemon=True,
-            )
-            proc.process.start()
-        # made once the workers start theirs (each takes a fifth of a second or more)
-        codec = EventCodec(settings.extra_schema_dirs)
-        reader = BoundedTopicReader(
-            settings, settings.events_topic, ranges=[], config=READER_CONFIG
-        )
-        share = _Share(
-            0,
-            reader,
-            codec,
-            into,
-            snapshots,
-            options,
-            write_every=write_every,
-            tick_s=_TICK_S,
-            send=caller.take,
-            tick=caller.tick,
-        )
 
-        def take() -> PartitionRange | None:
-            task = _take(counter, shared)
-            if task is not None:
-                processes[0].ranges.append(task)
-            return task
+            def take() -> PartitionRange | None:
+                task = _take(counter, shared)
+                if task is not None:
+                    processes[0].ranges.append(task)
+                return task
 
-        with _interrupt_at_ticks(caller):
             try:
                 share.run(take)
             except Exception:
                 caller.drain(0.3)  # a conflict in the store: was it a run met by two processes?
                 raise
             caller.wait()
-        finished = time.monotonic()  # everything is written (closing is not timed, as in process)
-        _stop(processes, grace_s=5.0)  # each sent its summary: let it close its store
-    finally:
-        _stop(processes)
-        if reader is not None:
-            reader.close()
-        messages.close()
-        messages.cancel_join_thread()
+            # everything is written (closing is not timed, as in process)
+            finished = time.monotonic()
+            _stop(processes, grace_s=5.0)  # each sent its summary: let it close its store
+        finally:
+            _stop(processes)
+            if reader is not None:
+                reader.close()
+            messages.close()
+            messages.cancel_join_thread()
     summary = _merge(settings.events_topic, plan.ranges, processes)
     summary.seconds = finished - started
     if on_progress is not None:
