@@ -21,6 +21,17 @@ def epoch_ms(iso: str) -> int:
     return (parsed - _EPOCH) // _MS
 
 
+def epoch_ms_or_none(iso: str | None) -> int | None:
+    """:func:`epoch_ms` of a timestamp as a reader finds it (absent, ``Z``-suffixed, or not a
+    timestamp at all: None, for a display that shows no time rather than failing)."""
+    if not iso:
+        return None
+    try:
+        return epoch_ms(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 _DAY_MS = 86_400_000
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from runtrail.audit.link import LinkSummary
 from runtrail.audit.store import LinkStore
-from runtrail.capture.times import epoch_ms
+from runtrail.capture.times import epoch_ms_or_none
 
 EVENT_TYPE = "run.resumed"
 
@@ -51,15 +51,6 @@ class ResumeMark:
         return said
 
 
-def _ms(text: str | None) -> int | None:
-    if not text:
-        return None
-    try:
-        return epoch_ms(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -69,7 +60,10 @@ def _mark(links: list[LinkSummary], at: int, data: Mapping[str, Any]) -> ResumeM
     after = _int(data.get("afterSequence"))
     earlier = [x for x in links[:at] if after is not None and x.sequence == after]
     previous = earlier[-1] if earlier else (links[at - 1] if at > 0 else None)
-    start, end = _ms(previous.occurred_at if previous else None), _ms(link.occurred_at)
+    start, end = (
+        epoch_ms_or_none(previous.occurred_at if previous else None),
+        epoch_ms_or_none(link.occurred_at),
+    )
     host, pid = data.get("host"), _int(data.get("pid"))
     process = " ".join(p for p in (str(host) if host else "", f"pid {pid}" if pid else "") if p)
     return ResumeMark(

@@ -18,7 +18,7 @@ from functools import cached_property
 from runtrail.audit.link import LinkSummary
 from runtrail.capture.reader import iter_records
 from runtrail.capture.record import NodeIoRecord
-from runtrail.capture.times import epoch_ms
+from runtrail.capture.times import epoch_ms_or_none
 from runtrail.privacy.resolve import resolved_record
 from runtrail_tools.ui.resumes import ResumeMark
 from runtrail_tools.ui.sources import Sources
@@ -74,17 +74,8 @@ class EventView:
             recorded_at=link.recorded_at or "",
             marks=marks_of(event_type),
             actor=actor,
-            at_ms=_ms(link.occurred_at),
+            at_ms=epoch_ms_or_none(link.occurred_at),
         )
-
-
-def _ms(text: str | None) -> int | None:
-    if not text:
-        return None
-    try:
-        return epoch_ms(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass
