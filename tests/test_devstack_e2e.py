@@ -97,7 +97,8 @@ def test_dev_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
     finally:
         down = runtrail("dev", "down", *common)
     assert down.returncode == 0, down.stdout + down.stderr
-    assert not any(pid_alive(p) for p in [*pids, broker_pid])
+    alive = {p: cmdline(p) for p in [*pids, broker_pid] if pid_alive(p)}
+    assert not alive, f"alive after `dev down`: {alive}\n{down.stdout}{down.stderr}"
     assert processes_of(state_dir) == []
     assert all(port_bindable(p) for p in ports), [p for p in ports if not port_bindable(p)]
     assert not (state_dir / "dev" / "stack.json").exists()

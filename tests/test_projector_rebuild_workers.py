@@ -426,14 +426,11 @@ def test_ctrl_c_stops_the_cli_and_its_workers(
             assert time.monotonic() < deadline, "no worker started"
             time.sleep(0.002)
         assert workers, "the command ended before a worker started"
-        # to the command alone: it must stop its workers itself (again if the first was lost:
-        # CPython drops a KeyboardInterrupt raised inside a weakref callback)
-        for _ in range(20):
-            os.kill(cli.pid, signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                cli.wait(timeout=1)
-                break
-        _, err = cli.communicate(timeout=5)
+        # once, to the command alone: it must stop its workers itself. Its handler is in place
+        # before any worker spawns, so this one Ctrl-C cannot be lost (a second one, pressed
+        # while the command stops, would be the user's "now": not what is tested here)
+        os.kill(cli.pid, signal.SIGINT)
+        _, err = cli.communicate(timeout=30)
     finally:
         if cli.poll() is None:
             os.killpg(cli.pid, signal.SIGKILL)

@@ -240,18 +240,31 @@ def list_topic_metadata(admin: AdminClient, timeout: float) -> dict[str, TopicMe
 def describe_topic_configs(
     admin: AdminClient, names: Iterable[str], timeout: float
 ) -> dict[str, dict[str, str | None]]:
-    """Effective config (``name -> value``) of each topic, defaults included."""
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
-    if not resources:
-        return {}
-    futures = admin.describe_configs(resources, request_timeout=timeout)
+    """Effective config (``name -> value``) of each topic, defaults included.
+
+    A topic the cluster listed may still be unknown to the broker asked for its config (each
+    broker learns new topics from the controller on its own time): that answer is retried
+    until ``timeout``, then reported like any other refusal."""
+    pending = list(dict.fromkeys(names))
     result: dict[str, dict[str, str | None]] = {}
-    for resource, future in futures.items():
-        try:
-            entries = future.result(timeout=timeout)
-        except KafkaException as exc:
-            raise TopicsError(f"cannot describe topic {resource.name}: {exc}") from exc
-        result[resource.name] = {key: entry.value for key, entry in entries.items()}
+    deadline = time.monotonic() + timeout
+    while pending:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in pending]
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+        unknown: list[str] = []
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=timeout)
+            except KafkaException as exc:
+                lagging = _error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART
+                if lagging and time.monotonic() < deadline:
+                    unknown.append(resource.name)
+                    continue
+                raise TopicsError(f"cannot describe topic {resource.name}: {exc}") from exc
+            result[resource.name] = {key: entry.value for key, entry in entries.items()}
+        pending = unknown
+        if pending:
+            time.sleep(0.2)
     return result
 
 

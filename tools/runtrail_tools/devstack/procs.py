@@ -113,9 +113,13 @@ def wait_gone(pid: int, timeout: float) -> bool:
 
 def stop(pid: int, *, marker: Sequence[str], timeout: float, name: str = "") -> str:
     """SIGTERM (a draining shutdown), then SIGKILL after ``timeout``. What happened:
-    ``gone`` (it was not running), ``stopped``, ``killed``; raises if SIGKILL fails too."""
-    if not runs(pid, marker):
+    ``gone`` (it was not running), ``left alone`` (the pid runs something else now),
+    ``stopped``, ``killed``; raises if SIGKILL fails too."""
+    if not pid_alive(pid):
         return "gone"
+    if not runs(pid, marker):
+        argv = cmdline(pid)
+        return f"left alone: pid {pid} now runs {' '.join(argv or ['?'])[:120]}"
     _signal_group(pid, signal.SIGTERM)
     if wait_gone(pid, timeout):
         return "stopped"
