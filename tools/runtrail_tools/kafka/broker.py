@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -32,13 +33,20 @@ from runtrail.config import read_option_files
 from runtrail.files import make_private, open_private
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.errors import BrokerError
+from runtrail_tools.kafka.class_archive import ClassArchive
 from runtrail_tools.kafka.deploy import kafka_deploy_dir, kafka_pom, render_file
 from runtrail_tools.kafka.jars import distribution_libs, fetch_jars, find_java
 from runtrail_tools.kafka.security import ADMIN_PRINCIPAL, BrokerSecurity, upsert_scram_users
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
-from runtrail_tools.kafka.ports import LOOPBACK, port_accepts, port_bindable, wait_port_closed
+from runtrail_tools.kafka.ports import (
+    LOOPBACK,
+    free_ports,
+    port_accepts,
+    port_bindable,
+    wait_port_closed,
+)
 
 __all__ = ["BrokerError", "BrokerState", "LocalBroker", "Quorum"]
 
@@ -59,13 +67,23 @@ class BrokerState:
     home: str
     libs: str
     started_at: str
+    #: the class-data archive this broker writes at a clean exit, and the name it is kept under
+    #: (see ``class_archive``): whoever stops the broker adopts it
+    class_archive_written: str | None = None
+    class_archive: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> BrokerState | None:
         """The state in ``path``, or None when it is missing or unreadable."""
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-            return cls(**{name: raw[name] for name in cls.__dataclass_fields__})
+            optional = {name for name, f in cls.__dataclass_fields__.items() if f.default is None}
+            return cls(
+                **{
+                    name: raw.get(name) if name in optional else raw[name]
+                    for name in cls.__dataclass_fields__
+                }
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -390,7 +408,8 @@ class LocalBroker:
             with open_private(arg_file, "w", encoding="utf-8") as out:
                 out.write("\n".join(tool + secret_args) + "\n")
             tool = [f"@{arg_file}"]
-        command = [java, "-Xmx256m", *self.jvm_options, "-cp", f"{libs}/*", *tool]
+        sharing = ClassArchive.of(self.cache_dir, java, libs).reading(self.jvm_options)
+        command = [java, "-Xmx256m", *self.jvm_options, *sharing, "-cp", f"{libs}/*", *tool]
         try:
             done = subprocess.run(
                 command,
@@ -413,10 +432,13 @@ class LocalBroker:
             self.security.record_mode()
 
     def _launch(self, java: str, libs: Path, log4j: Path) -> None:
+        archive = ClassArchive.of(self.cache_dir, java, libs)
+        sharing, written = archive.for_broker(self.jvm_options)
         command = [
             java,
             f"-Xmx{self.heap}",
             *self.jvm_options,
+            *sharing,
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={log4j}",
@@ -449,6 +471,8 @@ class LocalBroker:
             home=str(self.home),
             libs=str(libs),
             started_at=stamp,
+            class_archive_written=str(written) if written is not None else None,
+            class_archive=str(archive.path) if written is not None else None,
         )
         tmp = self.state_file.with_name(self.state_file.name + ".tmp")
         tmp.write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
@@ -515,11 +539,18 @@ class LocalBroker:
             state = self.read_state()
             port = state.port if state is not None else self.port
             self._signal(pid, signal.SIGTERM)
-            if not self._wait_exit(pid, timeout):
+            clean = self._wait_exit(pid, timeout)
+            if not clean:
                 log.warning("kafka broker pid %d ignored SIGTERM for %.0fs: killing", pid, timeout)
                 self._signal(pid, signal.SIGKILL)
                 if not self._wait_exit(pid, 10.0):
                     raise BrokerError(f"kafka broker pid {pid} survived SIGKILL")
+            if state is not None and state.class_archive_written and state.class_archive:
+                written = Path(state.class_archive_written)
+                if clean:
+                    ClassArchive(Path(state.class_archive)).adopt(written)
+                else:
+                    written.unlink(missing_ok=True)
             wait_port_closed(port, timeout=5.0)
         self._proc = None
         self.pid_file.unlink(missing_ok=True)
@@ -561,3 +592,27 @@ class LocalBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def prime_class_archive(settings: Settings, libs: Path, timeout: float = 120.0) -> Path | None:
+    """Start a broker once in a folder of its own and stop it cleanly, so that the JVM writes
+    the class-data archive every later broker start maps (see ``class_archive``); the archive,
+    or None when the JVM wrote none (an operator's own sharing options, or a stop that had to
+    kill)."""
+    archive = ClassArchive.of(settings.kafka_cache_dir, find_java(), libs)
+    jvm_options = settings.kafka_jvm_options.split()
+    if archive.path.is_file():
+        return archive.path
+    with tempfile.TemporaryDirectory(prefix="runtrail-class-archive-") as home:
+        port, controller_port = free_ports(2)
+        broker = LocalBroker(
+            Path(home),
+            port,
+            controller_port,
+            cache_dir=settings.kafka_cache_dir,
+            heap=settings.kafka_heap,
+            jvm_options=jvm_options,
+        )
+        broker.start(timeout=timeout)
+        broker.stop(timeout=timeout)
+    return archive.path if archive.path.is_file() else None
