@@ -43,6 +43,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+from runtrail.privacy.resolve import resolver_from_settings
 from runtrail.privacy.retention import prune_session_blobs, prune_sessions
 from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
@@ -129,6 +130,7 @@ class SessionsService(Service):
                 self.settings.http_host,
                 self.settings.http_port,
                 halted=self.halted_reason,
+                resolver=resolver_from_settings(context.settings),
                 on_request=lambda status: self.metrics.http_requests.labels(
                     self.name, str(status)
                 ).inc(),
@@ -422,6 +424,7 @@ class SessionsService(Service):
         finally:
             if self.api is not None:
                 self.api.stop()
+                self.api.resolver.close()
             if self.pointers is not None:
                 self.pointers.close()
             self.store.close()
