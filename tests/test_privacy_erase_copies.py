@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
 from runtrail.config import Settings
-from runtrail.events import validate_json_form
+from runtrail.events import CURRENT_VERSIONS, validate_json_form
 from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS, open_store
 from runtrail.privacy.reference import ERASED
 from runtrail.privacy.vault import ContentVault
@@ -248,6 +248,83 @@ def test_erase_subject_finds_the_sessions_holding_its_references(
     assert list(stored_texts(store)) == ["s-other"]
     assert list(blob_bytes(blobs)) == [blobs.key_of(other)]
     store.close()
+
+
+def test_the_sessions_service_does_not_save_an_erased_run_back(tmp_path: Path) -> None:
+    """The sessions service holds a session of the erased run in memory when the erasure
+    deletes its snapshot; on the erasure event it drops it, so the session's next event (of
+    another run) starts it afresh instead of saving the erased run's events back."""
+    from prometheus_client import CollectorRegistry
+
+    from runtrail.runtime import Delivered, ServiceContext
+    from runtrail_services.sessions.service import SessionsService
+
+    state = tmp_path / "state"
+    env = {
+        "RUNTRAIL_STATE_DIR": str(state),
+        "RUNTRAIL_CONTENT_STORE_URL": (tmp_path / "content").as_uri(),
+        "RUNTRAIL_KEY_STORE_URL": (tmp_path / "keys").as_uri(),
+    }
+    vault = ContentVault(
+        open_store(PROTECTED_CONTENT, env["RUNTRAIL_CONTENT_STORE_URL"]),
+        open_store(DATA_KEYS, env["RUNTRAIL_KEY_STORE_URL"]),
+    )
+    vault.put("t1", "run-x", "sealed")
+    vault.close()
+    context = ServiceContext(
+        settings=Settings(bootstrap_servers="127.0.0.1:1", state_dir=state),
+        options={"http_enabled": "false", "publish_pointers": "false", "every_n_events": "1"},
+        registry=CollectorRegistry(),
+    )
+    svc = SessionsService(context)
+    erased = session_of("run-x", "s1", SENTINEL, count=4).event_log
+    later = session_of("run-y", "s1", "KEPT-later", count=1).event_log
+    erasure = {
+        **later[0],
+        "eventId": "7f7a3a52-0b1c-4d7e-9a57-2d6f1c9f0e11",
+        "runId": "run-x",
+        "correlationId": "run-x",
+        "sequence": "5",
+        "type": "run.content_erased",
+        "schemaVersion": CURRENT_VERSIONS["run.content_erased"],
+        "sessionId": None,
+        "turnId": None,
+        "step": None,
+        "actor": {"kind": "operator", "id": "dpo"},
+        "data": {
+            "scope": "run",
+            "subjectDigest": "sha256:00",
+            "reason": "asked",
+            "requestedBy": "dpo",
+        },
+    }
+
+    def feed(forms: list[dict[str, Any]], offset: int) -> None:
+        svc.process(
+            [
+                Delivered(validate_json_form(f), f, "events", 0, offset + i, 0, b"k")
+                for i, f in enumerate(forms)
+            ]
+        )
+
+    store = open_store(SESSION_SNAPSHOTS, (state / "sessions").as_uri())
+    try:
+        feed(erased, 0)
+        assert SENTINEL.encode() in store.load("t1", "s1").to_bytes()  # type: ignore[union-attr]
+        done = runtrail(
+            env,
+            *("erase", "--tenant", "t1", "--run", "run-x", "--reason", "asked"),
+            *("--no-event", "--no-topics"),
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["copiesDeleted"]["sessions"] == 1
+        feed([erasure, *later], 4)
+        again = store.load("t1", "s1")
+        assert again is not None and set(again.last_applied_sequence) == {"run-y"}
+        assert SENTINEL.encode() not in again.to_bytes()
+    finally:
+        svc.close()
+        store.close()
 
 
 def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
