@@ -9,7 +9,8 @@ content was (another run's content still resolves), and no store, topic or spool
 sentinel string the run carried. The resume-cache and sessions services run too (snapshots
 uploaded as blobs): after the erasure, the latest record of every key of their compacted topics
 holds no entry, intent or session of the erased run (tombstones), and the erased run's session
-has no blob left, while the other run's are still there. A control string published inline is
+has no snapshot in the session store and no blob left (found, not named), while the other
+run's are still there. A control string published inline is
 found by the same scan, so the scan can fail.
 """
 
@@ -27,9 +28,11 @@ from confluent_kafka import KafkaException
 
 from runtrail.config import Settings
 from runtrail.events.domain_events import ContentErased
+from runtrail.persistence import SESSION_SNAPSHOTS, open_store
 from runtrail.projection.errors import InvalidTransition
 from runtrail.projection.projector import apply_event
 from runtrail.publisher import Publisher
+from runtrail_services.sessions.settings import default_store_url
 from tests.projection_support import full_run
 from tests.publisher_support import read_all
 from tests.sessions_support import read_pointers
@@ -191,6 +194,8 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         assert set(live(kafka_bootstrap, sessions_topic)) == {b"t1/s-run-1", b"t1/s-run-2"}
         blobs = state / "session-blobs" / "t1"
         assert {p.name for p in blobs.iterdir()} == {"s-run-1", "s-run-2"}
+        sessions = open_store(SESSION_SNAPSHOTS, default_store_url(state))
+        assert [s.session_id for s in sessions.list("t1")] == ["s-run-1", "s-run-2"]
 
         erased = runtrail(
             env,
@@ -209,8 +214,10 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         assert report["objectsDeleted"] == 6 and report["signed"] and report["eventId"]
         assert report["copiesDeleted"]["cacheTopic"] >= 2  # the model's and the tool's entries
         assert report["copiesDeleted"]["sessionsTopic"] == 1
+        assert report["copiesDeleted"]["sessions"] == 1  # found, not named
         assert report["copiesDeleted"]["sessionBlobs"] >= 1
         assert [p.name for p in blobs.iterdir()] == ["s-run-2"]  # its pointer named them
+        assert [s.session_id for s in sessions.list("t1")] == ["s-run-2"]
         again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "again")
         assert again.returncode == 1  # nothing left to erase
         wait_for(caught_up, 120, 0.5, what="the services to consume the erasure")

@@ -2,7 +2,10 @@
 
 * ``GET /v1/sessions`` — the caller's tenant's sessions;
 * ``GET /v1/sessions/{sessionId}`` — the latest snapshot of one of them (the stored document,
-  digest included, so a client can verify it).
+  digest included, so a client can verify it);
+* ``GET /v1/sessions/{sessionId}?resolve=true`` — the same with its protected content opened
+  (the token's tenant is entitled to it): ``[erased]`` where the content was erased or pruned,
+  and ``"resolved": true``, since the digest covers the stored references, not this content.
 
 A session the service halted (its stored snapshot was edited or cannot be trusted) answers
 409 ``{"error", "sessionId", "status": "halted", "reason"}`` and is listed with
@@ -17,13 +20,15 @@ with no tokens configured every request does (fail closed).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 import orjson
 
 from runtrail.http_server import BackgroundServer, TokenAuth, send_body
+from runtrail.privacy.resolve import Resolver, resolved_snapshot
 from runtrail.sessions import AgentSessionStore, SessionStoreError, UntrustedSnapshot
 
 log = logging.getLogger(__name__)
@@ -47,8 +52,12 @@ class SessionsApi(BackgroundServer):
         port: int,
         on_request: Callable[[int], None] | None = None,
         halted: Callable[[str, str], str | None] | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.store = store
+        #: opens references for ``?resolve=true`` (none: every reference reads as erased)
+        self.resolver = resolver or Resolver(None)
+        self._resolving = threading.Lock()  # the server's threads share one content vault
         #: Why the service halted a (tenant, session), or None (a reader of live state).
         self._halted = halted or (lambda tenant, session: None)
         self.auth = TokenAuth(tokens)
@@ -63,13 +72,15 @@ class SessionsApi(BackgroundServer):
         tenant = self.auth.tenant_of(authorization)
         if tenant is None:
             return _json(401, {"error": "a valid bearer token is required"})
-        route = path.split("?", 1)[0].rstrip("/")
+        route, _, query = path.partition("?")
+        route = route.rstrip("/")
         if route == PREFIX:
             return self._list(tenant)
         if route.startswith(PREFIX + "/"):
             session_id = unquote(route[len(PREFIX) + 1 :])
             if session_id and "/" not in route[len(PREFIX) + 1 :]:
-                return self._get(tenant, session_id)
+                resolve = parse_qs(query).get("resolve", [""])[-1].lower() in ("true", "1")
+                return self._get(tenant, session_id, resolve=resolve)
         return _json(404, {"error": "not found"})
 
     def _list(self, tenant: str) -> Response:
@@ -87,7 +98,7 @@ class SessionsApi(BackgroundServer):
             listed.append(entry)
         return _json(200, {"tenantId": tenant, "sessions": listed})
 
-    def _get(self, tenant: str, session_id: str) -> Response:
+    def _get(self, tenant: str, session_id: str, *, resolve: bool = False) -> Response:
         reason = self._halted(tenant, session_id)
         if reason is not None:
             body = {
@@ -107,6 +118,9 @@ class SessionsApi(BackgroundServer):
             )
         if snapshot is None:
             return _json(404, {"error": "no such session", "sessionId": session_id})
+        if resolve:
+            with self._resolving:
+                return _json(200, resolved_snapshot(self.resolver, snapshot))
         return 200, snapshot.to_bytes()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

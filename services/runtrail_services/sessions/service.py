@@ -28,6 +28,10 @@ has been quiet, and when its partitions are revoked or the service stops. Then:
   saved, its offsets are held (so nothing is lost), it is counted in
   ``runtrail_sessions_halted``, logged, and the session API answers 409 with the reason.
   Repair: ``runtrail sessions rebuild ID`` (from the topic), then restart the service.
+* **An erasure drops what it covers.** On a ``run.content_erased`` event, the sessions held in
+  memory that applied the erased run or hold the destroyed key's references are dropped
+  unsaved and their stored copies deleted again, so the next event of such a session does not
+  save the erased content back (:mod:`runtrail_services.sessions.erasure`).
 
 The runtime gives no signal before its last commit at shutdown, so the shutdown save
 happens when the partitions are revoked (or in :meth:`close`); a restart then re-reads the
@@ -41,8 +45,11 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 
+from runtrail.events import Event
+from runtrail.events.domain_events import ContentErased
 from runtrail.persistence import open_store
 from runtrail.persistence.kinds import SESSION_SNAPSHOTS
+from runtrail.privacy.resolve import resolver_from_settings
 from runtrail.privacy.retention import prune_session_blobs, prune_sessions
 from runtrail.privacy.retention_policy import retention_timer
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
@@ -56,6 +63,7 @@ from runtrail.sessions import (
     UntrustedSnapshot,
 )
 from runtrail.sessions.blobs import SnapshotBlobStore
+from runtrail_services.sessions.erasure import SessionKey, erased_sessions
 from runtrail_services.sessions.http_api import SessionsApi
 from runtrail_services.sessions.metrics import SessionsMetrics
 from runtrail_services.sessions.pointers import PointerPublisher
@@ -64,8 +72,6 @@ from runtrail_services.sessions.settings import SessionsSettings
 from runtrail_services.sessions.tracking import SavePolicy, Tracked
 
 log = logging.getLogger(__name__)
-
-SessionKey = tuple[str, str]
 
 
 #: What an unreachable, full or read-only store raises (corrupt or untrusted snapshots are
@@ -129,6 +135,7 @@ class SessionsService(Service):
                 self.settings.http_host,
                 self.settings.http_port,
                 halted=self.halted_reason,
+                resolver=resolver_from_settings(context.settings),
                 on_request=lambda status: self.metrics.http_requests.labels(
                     self.name, str(status)
                 ).inc(),
@@ -201,6 +208,8 @@ class SessionsService(Service):
         touched: dict[SessionKey, Tracked] = {}
         for delivered in batch:
             event = delivered.event
+            if event.type == ContentErased.event_type:
+                self._drop_erased(event, touched)
             if not event.session_id:  # not part of a session
                 continue
             key = (event.tenant_id, event.session_id)
@@ -216,6 +225,27 @@ class SessionsService(Service):
                 tracked.unsaved += 1
                 tracked.due = tracked.due or self.policy.after_event(tracked, event.type)
         self._save_all(t for t in touched.values() if t.due)
+
+    def _drop_erased(self, event: Event, touched: dict[SessionKey, Tracked]) -> None:
+        """Drop, unsaved, the sessions an erasure covers, and delete their stored copies
+        again (:mod:`runtrail_services.sessions.erasure`); a store or topic that cannot
+        take it now is logged: the erasure's own deletions stand."""
+        cannot: tuple[type[Exception], ...] = (*store_down(), StoreUnavailable)
+        for key in erased_sessions(self._sessions.items(), event):
+            del self._sessions[key]
+            touched.pop(key, None)
+            try:
+                self.store.delete(*key)
+                if self.pointers is not None:
+                    self.pointers.forget([key])
+                    if self.pointers.blobs is not None:
+                        self.pointers.blobs.delete_session(*key)
+            except cannot as exc:
+                log.warning(
+                    "sessions: erased %s/%s: stored copies not deleted again: %s", *key, exc
+                )
+            log.info("sessions: %s/%s dropped: its content was erased", *key)
+        self._update_gauges()
 
     def _save_all(self, sessions: Iterable[Tracked], trigger: str | None = None) -> None:
         """Save the dirty sessions; if the store cannot take writes now, leave them due (and
@@ -422,6 +452,7 @@ class SessionsService(Service):
         finally:
             if self.api is not None:
                 self.api.stop()
+                self.api.resolver.close()
             if self.pointers is not None:
                 self.pointers.close()
             self.store.close()

@@ -2,9 +2,9 @@
 
 Order matters: the data key is destroyed first, so from then on no copy of the ciphertext
 anywhere (the topic's retention, a backup, a replica of the content store) opens; then the
-objects are deleted, then the derived copies: those the caller names (session snapshots,
-LangGraph checkpoints) and the records of the compacted topics (tombstones,
-:mod:`runtrail.privacy.topic_tombstones`), and last a ``run.content_erased`` event is published on the run, so the
+objects are deleted, then the derived copies: the records of the compacted topics (tombstones,
+:mod:`runtrail.privacy.topic_tombstones`), the sessions holding the erasure, found or named
+(:mod:`runtrail.privacy.erased_sessions`), the LangGraph checkpoint threads named, and last a ``run.content_erased`` event is published on the run, so the
 history says who erased what and why, with no content and the subject only as a digest. The
 audit chain seals that event like any other; every earlier link still verifies, because the
 chain hashed the events as written, with references in place of content.

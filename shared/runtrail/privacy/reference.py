@@ -63,6 +63,13 @@ def as_reference(value: Any) -> ContentRef | None:
     return None
 
 
+def key_marker(key_id: str) -> str:
+    """The text every reference sealed by ``key_id`` holds (its fields are colon-delimited and
+    the key ID's shape is unique to it): what an erasure looks for in a stored copy (a
+    snapshot, a pointer, a cache entry) to tell whether it holds content of a destroyed key."""
+    return f":{key_id}:"
+
+
 def looks_like_reference(value: Any) -> bool:
     """Whether plain content would be mistaken for a reference (it must then go by one)."""
     return type(value) is str and value.startswith(PREFIX)

@@ -19,6 +19,12 @@ from runtrail.privacy.vault import ContentVault
 if TYPE_CHECKING:
     from runtrail.capture.record import NodeIoRecord
     from runtrail.config import Settings
+    from runtrail.sessions.snapshot import AgentSessionSnapshot
+
+#: The member a resolved session document carries: its content is opened, so its ``digest``
+#: (taken over the stored form, references included) does not cover it, and no snapshot
+#: reader accepts it as a stored snapshot (unknown members are refused).
+RESOLVED_MEMBER = "resolved"
 
 
 class Resolver:
@@ -72,6 +78,15 @@ def resolved_record(resolver: Resolver, record: NodeIoRecord) -> NodeIoRecord:
     form = record.model_dump(mode="json", by_alias=True)
     opened = resolver.value(record.tenant_id, form)
     return record if opened == form else type(record).model_validate(opened)
+
+
+def resolved_snapshot(resolver: Resolver, snapshot: AgentSessionSnapshot) -> dict[str, Any]:
+    """A session snapshot's document with every reference opened (``[erased]`` where the
+    content is gone), marked with :data:`RESOLVED_MEMBER`: what a restore shows a caller
+    entitled to the tenant."""
+    opened = resolver.value(snapshot.tenant_id, orjson.loads(snapshot.to_bytes()))
+    opened[RESOLVED_MEMBER] = True
+    return dict(opened)
 
 
 def holds_erased(value: Any) -> bool:

@@ -123,15 +123,24 @@ class SnapshotBlobStore:
             raise SessionStoreError(f"cannot upload snapshot to {self.base}/{key}: {exc}") from exc
         return f"{self.base}/{key}"
 
-    def get(self, reference: str, digest: str) -> AgentSessionSnapshot:
-        """Fetch a referenced snapshot and verify it is the one ``digest`` names."""
+    def read(self, reference: str) -> bytes | None:
+        """The stored bytes a reference names, unverified (an erasure searches them); None if
+        there is no such blob (deleted, pruned)."""
         prefix = self.base + "/"
         if not reference.startswith(prefix):
             raise SessionStoreError(f"reference {reference} is not under {self.base}")
         try:
-            data = self._get(reference[len(prefix) :])
+            return self._get(reference[len(prefix) :])
+        except FileNotFoundError:  # obstore raises it too for a missing object
+            return None
         except Exception as exc:
             raise SessionStoreError(f"cannot fetch snapshot {reference}: {exc}") from exc
+
+    def get(self, reference: str, digest: str) -> AgentSessionSnapshot:
+        """Fetch a referenced snapshot and verify it is the one ``digest`` names."""
+        data = self.read(reference)
+        if data is None:
+            raise SessionStoreError(f"cannot fetch snapshot {reference}: no such blob")
         snapshot = parse_snapshot(data, reference)
         if snapshot.digest != digest:
             raise CorruptSnapshot(reference, f"is {snapshot.digest}, the reference says {digest}")

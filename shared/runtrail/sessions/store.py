@@ -17,14 +17,16 @@ Contract:
   (writing nothing, so the edited snapshot stays as evidence) when they disagree;
 * :meth:`~AgentSessionStore.load` verifies the digest and refuses a corrupted snapshot with
   :class:`~runtrail.sessions.errors.CorruptSnapshot` naming the file or row;
-* everything is scoped by tenant: a session ID alone never reaches another tenant's data.
+* everything is scoped by tenant: a session ID alone never reaches another tenant's data;
+* :meth:`~AgentSessionStore.sessions_holding` finds the sessions that hold a run or a key's
+  references, so an erasure needs no list of sessions from its caller.
 """
 
 from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from runtrail.sessions.base import ClosableStore
@@ -49,6 +51,8 @@ class SessionSummary:
 
 
 Summaries = list[SessionSummary]
+#: Session IDs, sorted (the class's own ``list`` method hides the builtin in its body).
+SessionIds = list[str]
 
 #: What :meth:`AgentSessionStore.save_all_if` answers for one snapshot: what ``save_if``
 #: returned, or the exception it raised.
@@ -107,6 +111,17 @@ class AgentSessionStore(ClosableStore):
     @abstractmethod
     def delete(self, tenant_id: str, session_id: str) -> bool:
         """Remove a session's snapshot; False if there was none."""
+
+    @abstractmethod
+    def sessions_holding(
+        self, tenant_id: str, runs: Collection[str], text: str | None = None
+    ) -> SessionIds:
+        """The IDs (sorted) of the tenant's sessions whose snapshot applied an event of one of
+        ``runs`` (its ``lastAppliedSequence`` names the run) or whose stored form contains
+        ``text`` (an erasure's destroyed key, as its references spell it): the sessions an
+        erasure must delete without being told their names. It reads every snapshot of the
+        tenant (unverified: a snapshot is found even if it was altered), so it is for an
+        erasure, not a hot path."""
 
     @contextlib.contextmanager
     def durable_on_exit(self) -> Iterator[None]:

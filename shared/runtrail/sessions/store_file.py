@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +29,7 @@ from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, ver
 from runtrail.sessions.store import (
     AgentSessionStore,
     SaveOutcome,
+    SessionIds,
     SessionSummary,
     Summaries,
     refuses_one_snapshot,
@@ -179,6 +180,30 @@ class FileSessionStore(AgentSessionStore):
                 return False
             fsync_dir(path.parent)
         return True
+
+    def sessions_holding(
+        self, tenant_id: str, runs: Collection[str], text: str | None = None
+    ) -> SessionIds:
+        folder = self.root / segment(tenant_id)
+        if not folder.is_dir():
+            return []
+        needle = text.encode() if text else None
+        found: SessionIds = []
+        for path in folder.iterdir():
+            if path.name.startswith(".") or not path.name.endswith(SUFFIX):
+                continue
+            try:
+                data = path.read_bytes()
+                document = orjson.loads(data)
+                session_id, applied = str(document["sessionId"]), document["lastAppliedSequence"]
+            except FileNotFoundError:  # deleted meanwhile
+                continue
+            except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                log.warning("sessions: cannot read %s (%s); not searched", path, exc)
+                continue
+            if (needle is not None and needle in data) or any(run in applied for run in runs):
+                found.append(session_id)
+        return sorted(found)
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:

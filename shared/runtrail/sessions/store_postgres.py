@@ -16,6 +16,7 @@ the conditions need not parse it, and are checked against it on load.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from runtrail.persistence.migrations import Component, Migration
@@ -23,7 +24,7 @@ from runtrail.persistence.postgres import Connection
 from runtrail.sessions.errors import CorruptSnapshot
 from runtrail.sessions.pg import PostgresBacked
 from runtrail.sessions.snapshot import AgentSessionSnapshot, parse_snapshot, verified_digest
-from runtrail.sessions.store import AgentSessionStore, SessionSummary, Summaries
+from runtrail.sessions.store import AgentSessionStore, SessionIds, SessionSummary, Summaries
 
 TABLE = "runtrail_sessions"
 
@@ -74,6 +75,15 @@ SELECT tenant_id, session_id,
 FROM {TABLE} {{where}} ORDER BY tenant_id, session_id
 """
 _DELETE = f"DELETE FROM {TABLE} WHERE tenant_id = %s AND session_id = %s"
+#: ``?|``: whether the JSON object has any of the keys (the runs the snapshot applied)
+_HOLDING = f"""
+SELECT session_id FROM {TABLE}
+WHERE tenant_id = %(tenant)s AND (
+    (snapshot::json -> 'lastAppliedSequence')::jsonb ?| %(runs)s::text[]
+    OR (%(text)s::text <> '' AND strpos(snapshot, %(text)s::text) > 0)
+)
+ORDER BY session_id
+"""
 
 
 class PostgresSessionStore(PostgresBacked, AgentSessionStore):
@@ -136,6 +146,12 @@ class PostgresSessionStore(PostgresBacked, AgentSessionStore):
         return self._db.run(work)
 
     # --- reading ------------------------------------------------------------------------------
+    def sessions_holding(
+        self, tenant_id: str, runs: Collection[str], text: str | None = None
+    ) -> SessionIds:
+        params = {"tenant": tenant_id, "runs": list(runs), "text": text or ""}
+        return [str(row[0]) for row in self._db.rows(_HOLDING, params)]
+
     def row_name(self, tenant_id: str, session_id: str) -> str:
         """How errors name a row: table, key and database."""
         return (

@@ -1,12 +1,13 @@
 """``runtrail erase``: erase a run's or a data subject's protected content (crypto-shredding).
 
 ``runtrail erase --tenant T --run R --reason "…"`` destroys the run's data key, deletes its
-sealed objects from the content store, deletes the derived plaintext copies named with
-``--session`` (session snapshots) and ``--thread`` (LangGraph checkpoints), writes tombstones
-over the run's records on the compacted resume-cache and sessions topics (unless
-``--no-topics``: no broker to reach), deletes the large snapshots' blobs of the sessions named
-or tombstoned (``--session-blobs``, default the sessions service's), then appends a
-``run.content_erased`` event to the run (signed with the audit key when one exists). With
+sealed objects from the content store, writes tombstones over the run's records on the
+compacted resume-cache and sessions topics (unless ``--no-topics``: no broker to reach),
+deletes the snapshots and large snapshots' blobs of every session that holds the run or the
+destroyed key's references — found in the session store and on the sessions topic
+(:mod:`runtrail.privacy.erased_sessions`), plus any named with ``--session`` — and the
+LangGraph checkpoint threads named with ``--thread``, then appends a ``run.content_erased``
+event to the run (signed with the audit key when one exists). With
 ``--subject S`` the subject is a configured data subject (an end user); ``--record-run`` names
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
 What erasure guarantees and what it cannot: ``docs/PRIVACY.md``.
@@ -42,7 +43,10 @@ def register(subparsers: Any) -> None:
     erase.add_argument("--requested-by", help="who asked (default: the OS user)")
     erase.add_argument("--record-run", help="with --subject: the run whose history records it")
     erase.add_argument(
-        "--session", action="append", default=[], help="also delete this session's snapshots"
+        "--session",
+        action="append",
+        default=[],
+        help="also delete this session's snapshots (those holding the run are found)",
     )
     erase.add_argument(
         "--thread", action="append", default=[], help="also delete this thread's checkpoints"
@@ -97,25 +101,32 @@ def run_erase(args: argparse.Namespace) -> int:
 
 
 def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    """The derived plaintext copies to delete, each a function counting what it deleted."""
-    from runtrail.persistence import open_store
-    from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS, SESSION_SNAPSHOTS
+    """The derived plaintext copies to delete, each a function counting what it deleted, in
+    the order they run: the topics' records first (the sessions step finds its sessions
+    there too), then the sessions' snapshots and blobs, then the checkpoints named."""
+    from runtrail.privacy.erased_sessions import ErasedSessions
+    from runtrail_services.sessions.settings import SessionsSettings
 
+    runs = [args.run] if args.run else []
+    defaults = SessionsSettings()
+    sessions = ErasedSessions(
+        args.tenant,
+        runs,
+        store_url=args.sessions_store or defaults.resolved_store_url(settings.state_dir),
+        blobs_url=args.session_blobs or defaults.resolved_blob_url(settings.state_dir),
+        found=set(args.session),
+    )
     copies: dict[str, Any] = {}
-    if args.session:
-        from runtrail_services.sessions.settings import SessionsSettings
+    if not args.no_topics:
+        from runtrail.privacy.topic_tombstones import ErasedScope, tombstone_cache
 
-        url = args.sessions_store or SessionsSettings().resolved_store_url(settings.state_dir)
-
-        def sessions(_key_id: str | None) -> int:
-            store = open_store(SESSION_SNAPSHOTS, url)
-            try:
-                return sum(store.delete(args.tenant, s) for s in args.session)
-            finally:
-                store.close()
-
-        copies["sessions"] = sessions
+        copies["cacheTopic"] = lambda key_id: tombstone_cache(
+            settings, ErasedScope(args.tenant, runs=runs, key_id=key_id)
+        )
+    copies.update(sessions.erasers(None if args.no_topics else settings))
     if args.thread:
+        from runtrail.persistence import open_store
+        from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
 
         def checkpoints(_key_id: str | None) -> int:
             backend = open_store(LANGGRAPH_CHECKPOINTS, args.checkpoints_store)
@@ -127,52 +138,7 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
                 backend.close()
 
         copies["checkpoints"] = checkpoints
-    #: the sessions named, then those whose pointers the sessions topic step tombstones
-    erased_sessions = set(args.session)
-    if not args.no_topics:
-        copies.update(_topic_copies(args, settings, erased_sessions))
-    if erased_sessions or not args.no_topics:
-        copies["sessionBlobs"] = lambda _key_id: _delete_blobs(args, settings, erased_sessions)
     return copies
-
-
-def _topic_copies(
-    args: argparse.Namespace, settings: Any, erased_sessions: set[str]
-) -> dict[str, Any]:
-    """Tombstones over the scope's records on the compacted topics that copy run data; the
-    sessions whose pointers were tombstoned join ``erased_sessions``."""
-    from runtrail.privacy.topic_tombstones import (
-        ErasedScope,
-        tombstone_cache,
-        tombstone_sessions,
-    )
-
-    runs = [args.run] if args.run else []
-
-    def scope(key_id: str | None) -> ErasedScope:
-        return ErasedScope(args.tenant, runs=runs, sessions=args.session, key_id=key_id)
-
-    def sessions_topic(key_id: str | None) -> int:
-        found = tombstone_sessions(settings, scope(key_id))
-        erased_sessions.update(found)
-        return len(found)
-
-    return {
-        "cacheTopic": lambda key_id: tombstone_cache(settings, scope(key_id)),
-        "sessionsTopic": sessions_topic,
-    }
-
-
-def _delete_blobs(args: argparse.Namespace, settings: Any, sessions: set[str]) -> int:
-    """Delete every large snapshot's blob of these sessions (their pointers are gone)."""
-    if not sessions:
-        return 0
-    from runtrail.sessions.blobs import SnapshotBlobStore
-    from runtrail_services.sessions.settings import SessionsSettings
-
-    url = args.session_blobs or SessionsSettings().resolved_blob_url(settings.state_dir)
-    blobs = SnapshotBlobStore(url)
-    return sum(blobs.delete_session(args.tenant, s) for s in sorted(sessions))
 
 
 def _signer(settings: Any) -> Any:

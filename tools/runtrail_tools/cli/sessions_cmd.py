@@ -2,11 +2,13 @@
 
 ``list`` prints one JSON line per stored session. ``show ID`` prints the latest snapshot, as
 stored (digest included); ``--restore`` also replays the events after it from the events
-topic (no model or tool is called) and prints the restored session. ``rebuild ID`` builds the
-session from the whole topic, from offset zero, and replaces the stored snapshot — the repair
-for a corrupted or untrusted one. The store defaults to the sessions service's
-(``RUNTRAIL_SESSIONS_STORE_URL``, else ``file://<state dir>/sessions``); the tenant to
-``--tenant`` / ``RUNTRAIL_TENANT``.
+topic (no model or tool is called) and prints the restored session; ``--resolve`` opens its
+protected content with the configured content and key stores (``[erased]`` where it was
+erased or pruned; marked ``"resolved": true``: the digest covers the stored references).
+``rebuild ID`` builds the session from the whole topic, from offset zero, and replaces the
+stored snapshot — the repair for a corrupted or untrusted one. The store defaults to the
+sessions service's (``RUNTRAIL_SESSIONS_STORE_URL``, else ``file://<state dir>/sessions``);
+the tenant to ``--tenant`` / ``RUNTRAIL_TENANT``.
 
 Exit status: 0 done, 1 not found or refused (a corrupted snapshot: the message names the file
 or row), 2 could not run as asked.
@@ -45,6 +47,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="replay the events after the snapshot from the events topic and print the "
         "restored session (nothing is called, nothing is saved)",
+    )
+    show.add_argument(
+        "--resolve",
+        action="store_true",
+        help="open the protected content (RUNTRAIL_CONTENT_STORE_URL, RUNTRAIL_KEY_STORE_URL); "
+        "erased content reads [erased]",
     )
     _common(show)
     show.set_defaults(func=run_show)
@@ -128,6 +136,15 @@ def run_show(args: argparse.Namespace) -> int:
         return _fail(EXIT_REFUSED, str(exc))
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
+    if args.resolve:
+        from runtrail.privacy.resolve import resolved_snapshot, resolver_from_settings
+
+        resolver = resolver_from_settings(settings)
+        try:
+            sys.stdout.write(orjson.dumps(resolved_snapshot(resolver, snapshot)).decode() + "\n")
+        finally:
+            resolver.close()
+        return EXIT_OK
     sys.stdout.write(snapshot.to_bytes().decode() + "\n")
     return EXIT_OK
 
