@@ -22,7 +22,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Protocol
 
-from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogJoin, LogView
+from runtrail.adapters.otel_logs import LogJoin, LogView
 from runtrail.adapters.otel_mapping import TraceMapper
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
@@ -95,18 +95,10 @@ class Ingest:
         """Keep the GenAI log records for their spans; those that cannot be, by reason."""
         tally = DropTally()
         with self._lock:
-            join = self._join(tenant)
-            evicted = join.evicted
-            refused = join.add(logs, tally)
-            if join.evicted > evicted:
-                refused[WAITED_TOO_LONG] += join.evicted - evicted
+            refused = self._join(tenant).add(logs, tally)
         if self.drops is not None:
             self.drops.record(tenant, tally)
-        self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
-        self.metrics.logs("dropped", refused)
-        self.metrics.tell(
-            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
-        )
+        self.metrics.logs_taken("kept", len(logs), refused)
         return refused
 
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:

@@ -154,16 +154,8 @@ class PartitionMapping:
             self._drop(key, mark, record.offset)
 
     def _apply_logs(self, tenant: str, logs: list[LogView], tally: DropTally) -> None:
-        join = self._join(tenant)
-        evicted = join.evicted
-        refused = join.add(logs, tally)
-        if join.evicted > evicted:
-            refused[WAITED_TOO_LONG] += join.evicted - evicted
-        self._metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
-        self._metrics.logs("dropped", refused)
-        self._metrics.tell(
-            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
-        )
+        refused = self._join(tenant).add(logs, tally)
+        self._metrics.logs_taken("kept", len(logs), refused)
 
     def _apply_spans(
         self,
