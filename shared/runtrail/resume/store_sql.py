@@ -24,7 +24,7 @@ import orjson
 
 from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
+from runtrail.persistence.tracking import TRACKING, Tracking, offsets_into_tracking
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
@@ -81,11 +81,7 @@ MIGRATIONS = Component(
     COMPONENT,
     (
         Migration(1, "the first tables", _FIRST_TABLES),
-        Migration(
-            2,
-            "consumed offsets into the tracking table",
-            adopt_statements(COMPONENT, "rc_offsets", "partition"),
-        ),
+        offsets_into_tracking(COMPONENT, "rc_offsets", "partition"),
     ),
 )
 
