@@ -26,7 +26,7 @@ from runtrail.adapters.otel_logs import LogView
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.drops.tally import DropTally
-from runtrail.http_server import BackgroundServer, TokenAuth, send_body
+from runtrail.http_server import BackgroundServer, KeepAliveHandler, TokenAuth, send_body
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
     PROTOBUF,
@@ -125,9 +125,8 @@ def _reasons(what: str, counts: Counter[str]) -> str:
 def _handler(
     ingest: SpanSink, auth: TokenAuth, max_body: int, max_decoded: int
 ) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
+    class Handler(KeepAliveHandler):
+        log_prefix = "otlp-ingest http"
 
         def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False) -> None:
             headers = {"Retry-After": "5"} if status == 503 else {}
@@ -199,9 +198,6 @@ def _handler(
             rejected = min(len(spans), sum(result.dropped.values()) + result.rejected_spans)
             ingest.metrics.request("partial" if rejected else "ok")
             self._send(200, kind, response_body(kind, rejected, _message(result)))
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("otlp-ingest http: " + format, *args)
 
     return Handler
 
