@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import logging
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from runtrail.http_server import BackgroundServer, send_body
+from runtrail.http_server import BackgroundServer, KeepAliveHandler, send_body
 
 
 class Answers(BaseHTTPRequestHandler):
@@ -60,3 +62,31 @@ def test_other_answers_carry_their_type_length_and_extra_headers_only(port: int)
     assert status == 503
     assert headers["Retry-After"] == "5"
     assert "WWW-Authenticate" not in headers
+
+
+class KeptAlive(KeepAliveHandler):
+    log_prefix = "test api"
+
+    def do_GET(self) -> None:
+        send_body(self, 200, "text/plain", b"ok\n", realm="runtrail-test")
+
+
+def test_a_keep_alive_handler_serves_http_1_1_and_logs_its_requests_at_debug_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = BackgroundServer("127.0.0.1", 0, KeptAlive, "test-keep-alive")
+    server.start()
+    try:
+        with caplog.at_level(logging.DEBUG, logger=__name__):
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            for _ in range(2):  # the second request rides the same connection
+                connection.request("GET", "/twice")
+                response = connection.getresponse()
+                assert (response.status, response.read()) == (200, b"ok\n")
+                assert response.version == 11 and not response.will_close
+            connection.close()
+    finally:
+        server.stop()
+    lines = [r for r in caplog.records if r.name == __name__]
+    assert [r.levelno for r in lines] == [logging.DEBUG, logging.DEBUG]
+    assert all(r.getMessage().startswith('test api: "GET /twice HTTP/1.1" 200') for r in lines)

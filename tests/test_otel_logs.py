@@ -42,7 +42,7 @@ def test_what_cannot_be_joined_is_counted_by_reason() -> None:
 
 def test_waiting_records_are_bounded_and_the_forgotten_ones_counted() -> None:
     join = LogJoin(max_waiting=2)
-    join.add([record(f"{n:016x}") for n in range(5)])
+    assert join.add([record(f"{n:016x}") for n in range(5)]) == {"log-waited-too-long": 3}
     assert join.waiting == 2 and join.evicted == 3
 
 

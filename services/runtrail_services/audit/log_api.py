@@ -14,7 +14,6 @@ event. Whoever can name a tenant and run learns whether its link is logged, no m
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -26,9 +25,7 @@ from runtrail.audit.log_proofs import NoProof, prove_consistency, prove_link
 from runtrail.audit.store import LinkStore
 from runtrail.audit.tile_store import TileStore
 from runtrail.audit.tlog import TILE_WIDTH, LogTree
-from runtrail.http_server import BackgroundServer
-
-log = logging.getLogger(__name__)
+from runtrail.http_server import BackgroundServer, QuietHandler
 
 #: (status, content type, body, cache control)
 Response = tuple[int, str, bytes, str]
@@ -98,7 +95,9 @@ class LogApi(BackgroundServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
+            log_prefix = "audit log API"
+
             def do_GET(self) -> None:
                 status, ctype, body, cache = api.answer(self.path)
                 self.send_response(status)
@@ -107,9 +106,6 @@ class LogApi(BackgroundServer):
                 self.send_header("Cache-Control", cache)
                 self.end_headers()
                 self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                log.debug("audit log API: " + format, *args)
 
         return Handler
 

@@ -8,7 +8,6 @@ Not a topic consumer: ``runtrail run command-api`` starts it through
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 import threading
@@ -17,11 +16,9 @@ import uvicorn
 
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
-from runtrail.runtime.receiver import Receiver, tenant_auth
+from runtrail.runtime.receiver import ServingReceiver, tenant_auth
 from runtrail_services.command_api.app import build_app
 from runtrail_services.command_api.settings import CommandApiSettings
-
-log = logging.getLogger(__name__)
 
 
 class CommandApiServer:
@@ -52,7 +49,7 @@ class CommandApiServer:
         self._socket.close()
 
 
-class CommandApiReceiver(Receiver[CommandApiSettings]):
+class CommandApiReceiver(ServingReceiver[CommandApiSettings]):
     """One command API process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "command-api"
@@ -65,22 +62,10 @@ class CommandApiReceiver(Receiver[CommandApiSettings]):
         app = build_app(self.store, auth, max_body_bytes=self.own.max_body_bytes)
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
 
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def start(self) -> None:
-        self.server.start()
-        self.health.ready = True
-        log.info(
-            "command-api (pid %d) on %s:%d/v1/runs -> %s; metrics on %s:%d",
-            os.getpid(),
-            self.own.http_host,
-            self.server.port,
-            redact_url(self.own.resolved_store(self.settings.state_dir)),
-            self.settings.metrics_host,
-            self.endpoint.port,
-        )
+    def serving(self) -> str:
+        store = redact_url(self.own.resolved_store(self.settings.state_dir))
+        where = f"{self.own.http_host}:{self.port}/v1/runs"
+        return f"command-api (pid {os.getpid()}) on {where} -> {store}"
 
     def shut_down(self) -> None:
         self.server.stop()

@@ -84,11 +84,7 @@ class Forwarder:
             tally.add(NO_RUN, reason, "(refused by the publisher)", n)
         if self.drops is not None:
             self.drops.record(tenant, tally)
-        self.metrics.logs("forwarded", Counter({"": len(logs) - sum(refused.values())}))
-        self.metrics.logs("dropped", refused)
-        self.metrics.tell(
-            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
-        )
+        self.metrics.logs_taken("forwarded", len(logs), refused)
         return refused
 
     def _durable(self) -> None:

@@ -22,12 +22,11 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Protocol
 
-from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogJoin, LogView
-from runtrail.adapters.otel_mapping import TraceMapper
+from runtrail.adapters.otel_logs import LogView
 from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.drops.tally import DropTally
-from runtrail.http_server import BackgroundServer, TokenAuth, send_body
+from runtrail.http_server import BackgroundServer, KeepAliveHandler, TokenAuth, send_body
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
     PROTOBUF,
@@ -43,6 +42,7 @@ from runtrail_services.otlp_ingest.decoding import (
 )
 from runtrail_services.otlp_ingest.drop_records import ReceiverDrops
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
+from runtrail_services.otlp_ingest.tenant_mappers import TenantMappers
 
 log = logging.getLogger(__name__)
 
@@ -78,50 +78,28 @@ class Ingest:
         self.publisher = publisher
         self.metrics = metrics
         self.drops = drops
-        self.max_traces = max_traces
-        self.session_resource_attribute = session_resource_attribute
-        self._mappers: dict[str, TraceMapper] = {}
-        self._joins: dict[str, LogJoin] = {}
+        self._tenants = TenantMappers(max_traces, session_resource_attribute)
         self._lock = threading.Lock()
         self.accepting = True
-
-    def _join(self, tenant: str) -> LogJoin:
-        join = self._joins.get(tenant)
-        if join is None:
-            join = self._joins[tenant] = LogJoin(max_waiting=self.max_traces)
-        return join
 
     def record_logs(self, tenant: str, logs: list[LogView]) -> Counter[str]:
         """Keep the GenAI log records for their spans; those that cannot be, by reason."""
         tally = DropTally()
         with self._lock:
-            join = self._join(tenant)
-            evicted = join.evicted
-            refused = join.add(logs, tally)
-            if join.evicted > evicted:
-                refused[WAITED_TOO_LONG] += join.evicted - evicted
+            refused = self._tenants.join(tenant).add(logs, tally)
         if self.drops is not None:
             self.drops.record(tenant, tally)
-        self.metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
-        self.metrics.logs("dropped", refused)
-        self.metrics.tell(
-            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
-        )
+        self.metrics.logs_taken("kept", len(logs), refused)
         return refused
 
     def record(self, tenant: str, spans: list[SpanView]) -> PublishOutcome:
         with self._lock:
-            spans = self._join(tenant).attach(spans)
-            mapper = self._mappers.get(tenant)
-            if mapper is None:
-                mapper = self._mappers[tenant] = TraceMapper(
-                    max_traces=self.max_traces,
-                    session_resource_attribute=self.session_resource_attribute,
-                )
+            spans = self._tenants.join(tenant).attach(spans)
+            mapper = self._tenants.mapper(tenant)
             evicted = mapper.evicted
             outcome = publish_mapped(self.publisher, mapper.map(spans), tenant=tenant)
             self.metrics.evicted.inc(mapper.evicted - evicted)
-            self.metrics.open_traces.set(sum(m.open_traces for m in self._mappers.values()))
+            self.metrics.open_traces.set(self._tenants.open_traces)
         self.metrics.mapped(len(spans), outcome)
         if self.drops is not None:
             self.drops.record(tenant, outcome.tally)
@@ -147,9 +125,8 @@ def _reasons(what: str, counts: Counter[str]) -> str:
 def _handler(
     ingest: SpanSink, auth: TokenAuth, max_body: int, max_decoded: int
 ) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
+    class Handler(KeepAliveHandler):
+        log_prefix = "otlp-ingest http"
 
         def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False) -> None:
             headers = {"Retry-After": "5"} if status == 503 else {}
@@ -221,9 +198,6 @@ def _handler(
             rejected = min(len(spans), sum(result.dropped.values()) + result.rejected_spans)
             ingest.metrics.request("partial" if rejected else "ok")
             self._send(200, kind, response_body(kind, rejected, _message(result)))
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("otlp-ingest http: " + format, *args)
 
     return Handler
 

@@ -34,8 +34,8 @@ import uuid
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogJoin, LogView
-from runtrail.adapters.otel_mapping import Out, TraceMapper
+from runtrail.adapters.otel_logs import WAITED_TOO_LONG, LogView
+from runtrail.adapters.otel_mapping import Out
 from runtrail.adapters.otel_publish import TERMINAL, PublishOutcome, Submitter, publish_mapped
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.drops.tally import DropTally
@@ -51,6 +51,7 @@ from runtrail_services.otlp_ingest.raw_records import (
     spans_of,
 )
 from runtrail_services.otlp_ingest.settings import OtlpMapperSettings
+from runtrail_services.otlp_ingest.tenant_mappers import TenantMappers
 from runtrail_services.otlp_ingest.trace_ledger import TraceLedger
 
 #: the namespace of the mapper's eventIds (UUID version 5)
@@ -93,8 +94,7 @@ class PartitionMapping:
         self._ledger = ledger
         self._drops = drops
         self._partition = partition
-        self._mappers: dict[str, TraceMapper] = {}
-        self._joins: dict[str, LogJoin] = {}
+        self._tenants = TenantMappers(settings.max_traces, settings.session_resource_attribute)
         #: the traces known, least recently written first (expiry takes them from the front)
         self._marks: OrderedDict[TraceKey, _Mark] = OrderedDict()
 
@@ -146,24 +146,16 @@ class PartitionMapping:
             self._apply_spans(key, mark, spans, sink, tally)
         if not (
             mark.ended
-            or self._mapper(tenant).is_open(key[1])
-            or self._join(tenant).waits_for(key[1])
+            or self._tenants.mapper(tenant).is_open(key[1])
+            or self._tenants.join(tenant).waits_for(key[1])
         ):
             # nothing of it is kept (no GenAI span yet, say an HTTP service's trace): a replay
             # need not start at it, so it holds nothing
             self._drop(key, mark, record.offset)
 
     def _apply_logs(self, tenant: str, logs: list[LogView], tally: DropTally) -> None:
-        join = self._join(tenant)
-        evicted = join.evicted
-        refused = join.add(logs, tally)
-        if join.evicted > evicted:
-            refused[WAITED_TOO_LONG] += join.evicted - evicted
-        self._metrics.logs("kept", Counter({"": len(logs) - sum(refused.values())}))
-        self._metrics.logs("dropped", refused)
-        self._metrics.tell(
-            "log records not recorded (runtrail_otlp_ingest_log_records_total)", refused
-        )
+        refused = self._tenants.join(tenant).add(logs, tally)
+        self._metrics.logs_taken("kept", len(logs), refused)
 
     def _apply_spans(
         self,
@@ -183,7 +175,7 @@ class PartitionMapping:
                     tally.add(span.trace_id, "duplicate-span", span.name)
         if not fresh:
             return
-        mapper = self._mapper(tenant)
+        mapper = self._tenants.mapper(tenant)
         evicted = mapper.evicted
 
         def numbered(out: Out) -> tuple[str, int]:
@@ -191,7 +183,7 @@ class PartitionMapping:
             mark.next_sequence += 1
             return event_id(tenant, out.run_id, sequence, out.span_id, out.event_type), sequence
 
-        mapped = mapper.map(self._join(tenant).attach(fresh))
+        mapped = mapper.map(self._tenants.join(tenant).attach(fresh))
         outcome: PublishOutcome = publish_mapped(sink, mapped, tenant=tenant, numbering=numbered)
         tally.update(outcome.tally)
         if any(out.event_type in TERMINAL for out in mapped.events):
@@ -219,9 +211,9 @@ class PartitionMapping:
                 return
             self._drop(key, mark, offset)
             tenant, trace_id = key
-            if not mark.ended and self._mapper(tenant).forget(trace_id):
+            if not mark.ended and self._tenants.mapper(tenant).forget(trace_id):
                 self._metrics.evicted.inc()
-            dropped = self._join(tenant).drop_trace(trace_id, tally)
+            dropped = self._tenants.join(tenant).drop_trace(trace_id, tally)
             if dropped:
                 self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
 
@@ -234,7 +226,7 @@ class PartitionMapping:
             del self._marks[key]
             tenant, trace_id = key
             tally = DropTally()
-            dropped = self._join(tenant).drop_trace(trace_id, tally)
+            dropped = self._tenants.join(tenant).drop_trace(trace_id, tally)
             if dropped:
                 self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
                 self._drops.add(self._partition, None, tenant, tally)
@@ -246,19 +238,4 @@ class PartitionMapping:
 
     @property
     def open_traces(self) -> int:
-        return sum(m.open_traces for m in self._mappers.values())
-
-    def _mapper(self, tenant: str) -> TraceMapper:
-        mapper = self._mappers.get(tenant)
-        if mapper is None:
-            mapper = self._mappers[tenant] = TraceMapper(
-                max_traces=self._settings.max_traces,
-                session_resource_attribute=self._settings.session_resource_attribute,
-            )
-        return mapper
-
-    def _join(self, tenant: str) -> LogJoin:
-        join = self._joins.get(tenant)
-        if join is None:
-            join = self._joins[tenant] = LogJoin(max_waiting=self._settings.max_traces)
-        return join
+        return self._tenants.open_traces

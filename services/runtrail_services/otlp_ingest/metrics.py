@@ -92,6 +92,13 @@ class IngestMetrics:
             if n:
                 self._logs.labels(outcome, reason).inc(n)
 
+    def logs_taken(self, outcome: str, taken: int, refused: Tally[str]) -> None:
+        """A request's ``taken`` log records: those not ``refused`` counted under ``outcome``
+        (kept, forwarded), the refused ones as dropped by reason (each new reason told once)."""
+        self.logs(outcome, Tally({"": taken - sum(refused.values())}))
+        self.logs("dropped", refused)
+        self.tell("log records not recorded (runtrail_otlp_ingest_log_records_total)", refused)
+
     def mapped(self, spans: int, outcome: PublishOutcome) -> None:
         """What ``spans`` spans became: events published, late, recorded, dropped, rejected."""
         dropped = sum(outcome.dropped.values())

@@ -14,24 +14,21 @@ with a spool of its own; in mode ``map`` events to the events topic (:class:`.ht
 
 from __future__ import annotations
 
-import logging
 import os
 
 from confluent_kafka import KafkaError
 
 from runtrail.kafka.auth import KafkaAuthError
 from runtrail.publisher import Publisher
-from runtrail.runtime.receiver import Receiver, tenant_auth
+from runtrail.runtime.receiver import ServingReceiver, tenant_auth
 from runtrail_services.otlp_ingest.drop_records import ReceiverDrops, open_drops
 from runtrail_services.otlp_ingest.forwarding import Forwarder
 from runtrail_services.otlp_ingest.http_api import Ingest, IngestServer, SpanSink
 from runtrail_services.otlp_ingest.metrics import IngestMetrics
 from runtrail_services.otlp_ingest.settings import OtlpIngestSettings
 
-log = logging.getLogger(__name__)
 
-
-class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
+class OtlpIngestReceiver(ServingReceiver[OtlpIngestSettings]):
     """One receiver process; :meth:`run` serves until :meth:`request_stop`."""
 
     name = "otlp-ingest"
@@ -75,22 +72,10 @@ class OtlpIngestReceiver(Receiver[OtlpIngestSettings]):
         if self.drops is not None:
             self.drops.close()
 
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def start(self) -> None:
-        self.server.start()
-        self.health.ready = True
-        log.info(
-            "otlp-ingest (pid %d, mode %s) on %s:%d (/v1/traces, /v1/logs) -> %s; metrics on %s:%d",
-            os.getpid(),
-            self.own.mode,
-            self.own.http_host,
-            self.server.port,
-            self.topic,
-            self.settings.metrics_host,
-            self.endpoint.port,
+    def serving(self) -> str:
+        return (
+            f"otlp-ingest (pid {os.getpid()}, mode {self.own.mode}) on "
+            f"{self.own.http_host}:{self.port} (/v1/traces, /v1/logs) -> {self.topic}"
         )
 
     def serve(self) -> None:

@@ -17,14 +17,10 @@ ignores them until it reaches them), so the numbering stays the same, whoever ma
 
 from __future__ import annotations
 
-import time
-import uuid
-from typing import cast
-
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from runtrail.config import Settings
+from runtrail.kafka.compacted import read_to_end, whole_topic_reader
 from runtrail.kafka.output_topic import OutputTopic
 from runtrail.kafka.topics import otlp_traces_topic
 from runtrail_services.otlp_ingest.raw_records import key_of
@@ -57,37 +53,9 @@ class TraceLedger:
             self._epochs[partition] = {}
         if not partitions:
             return
-        consumer = Consumer(
-            self._settings.kafka_config(
-                **{
-                    "group.id": f"{LEDGER_GROUP_PREFIX}{uuid.uuid4().hex[:8]}",
-                    "enable.auto.commit": False,
-                }
-            )
-        )
+        consumer = whole_topic_reader(self._settings, LEDGER_GROUP_PREFIX)
         try:
-            ends = {
-                p: consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=RESTORE_TIMEOUT_S
-                )[1]
-                for p in partitions
-            }
-            todo = {p: end for p, end in ends.items() if end > 0}
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in todo])
-            deadline = time.monotonic() + RESTORE_TIMEOUT_S
-            while todo:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {self.topic} {sorted(todo)} took too long")
-                for msg in consumer.consume(1000, 0.2):
-                    if msg.error() is not None:
-                        continue
-                    partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
-                    self._apply(partition, msg.key(), msg.value())
-                    if offset + 1 >= todo.get(partition, 0):
-                        todo.pop(partition, None)
-                for tp in consumer.position([TopicPartition(self.topic, p) for p in list(todo)]):
-                    if tp.offset >= todo.get(tp.partition, 1 << 62):
-                        todo.pop(tp.partition, None)  # the end is compaction's gap
+            read_to_end(consumer, self.topic, partitions, self._apply, RESTORE_TIMEOUT_S)
         finally:
             consumer.close()
 

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from runtrail.http_server import BackgroundServer, TokenAuth, send_body
+from runtrail.http_server import BackgroundServer, KeepAliveHandler, TokenAuth, send_body
 from runtrail.resume.errors import NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.remote import parse_offsets
@@ -45,11 +45,8 @@ class _BadRequest(ValueError):
 def _handler(
     index: LookupIndex, auth: TokenAuth, metrics: ResumeCacheMetrics, max_wait_ms: int
 ) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # headers and body go out in two writes: without this, Nagle holds the body until the
-        # client's delayed ACK (~40 ms a lookup on keep-alive connections)
-        disable_nagle_algorithm = True
+    class Handler(KeepAliveHandler):
+        log_prefix = "resume-cache http"
 
         def _send(self, status: int, body: Any) -> None:
             data = orjson.dumps(body)
@@ -125,9 +122,6 @@ def _handler(
             except ValueError as exc:
                 raise _BadRequest(str(exc)) from exc
             return offsets, max(0, min(wait, max_wait_ms)) / 1000
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("resume-cache http: " + format, *args)
 
     return Handler
 

@@ -97,9 +97,9 @@ class LogJoin:
         self._spans_waiting: Counter[str] = Counter()
 
     def add(self, logs: Iterable[LogView], tally: DropTally | None = None) -> Counter[str]:
-        """Keep each GenAI log record until its span comes; the others, counted by reason
-        (also in ``tally``, by trace, with those forgotten to stay under ``max_waiting``:
-        ``log-waited-too-long``)."""
+        """Keep each GenAI log record until its span comes; the others, and those forgotten
+        now to stay under ``max_waiting`` (``log-waited-too-long``: added by this call or an
+        earlier one), counted by reason (also in ``tally``, by trace)."""
         refused: Counter[str] = Counter()
         for record in logs:
             reason = refusal(record)
@@ -119,6 +119,7 @@ class LogJoin:
             (trace_id, _), events = self._waiting.popitem(last=False)
             self._gone(trace_id)
             self.evicted += len(events)
+            refused[WAITED_TOO_LONG] += len(events)
             if tally is not None:
                 tally.add(trace_id, WAITED_TOO_LONG, events[0].name, len(events))
         return refused

@@ -37,7 +37,7 @@ from runtrail.events.errors import EventError
 from runtrail.events.jsonform import loads_strict
 from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.tracking import Tracking, adopt_statements
+from runtrail.persistence.tracking import Tracking, offsets_into_tracking
 
 # --- the schema ----------------------------------------------------------------------------
 
@@ -219,11 +219,7 @@ def _component(first_schema: Sequence[str], log_schema: Sequence[str]) -> Compon
         "audit",
         (
             Migration(1, "the first tables", first_schema),
-            Migration(
-                2,
-                "offsets move into the tracking table",
-                adopt_statements("audit", "audit_offsets", "partition"),
-            ),
+            offsets_into_tracking("audit", "audit_offsets", "partition"),
             Migration(3, "the append-only transparency log", log_schema),
         ),
     )

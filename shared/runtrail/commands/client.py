@@ -112,14 +112,13 @@ class CommandClient:
         idempotency_key: str | None = None,
     ) -> CommandOutcome:
         """Grant the pending approval (at the version observed now, unless one is given)."""
-        version = self.current_version(run_id) if expected_version is None else expected_version
-        return self.send(
+        return self._as_operator(
+            approved_by,
             run_id,
             "grant_approval",
             {"actionDigest": action_digest, "approvedBy": approved_by},
-            expected_version=version,
-            idempotency_key=idempotency_key,
-            actor={"kind": "operator", "id": approved_by},
+            expected_version,
+            idempotency_key,
         )
 
     def cancel(
@@ -130,13 +129,33 @@ class CommandClient:
         *,
         expected_version: int | None = None,
     ) -> CommandOutcome:
-        version = self.current_version(run_id) if expected_version is None else expected_version
-        return self.send(
+        return self._as_operator(
+            requested_by,
             run_id,
             "request_cancellation",
             {"requestedBy": requested_by, "reason": reason},
+            expected_version,
+        )
+
+    def _as_operator(
+        self,
+        operator: str,
+        run_id: str,
+        name: str,
+        data: dict[str, Any],
+        expected_version: int | None,
+        idempotency_key: str | None = None,
+    ) -> CommandOutcome:
+        """A command sent by ``operator``, at ``expected_version`` or else the version observed
+        now."""
+        version = self.current_version(run_id) if expected_version is None else expected_version
+        return self.send(
+            run_id,
+            name,
+            data,
             expected_version=version,
-            actor={"kind": "operator", "id": requested_by},
+            idempotency_key=idempotency_key,
+            actor={"kind": "operator", "id": operator},
         )
 
     def resume(self, run_id: str) -> dict[str, Any]:

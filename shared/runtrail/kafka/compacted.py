@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -29,44 +30,67 @@ class Latest:
 def latest_records(settings: Settings, topic: str, timeout: float = 60.0) -> dict[bytes, Latest]:
     """Per key, the latest record of ``topic`` up to the end each partition has now; nothing
     for a topic that does not exist (no service ever wrote it)."""
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"runtrail-compacted-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-            }
-        )
-    )
     latest: dict[bytes, Latest] = {}
+
+    def keep(partition: int, key: bytes | None, value: bytes | None) -> None:
+        if key is not None:
+            latest[key] = Latest(partition, value)
+
+    consumer = whole_topic_reader(settings, "runtrail-compacted-")
     try:
         described = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if described is None or _missing(described.error):
             return latest
-        todo = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in sorted(described.partitions)
-        }
-        todo = {p: end for p, end in todo.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-        deadline = time.monotonic() + timeout
-        while todo:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} {sorted(todo)} to its end took too long")
-            for msg in consumer.consume(1000, 0.2):
-                if msg.error() is not None:
-                    continue
-                partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
-                key = msg.key()
-                if key is not None:
-                    latest[key] = Latest(partition, msg.value())
-                if offset + 1 >= todo.get(partition, 0):
-                    todo.pop(partition, None)
-            for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
-                if tp.offset >= todo.get(tp.partition, 1 << 62):
-                    todo.pop(tp.partition, None)  # the end is compaction's gap
+        read_to_end(consumer, topic, sorted(described.partitions), keep, timeout)
     finally:
         consumer.close()
     return latest
+
+
+def whole_topic_reader(settings: Settings, group_prefix: str) -> Consumer:
+    """A consumer in a group of its own that never commits: each reader reads from the start."""
+    return Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"{group_prefix}{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+            }
+        )
+    )
+
+
+def read_to_end(
+    consumer: Consumer,
+    topic: str,
+    partitions: Iterable[int],
+    apply: Callable[[int, bytes | None, bytes | None], None],
+    timeout: float,
+) -> None:
+    """``apply(partition, key, value)`` for every record of ``partitions`` from the start to the
+    end each has now, in offset order per partition; :class:`TimeoutError` past ``timeout``.
+
+    A partition is done at its last record, or once the position reaches the end seen at the
+    start (compaction may have removed the records just before it)."""
+    todo = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+        for p in partitions
+    }
+    todo = {p: end for p, end in todo.items() if end > 0}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+    deadline = time.monotonic() + timeout
+    while todo:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"reading {topic} {sorted(todo)} to its end took too long")
+        for msg in consumer.consume(1000, 0.2):
+            if msg.error() is not None:
+                continue
+            partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
+            apply(partition, msg.key(), msg.value())
+            if offset + 1 >= todo.get(partition, 0):
+                todo.pop(partition, None)
+        for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+            if tp.offset >= todo.get(tp.partition, 1 << 62):
+                todo.pop(tp.partition, None)  # the end is compaction's gap
 
 
 def _missing(error: KafkaError | None) -> bool:

@@ -114,11 +114,16 @@ class Tracking:
         return out
 
 
-def adopt_statements(component: str, old_table: str, partition_column: str) -> tuple[str, ...]:
-    """A migration's steps moving a per-component offset table (the layout before tracking) into the tracking table (its
-    positions kept; the old table dropped so no code can keep writing it unnoticed)."""
-    return (
-        f"INSERT INTO {TABLE} (component, topic, partition, next_offset) "
-        f"SELECT '{component}', topic, {partition_column}, next_offset FROM {old_table}",
-        f"DROP TABLE {old_table}",
+def offsets_into_tracking(component: str, old_table: str, partition_column: str) -> Migration:
+    """Migration 2 of a store that kept its offsets in a table of its own (the layout before
+    tracking): they move into the tracking table, their positions kept, and the old table is
+    dropped so no code can keep writing it unnoticed."""
+    return Migration(
+        2,
+        "offsets move into the tracking table",
+        (
+            f"INSERT INTO {TABLE} (component, topic, partition, next_offset) "
+            f"SELECT '{component}', topic, {partition_column}, next_offset FROM {old_table}",
+            f"DROP TABLE {old_table}",
+        ),
     )

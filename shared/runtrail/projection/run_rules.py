@@ -144,12 +144,7 @@ def approval_granted(state: RunProjection, event: Event, data: ApprovalGranted) 
             f"approval granted at {event.occurred_at}, after it expired at {expires_at}",
             event=event,
         )
-    return {
-        "status": state.resume_status or "executing",
-        "pending_action_digest": None,
-        "approval_expires_at": None,
-        "resume_status": None,
-    }
+    return {**_wait_over(state), "pending_action_digest": None, "approval_expires_at": None}
 
 
 def input_required(
@@ -176,11 +171,12 @@ def input_received(
             f"input {request_id} received but the pending request is {pending.request_id}",
             event=event,
         )
-    return {
-        "status": state.resume_status or "executing",
-        "pending_input": None,
-        "resume_status": None,
-    }
+    return {**_wait_over(state), "pending_input": None}
+
+
+def _wait_over(state: RunProjection) -> Update:
+    """A granted approval or a received input: the run goes back to the status it waited in."""
+    return {"status": state.resume_status or "executing", "resume_status": None}
 
 
 def state_transitioned(state: RunProjection, event: Event, data: StateTransitioned) -> Update:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.tracking import PositionRegressed, Tracking, adopt_statements
+from runtrail.persistence.tracking import PositionRegressed, Tracking, offsets_into_tracking
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION
 from runtrail.projection.snapshot import ProjectionSnapshot, open_sealed
@@ -116,11 +116,7 @@ PROJECTION = Component(
     "projection",
     (
         Migration(1, "the first tables", FIRST_SCHEMA),
-        Migration(
-            2,
-            "offsets move into the tracking table",
-            adopt_statements("projection", "consumer_offsets", "partition_id"),
-        ),
+        offsets_into_tracking("projection", "consumer_offsets", "partition_id"),
         Migration(3, "the runs page's search, time and error columns", add_run_index),
         Migration(4, "the runs page's resumed filter", RESUMES_COLUMN),
     ),

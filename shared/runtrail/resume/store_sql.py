@@ -24,7 +24,7 @@ import orjson
 
 from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.tracking import TRACKING, Tracking, adopt_statements
+from runtrail.persistence.tracking import TRACKING, Tracking, offsets_into_tracking
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
@@ -81,11 +81,7 @@ MIGRATIONS = Component(
     COMPONENT,
     (
         Migration(1, "the first tables", _FIRST_TABLES),
-        Migration(
-            2,
-            "consumed offsets into the tracking table",
-            adopt_statements(COMPONENT, "rc_offsets", "partition"),
-        ),
+        offsets_into_tracking(COMPONENT, "rc_offsets", "partition"),
     ),
 )
 
@@ -348,16 +344,9 @@ class SqlCacheStore(CacheStore):
                 [tenant, run_id],
             )
             return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
-        if tenant is None:
-            rows = self._query(
-                "SELECT body FROM rc_entries ORDER BY tenant_id, run_id, kind, key", []
-            )
-        else:
-            rows = self._query(
-                "SELECT body FROM rc_entries WHERE tenant_id = ? ORDER BY run_id, kind, key",
-                [tenant],
-            )
-        return [CacheEntry.from_json(orjson.loads(b)) for (b,) in rows]
+        return [
+            CacheEntry.from_json(b) for b in self._bodies("rc_entries", "run_id, kind, key", tenant)
+        ]
 
     def entries_written_before(self, cutoff_ms: int) -> list[StoredEntryKey]:
         rows = self._query(
@@ -378,16 +367,20 @@ class SqlCacheStore(CacheStore):
         return deleted
 
     def intents(self, tenant: str | None = None) -> list[Intent]:
+        return [
+            Intent.from_json(b) for b in self._bodies("rc_intents", "run_id, intent_id", tenant)
+        ]
+
+    def _bodies(self, table: str, order: str, tenant: str | None) -> list[Any]:
+        """The parsed bodies of ``table``: of ``tenant``, or of every tenant in tenant order,
+        then ordered by ``order``."""
         if tenant is None:
-            rows = self._query(
-                "SELECT body FROM rc_intents ORDER BY tenant_id, run_id, intent_id", []
-            )
+            rows = self._query(f"SELECT body FROM {table} ORDER BY tenant_id, {order}", [])
         else:
             rows = self._query(
-                "SELECT body FROM rc_intents WHERE tenant_id = ? ORDER BY run_id, intent_id",
-                [tenant],
+                f"SELECT body FROM {table} WHERE tenant_id = ? ORDER BY {order}", [tenant]
             )
-        return [Intent.from_json(orjson.loads(b)) for (b,) in rows]
+        return [orjson.loads(b) for (b,) in rows]
 
     def stats(self) -> dict[str, Any]:
         """Counts per tenant and kind, open intents and model nodes, runs, offsets."""

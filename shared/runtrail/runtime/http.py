@@ -10,7 +10,6 @@ limit (:mod:`runtrail.runtime.dlq_limit`), naming the partition and the error, u
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,9 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from runtrail.config import Settings
-from runtrail.http_server import BackgroundServer, TokenAuth, send_body
-
-log = logging.getLogger(__name__)
+from runtrail.http_server import BackgroundServer, QuietHandler, TokenAuth, send_body
 
 
 class HealthState:
@@ -130,7 +127,7 @@ def _handler(
         ),
     }
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             route = routes.get(path)
@@ -142,9 +139,6 @@ def _handler(
                     route(header) if route else (404, "text/plain", b"not found\n")
                 )
             send_body(self, status, ctype, body, realm="runtrail-metrics")
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("http: " + format, *args)
 
     return Handler
 

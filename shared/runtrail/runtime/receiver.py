@@ -11,9 +11,10 @@ receiver is only its own work (:meth:`Receiver.open`, :meth:`~Receiver.start`,
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -118,6 +119,41 @@ class Receiver(Generic[OwnSettings]):
         """Keep the health heartbeat going until a stop is asked for."""
         while not self._stop.wait(interval_s):
             self.health.beat()
+
+
+class Serving(Protocol):
+    """An HTTP server a receiver runs: bound when made (its port known), answering from
+    :meth:`start`."""
+
+    @property
+    def port(self) -> int: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ServingReceiver(Receiver[OwnSettings]):
+    """A receiver whose work is answering on one HTTP server (:attr:`server`, made by
+    :meth:`~Receiver.open`): ready once the server answers."""
+
+    server: Serving
+
+    @property
+    def port(self) -> int:
+        """The server's port (a free one when 0 was asked for)."""
+        return self.server.port
+
+    def start(self) -> None:
+        self.server.start()
+        self.health.ready = True
+        log.info(
+            "%s; metrics on %s:%d", self.serving(), self.settings.metrics_host, self.endpoint.port
+        )
+
+    def serving(self) -> str:
+        """The start line's first part: the process, where it answers, where its work goes."""
+        return f"{self.name} (pid {os.getpid()}) on port {self.port}"
 
 
 def tenant_auth(name: str, own: TenantTokenSettings) -> TokenAuth:
