@@ -181,18 +181,22 @@ class RuntrailLogger(CustomLogger):
         """Publish the line's reported calls in start order; a call never reported holds the
         ones after it for ``order_wait_s`` (or until ``force``), then is given up."""
         now = time.monotonic()
-        while line.started:
-            head, since = next(iter(line.started.items()))
-            if head in line.reported:
-                del line.started[head]
-                self._publish_call(line.reported.pop(head))
-            elif force or (line.reported and now - since > self._order_wait_s):
-                del line.started[head]
-                self._drop("no_outcome")
-            else:
-                break
-        if not line.started:
-            self._lines.pop(run_id, None)
+        try:
+            while line.started:
+                head, since = next(iter(line.started.items()))
+                if head in line.reported:
+                    del line.started[head]
+                    self._publish_call(line.reported.pop(head))
+                elif force or (line.reported and now - since > self._order_wait_s):
+                    del line.started[head]
+                    self._drop("no_outcome")
+                else:
+                    break
+        finally:
+            # also after a publish that raised: an empty line kept would hold `flush` to its
+            # timeout and stay in memory for good
+            if not line.started:
+                self._lines.pop(run_id, None)
 
     # --- publishing (under the lock) ---------------------------------------------------------
     def _publish_call(self, call: Call) -> None:
