@@ -52,3 +52,29 @@ def test_the_top_level_still_reports_an_unknown_command(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         main(["no-such-command"])
     assert capsys.readouterr().err.startswith("usage: runtrail [-h]")
+
+
+def test_a_command_registers_only_its_own_modules_and_the_table_says_which() -> None:
+    """`runtrail X` builds X's parser alone (each command group's imports cost every start):
+    the table of which module makes which command must be exact, or a command would lose its
+    subcommands (``replay`` is capture's and the projection's)."""
+    import argparse
+    import importlib
+
+    from runtrail_tools.cli.main import COMMAND_MODULES, CommandParser, modules_of
+
+    def choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return dict(action.choices)
+
+    for module, commands in COMMAND_MODULES.items():
+        parser = CommandParser(prog="runtrail")
+        importlib.import_module(module).register(parser.add_subparsers(dest="command"))
+        assert tuple(choices(parser)) == commands, module
+    whole = choices(build_parser())
+    assert set(whole) == {c for commands in COMMAND_MODULES.values() for c in commands}
+    for command, full in whole.items():
+        alone = choices(build_parser(command))[command]
+        assert alone.format_help() == full.format_help(), command
+        assert len(modules_of(command)) < len(COMMAND_MODULES)
+    assert modules_of(None) == modules_of("no-such-command") == list(COMMAND_MODULES)

@@ -22,7 +22,7 @@ import orjson
 from runtrail.config import Settings
 from runtrail.kafka.compacted import read_to_end, whole_topic_reader
 from runtrail.kafka.output_topic import OutputTopic
-from runtrail.kafka.topics import otlp_traces_topic
+from runtrail.kafka.topics import LEDGER_GROUP_PREFIX, otlp_traces_topic
 from runtrail_services.otlp_ingest.raw_records import key_of
 
 #: epochs kept per trace (each one a forgetting: a trace forgotten more often is an oddity)
@@ -33,9 +33,6 @@ RESTORE_TIMEOUT_S = 60.0
 TraceKey = tuple[str, str]
 #: per trace: (raw offset, next sequence), oldest first
 Epochs = list[tuple[int, int]]
-
-#: the group of each ledger read (one of its own, never committed: the ledger is read whole)
-LEDGER_GROUP_PREFIX = "runtrail-otlp-ledger-"
 
 
 class TraceLedger:

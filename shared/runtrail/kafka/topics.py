@@ -129,6 +129,11 @@ def otlp_traces_topic(settings: Settings) -> str:
     return f"{settings.otlp_raw_topic}.traces"
 
 
+#: the group of each read of the trace ledger (one of its own, never committed: the ledger is
+#: read whole); the ACLs grant the prefix
+LEDGER_GROUP_PREFIX = "runtrail-otlp-ledger-"
+
+
 def design_topic_names(settings: Settings) -> list[str]:
     """The names of the five topics of the design, as ``settings`` name them."""
     return [

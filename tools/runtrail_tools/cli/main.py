@@ -16,28 +16,38 @@ from typing import Any
 from runtrail import __version__
 from runtrail.extras import MissingExtra, explain
 
-#: Modules contributing commands, in the order they appear in ``--help``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "runtrail_tools.cli.kafka_cmd",
-    "runtrail_tools.cli.publish_cmd",
-    "runtrail_tools.cli.run_cmd",
-    "runtrail_tools.cli.audit_cmd",
-    "runtrail_tools.cli.capture_cmd",
-    "runtrail_tools.cli.cache_cmd",
-    "runtrail_tools.cli.offsets_cmd",
-    "runtrail_tools.cli.projection_cmd",
-    "runtrail_tools.cli.replay_projection_cmd",
-    "runtrail_tools.cli.sessions_cmd",
-    "runtrail_tools.cli.erase_cmd",
-    "runtrail_tools.cli.prune_cmd",
-    "runtrail_tools.cli.keys_cmd",
-    "runtrail_tools.cli.dev_cmd",
-    "runtrail_tools.cli.demo_cmd",
-    "runtrail_tools.cli.settings_cmd",
-    "runtrail_tools.cli.ui_cmd",
-    "runtrail_tools.cli.command_cmd",
-    "runtrail_tools.cli.otlp_cmd",
-)
+#: Modules contributing commands, in the order they appear in ``--help``, and the top-level
+#: commands each registers (``replay`` is made of two: capture's and the projection's).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "runtrail_tools.cli.kafka_cmd": ("kafka",),
+    "runtrail_tools.cli.topics_cmd": ("topics",),
+    "runtrail_tools.cli.publish_cmd": ("publish",),
+    "runtrail_tools.cli.run_cmd": ("run",),
+    "runtrail_tools.cli.audit_cmd": ("audit",),
+    "runtrail_tools.cli.capture_cmd": ("capture", "replay"),
+    "runtrail_tools.cli.cache_cmd": ("cache",),
+    "runtrail_tools.cli.offsets_cmd": ("offsets",),
+    "runtrail_tools.cli.projection_cmd": ("projection",),
+    "runtrail_tools.cli.replay_projection_cmd": ("replay",),
+    "runtrail_tools.cli.sessions_cmd": ("sessions",),
+    "runtrail_tools.cli.erase_cmd": ("erase",),
+    "runtrail_tools.cli.prune_cmd": ("prune",),
+    "runtrail_tools.cli.keys_cmd": ("keys",),
+    "runtrail_tools.cli.dev_cmd": ("dev",),
+    "runtrail_tools.cli.demo_cmd": ("demo",),
+    "runtrail_tools.cli.settings_cmd": ("settings",),
+    "runtrail_tools.cli.ui_cmd": ("ui",),
+    "runtrail_tools.cli.command_cmd": ("command", "resume"),
+    "runtrail_tools.cli.otlp_cmd": ("otlp",),
+}
+
+
+def modules_of(command: str | None) -> list[str]:
+    """The modules to register for a run of ``command``: only those that make it (every
+    module's imports cost a command's start; a command group's imports can be heavy), or all
+    for the top-level help and a command that does not exist (argparse lists the choices)."""
+    chosen = [m for m, commands in COMMAND_MODULES.items() if command in commands]
+    return chosen or list(COMMAND_MODULES)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -66,14 +76,15 @@ class CommandParser(argparse.ArgumentParser):
 ROOT_PROG = "runtrail"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (see :func:`modules_of`)."""
     parser = CommandParser(
         prog=ROOT_PROG,
         description="The flight recorder for AI-agent runs, on Kafka.",
     )
     parser.add_argument("--version", action="version", version=f"runtrail {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules_of(command):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -112,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from runtrail.runtime import stop_signals
 
         stop_signals.hold()
-    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(given[0] if given and not given[0].startswith("-") else None)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

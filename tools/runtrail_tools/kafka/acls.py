@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtrail.config import Settings
-from runtrail.kafka.topics import otlp_traces_topic
-from runtrail_services.otlp_ingest.trace_ledger import LEDGER_GROUP_PREFIX
+from runtrail.kafka.topics import LEDGER_GROUP_PREFIX, otlp_traces_topic
 
 #: Kafka's own names of the operations and resource types (kafka-acls.sh spells them so).
 READ, WRITE, DESCRIBE = "Read", "Write", "Describe"
