@@ -101,7 +101,7 @@ def _may_hold_secrets(text: bytes | None) -> bool:
     Sound because every marker is plain ASCII that JSON never escapes, so a string or key
     that the walk would redact shows it verbatim in the text. No text: the walk decides.
     """
-    return text is None or has_marker(text.decode())
+    return text is None or has_marker(text)
 
 
 def _redact_envelope(form: dict[str, Any]) -> dict[str, Any]:
