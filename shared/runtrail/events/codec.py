@@ -265,8 +265,6 @@ class EventCodec:
         return validate_json_form(current), written, to_walk
 
 
-#: (type, version) -> the compiled builder of its event class (:func:`native.model_builder`)
-_BUILDERS: dict[tuple[str, int], Any] = {}
 class _StrictBuild(NamedTuple):
     """An event class's compiled builder and where its int fields are (:func:`native.int_paths`):
     ``envelope`` and ``data`` hold the spellings of the fields of those two levels, ``nested``
@@ -288,6 +286,8 @@ def _strict_build(build: Any, cls: type[Event]) -> _StrictBuild:
     )
 
 
+#: (type, version) -> the compiled builder of its event class (:func:`native.model_builder`)
+_BUILDERS: dict[tuple[str, int], Any] = {}
 #: event class -> its builder and its int fields, for :func:`validate_exact`
 _STRICT_BUILDS: dict[type[Event], _StrictBuild] = {}
 for _key, _cls in EVENT_CLASSES.items():
