@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,8 @@ def _assert_same(ours: Any, theirs: Any) -> None:
         assert ours.__pydantic_extra__ == theirs.__pydantic_extra__
         assert ours.__pydantic_private__ == theirs.__pydantic_private__
         assert ours == theirs
+    elif isinstance(theirs, float) and math.isnan(theirs):  # NaN equals nothing, not even NaN
+        assert math.isnan(ours)
     else:
         assert ours == theirs
 

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.workload import workload
-from runtrail.events import CURRENT_VERSIONS, EventCodec, avro_schemas, validate_json_form
-from runtrail.events.codec import validate_exact
-from runtrail.events.envelope import ISO_8601
+from runtrail.events import CURRENT_VERSIONS, EventCodec, avro_schemas, native, validate_json_form
+from runtrail.events.codec import _STRICT_BUILDS, validate_exact
+from runtrail.events.envelope import EVENT_CLASSES, ISO_8601
 from runtrail.publisher.envelope_defaults import new_event_id, utc_now_iso
 from tests.examples import examples
 
@@ -165,3 +165,48 @@ def test_timestamps_are_utc_milliseconds_between_the_clock_readings_around_them(
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
         parsed = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         assert before <= parsed <= after
+
+
+def test_the_compiled_builder_validates_as_strict_pydantic() -> None:
+    """The fast path validates with the compiled builder where it can; its event must be the
+    one a strict pydantic validation of the same record gives."""
+    built = 0
+    for form in [*_current_fixtures(), *SAMPLE[:600]]:
+        exact = validate_exact({**form, "sequence": form.get("sequence") or "1"})
+        assert exact is not None, form["type"]
+        event, record = exact
+        cls = EVENT_CLASSES[(record["type"], record["schemaVersion"])]
+        assert event == cls.__pydantic_validator__.validate_python(record, strict=True)
+        strict = _STRICT_BUILDS.get(cls)
+        built += strict is not None and strict.build(record) is not None
+    assert built > 500  # the builder, not pydantic, made most of them
+
+
+def _with_text_at(form: dict[str, Any], path: tuple[tuple[str, ...], ...]) -> dict[str, Any] | None:
+    """A copy of ``form`` with the decimal string "3" at ``path`` (first spellings), or None
+    when a parent on the path is not an object in it."""
+    copy = {**form}
+    parent = copy
+    for step in path[:-1]:
+        child = parent.get(step[0])
+        if not isinstance(child, dict):
+            return None
+        parent[step[0]] = parent = {**child}
+    parent[path[-1][0]] = "3"
+    return copy
+
+
+def test_a_decimal_string_in_any_int_field_leaves_the_fast_path() -> None:
+    """The builder reads "3" in an int field as 3 (as a lax validation does); the fast path
+    must not take it, since the record it encodes would still hold the string."""
+    tried: set[tuple[str, tuple[tuple[str, ...], ...]]] = set()
+    for form in [*_current_fixtures(), *SAMPLE[:600]]:
+        form = {**form, "sequence": form.get("sequence") or "1"}
+        cls = EVENT_CLASSES[(form["type"], form["schemaVersion"])]
+        for path in native.int_paths(native.model_plan(cls)):
+            changed = _with_text_at(form, path)
+            if path == (("sequence",),) or changed is None:
+                continue
+            tried.add((form["type"], path))
+            assert validate_exact(changed) is None, (form["type"], path)
+    assert len(tried) > 40 and any(len(path) > 1 for _, path in tried)

@@ -425,8 +425,10 @@ class _Gen:
             else:
                 w(f"{ind}if type({val}) is not bytes: raise Bad('not bytes')")
                 e = val
-            w(f"{ind}if len({e}) < 64: o.append(len({e}) << 1)")
-            w(f"{ind}else: write_long(o, len({e}))")
+            n = self.var("n")
+            w(f"{ind}{n} = len({e})")
+            w(f"{ind}if {n} < 64: o.append({n} << 1)")
+            w(f"{ind}else: write_long(o, {n})")
             w(f"{ind}o += {e}")
         elif kind == "fixed":
             w(f"{ind}if type({val}) is not bytes or len({val}) != {int(s['size'])}:")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import orjson
 from pydantic import ValidationError
@@ -265,12 +265,61 @@ class EventCodec:
         return validate_json_form(current), written, to_walk
 
 
+class _StrictBuild(NamedTuple):
+    """An event class's compiled builder and where its int fields are (:func:`native.int_paths`):
+    ``envelope`` and ``data`` hold the spellings of the fields of those two levels, ``nested``
+    the paths below them."""
+
+    build: Any
+    envelope: tuple[tuple[str, ...], ...]
+    data: tuple[tuple[str, ...], ...]
+    nested: tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def _strict_build(build: Any, cls: type[Event]) -> _StrictBuild:
+    paths = native.int_paths(native.model_plan(cls))
+    return _StrictBuild(
+        build,
+        tuple(p[0] for p in paths if len(p) == 1 and p[0] != ("sequence",)),
+        tuple(p[1] for p in paths if len(p) == 2 and p[0] == ("data",)),
+        tuple(p for p in paths if len(p) > 2 or (len(p) == 2 and p[0] != ("data",))),
+    )
+
+
 #: (type, version) -> the compiled builder of its event class (:func:`native.model_builder`)
 _BUILDERS: dict[tuple[str, int], Any] = {}
+#: event class -> its builder and its int fields, for :func:`validate_exact`
+_STRICT_BUILDS: dict[type[Event], _StrictBuild] = {}
 for _key, _cls in EVENT_CLASSES.items():
     _builder = native.model_builder(_cls)
     if _builder is not None:
         _BUILDERS[_key] = _builder.build
+        _STRICT_BUILDS[_cls] = _strict_build(_builder.build, _cls)
+
+
+def _text_in_int_field(record: JsonDict, data: JsonDict, ints: _StrictBuild) -> bool:
+    """Whether an int field of the exact ``record`` (``data`` its data) holds a string: the
+    builder would read a decimal one as its number, a strict validation refuses it.
+    ``sequence`` is the int :func:`validate_exact` put there."""
+    for names in ints.envelope:
+        for name in names:
+            if type(record.get(name)) is str:
+                return True
+    for names in ints.data:
+        for name in names:
+            if type(data.get(name)) is str:
+                return True
+    return any(_text_at(record, path) for path in ints.nested)
+
+
+def _text_at(value: Any, path: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether a string sits at ``path`` (any spelling of each key) inside ``value``."""
+    if not path:
+        return type(value) is str
+    if type(value) is not dict:
+        return False
+    rest = path[1:]
+    return any(_text_at(value.get(key), rest) for key in path[0])
 
 
 def validate_json_form(form: JsonDict) -> Event:
@@ -328,7 +377,10 @@ def validate_exact(form: JsonDict) -> tuple[Event, JsonDict] | None:
     round trip. None otherwise: :func:`validate_json_form` then coerces, or says why not.
 
     Sound because a strict validation changes no value (an int for a float field encodes to
-    the same Avro double), and absent optional fields are exactly their None defaults.
+    the same Avro double), and absent optional fields are exactly their None defaults. The
+    compiled builder validates first when it can: it accepts only what the strict validation
+    accepts, into the same event (``tests/test_publisher_exact_path.py``), at about half the
+    cost.
     """
     cls = EVENT_CLASSES.get((form.get("type"), form.get("schemaVersion")))  # type: ignore[arg-type]
     sequence = form.get("sequence")
@@ -353,6 +405,14 @@ def validate_exact(form: JsonDict) -> tuple[Event, JsonDict] | None:
         if data.keys() != data_keys:
             return None
         record["data"] = data
+    strict = _STRICT_BUILDS.get(cls)
+    if strict is not None and not _text_in_int_field(record, record["data"], strict):
+        # the compiled builder takes plain values as they are, as a strict validation does,
+        # except a decimal string in an int field (ruled out just above); when unsure it
+        # answers None and pydantic decides
+        event = strict.build(record)
+        if event is not None:
+            return cast(Event, event), record
     try:
         event = cls.__pydantic_validator__.validate_python(record, strict=True)
     except ValidationError:

@@ -258,6 +258,28 @@ def model_plan(cls: type[Any]) -> tuple[Any, ...]:
     return _model(schema)
 
 
+def int_paths(plan: tuple[Any, ...]) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """Where a model plan has an int field: each path as the key spellings of every step.
+    The builder reads a canonical decimal string there as its number (pydantic's lax int),
+    where a strict validation refuses it."""
+    paths: list[tuple[tuple[str, ...], ...]] = []
+
+    def walk(node: tuple[Any, ...], path: tuple[tuple[str, ...], ...]) -> None:
+        kind = node[0]
+        if kind == "int":
+            paths.append(path)
+        elif kind == "nullable":
+            walk(node[1], path)
+        elif kind == "after":
+            walk(node[2], path)
+        elif kind == "model":
+            for field in node[2]:
+                walk(field[4], (*path, field[1]))
+
+    walk(plan, ())
+    return tuple(paths)
+
+
 def model_builder(cls: type[Any]) -> Any | None:
     """The native builder of a model class (``build(form) -> instance | None``), or None
     without the extension or for a class whose core schema it does not reproduce."""

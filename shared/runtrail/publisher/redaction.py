@@ -86,17 +86,22 @@ IDENTIFIER_FIELDS: tuple[str, ...] = (
 FREE_TEXT_FIELDS: tuple[str, ...] = ("correlationId",)
 
 
-def _may_hold_secrets(form: dict[str, Any]) -> bool:
+def json_text(form: dict[str, Any]) -> bytes | None:
+    """The event's orjson text, or None when it is not plain JSON (e.g. a model object, a
+    value nested past orjson's limit): the text the prefilter scans."""
+    try:
+        return orjson.dumps(form)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _may_hold_secrets(text: bytes | None) -> bool:
     """One scan of the event's JSON text: False only when the walk would change nothing.
 
     Sound because every marker is plain ASCII that JSON never escapes, so a string or key
-    that the walk would redact shows it verbatim in the text.
+    that the walk would redact shows it verbatim in the text. No text: the walk decides.
     """
-    try:
-        text = orjson.dumps(form).decode()
-    except TypeError:  # not plain JSON (e.g. a model object): let the walk decide
-        return True
-    return has_marker(text)
+    return text is None or has_marker(text)
 
 
 def _redact_envelope(form: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +127,13 @@ def _redact_envelope(form: dict[str, Any]) -> dict[str, Any]:
 
 def default_redactor(form: dict[str, Any]) -> dict[str, Any]:
     """Redact secrets in ``data`` and the envelope's free text; refuse secret identifiers."""
-    if not _may_hold_secrets(form):
+    return redact_scanned(form, json_text(form))
+
+
+def redact_scanned(form: dict[str, Any], text: bytes | None) -> dict[str, Any]:
+    """:func:`default_redactor` of ``form`` whose :func:`json_text` is ``text`` (made once by
+    a caller that needs it too, the publisher's limits check)."""
+    if not _may_hold_secrets(text):
         return form
     out = _redact_envelope(form)
     if "data" in out:
@@ -136,7 +147,9 @@ __all__ = [
     "SecretInIdentifier",
     "default_redactor",
     "is_sensitive_key",
+    "json_text",
     "no_redaction",
+    "redact_scanned",
     "redact_text",
     "redact_value",
 ]
