@@ -121,7 +121,11 @@ def test_erase_deletes_the_large_snapshots_of_the_named_session(
         *("--no-event", "--no-topics", "--session", "s1", "--session-blobs", blobs_url),
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["copiesDeleted"] == {"sessions": 0, "sessionBlobs": 2}
+    assert json.loads(done.stdout)["copiesDeleted"] == {
+        "sessions": 0,
+        "sessionBlobs": 2,
+        "checkpoints": 0,
+    }
     left = blob_bytes(blobs)
     assert not [k for k, b in left.items() if SENTINEL.encode() in b]
     assert list(left) == [blobs.key_of(kept)]
@@ -173,7 +177,11 @@ def test_erase_run_deletes_every_stored_session_that_applied_it(
         *("--no-topics", "--sessions-store", sessions_url, "--session-blobs", blobs_url),
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["copiesDeleted"] == {"sessions": 2, "sessionBlobs": 2}
+    assert json.loads(done.stdout)["copiesDeleted"] == {
+        "sessions": 2,
+        "sessionBlobs": 2,
+        "checkpoints": 0,
+    }
     left = stored_texts(store)
     assert list(left) == ["s-other"] and b"KEPT-other" in left["s-other"]
     assert list(blob_bytes(blobs)) == [blobs.key_of(other)]
@@ -242,6 +250,7 @@ def test_erase_subject_finds_the_sessions_holding_its_references(
         "sessionsTopic": 1,  # s-by-blob's pointer (s-in-store has none)
         "sessions": 1,  # s-in-store's snapshot (s-by-blob has none)
         "sessionBlobs": 1,  # s-by-blob's
+        "checkpoints": 0,
     }
     latest = read_pointers(kafka_bootstrap, topic)
     assert {k for k, v in latest.items() if v is not None} == {b"t1/s-other"}

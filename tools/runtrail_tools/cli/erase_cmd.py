@@ -6,7 +6,8 @@ compacted resume-cache and sessions topics (unless ``--no-topics``: no broker to
 deletes the snapshots and large snapshots' blobs of every session that holds the run or the
 destroyed key's references — found in the session store and on the sessions topic
 (:mod:`runtrail.privacy.erased_sessions`), plus any named with ``--session`` — and the
-LangGraph checkpoint threads named with ``--thread``, then appends a ``run.content_erased``
+LangGraph checkpoint threads that hold them — found in the checkpoint store
+(:mod:`runtrail.privacy.erased_threads`), plus any named with ``--thread`` — then appends a ``run.content_erased``
 event to the run (signed with the audit key when one exists). With
 ``--subject S`` the subject is a configured data subject (an end user); ``--record-run`` names
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
@@ -49,7 +50,10 @@ def register(subparsers: Any) -> None:
         help="also delete this session's snapshots (those holding the run are found)",
     )
     erase.add_argument(
-        "--thread", action="append", default=[], help="also delete this thread's checkpoints"
+        "--thread",
+        action="append",
+        default=[],
+        help="also delete this thread's checkpoints (those holding the run are found)",
     )
     erase.add_argument(
         "--sessions-store", metavar="URL", help="the session store (default: the service's)"
@@ -57,7 +61,11 @@ def register(subparsers: Any) -> None:
     erase.add_argument(
         "--session-blobs", metavar="URL", help="the large snapshots' store (default: the service's)"
     )
-    erase.add_argument("--checkpoints-store", metavar="URL", help="the LangGraph checkpoint store")
+    erase.add_argument(
+        "--checkpoints-store",
+        metavar="URL",
+        help="the LangGraph checkpoint store (default: the sessions service's)",
+    )
     erase.add_argument("--no-event", action="store_true", help="record nothing in the history")
     erase.add_argument(
         "--no-topics",
@@ -75,8 +83,6 @@ def run_erase(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if not args.tenant:
         return _fail(EXIT_USAGE, "--tenant is required")
-    if args.thread and not args.checkpoints_store:
-        return _fail(EXIT_USAGE, "--thread needs --checkpoints-store URL")
     vault = vault_from_settings(settings)
     if vault is None:
         return _fail(EXIT_USAGE, "no content store configured (RUNTRAIL_CONTENT_STORE_URL)")
@@ -103,16 +109,20 @@ def run_erase(args: argparse.Namespace) -> int:
 def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     """The derived plaintext copies to delete, each a function counting what it deleted, in
     the order they run: the topics' records first (the sessions step finds its sessions
-    there too), then the sessions' snapshots and blobs, then the checkpoints named."""
+    there too), then the sessions' snapshots and blobs, then the checkpoint threads (found in
+    the checkpoint store: ``--checkpoints-store``, else the sessions service's, else the
+    session store, as the service's retention finds it)."""
     from runtrail.privacy.erased_sessions import ErasedSessions
+    from runtrail.privacy.erased_threads import ErasedThreads
     from runtrail_services.sessions.settings import SessionsSettings
 
     runs = [args.run] if args.run else []
     defaults = SessionsSettings()
+    sessions_store = args.sessions_store or defaults.resolved_store_url(settings.state_dir)
     sessions = ErasedSessions(
         args.tenant,
         runs,
-        store_url=args.sessions_store or defaults.resolved_store_url(settings.state_dir),
+        store_url=sessions_store,
         blobs_url=args.session_blobs or defaults.resolved_blob_url(settings.state_dir),
         found=set(args.session),
     )
@@ -124,20 +134,13 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             settings, ErasedScope(args.tenant, runs=runs, key_id=key_id)
         )
     copies.update(sessions.erasers(None if args.no_topics else settings))
-    if args.thread:
-        from runtrail.persistence import open_store
-        from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
-
-        def checkpoints(_key_id: str | None) -> int:
-            backend = open_store(LANGGRAPH_CHECKPOINTS, args.checkpoints_store)
-            try:
-                for thread in args.thread:
-                    backend.delete_thread(args.tenant, thread)
-                return len(args.thread)
-            finally:
-                backend.close()
-
-        copies["checkpoints"] = checkpoints
+    threads = ErasedThreads(
+        args.tenant,
+        runs,
+        store_url=args.checkpoints_store or defaults.checkpoints_url or sessions_store,
+        found=set(args.thread),
+    )
+    copies["checkpoints"] = threads.delete
     return copies
 
 
