@@ -13,7 +13,14 @@ event to the run (signed with the audit key when one exists). With
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
 What erasure guarantees and what it cannot: ``docs/PRIVACY.md``.
 
-Exit status: 0 erased, 1 nothing to erase (no key for the subject), 2 could not run as asked.
+The stores that can tell which sessions and threads hold the erasure are searched before the
+key is destroyed, and what they found is kept in an erasure journal beside the key store
+(:mod:`runtrail.privacy.erasure_journal`) until the erasure is recorded: an erasure that
+stopped half-way (exit status 3: a store or the broker unreachable) is finished by running the
+same command again.
+
+Exit status: 0 erased, 1 nothing to erase (no key for the subject), 2 could not run as asked,
+3 stopped before it finished (run it again).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import orjson
 
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
-EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NOTHING, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 def register(subparsers: Any) -> None:
@@ -77,7 +84,13 @@ def register(subparsers: Any) -> None:
 
 
 def run_erase(args: argparse.Namespace) -> int:
-    from runtrail.privacy.erasure import ErasureRequest, erase, publish_erasure
+    from runtrail.privacy.erasure import (
+        ErasureIncomplete,
+        ErasureRequest,
+        erase,
+        publish_erasure,
+    )
+    from runtrail.privacy.erasure_journal import journal_from_settings
     from runtrail.privacy.protect import vault_from_settings
 
     settings = settings_from_args(args)
@@ -94,24 +107,42 @@ def run_erase(args: argparse.Namespace) -> int:
         run_id=args.run or args.record_run,
         scope="run" if args.run else "subject",
     )
+    journal = journal_from_settings(settings)
+    copies, searches = _steps(args, settings)
     try:
-        report = erase(vault, request, _copies(args, settings))
-    finally:
-        vault.close()
-    if report.key_id is None and not any(report.copies_deleted.values()):
-        return _fail(EXIT_NOTHING, f"nothing to erase for that {request.scope} of {args.tenant}")
-    if not args.no_event:
-        publish_erasure(settings, request, report, _signer(settings))
+        try:
+            report = erase(vault, request, copies, searches, journal)
+        finally:
+            vault.close()
+        if report.key_id is None and not any(report.copies_deleted.values()):
+            journal.finish(request.tenant, request.subject)
+            return _fail(
+                EXIT_NOTHING, f"nothing to erase for that {request.scope} of {args.tenant}"
+            )
+        if not args.no_event:
+            try:
+                publish_erasure(settings, request, report, _signer(settings))
+            except Exception as exc:
+                raise ErasureIncomplete("event", exc) from exc
+    except ErasureIncomplete as stopped:
+        return _fail(
+            EXIT_INCOMPLETE,
+            f"stopped before it finished, at {stopped}. What it found is recorded in "
+            f"{journal.path(request.tenant, request.subject)}: once the store or broker is "
+            "reachable, run the same command again to finish the erasure",
+        )
+    journal.finish(request.tenant, request.subject)
     sys.stdout.write(orjson.dumps(report.as_json()).decode() + "\n")
     return EXIT_OK
 
 
-def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+def _steps(args: argparse.Namespace, settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The derived plaintext copies to delete, each a function counting what it deleted, in
     the order they run: the topics' records first (the sessions step finds its sessions
     there too), then the sessions' snapshots and blobs, then the checkpoint threads (found in
     the checkpoint store: ``--checkpoints-store``, else the sessions service's, else the
-    session store, as the service's retention finds it)."""
+    session store, as the service's retention finds it); and the stores searched before the
+    key is destroyed (the session store, the checkpoint store)."""
     from runtrail.privacy.erased_sessions import ErasedSessions
     from runtrail.privacy.erased_threads import ErasedThreads
     from runtrail_services.sessions.settings import SessionsSettings
@@ -126,6 +157,12 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         blobs_url=args.session_blobs or defaults.resolved_blob_url(settings.state_dir),
         found=set(args.session),
     )
+    threads = ErasedThreads(
+        args.tenant,
+        runs,
+        store_url=args.checkpoints_store or defaults.checkpoints_url or sessions_store,
+        found=set(args.thread),
+    )
     copies: dict[str, Any] = {}
     if not args.no_topics:
         from runtrail.privacy.topic_tombstones import ErasedScope, tombstone_cache
@@ -134,14 +171,8 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             settings, ErasedScope(args.tenant, runs=runs, key_id=key_id)
         )
     copies.update(sessions.erasers(None if args.no_topics else settings))
-    threads = ErasedThreads(
-        args.tenant,
-        runs,
-        store_url=args.checkpoints_store or defaults.checkpoints_url or sessions_store,
-        found=set(args.thread),
-    )
     copies["checkpoints"] = threads.delete
-    return copies
+    return copies, {"sessions": sessions, "threads": threads}
 
 
 def _signer(settings: Any) -> Any:
