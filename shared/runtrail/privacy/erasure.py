@@ -101,7 +101,8 @@ def erase(
     caller :meth:`~ErasureJournal.finish`es the journal once the erasure is recorded."""
     tenant, subject = request.tenant, request.subject
     pending = journal.load(tenant, subject) if journal is not None else None
-    key_id = pending.key_id if pending is not None else vault.keys.key_id_of(tenant, subject)
+    recorded = pending.key_id if pending is not None else None
+    key_id = recorded or vault.keys.key_id_of(tenant, subject)
 
     def note() -> None:
         if journal is not None:
