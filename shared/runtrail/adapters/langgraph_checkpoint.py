@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from runtrail.adapters.langgraph_marks import RUN as RUNTRAIL_RUN
 from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
 from runtrail.persistence.registry import open_store
 from runtrail.sessions.checkpoints import (
@@ -229,6 +230,9 @@ class RuntrailCheckpointSaver(BaseCheckpointSaver[str]):
             "metadata": typed_json(self.serde.dumps_typed(full_metadata)),
             "parent": conf.get("checkpoint_id"),
             "runId": _text_or_none(full_metadata.get("run_id")),
+            # In plain view (the metadata is the serializer's bytes), so an erasure finds the
+            # threads of a runtrail run without LangGraph (CheckpointBackend.threads_holding).
+            "runtrailRun": _text_or_none(full_metadata.get(RUNTRAIL_RUN)),
         }
         rows.append(Row(key, seal_record(key, fields)))  # last: it makes the blobs reachable
         self.backend.put(rows)

@@ -45,7 +45,7 @@ class ErasedSessions:
     found: set[str] = field(default_factory=set)
     _searched_store: bool = field(default=False, init=False)
 
-    def in_store(self, key_id: str | None) -> set[str]:
+    def search(self, key_id: str | None) -> set[str]:
         """Add the sessions the session store says hold the erasure (asked once)."""
         if not self._searched_store:
             with self._store() as store:
@@ -60,14 +60,14 @@ class ErasedSessions:
         from runtrail.privacy.topic_tombstones import ErasedScope, tombstone_sessions
         from runtrail.sessions.blobs import SnapshotBlobStore
 
-        scope = ErasedScope(self.tenant, self.runs, sorted(self.in_store(key_id)), key_id)
+        scope = ErasedScope(self.tenant, self.runs, sorted(self.search(key_id)), key_id)
         tombstoned = tombstone_sessions(settings, scope, SnapshotBlobStore(self.blobs_url))
         self.found.update(tombstoned)
         return len(tombstoned)
 
     def delete_snapshots(self, key_id: str | None) -> int:
         """Delete the snapshots of every session found from the session store; how many."""
-        sessions = sorted(self.in_store(key_id))
+        sessions = sorted(self.search(key_id))
         with self._store() as store:
             return sum(store.delete(self.tenant, session) for session in sessions)
 

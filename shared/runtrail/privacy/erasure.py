@@ -1,11 +1,15 @@
 """Erasing a subject's protected content, and the fact of it appended to the run's history.
 
-Order matters: the data key is destroyed first, so from then on no copy of the ciphertext
+Order matters. The stores that can tell which copies hold the erasure are searched first, while
+the data key still exists, and what they found is recorded in the erasure journal
+(:mod:`runtrail.privacy.erasure_journal`), so an erasure that stops half-way is finished by
+running it again. Then the data key is destroyed, so from then on no copy of the ciphertext
 anywhere (the topic's retention, a backup, a replica of the content store) opens; then the
 objects are deleted, then the derived copies: the records of the compacted topics (tombstones,
 :mod:`runtrail.privacy.topic_tombstones`), the sessions holding the erasure, found or named
-(:mod:`runtrail.privacy.erased_sessions`), the LangGraph checkpoint threads named, and last a ``run.content_erased`` event is published on the run, so the
-history says who erased what and why, with no content and the subject only as a digest. The
+(:mod:`runtrail.privacy.erased_sessions`), the LangGraph checkpoint threads holding it, found or
+named (:mod:`runtrail.privacy.erased_threads`), and last a ``run.content_erased`` event is
+published on the run (the caller's), so the history says who erased what and why, with no content and the subject only as a digest. The
 audit chain seals that event like any other; every earlier link still verifies, because the
 chain hashed the events as written, with references in place of content.
 """
@@ -15,8 +19,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from runtrail.privacy.erasure_journal import ErasureJournal, PendingErasure
 from runtrail.privacy.vault import ContentVault
 
 if TYPE_CHECKING:
@@ -26,6 +32,27 @@ if TYPE_CHECKING:
 #: Deletes one kind of derived copy, given the destroyed data key's ID (None: there was no
 #: key); returns how many it deleted.
 CopyEraser = Callable[[str | None], int]
+T = TypeVar("T")
+
+
+class CopySearch(Protocol):
+    """A store that tells which copies (sessions, threads) hold an erasure."""
+
+    #: the IDs found so far (named by the caller, recorded by an earlier attempt, searched)
+    found: set[str]
+
+    def search(self, key_id: str | None) -> set[str]:
+        """Add the IDs the store says hold the erasure (the run, or ``key_id``'s references)."""
+        ...
+
+
+class ErasureIncomplete(RuntimeError):
+    """A step of an erasure failed; what it found is in the journal: running it again
+    finishes it."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        super().__init__(f"{step}: {cause}")
+        self.step = step
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +89,47 @@ def subject_digest(subject: str) -> str:
 
 
 def erase(
-    vault: ContentVault, request: ErasureRequest, copies: Mapping[str, CopyEraser] = {}
+    vault: ContentVault,
+    request: ErasureRequest,
+    copies: Mapping[str, CopyEraser] = {},
+    searches: Mapping[str, CopySearch] = {},
+    journal: ErasureJournal | None = None,
 ) -> ErasureReport:
-    """Destroy the key, delete the objects, then the named copies (see the module doc)."""
-    shredded = vault.erase(request.tenant, request.subject)
+    """Search and record, destroy the key, delete the objects, then the copies (see the
+    module doc). An unfinished erasure of the subject in ``journal`` gives the key and the
+    copies it found. Raises :class:`ErasureIncomplete` naming the step that failed; the
+    caller :meth:`~ErasureJournal.finish`es the journal once the erasure is recorded."""
+    tenant, subject = request.tenant, request.subject
+    pending = journal.load(tenant, subject) if journal is not None else None
+    recorded = pending.key_id if pending is not None else None
+    key_id = recorded or vault.keys.key_id_of(tenant, subject)
+
+    def note() -> None:
+        if journal is not None:
+            found = {name: sorted(s.found) for name, s in searches.items()}
+            journal.record(tenant, subject, PendingErasure(key_id, found))
+
+    for name, search in searches.items():
+        if pending is not None:
+            search.found.update(pending.found.get(name, ()))
+        _step(f"search {name}", partial(search.search, key_id))
+    _step("journal", note)
+    shredded = _step("key", partial(vault.erase, tenant, subject, key_id))
     report = ErasureReport(shredded.key_id, shredded.objects)
     for name, eraser in copies.items():
-        report.copies_deleted[name] = eraser(shredded.key_id)
+        report.copies_deleted[name] = _step(name, partial(eraser, key_id))
+        _step("journal", note)
     return report
+
+
+def _step(name: str, work: Callable[[], T]) -> T:
+    """``work()``; any failure as :class:`ErasureIncomplete` naming the step (a store, the
+    broker, a file system: what fails is not known in advance, and each is finished by a
+    re-run alike)."""
+    try:
+        return work()
+    except Exception as exc:
+        raise ErasureIncomplete(name, exc) from exc
 
 
 def erasure_data(

@@ -65,11 +65,13 @@ class ContentVault:
         except Unsealable:
             return ERASED
 
-    def erase(self, tenant: str, subject: str) -> Erased:
-        key_id = self.keys.destroy(tenant, subject)
-        if key_id is None:
-            return Erased(None, 0)
-        return Erased(key_id, self.content.delete_prefix(key_prefix(tenant, key_id)))
+    def erase(self, tenant: str, subject: str, known_key_id: str | None = None) -> Erased:
+        """Destroy the subject's data key and delete its objects. ``known_key_id``: the key an
+        earlier attempt destroyed, whose objects may be left (an erasure run again)."""
+        destroyed = self.keys.destroy(tenant, subject)
+        keys = {k for k in (destroyed, known_key_id) if k is not None}
+        objects = sum(self.content.delete_prefix(key_prefix(tenant, k)) for k in sorted(keys))
+        return Erased(destroyed or known_key_id, objects)
 
     def sync(self) -> None:
         """Make what was sealed so far durable: the keys first, then the content they open."""

@@ -11,14 +11,16 @@ about LangGraph; it keeps the rules every record obeys, the same rules as sessio
   another key (another tenant or thread), is refused on read with :class:`CorruptCheckpoint`
   naming the file or row, never silently used;
 * ``open_store(LANGGRAPH_CHECKPOINTS, url)`` takes the same URLs as the session store (``file:///dir``,
-  ``postgresql://…``); the records live beside the session snapshots without touching them.
+  ``postgresql://…``); the records live beside the session snapshots without touching them;
+* :meth:`CheckpointBackend.threads_holding` finds the threads that hold a runtrail run or a
+  data key's references, so an erasure needs no list of threads from its caller.
 """
 
 from __future__ import annotations
 
 import base64
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -186,6 +188,27 @@ class CheckpointBackend(ClosableStore):
     def locate(self, key: Key) -> str:
         """Where the record of ``key`` is stored (a path, a row): what ``get``/``scan`` name."""
 
+    def threads_holding(
+        self, tenant: str, runs: Collection[str], text: str | None = None
+    ) -> list[str]:
+        """The IDs (sorted) of the tenant's threads with a checkpoint of one of ``runs`` (the
+        runtrail run stamped in its metadata, ``runtrailRun``) or a record whose values
+        contain ``text`` (an erasure's destroyed key, as its references spell it): the threads
+        an erasure must delete without being told their names. Values are the serializer's
+        bytes (base64 in the record), searched as bytes: a reference is a plain string in
+        every serializer LangGraph ships, unless it encrypts. It reads every record of the
+        tenant (unverified: an altered record is found too), so it is for an erasure, not a
+        hot path."""
+        wanted = set(runs)
+        needle = text.encode() if text else None
+        found: set[str] = set()
+        for kind in KINDS:
+            for _, data in self.scan(Prefix(tenant, kind)):
+                thread = _thread_holding(data, wanted, needle)
+                if thread is not None:
+                    found.add(thread)
+        return sorted(found)
+
     def read(self, key: Key) -> dict[str, Any] | None:
         """The verified fields of one record, or None; CorruptCheckpoint if it is not sound."""
         found = self.get(key)
@@ -218,6 +241,34 @@ class CheckpointBackend(ClosableStore):
             records.append((sealed, fields))
         records.sort(key=lambda r: r[0])
         return records
+
+
+def _thread_holding(data: bytes, runs: set[str], needle: bytes | None) -> str | None:
+    """The thread of a stored record that names one of ``runs`` or holds ``needle``; None
+    otherwise, or when the record is not even JSON (nothing can read it either)."""
+    try:
+        document = orjson.loads(data)
+        thread = str(document["key"][1])
+        fields = document["fields"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(fields, dict):
+        return None
+    run = fields.get("runtrailRun")
+    if isinstance(run, str) and run in runs:
+        return thread
+    if needle is None:
+        return None
+    if needle in data:
+        return thread
+    for value in fields.values():
+        if isinstance(value, dict) and isinstance(value.get("data"), str):
+            try:
+                if needle in base64.b64decode(value["data"]):
+                    return thread
+            except ValueError:
+                continue
+    return None
 
 
 def _opened_as(key: Key, where: str, data: bytes) -> dict[str, Any]:

@@ -6,13 +6,21 @@ compacted resume-cache and sessions topics (unless ``--no-topics``: no broker to
 deletes the snapshots and large snapshots' blobs of every session that holds the run or the
 destroyed key's references — found in the session store and on the sessions topic
 (:mod:`runtrail.privacy.erased_sessions`), plus any named with ``--session`` — and the
-LangGraph checkpoint threads named with ``--thread``, then appends a ``run.content_erased``
+LangGraph checkpoint threads that hold them — found in the checkpoint store
+(:mod:`runtrail.privacy.erased_threads`), plus any named with ``--thread`` — then appends a ``run.content_erased``
 event to the run (signed with the audit key when one exists). With
 ``--subject S`` the subject is a configured data subject (an end user); ``--record-run`` names
 the run whose history records the erasure (none: no event). Prints the report as one JSON line.
 What erasure guarantees and what it cannot: ``docs/PRIVACY.md``.
 
-Exit status: 0 erased, 1 nothing to erase (no key for the subject), 2 could not run as asked.
+The stores that can tell which sessions and threads hold the erasure are searched before the
+key is destroyed, and what they found is kept in an erasure journal beside the key store
+(:mod:`runtrail.privacy.erasure_journal`) until the erasure is recorded: an erasure that
+stopped half-way (exit status 3: a store or the broker unreachable) is finished by running the
+same command again.
+
+Exit status: 0 erased, 1 nothing to erase (no key for the subject), 2 could not run as asked,
+3 stopped before it finished (run it again).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import orjson
 
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
-EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NOTHING, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +57,10 @@ def register(subparsers: Any) -> None:
         help="also delete this session's snapshots (those holding the run are found)",
     )
     erase.add_argument(
-        "--thread", action="append", default=[], help="also delete this thread's checkpoints"
+        "--thread",
+        action="append",
+        default=[],
+        help="also delete this thread's checkpoints (those holding the run are found)",
     )
     erase.add_argument(
         "--sessions-store", metavar="URL", help="the session store (default: the service's)"
@@ -57,7 +68,11 @@ def register(subparsers: Any) -> None:
     erase.add_argument(
         "--session-blobs", metavar="URL", help="the large snapshots' store (default: the service's)"
     )
-    erase.add_argument("--checkpoints-store", metavar="URL", help="the LangGraph checkpoint store")
+    erase.add_argument(
+        "--checkpoints-store",
+        metavar="URL",
+        help="the LangGraph checkpoint store (default: the sessions service's)",
+    )
     erase.add_argument("--no-event", action="store_true", help="record nothing in the history")
     erase.add_argument(
         "--no-topics",
@@ -69,14 +84,18 @@ def register(subparsers: Any) -> None:
 
 
 def run_erase(args: argparse.Namespace) -> int:
-    from runtrail.privacy.erasure import ErasureRequest, erase, publish_erasure
+    from runtrail.privacy.erasure import (
+        ErasureIncomplete,
+        ErasureRequest,
+        erase,
+        publish_erasure,
+    )
+    from runtrail.privacy.erasure_journal import journal_from_settings
     from runtrail.privacy.protect import vault_from_settings
 
     settings = settings_from_args(args)
     if not args.tenant:
         return _fail(EXIT_USAGE, "--tenant is required")
-    if args.thread and not args.checkpoints_store:
-        return _fail(EXIT_USAGE, "--thread needs --checkpoints-store URL")
     vault = vault_from_settings(settings)
     if vault is None:
         return _fail(EXIT_USAGE, "no content store configured (RUNTRAIL_CONTENT_STORE_URL)")
@@ -88,33 +107,61 @@ def run_erase(args: argparse.Namespace) -> int:
         run_id=args.run or args.record_run,
         scope="run" if args.run else "subject",
     )
+    journal = journal_from_settings(settings)
+    copies, searches = _steps(args, settings)
     try:
-        report = erase(vault, request, _copies(args, settings))
-    finally:
-        vault.close()
-    if report.key_id is None and not any(report.copies_deleted.values()):
-        return _fail(EXIT_NOTHING, f"nothing to erase for that {request.scope} of {args.tenant}")
-    if not args.no_event:
-        publish_erasure(settings, request, report, _signer(settings))
+        try:
+            report = erase(vault, request, copies, searches, journal)
+        finally:
+            vault.close()
+        if report.key_id is None and not any(report.copies_deleted.values()):
+            journal.finish(request.tenant, request.subject)
+            return _fail(
+                EXIT_NOTHING, f"nothing to erase for that {request.scope} of {args.tenant}"
+            )
+        if not args.no_event:
+            try:
+                publish_erasure(settings, request, report, _signer(settings))
+            except Exception as exc:
+                raise ErasureIncomplete("event", exc) from exc
+    except ErasureIncomplete as stopped:
+        return _fail(
+            EXIT_INCOMPLETE,
+            f"stopped before it finished, at {stopped}. What it found is recorded in "
+            f"{journal.path(request.tenant, request.subject)}: once the store or broker is "
+            "reachable, run the same command again to finish the erasure",
+        )
+    journal.finish(request.tenant, request.subject)
     sys.stdout.write(orjson.dumps(report.as_json()).decode() + "\n")
     return EXIT_OK
 
 
-def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+def _steps(args: argparse.Namespace, settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The derived plaintext copies to delete, each a function counting what it deleted, in
     the order they run: the topics' records first (the sessions step finds its sessions
-    there too), then the sessions' snapshots and blobs, then the checkpoints named."""
+    there too), then the sessions' snapshots and blobs, then the checkpoint threads (found in
+    the checkpoint store: ``--checkpoints-store``, else the sessions service's, else the
+    session store, as the service's retention finds it); and the stores searched before the
+    key is destroyed (the session store, the checkpoint store)."""
     from runtrail.privacy.erased_sessions import ErasedSessions
+    from runtrail.privacy.erased_threads import ErasedThreads
     from runtrail_services.sessions.settings import SessionsSettings
 
     runs = [args.run] if args.run else []
     defaults = SessionsSettings()
+    sessions_store = args.sessions_store or defaults.resolved_store_url(settings.state_dir)
     sessions = ErasedSessions(
         args.tenant,
         runs,
-        store_url=args.sessions_store or defaults.resolved_store_url(settings.state_dir),
+        store_url=sessions_store,
         blobs_url=args.session_blobs or defaults.resolved_blob_url(settings.state_dir),
         found=set(args.session),
+    )
+    threads = ErasedThreads(
+        args.tenant,
+        runs,
+        store_url=args.checkpoints_store or defaults.checkpoints_url or sessions_store,
+        found=set(args.thread),
     )
     copies: dict[str, Any] = {}
     if not args.no_topics:
@@ -124,21 +171,8 @@ def _copies(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             settings, ErasedScope(args.tenant, runs=runs, key_id=key_id)
         )
     copies.update(sessions.erasers(None if args.no_topics else settings))
-    if args.thread:
-        from runtrail.persistence import open_store
-        from runtrail.persistence.kinds import LANGGRAPH_CHECKPOINTS
-
-        def checkpoints(_key_id: str | None) -> int:
-            backend = open_store(LANGGRAPH_CHECKPOINTS, args.checkpoints_store)
-            try:
-                for thread in args.thread:
-                    backend.delete_thread(args.tenant, thread)
-                return len(args.thread)
-            finally:
-                backend.close()
-
-        copies["checkpoints"] = checkpoints
-    return copies
+    copies["checkpoints"] = threads.delete
+    return copies, {"sessions": sessions, "threads": threads}
 
 
 def _signer(settings: Any) -> Any:
