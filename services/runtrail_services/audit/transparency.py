@@ -14,6 +14,7 @@ cosignature kept; it is *witnessed* once a quorum of them cosigned.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from runtrail.audit.errors import NoteError
 from runtrail.audit.log_proofs import cosigned_note
@@ -29,29 +30,21 @@ log = logging.getLogger(__name__)
 CHECKPOINT_OBJECT = "checkpoint"
 
 
+@dataclass(eq=False)
 class LogPublisher:
     """One origin's log: its tree, its signer, and the objects it publishes."""
 
-    def __init__(
-        self,
-        store: LinkStore,
-        signer: NoteSigner,
-        origin: str,
-        tiles: TileStore,
-        witnesses: WitnessClient | None = None,
-        quorum: int = 1,
-    ) -> None:
-        self.store = store
-        self.signer = signer
-        self.origin = origin
-        self.tiles = tiles
-        self.witnesses = witnesses
-        self.quorum = quorum
-        self.tree = LogTree()
-        #: the size the tile store is complete for (None: not read from it yet)
-        self._tiles_size: int | None = None
-        #: the checkpoint object last written (None: not written by this process)
-        self._written: str | None = None
+    store: LinkStore
+    signer: NoteSigner
+    origin: str
+    tiles: TileStore
+    witnesses: WitnessClient | None = None
+    quorum: int = 1
+    tree: LogTree = field(default_factory=LogTree, init=False)
+    #: the size the tile store is complete for (None: not read from it yet)
+    _tiles_size: int | None = field(default=None, init=False)
+    #: the checkpoint object last written (None: not written by this process)
+    _written: str | None = field(default=None, init=False)
 
     def publish(self) -> StoredTreeHead | None:
         """Sign a checkpoint of the whole log if it grew, have it cosigned, and bring the

@@ -7,28 +7,17 @@ runs a request may read and command; without one nothing is answered.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 
-from runtrail.commands import default_store_url
+from runtrail.commands.settings import CommandStoreSettings
 from runtrail.config import TenantTokenSettings
 
 
-class CommandApiSettings(TenantTokenSettings, service="command-api"):
+class CommandApiSettings(CommandStoreSettings, TenantTokenSettings, service="command-api"):
     """What ``runtrail run command-api`` reads."""
 
-    store: str | None = Field(
-        default=None,
-        description="Command event store (sqlite:/// or postgresql://); the outbox relay reads it "
-        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/commands.db).",
-    )
     http_host: str = Field(default="127.0.0.1", description="Bind address of the command API.")
     http_port: int = Field(default=8470, ge=0, description="Port of the command API (0 = any).")
     max_body_bytes: int = Field(
         default=1024 * 1024, ge=1, description="Largest command body; larger ones get 413."
     )
-
-    def resolved_store(self, state_dir: Path) -> str:
-        """The store URL, defaulting to the SQLite file under the state folder."""
-        return self.store or default_store_url(state_dir)

@@ -78,25 +78,22 @@ class _Mark:
     records: set[bytes] = field(default_factory=set)
 
 
+@dataclass(eq=False)
 class PartitionMapping:
     """Maps one partition's raw records; :meth:`hold` says where a replay must start."""
 
-    def __init__(
-        self,
-        settings: OtlpMapperSettings,
-        metrics: IngestMetrics,
-        ledger: TraceLedger,
-        partition: int,
-        drops: MapperDrops,
-    ) -> None:
-        self._settings = settings
-        self._metrics = metrics
-        self._ledger = ledger
-        self._drops = drops
-        self._partition = partition
+    settings: OtlpMapperSettings
+    metrics: IngestMetrics
+    ledger: TraceLedger
+    partition: int
+    drops: MapperDrops
+    _tenants: TenantMappers = field(init=False)
+    #: the traces known, least recently written first (expiry takes them from the front)
+    _marks: OrderedDict[TraceKey, _Mark] = field(default_factory=OrderedDict, init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
         self._tenants = TenantMappers(settings.max_traces, settings.session_resource_attribute)
-        #: the traces known, least recently written first (expiry takes them from the front)
-        self._marks: OrderedDict[TraceKey, _Mark] = OrderedDict()
 
     # --- applying a record ------------------------------------------------------------------
     def apply(self, record: RawRecord, sink: Submitter) -> None:
@@ -114,7 +111,7 @@ class PartitionMapping:
         try:
             self._apply(record, tenant, record_id, key, logs, spans, sink, tally)
         finally:
-            self._drops.add(self._partition, record.offset, tenant, tally)
+            self.drops.add(self.partition, record.offset, tenant, tally)
 
     def _apply(
         self,
@@ -131,7 +128,7 @@ class PartitionMapping:
         mark = self._marks.get(key)
         if mark is None:
             mark = self._marks[key] = _Mark(first=record.offset, last_ms=record.timestamp_ms)
-            continued = self._ledger.next_sequence(self._partition, key, record.offset)
+            continued = self.ledger.next_sequence(self.partition, key, record.offset)
             if continued is not None:  # forgotten while open: its run goes on
                 mark.next_sequence = continued
         elif record_id and record_id in mark.records:
@@ -155,7 +152,7 @@ class PartitionMapping:
 
     def _apply_logs(self, tenant: str, logs: list[LogView], tally: DropTally) -> None:
         refused = self._tenants.join(tenant).add(logs, tally)
-        self._metrics.logs_taken("kept", len(logs), refused)
+        self.metrics.logs_taken("kept", len(logs), refused)
 
     def _apply_spans(
         self,
@@ -169,7 +166,7 @@ class PartitionMapping:
         fresh = [s for s in spans if s.span_id not in mark.spans]
         mark.spans.update(s.span_id for s in fresh)
         if len(fresh) < len(spans):
-            self._metrics.spans("dropped", Counter({"duplicate-span": len(spans) - len(fresh)}))
+            self.metrics.spans("dropped", Counter({"duplicate-span": len(spans) - len(fresh)}))
             for span in spans:
                 if span not in fresh:
                     tally.add(span.trace_id, "duplicate-span", span.name)
@@ -188,8 +185,8 @@ class PartitionMapping:
         tally.update(outcome.tally)
         if any(out.event_type in TERMINAL for out in mapped.events):
             mark.ended = True
-        self._metrics.evicted.inc(mapper.evicted - evicted)
-        self._metrics.mapped(len(fresh), outcome)
+        self.metrics.evicted.inc(mapper.evicted - evicted)
+        self.metrics.mapped(len(fresh), outcome)
 
     # --- expiry and the hold ----------------------------------------------------------------
     def _drop(self, key: TraceKey, mark: _Mark, offset: int) -> None:
@@ -197,13 +194,13 @@ class PartitionMapping:
         leaves its next sequence in the ledger (a later span continues the run)."""
         del self._marks[key]
         if not mark.ended and mark.next_sequence > 1:
-            self._ledger.forgotten(self._partition, key, offset, mark.next_sequence)
+            self.ledger.forgotten(self.partition, key, offset, mark.next_sequence)
 
     def _expire(self, now_ms: int, offset: int, tally: DropTally) -> None:
         """Forget the traces idle past their bound, by the records' own timestamps (so a
         replay forgets them at the same record): an ended trace after ``ended_linger_ms``,
         an open one (its root never came) after ``trace_idle_ms``."""
-        linger, idle = self._settings.ended_linger_ms, self._settings.trace_idle_ms
+        linger, idle = self.settings.ended_linger_ms, self.settings.trace_idle_ms
         while self._marks:
             key, mark = next(iter(self._marks.items()))
             age = now_ms - mark.last_ms
@@ -212,24 +209,24 @@ class PartitionMapping:
             self._drop(key, mark, offset)
             tenant, trace_id = key
             if not mark.ended and self._tenants.mapper(tenant).forget(trace_id):
-                self._metrics.evicted.inc()
+                self.metrics.evicted.inc()
             dropped = self._tenants.join(tenant).drop_trace(trace_id, tally)
             if dropped:
-                self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
+                self.metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
 
     def expire_ended(self, now_ms: int) -> None:
         """Forget the ended traces whose linger passed by ``now_ms`` (the clock: a partition
         that gets no new record still lets its commit reach the end). Safe by the clock, as by
         no record: an ended trace's mark changes no event, only where a replay starts."""
-        linger = self._settings.ended_linger_ms
+        linger = self.settings.ended_linger_ms
         for key in [k for k, m in self._marks.items() if m.ended and now_ms - m.last_ms > linger]:
             del self._marks[key]
             tenant, trace_id = key
             tally = DropTally()
             dropped = self._tenants.join(tenant).drop_trace(trace_id, tally)
             if dropped:
-                self._metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
-                self._drops.add(self._partition, None, tenant, tally)
+                self.metrics.logs("dropped", Counter({WAITED_TOO_LONG: dropped}))
+                self.drops.add(self.partition, None, tenant, tally)
 
     def hold(self) -> int | None:
         """The offset a replay of this partition must start at: the first record of the

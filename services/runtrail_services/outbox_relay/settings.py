@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field
 
-from runtrail.commands import default_store_url
-from runtrail.config import ServiceSettings
+from runtrail.commands.settings import CommandStoreSettings
 
 
-class OutboxRelaySettings(ServiceSettings, service="outbox-relay"):
+class OutboxRelaySettings(CommandStoreSettings, service="outbox-relay"):
     """What ``runtrail run outbox-relay`` reads."""
 
-    store: str | None = Field(
-        default=None,
-        description="Command event store whose outbox is relayed (sqlite:/// or postgresql://) "
-        "(default: sqlite:///<RUNTRAIL_STATE_DIR>/commands.db).",
-    )
     transactional_id: str = Field(
         default="runtrail-outbox-relay",
         description="Kafka transactional.id: one active relay per store; a new one fences the old.",
@@ -29,7 +21,3 @@ class OutboxRelaySettings(ServiceSettings, service="outbox-relay"):
     retry_s: float = Field(
         default=1.0, gt=0, description="Pause before the relay is rebuilt after a Kafka error."
     )
-
-    def resolved_store(self, state_dir: Path) -> str:
-        """The store URL, defaulting to the SQLite file under the state folder."""
-        return self.store or default_store_url(state_dir)

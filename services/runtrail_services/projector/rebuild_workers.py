@@ -289,28 +289,24 @@ class _Process:
         return sorted(r.partition for r in self.ranges)
 
 
+@dataclass(eq=False)
 class _Caller:
     """The caller's side: the processes' messages, the runs each met, the progress lines."""
 
-    def __init__(
-        self,
-        processes: list[_Process],
-        messages: Any,
-        total: int,
-        started: float,
-        on_progress: Callable[[Progress], None] | None,
-        progress_interval_s: float,
-    ) -> None:
-        self.processes = processes
-        self.messages = messages
-        self.total = total
-        self.started = started
-        self.on_progress = on_progress
-        self.progress_interval_s = progress_interval_s
-        self.last_report = started
-        self.owners: dict[RunKey, int] = {}
-        #: set by Ctrl-C (see ``_interrupt_at_ticks``): the next tick raises KeyboardInterrupt
-        self.interrupted = threading.Event()
+    processes: list[_Process]
+    messages: Any
+    total: int
+    started: float
+    on_progress: Callable[[Progress], None] | None
+    progress_interval_s: float
+    owners: dict[RunKey, int] = field(default_factory=dict, init=False)
+    #: set by Ctrl-C (see ``_interrupt_at_ticks``): the next tick raises KeyboardInterrupt
+    interrupted: threading.Event = field(default_factory=threading.Event, init=False)
+    #: when the last progress line was reported (the start until the first)
+    last_report: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.last_report = self.started
 
     # messages
     def take(self, message: tuple[Any, ...]) -> None:

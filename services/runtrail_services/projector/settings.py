@@ -16,11 +16,6 @@ from runtrail.config import ServiceSettings
 from runtrail.persistence.urls import sqlite_url
 
 
-def default_store_url(state_dir: Path) -> str:
-    """``sqlite:////<state_dir>/projection.db`` (absolute), the embedded default."""
-    return sqlite_url(state_dir / "projection.db")
-
-
 class ProjectorSettings(ServiceSettings, service="projector"):
     """What ``runtrail run projector``, ``runtrail projection`` and the replay read."""
 
@@ -50,4 +45,4 @@ class ProjectorSettings(ServiceSettings, service="projector"):
 
     def resolved_store_url(self, state_dir: Path) -> str:
         """The store URL, defaulting to the SQLite file under the state folder."""
-        return self.store_url or default_store_url(state_dir)
+        return self.store_url or sqlite_url(state_dir / "projection.db")

@@ -19,11 +19,6 @@ from runtrail.config import TenantTokenSettings
 from runtrail.persistence.urls import sqlite_url
 
 
-def default_store_url(state_dir: Path) -> str:
-    """``sqlite:///<state_dir>/resume-cache.db`` (absolute), the embedded default."""
-    return sqlite_url(state_dir / "resume-cache.db")
-
-
 class ResumeCacheSettings(TenantTokenSettings, service="resume-cache"):
     """What ``runtrail run resume-cache`` and ``runtrail cache`` read."""
 
@@ -45,4 +40,4 @@ class ResumeCacheSettings(TenantTokenSettings, service="resume-cache"):
     readers: int = Field(default=8, ge=1, description="Store connections for lookups.")
 
     def resolved_store_url(self, state_dir: Path) -> str:
-        return self.store_url or default_store_url(state_dir)
+        return self.store_url or sqlite_url(state_dir / "resume-cache.db")

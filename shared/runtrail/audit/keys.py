@@ -57,7 +57,7 @@ def write_private_key(path: str | Path, key: Ed25519PrivateKey, fmt: KeyFormat =
     if fmt == "pem":
         data = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     else:
-        data = key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        data = key.private_bytes_raw()
     _write_new(Path(path), data, 0o600)
 
 
@@ -66,7 +66,7 @@ def write_public_key(path: str | Path, key: Ed25519PublicKey, fmt: KeyFormat = "
     if fmt == "pem":
         data = key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
     else:
-        data = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+        data = key.public_bytes_raw()
     _write_new(Path(path), data, 0o644)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from runtrail.audit.canonical import GENESIS_HASH, SealedEvent, canonical_event, hash_canonical
 from runtrail.audit.errors import MalformedLink
+from runtrail.camel_json import camel_fields
 
 #: Keys of one export line, in the order a human reads them (the file itself is JCS-sorted).
 LINE_KEYS = ("tenantId", "runId", "index", "prevHash", "hash", "event")
@@ -120,12 +121,7 @@ class RunHead:
     hash: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id,
-            "length": self.length,
-            "hash": self.hash,
-        }
+        return camel_fields(self)
 
     @classmethod
     def from_json(cls, obj: Any) -> RunHead:

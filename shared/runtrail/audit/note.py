@@ -23,12 +23,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    NoEncryption,
-    PrivateFormat,
-    PublicFormat,
-)
 
 from runtrail.audit.errors import NoteError
 
@@ -48,10 +42,6 @@ def check_key_name(name: str) -> str:
 def key_id(name: str, public_key: bytes, key_type: int = ED25519) -> bytes:
     """``SHA-256(name || 0x0A || key type || public key)[:4]`` (type 0x01: a note key)."""
     return hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()[:4]
-
-
-def raw_public_key(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
 def _b64decode(text: str) -> bytes:
@@ -89,11 +79,11 @@ class NamedPublicKey:
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.name, raw_public_key(self.public_key), self.key_type)
+        return key_id(self.name, self.public_key.public_bytes_raw(), self.key_type)
 
     def vkey(self) -> str:
         """``<name>+<hex key ID>+<base64(key type || public key)>``."""
-        material = base64.b64encode(bytes([self.key_type]) + raw_public_key(self.public_key))
+        material = base64.b64encode(bytes([self.key_type]) + self.public_key.public_bytes_raw())
         return f"{self.name}+{self.key_id.hex()}+{material.decode()}"
 
     @classmethod
@@ -140,7 +130,7 @@ class NoteSigner:
 
     def skey(self) -> str:
         """``PRIVATE+KEY+<name>+<hex key ID>+<base64(0x01 || seed)>`` (keep it secret)."""
-        seed = self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        seed = self.private_key.private_bytes_raw()
         material = base64.b64encode(bytes([ED25519]) + seed).decode()
         return f"PRIVATE+KEY+{self.name}+{self.verifier.key_id.hex()}+{material}"
 

@@ -31,6 +31,7 @@ from runtrail.audit.errors import MalformedLink, NoteError
 from runtrail.audit.link import RunHead
 from runtrail.audit.merkle import HASH_SIZE, inclusion_proof, leaf_hash, root_hash, verify_inclusion
 from runtrail.audit.note import NoteSigner, NoteVerifier, open_note, sign_note
+from runtrail.camel_json import camel_fields
 from runtrail.events.jsonform import canonical_bytes
 
 DEFAULT_ORIGIN = "runtrail.local/audit"
@@ -136,12 +137,11 @@ class HeadProof:
     proof: tuple[bytes, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "head": self.head.to_json(),
-            "leafIndex": self.leaf_index,
-            "treeSize": self.tree_size,
-            "proof": [base64.b64encode(node).decode() for node in self.proof],
-        }
+        return camel_fields(
+            self,
+            head=self.head.to_json(),
+            proof=[base64.b64encode(node).decode() for node in self.proof],
+        )
 
     @classmethod
     def from_json(cls, obj: Any) -> HeadProof:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from runtrail.camel_json import camel_fields
 from runtrail.commands.catalog import Refused, allowed_commands
 from runtrail.commands.model import Command
 from runtrail.commands.store import EventStore
@@ -91,21 +92,7 @@ class ResumeReport:
     allowed_commands: list[str] = field(default_factory=list)
 
     def json_form(self) -> dict[str, Any]:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id,
-            "version": self.version,
-            "status": self.status,
-            "snapshotSequence": self.snapshot_sequence,
-            "snapshotRefused": self.snapshot_refused,
-            "replayed": self.replayed,
-            "reconciled": self.reconciled,
-            "unresolved": self.unresolved,
-            "pendingApproval": self.pending_approval,
-            "pendingInput": self.pending_input,
-            "timers": self.timers,
-            "allowedCommands": self.allowed_commands,
-        }
+        return camel_fields(self)
 
 
 @dataclass(frozen=True, slots=True)

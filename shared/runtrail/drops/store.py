@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runtrail.camel_json import camel_fields
 from runtrail.drops.tally import DropTally
 from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
@@ -69,15 +70,7 @@ class DropRow:
     last_seen_ms: int
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id or None,
-            "reason": self.reason,
-            "count": self.count,
-            "sample": self.sample,
-            "firstSeenMs": self.first_seen_ms,
-            "lastSeenMs": self.last_seen_ms,
-        }
+        return camel_fields(self, run_id=self.run_id or None)
 
 
 class SqlDropStore:

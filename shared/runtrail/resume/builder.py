@@ -57,6 +57,7 @@ RunKey = tuple[str, str]
 EntryKey = tuple[str, str, Kind, str]
 
 
+@dataclass(slots=True, eq=False)
 class ModelNode:
     """An open model call as the cache keeps it: its prompt's key and its latest answer.
 
@@ -64,11 +65,8 @@ class ModelNode:
     persisted form the store writes and loads back.
     """
 
-    __slots__ = ("key", "node")
-
-    def __init__(self, node: Node, key: str) -> None:
-        self.node = node
-        self.key = key
+    node: Node
+    key: str
 
     @property
     def tenant_id(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtrail.camel_json import camel_fields
 from runtrail.resume.keys import Kind
 
 JsonDict = dict[str, Any]
@@ -81,17 +82,7 @@ class CacheEntry:
         return ModelResult.from_json(self.result)
 
     def to_json(self) -> JsonDict:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id,
-            "kind": self.kind.value,
-            "key": self.key,
-            "result": self.result,
-            "step": self.step,
-            "turnId": self.turn_id,
-            "callId": self.call_id,
-            "toolName": self.tool_name,
-        }
+        return camel_fields(self, kind=self.kind.value)
 
     @classmethod
     def from_json(cls, data: Any) -> CacheEntry:
@@ -130,18 +121,7 @@ class Intent:
     session_id: str | None = None
 
     def to_json(self) -> JsonDict:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id,
-            "intentId": self.intent_id,
-            "key": self.key,
-            "toolName": self.tool_name,
-            "callId": self.call_id,
-            "arguments": self.arguments,
-            "step": self.step,
-            "turnId": self.turn_id,
-            "sessionId": self.session_id,
-        }
+        return camel_fields(self)
 
     @classmethod
     def from_json(cls, data: Any) -> Intent:
@@ -176,12 +156,7 @@ class RunState:
         return self.last_sequence > 0
 
     def to_json(self) -> JsonDict:
-        return {
-            "tenantId": self.tenant_id,
-            "runId": self.run_id,
-            "lastSequence": self.last_sequence,
-            "openIntents": [i.to_json() for i in self.open_intents],
-        }
+        return camel_fields(self, open_intents=[i.to_json() for i in self.open_intents])
 
     @classmethod
     def from_json(cls, data: Any) -> RunState:

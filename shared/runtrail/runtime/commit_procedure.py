@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -44,40 +45,32 @@ DLQ_FLUSH_S = 30.0
 DLQ_RETRY_FLUSH_S = 5.0
 
 
+@dataclass(eq=False)
 class CommitProcedure:
     """One runner's commits: flush order, requests in flight, generations, restart points."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: Settings,
-        checkpoint: Checkpoint,
-        metrics: RuntimeMetrics,
-        health: HealthState,
-        *,
-        flush_service: Callable[[], None],
-        after_flush: Callable[[], None],
-        flush_dead_letters: Callable[[float], None],
-        serve: Callable[[float, bool], None],
-        waiting_out: Callable[[], bool],
-        stopping: Callable[[], bool],
-    ) -> None:
-        self._name = name
-        self._settings = settings
-        self._checkpoint = checkpoint
-        self._metrics = metrics
-        self._health = health
-        self._flush_service = flush_service
-        self._after_flush = after_flush
-        self._flush_dead_letters = flush_dead_letters
-        self._serve = serve
-        self._waiting_out = waiting_out
-        self._stopping = stopping
-        self._committer = Committer(name)
-        self._last_commit = time.monotonic()
-        #: bumped whenever partitions are given up: a commit result from an older
-        #: generation confirms nothing (its partitions may belong to someone else now)
-        self.generation = 0
+    name: str
+    settings: Settings
+    checkpoint: Checkpoint
+    metrics: RuntimeMetrics
+    health: HealthState
+    _: KW_ONLY
+    #: the outputs made durable before a commit, in this order (see the module docstring)
+    flush_service: Callable[[], None]
+    after_flush: Callable[[], None]
+    flush_dead_letters: Callable[[float], None]
+    #: the runner's endpoint and stop state, kept answering while a commit waits
+    serve: Callable[[float, bool], None]
+    waiting_out: Callable[[], bool]
+    stopping: Callable[[], bool]
+    _committer: Committer = field(init=False)
+    _last_commit: float = field(default_factory=time.monotonic, init=False)
+    #: bumped whenever partitions are given up: a commit result from an older
+    #: generation confirms nothing (its partitions may belong to someone else now)
+    generation: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._committer = Committer(self.name)
 
     # --- what the runner asks ---------------------------------------------------------------
     @property
@@ -95,7 +88,7 @@ class CommitProcedure:
 
     def bound(self) -> float:
         """How long a commit may go without a result before it is a failure."""
-        return min(self._settings.commit_timeout_s, self._settings.shutdown_timeout_s)
+        return min(self.settings.commit_timeout_s, self.settings.shutdown_timeout_s)
 
     # --- the sequence ---------------------------------------------------------------------------
     def commit(
@@ -115,17 +108,17 @@ class CommitProcedure:
         :class:`CommitTimedOut`. With ``wait_s`` (a retry, the final commit) the client is
         served until the result came, at most that long, or it raises."""
         now = time.monotonic()
-        if not force and (now - self._last_commit) * 1000 < self._settings.commit_interval_ms:
+        if not force and (now - self._last_commit) * 1000 < self.settings.commit_interval_ms:
             return
         self._last_commit = now
-        with self._metrics.commit_seconds.time():
+        with self.metrics.commit_seconds.time():
             if not self.finish(wait_s, keep_messages, revoking=only is not None):
                 return  # still in flight, within its bound: a later turn looks again
-            self._flush_service()
-            self._after_flush()  # the flushed work is gone: a cheap collection now
-            short = self._waiting_out() or self._stopping()
-            self._flush_dead_letters(DLQ_RETRY_FLUSH_S if short else DLQ_FLUSH_S)
-            due = self._checkpoint.due(only)
+            self.flush_service()
+            self.after_flush()  # the flushed work is gone: a cheap collection now
+            short = self.waiting_out() or self.stopping()
+            self.flush_dead_letters(DLQ_RETRY_FLUSH_S if short else DLQ_FLUSH_S)
+            due = self.checkpoint.due(only)
             offsets = [_topic_partition(tp, *point) for tp, point in due.items()]
             if offsets:
                 self._committer.submit(consumer, offsets, self.generation)
@@ -142,12 +135,12 @@ class CommitProcedure:
         while requests:
             request = requests[0]
             if wait_s is not None and not request.done.is_set():
-                with self._health.blocking("kafka commit"):
+                with self.health.blocking("kafka commit"):
                     self._committer.wait(
                         request,
                         wait_s,
-                        self._stopping,
-                        lambda timeout: self._serve(timeout, keep_messages),
+                        self.stopping,
+                        lambda timeout: self.serve(timeout, keep_messages),
                     )
             if not request.done.is_set():
                 age = time.monotonic() - request.sent_at
@@ -171,7 +164,7 @@ class CommitProcedure:
         log.warning(
             "%s: gave up a commit of %s from before a rebalance: no result in %.1fs "
             "(it would confirm nothing)",
-            self._name,
+            self.name,
             ", ".join(f"{o.topic}[{o.partition}]@{o.offset}" for o in request.offsets),
             age,
         )
@@ -180,15 +173,15 @@ class CommitProcedure:
         if request.generation != self.generation:
             log.info(
                 "%s: a commit from before a rebalance returned (%s); it confirms nothing",
-                self._name,
+                self.name,
                 request.error or "ok",
             )
             return
         if request.error is not None:
             raise request.error
         for o in request.offsets:
-            self._checkpoint.confirmed((o.topic, o.partition), o.offset, o.metadata)
-        self._metrics.commits.inc()
+            self.checkpoint.confirmed((o.topic, o.partition), o.offset, o.metadata)
+        self.metrics.commits.inc()
 
     # --- restart points ---------------------------------------------------------------------
     def skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -200,7 +193,7 @@ class CommitProcedure:
         Safe for any owner in between: it committed what it made durable, and starting at
         max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
         """
-        points = self._checkpoint.restart_points((p.topic, p.partition) for p in partitions)
+        points = self.checkpoint.restart_points((p.topic, p.partition) for p in partitions)
         lost = [p for p in partitions if (p.topic, p.partition) in points]
         if not lost:
             return
@@ -208,11 +201,11 @@ class CommitProcedure:
             committed = consumer.committed(lost, timeout=10)
         except KafkaException as exc:
             log.info(
-                "%s: committed offsets unavailable (%s); starting at the group's", self._name, exc
+                "%s: committed offsets unavailable (%s); starting at the group's", self.name, exc
             )
             return
         by_tp = {(c.topic, c.partition): c.offset for c in committed}
-        self._checkpoint.restarted(points)
+        self.checkpoint.restarted(points)
         for p in lost:
             tp = (p.topic, p.partition)
             durable = points[tp]
@@ -220,7 +213,7 @@ class CommitProcedure:
                 p.offset = durable
                 log.info(
                     "%s: %s[%d] starts at %d, where its output was durable before it was lost",
-                    self._name,
+                    self.name,
                     *tp,
                     durable,
                 )

@@ -12,7 +12,7 @@ bytes), decoding, validation and the depth/non-finite walk of its ``data``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
 from confluent_kafka import Message
@@ -57,30 +57,23 @@ def iso_from_ms(ms: int) -> str:
     )
 
 
+@dataclass(eq=False)
 class BatchDecoder:
-    """Decodes, upcasts and validates; checks per-run sequences; routes poison to dead letters."""
+    """Decodes, upcasts and validates; checks per-run sequences; routes poison to dead letters.
 
-    def __init__(
-        self,
-        codec: EventCodec,
-        sequences: SequenceChecks,
-        dead_letter: DeadLetterSink,
-        limits: EventLimits | None = None,
-        *,
-        with_headers: HeadersSink | None = None,
-        with_written: bool = True,
-    ) -> None:
-        """``with_written=False``: the service does not read :attr:`Delivered.written`, so an
-        event the compiled path builds straight from its bytes is delivered with None there."""
-        self._codec = codec
-        self._sequences = sequences
-        self._dead_letter = dead_letter
-        self._with_headers = with_headers
-        self._limits = limits or EventLimits()
-        self._with_written = with_written
+    ``with_written=False``: the service does not read :attr:`Delivered.written`, so an event
+    the compiled path builds straight from its bytes is delivered with None there."""
+
+    codec: EventCodec
+    sequences: SequenceChecks
+    dead_letter: DeadLetterSink
+    limits: EventLimits = field(default_factory=EventLimits)
+    _: KW_ONLY
+    with_headers: HeadersSink | None = None
+    with_written: bool = True
 
     def _dead(self, result: BatchResult, msg: Message, reason: str, detail: str) -> None:
-        self._dead_letter(msg, reason, detail)
+        self.dead_letter(msg, reason, detail)
         result.dead[reason] = result.dead.get(reason, 0) + 1
 
     def decode_batch(self, messages: list[Message]) -> BatchResult:
@@ -88,15 +81,15 @@ class BatchDecoder:
         delivered = result.delivered
         append = delivered.append
         positions = result.positions
-        decode = self._codec.decode_parts
-        check = self._sequences.check
-        max_bytes = self._limits.max_event_bytes
-        check_value = self._limits.check_value
+        decode = self.codec.decode_parts
+        check = self.sequences.check
+        max_bytes = self.limits.max_event_bytes
+        check_value = self.limits.check_value
         # ``data`` itself is one level: with a limit that low, walk it whole as ever
-        flat_ok = self._limits.max_json_depth > 1
-        depth_limit = self._limits.max_json_depth if flat_ok else None
+        flat_ok = self.limits.max_json_depth > 1
+        depth_limit = self.limits.max_json_depth if flat_ok else None
         # the event alone, without the written form (a whole-data walk needs that form)
-        decode_event = None if self._with_written or not flat_ok else self._codec.decode_event
+        decode_event = None if self.with_written or not flat_ok else self.codec.decode_event
         # the compiled loop over the common case (see _run_native); None: this loop alone
         run = None if decode_event is None else self._run_native
         NEXT = Verdict.NEXT
@@ -113,7 +106,7 @@ class BatchDecoder:
             checked: tuple[Event, Verdict] | None = None
             if run is not None:
                 index, checked = run(
-                    messages, index, self._sequences, positions, delivered, Delivered,
+                    messages, index, self.sequences, positions, delivered, Delivered,
                     max_bytes, depth_limit, iso_from_ms,
                 )  # fmt: skip
                 if index >= count:
@@ -177,10 +170,10 @@ class BatchDecoder:
         """``EventDecoder.decode_run`` when both it and the compiled sequence checker are
         there (it checks with the checker's own state) and the service does not read the
         written form (the run builds events straight from the bytes), else None."""
-        run, native = self._codec.decode_run, NATIVE
-        if run is None or native is None or self._with_written:
+        run, native = self.codec.decode_run, NATIVE
+        if run is None or native is None or self.with_written:
             return None
-        return run if isinstance(self._sequences, native.SequenceState) else None
+        return run if isinstance(self.sequences, native.SequenceState) else None
 
     def _anomaly(self, result: BatchResult, msg: Message, event: Event, verdict: Verdict) -> bool:
         """Count a verdict other than NEXT; whether the event is kept from the service (a
@@ -211,17 +204,17 @@ class BatchDecoder:
         sequence: int,
         event_id: str,
     ) -> None:
-        first = self._sequences.holder(partition, tenant_id, run_id, sequence) or ""
+        first = self.sequences.holder(partition, tenant_id, run_id, sequence) or ""
         detail = (
             f"run {tenant_id}/{run_id} sequence {sequence} is already held by event {first}; "
             f"event {event_id} reuses it"
         )
-        if self._with_headers is not None:
-            self._with_headers(
+        if self.with_headers is not None:
+            self.with_headers(
                 msg, SEQUENCE_CONFLICT, detail, conflict_headers(first, event_id, sequence)
             )
         else:
-            self._dead_letter(msg, SEQUENCE_CONFLICT, detail)
+            self.dead_letter(msg, SEQUENCE_CONFLICT, detail)
         result.dead[SEQUENCE_CONFLICT] = result.dead.get(SEQUENCE_CONFLICT, 0) + 1
 
 

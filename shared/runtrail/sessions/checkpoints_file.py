@@ -188,29 +188,11 @@ class FileCheckpointBackend(CheckpointBackend):
     def threads(self, tenant: str) -> list[str]:
         """Thread IDs from folder names; a long ID (a digest segment) from one of its records.
         Only names: whatever is then read from a thread is verified as usual."""
-        ids: set[str] = set()
-        for folder in _visible(self.base / segment(tenant)):
-            if not is_hashed(folder.name):
-                ids.add(from_segment(folder.name))
-                continue
-            for path in sorted(folder.rglob("*" + SUFFIX)):
-                if not path.name.startswith("."):
-                    ids.add(open_record(path.read_bytes(), str(path))[0][1])
-                    break
-        return sorted(ids)
+        return _ids_of_folders(self.base / segment(tenant), 1)
 
     def tenants(self) -> list[str]:
         """Tenant IDs from folder names; a long ID (a digest segment) from one of its records."""
-        ids: set[str] = set()
-        for folder in _visible(self.base):
-            if not is_hashed(folder.name):
-                ids.add(from_segment(folder.name))
-                continue
-            for path in sorted(folder.rglob("*" + SUFFIX)):
-                if not path.name.startswith("."):
-                    ids.add(open_record(path.read_bytes(), str(path))[0][0])
-                    break
-        return sorted(ids)
+        return _ids_of_folders(self.base, 0)
 
 
 def _visible(folder: Path) -> list[Path]:
@@ -219,3 +201,18 @@ def _visible(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def _ids_of_folders(parent: Path, part: int) -> list[str]:
+    """The IDs the folders under ``parent`` are named for, sorted: a plain one from its name, a
+    long one (a digest segment) from the ``part``-th key part of the first record below it."""
+    ids: set[str] = set()
+    for folder in _visible(parent):
+        if not is_hashed(folder.name):
+            ids.add(from_segment(folder.name))
+            continue
+        for path in sorted(folder.rglob("*" + SUFFIX)):
+            if not path.name.startswith("."):
+                ids.add(open_record(path.read_bytes(), str(path))[0][part])
+                break
+    return sorted(ids)
