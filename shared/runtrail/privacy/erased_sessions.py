@@ -20,11 +20,11 @@ that order, so the store's answer widens the tombstones and the topic's widens t
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runtrail.privacy.reference import key_marker
+from runtrail.privacy.erased_holders import ErasedHolders
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
@@ -33,26 +33,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class ErasedSessions:
-    """The sessions of one erasure, gathered as the steps find them."""
+class ErasedSessions(ErasedHolders):
+    """The sessions of one erasure, gathered as the steps find them (the store's, then the
+    topic's)."""
 
-    tenant: str
-    runs: Collection[str]
-    #: the session store's URL and the large snapshots' blob store's
-    store_url: str
-    blobs_url: str
-    #: the sessions named by the caller, then those the store and the topic say hold it
-    found: set[str] = field(default_factory=set)
-    _searched_store: bool = field(default=False, init=False)
+    #: the large snapshots' blob store's URL
+    blobs_url: str = field(kw_only=True)
 
-    def search(self, key_id: str | None) -> set[str]:
-        """Add the sessions the session store says hold the erasure (asked once)."""
-        if not self._searched_store:
-            with self._store() as store:
-                marker = key_marker(key_id) if key_id else None
-                self.found.update(store.sessions_holding(self.tenant, self.runs, marker))
-            self._searched_store = True
-        return self.found
+    def _holding(self, marker: str | None) -> Iterable[str]:
+        with self._store() as store:
+            return list(store.sessions_holding(self.tenant, self.runs, marker))
 
     def tombstone(self, settings: Settings, key_id: str | None) -> int:
         """Tombstone the pointers of the sessions found and of those the topic shows hold the

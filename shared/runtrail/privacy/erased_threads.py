@@ -15,36 +15,23 @@ caller names, is deleted whole.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runtrail.privacy.reference import key_marker
+from runtrail.privacy.erased_holders import ErasedHolders
 
 if TYPE_CHECKING:
     from runtrail.sessions.checkpoints import CheckpointBackend
 
 
 @dataclass(slots=True)
-class ErasedThreads:
-    """The checkpoint threads of one erasure, gathered before they are deleted."""
+class ErasedThreads(ErasedHolders):
+    """The LangGraph checkpoint threads of one erasure, gathered before they are deleted."""
 
-    tenant: str
-    runs: Collection[str]
-    #: the LangGraph checkpoint store's URL
-    store_url: str
-    #: the threads named by the caller, then those the store says hold the erasure
-    found: set[str] = field(default_factory=set)
-    _searched: bool = field(default=False, init=False)
-
-    def search(self, key_id: str | None) -> set[str]:
-        """Add the threads the checkpoint store says hold the erasure (asked once)."""
-        if not self._searched:
-            marker = key_marker(key_id) if key_id else None
-            with self._store() as backend:
-                self.found.update(backend.threads_holding(self.tenant, self.runs, marker))
-            self._searched = True
-        return self.found
+    def _holding(self, marker: str | None) -> Iterable[str]:
+        with self._store() as backend:
+            return list(backend.threads_holding(self.tenant, self.runs, marker))
 
     def delete(self, key_id: str | None) -> int:
         """Delete every thread found, all its checkpoints, channel values and writes; how
