@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runtrail.resume.resumed import EVENT_TYPE as RESUMED
@@ -50,23 +49,30 @@ class EventPublisher(Protocol):
     def acked_offsets(self) -> dict[int, int]: ...
 
 
-@dataclass(eq=False)
 class RunRecorder:
     """Publishes one run's runtime events; the agent moves it along with :meth:`begin_step`."""
 
-    publisher: EventPublisher
-    run_id: str
-    _: KW_ONLY
-    session_id: str | None = None
-    turn_id: str | None = None
-    intent_ack_timeout_s: float = 10.0
-    step: int | None = field(default=None, init=False)
-    _published_in_step: int = field(default=0, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _cache: ResumeCache | None = field(default=None, init=False, repr=False)
-    #: whether this life has published anything yet (run.resumed goes before its first)
-    _opened: bool = field(default=False, init=False)
-    _steps_begun: set[int] = field(default_factory=set, init=False)
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        intent_ack_timeout_s: float = 10.0,
+    ) -> None:
+        self.publisher = publisher
+        self.run_id = run_id
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.step: int | None = None
+        self.intent_ack_timeout_s = intent_ack_timeout_s
+        self._published_in_step = 0
+        self._lock = threading.Lock()
+        self._cache: ResumeCache | None = None
+        #: whether this life has published anything yet (run.resumed goes before its first)
+        self._opened = False
+        self._steps_begun: set[int] = set()
 
     def watch(self, cache: ResumeCache) -> None:
         """The resume cache whose :meth:`~ResumeCache.resume` tells this recorder that its life
