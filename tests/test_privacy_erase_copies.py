@@ -336,68 +336,6 @@ def test_the_sessions_service_does_not_save_an_erased_run_back(tmp_path: Path) -
         store.close()
 
 
-def test_a_sessions_member_that_reads_no_erasure_event_does_not_save_it_back(
-    tmp_path: Path,
-) -> None:
-    """Another member of the sessions service holds the erased run's session (the erasure
-    event is on a partition it does not read, or a data subject's erasure records none): its
-    next save finds the snapshot it saved deleted, and drops the session instead of writing
-    the erased run's events back; the session's next event starts it afresh."""
-    from prometheus_client import CollectorRegistry
-
-    from runtrail.runtime import Delivered, ServiceContext
-    from runtrail_services.sessions.service import SessionsService
-
-    state = tmp_path / "state"
-    env = {
-        "RUNTRAIL_STATE_DIR": str(state),
-        "RUNTRAIL_CONTENT_STORE_URL": (tmp_path / "content").as_uri(),
-        "RUNTRAIL_KEY_STORE_URL": (tmp_path / "keys").as_uri(),
-    }
-    context = ServiceContext(
-        settings=Settings(bootstrap_servers="127.0.0.1:1", state_dir=state),
-        options={"http_enabled": "false", "publish_pointers": "false", "every_n_events": "1"},
-        registry=CollectorRegistry(),
-    )
-    svc = SessionsService(context)
-    erased = session_of("run-x", "s1", SENTINEL, count=4).event_log
-    later = session_of("run-y", "s1", "KEPT-later", count=3).event_log
-
-    def feed(forms: list[dict[str, Any]], offset: int) -> None:
-        svc.process(
-            [
-                Delivered(validate_json_form(f), f, "events", 0, offset + i, 0, b"k")
-                for i, f in enumerate(forms)
-            ]
-        )
-
-    store = open_store(SESSION_SNAPSHOTS, (state / "sessions").as_uri())
-    try:
-        feed(erased, 0)
-        assert SENTINEL.encode() in store.load("t1", "s1").to_bytes()  # type: ignore[union-attr]
-        done = runtrail(
-            env,
-            *("erase", "--tenant", "t1", "--run", "run-x", "--reason", "asked"),
-            *("--no-event", "--no-topics"),
-        )
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["copiesDeleted"]["sessions"] == 1
-        feed(later[:1], 4)  # its save finds the snapshot deleted: dropped, not written back
-        assert store.load("t1", "s1") is None
-        feed(later[1:], 5)
-        again = store.load("t1", "s1")
-        assert again is not None and set(again.last_applied_sequence) == {"run-y"}
-        assert SENTINEL.encode() not in again.to_bytes()
-    finally:
-        svc.close()
-        store.close()
-    assert SENTINEL.encode() not in store_bytes(state / "sessions")
-
-
-def store_bytes(root: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
-
-
 def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
     env = {
         "RUNTRAIL_STATE_DIR": str(tmp_path / "state"),

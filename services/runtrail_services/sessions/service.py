@@ -31,9 +31,7 @@ has been quiet, and when its partitions are revoked or the service stops. Then:
 * **An erasure drops what it covers.** On a ``run.content_erased`` event, the sessions held in
   memory that applied the erased run or hold the destroyed key's references are dropped
   unsaved and their stored copies deleted again, so the next event of such a session does not
-  save the erased content back (:mod:`runtrail_services.sessions.erasure`). A member that
-  does not read the erasure's event finds out when it saves: a session whose stored snapshot
-  was deleted behind its back is dropped unsaved too, not written back (:meth:`_drop_deleted`).
+  save the erased content back (:mod:`runtrail_services.sessions.erasure`).
 
 The runtime gives no signal before its last commit at shutdown, so the shutdown save
 happens when the partitions are revoked (or in :meth:`close`); a restart then re-reads the
@@ -303,24 +301,6 @@ class SessionsService(Service):
                     tracked.due = tracked.due or reason
                     self._store_down(exc)
 
-    def _drop_deleted(self, tracked: Tracked) -> None:
-        """Drop, unsaved, a session whose stored snapshot was deleted behind this member's
-        back (an erasure whose event another member reads, or records none): writing it
-        back would restore what was deleted. Its next event starts it afresh; the events it
-        held unsaved are left to ``runtrail sessions rebuild``."""
-        session = tracked.session
-        key = (session.tenant_id, session.session_id)
-        self._sessions.pop(key, None)
-        tracked.first_unsaved.clear()
-        tracked.due = None
-        tracked.unpublished = None
-        log.warning(
-            "sessions: %s/%s dropped: its stored snapshot was deleted (an erasure?), so it "
-            "is not written back",
-            *key,
-        )
-        self._update_gauges()
-
     def _store_down(self, exc: Exception) -> None:
         if self._store_error is None:
             log.warning("sessions: store %s cannot take writes now: %s", self.store.describe(), exc)
@@ -345,14 +325,10 @@ class SessionsService(Service):
                         self.metrics.saved(trigger, len(snapshot.to_bytes()))
                         return
                     self.metrics.save_conflicts.inc()
-                expected = tracked.stored_digest
                 try:
                     stored = self._reload(tracked)
                 except (CorruptSnapshot, UntrustedSnapshot) as exc:
                     self._halt(tracked, exc)
-                    return
-                if stored is None and expected is not None:
-                    self._drop_deleted(tracked)
                     return
                 if stored is not None and stored.digest == session.snapshot().digest:
                     tracked.saved(stored)  # the other writer's snapshot already has it all
@@ -464,7 +440,7 @@ class SessionsService(Service):
         except StoreUnavailable as exc:  # not committed: the next owner re-reads them
             log.warning("sessions: pointers of revoked sessions not published: %s", exc)
         for key in leaving:
-            self._sessions.pop(key, None)  # a save may have dropped it
+            del self._sessions[key]
         self._update_gauges()
 
     def close(self) -> None:
