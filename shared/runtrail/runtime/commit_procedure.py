@@ -142,6 +142,9 @@ class CommitProcedure:
                         self.stopping,
                         lambda timeout: self.serve(timeout, keep_messages),
                     )
+                if not requests or requests[0] is not request:
+                    # serving the client meanwhile ran a rebalance, whose own commit took it
+                    continue
             if not request.done.is_set():
                 age = time.monotonic() - request.sent_at
                 if wait_s is None and age < self.bound():

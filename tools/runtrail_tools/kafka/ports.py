@@ -2,23 +2,52 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
+from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
 
 
-def free_ports(count: int = 1) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 a moment ago.
+#: the ports picked from when the kernel's ephemeral range is unknown (its usual start is 32768)
+_BELOW_EPHEMERAL = (10000, 32768)
 
-    All sockets stay bound until every port is picked, so the ports differ from each other.
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return _BELOW_EPHEMERAL[1], 65535
+
+
+def free_ports(count: int = 1) -> list[int]:
+    """``count`` distinct ports that were free on 127.0.0.1 a moment ago, below the kernel's
+    ephemeral range.
+
+    Why below it: a broker restarted on its port after a kill would otherwise race every
+    client's outgoing connection for it, and a client that connects to a port of that range
+    while nothing listens there can be given that very port as its own (a TCP self-connect),
+    which then holds it. All sockets stay bound until every port is picked, so the ports differ
+    from each other.
     """
+    low = min(_ephemeral_range()[0], _BELOW_EPHEMERAL[1])
     sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        for _ in range(1000):
+            if len(sockets) == count:
+                break
+            candidate = random.randrange(_BELOW_EPHEMERAL[0], low)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((LOOPBACK, 0))
+            try:
+                sock.bind((LOOPBACK, candidate))
+            except OSError:
+                sock.close()
+                continue
             sockets.append(sock)
+        if len(sockets) < count:
+            raise OSError(f"no {count} free ports on {LOOPBACK} below {low}")
         return [int(s.getsockname()[1]) for s in sockets]
     finally:
         for sock in sockets:
