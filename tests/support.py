@@ -305,3 +305,17 @@ def stack_settings(bootstrap: str, state_dir: Path, prefix: str, **more: Any) ->
         audit_topic=f"{prefix}.audit",
         **more,
     )
+
+
+def runtrail_cli(
+    env: dict[str, str], *args: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``runtrail ARGS`` in a process of its own, with ``env`` over this one's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **env},
+    )

@@ -20,10 +20,7 @@ event carries the reference. So:
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +34,7 @@ from runtrail.privacy.reference import ERASED, ContentRef, as_reference
 from runtrail.privacy.resolve import Resolver
 from runtrail.publisher.spool_record import SpoolRecord
 from tests.ai4j_adapter import adapter
-from tests.support import consume_all, create_topic, unique_topic
+from tests.support import consume_all, create_topic, runtrail_cli, unique_topic
 
 SENTINEL = "SENTINEL-ai4j-7c1e"
 TENANT = "acme"  # the tenant of the driver's down mode
@@ -162,17 +159,6 @@ def files_holding(root: Path, needle: bytes) -> list[str]:
         if any(needle in value for value in values):
             found.append(str(path))
     return found
-
-
-def runtrail_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 @pytest.mark.kafka

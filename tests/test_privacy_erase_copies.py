@@ -8,9 +8,6 @@ copy, it says there was nothing to erase."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +24,9 @@ from runtrail.sessions import AgentSession, AgentSessionSnapshot, AgentSessionSt
 from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail_services.sessions.pointers import PointerPublisher
 from tests.sessions_support import built_snapshot, read_pointers, session_forms
-from tests.support import create_topic, unique_topic
+from tests.support import create_topic, runtrail_cli, unique_topic
 
 SENTINEL = "SENTINEL-copies-44aa"
-
-
-def runtrail(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 def checkpoint(saver: RuntrailCheckpointSaver, thread: str) -> None:
@@ -115,7 +101,7 @@ def test_erase_deletes_the_large_snapshots_of_the_named_session(
     assert len(stored) == 3 and all(len(b) > 1_000_000 for b in stored.values())
     assert sum(SENTINEL.encode() in b for b in stored.values()) == 2  # the scan can fail
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *("erase", "--tenant", "t1", "--run", "run-a", "--reason", "asked"),
         *("--no-event", "--no-topics", "--session", "s1", "--session-blobs", blobs_url),
@@ -171,7 +157,7 @@ def test_erase_run_deletes_every_stored_session_that_applied_it(
     assert sum(SENTINEL.encode() in b for b in stored_texts(store).values()) == 2
     assert set(mixed.last_applied_sequence) == {"run-x", "run-y"}
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *("erase", "--tenant", "t1", "--run", "run-x", "--reason", "asked", "--no-event"),
         *("--no-topics", "--sessions-store", sessions_url, "--session-blobs", blobs_url),
@@ -237,7 +223,7 @@ def test_erase_subject_finds_the_sessions_holding_its_references(
         v or b"" for v in read_pointers(kafka_bootstrap, topic).values()
     )
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *("erase", "--tenant", "t1", "--subject", "user-7", "--reason", "asked"),
         *("--sessions-store", sessions_url, "--session-blobs", blobs_url),
@@ -320,7 +306,7 @@ def test_the_sessions_service_does_not_save_an_erased_run_back(tmp_path: Path) -
     try:
         feed(erased, 0)
         assert SENTINEL.encode() in store.load("t1", "s1").to_bytes()  # type: ignore[union-attr]
-        done = runtrail(
+        done = runtrail_cli(
             env,
             *("erase", "--tenant", "t1", "--run", "run-x", "--reason", "asked"),
             *("--no-event", "--no-topics"),
@@ -356,7 +342,7 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
         checkpoint(saver, "thread-erased")
         checkpoint(saver, "thread-kept")
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *(
             "erase",
@@ -385,7 +371,7 @@ def test_erase_deletes_the_named_sessions_and_threads(tmp_path: Path) -> None:
         assert kept is not None and kept.checkpoint["channel_values"]["answer"] == SENTINEL
     sessions.close()
 
-    again = runtrail(
+    again = runtrail_cli(
         env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "x", "--no-topics"
     )
     assert again.returncode == 1 and "nothing to erase" in again.stderr
@@ -403,7 +389,7 @@ def test_keys_rotate_rewraps_and_retires_without_touching_content(tmp_path: Path
     refs = [vault.put("t1", f"run-{n}", f"{SENTINEL}-{n}") for n in range(2)]
     vault.close()
     content = {p: p.read_bytes() for p in (tmp_path / "content").rglob("*") if p.is_file()}
-    done = runtrail(env, "keys", "rotate", "--tenant", "t1", "--retire")
+    done = runtrail_cli(env, "keys", "rotate", "--tenant", "t1", "--retire")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"tenant": "t1", "rewrapped": 2, "retired": ["1"]}
     assert [p.name for p in (tmp_path / "keys" / "tenants" / "t1").iterdir()] == ["2.key"]

@@ -13,9 +13,6 @@ stay, and the journal is gone (a third run has nothing to erase)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -25,22 +22,12 @@ from runtrail.persistence import DATA_KEYS, PROTECTED_CONTENT, SESSION_SNAPSHOTS
 from runtrail.privacy.vault import ContentVault
 from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail.sessions.store_postgres import TABLE as SESSIONS_TABLE
+from tests.support import runtrail_cli
 from tests.test_privacy_erase_copies import session_of
 from tests.test_privacy_erase_threads import checkpoint_holding, threads_with
 
 SENTINEL = "SENTINEL-rerun-5d93"
 KEPT = "KEPT-rerun-a170"
-
-
-def runtrail(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 def files_with(root: Path, needle: str) -> list[str]:
@@ -116,7 +103,7 @@ def test_an_erasure_stopped_half_way_is_finished_by_running_it_again(
 
     refuse_deletes(postgres_url, True)
     try:
-        stopped = runtrail(env, *command)
+        stopped = runtrail_cli(env, *command)
     finally:
         refuse_deletes(postgres_url, False)
     assert stopped.returncode == 3, stopped.stderr
@@ -128,7 +115,7 @@ def test_an_erasure_stopped_half_way_is_finished_by_running_it_again(
     assert len(files_with(blobs_dir, SENTINEL)) == 1
     assert threads_with(checkpoints_url, "t1", SENTINEL) == {"th-user-7"}
 
-    finished = runtrail(env, *command)
+    finished = runtrail_cli(env, *command)
     assert finished.returncode == 0, finished.stderr
     report = json.loads(finished.stdout)
     assert report["keyId"] == erased_ref.split(":")[3]  # the key the first run destroyed
@@ -140,5 +127,5 @@ def test_an_erasure_stopped_half_way_is_finished_by_running_it_again(
     assert len(files_with(blobs_dir, KEPT)) == 1
     assert threads_with(checkpoints_url, "t1", KEPT) == {"th-user-8"}
 
-    again = runtrail(env, *command)
+    again = runtrail_cli(env, *command)
     assert again.returncode == 1 and "nothing to erase" in again.stderr

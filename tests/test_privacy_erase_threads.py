@@ -12,9 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import operator
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -32,21 +29,10 @@ from runtrail.privacy.vault import ContentVault
 from runtrail.publisher import Publisher
 from runtrail.sessions.checkpoints import KINDS, Prefix
 from runtrail_services.sessions.settings import default_store_url
-from tests.support import create_topic, unique_topic
+from tests.support import create_topic, runtrail_cli, unique_topic
 
 SENTINEL = "SENTINEL-threads-7c21"
 KEPT = "KEPT-thread-0e4d"
-
-
-def runtrail(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 def threads_with(url: str, tenant: str, needle: str) -> set[str]:
@@ -130,7 +116,7 @@ def test_erase_run_finds_the_threads_the_run_wrote_in_the_default_store(
         assert publisher.flush(20.0) == 0
     assert threads_with(store, "acme", SENTINEL) == {"th-erased"}  # the scan can fail
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *("erase", "--tenant", "acme", "--run", "run-erased", "--reason", "asked"),
         *("--no-event", "--no-topics"),
@@ -188,7 +174,7 @@ def test_erase_subject_finds_the_threads_holding_its_references(
         checkpoint_holding(saver, "th-user-7", erased_ref)  # another tenant's: not this erasure
     assert threads_with(checkpoints, "t1", erased_ref) == {"th-user-7"}
 
-    done = runtrail(
+    done = runtrail_cli(
         env,
         *("erase", "--tenant", "t1", "--subject", "user-7", "--reason", "asked"),
         *("--no-event", "--no-topics"),

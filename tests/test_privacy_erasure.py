@@ -17,9 +17,6 @@ found by the same scan, so the scan can fail.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +38,7 @@ from tests.support import (
     committed_offsets,
     create_topic,
     end_offsets,
+    runtrail_cli,
     unique_topic,
     wait_for,
 )
@@ -65,17 +63,6 @@ def run_events(run: str, secret: str) -> list[tuple[str, dict[str, Any]]]:
         ("TOOL_RESULT", {"callId": "c1", "toolName": "lookup", "output": {"rows": [secret]}}),
         ("run.succeeded", {}),
     ]
-
-
-def runtrail(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, **env},
-    )
 
 
 def live(bootstrap: str, topic: str) -> dict[bytes, bytes]:
@@ -129,7 +116,7 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         privacy_policy={"byReference": "all"},
     )
     audit_db = f"sqlite:///{state / 'audit.db'}"
-    assert runtrail(env, "audit", "keygen").returncode == 0  # erasure events are signed
+    assert runtrail_cli(env, "audit", "keygen").returncode == 0  # erasure events are signed
     services = [
         ServiceProcess(
             "audit",
@@ -197,7 +184,7 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         sessions = open_store(SESSION_SNAPSHOTS, default_store_url(state))
         assert [s.session_id for s in sessions.list("t1")] == ["s-run-1", "s-run-2"]
 
-        erased = runtrail(
+        erased = runtrail_cli(
             env,
             "erase",
             "--tenant",
@@ -218,7 +205,7 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
         assert report["copiesDeleted"]["sessionBlobs"] >= 1
         assert [p.name for p in blobs.iterdir()] == ["s-run-2"]  # its pointer named them
         assert [s.session_id for s in sessions.list("t1")] == ["s-run-2"]
-        again = runtrail(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "again")
+        again = runtrail_cli(env, "erase", "--tenant", "t1", "--run", "run-1", "--reason", "again")
         assert again.returncode == 1  # nothing left to erase
         wait_for(caught_up, 120, 0.5, what="the services to consume the erasure")
     finally:
@@ -233,7 +220,7 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
     assert set(live(kafka_bootstrap, sessions_topic)) == {b"t1/s-run-2"}
 
     # the chain still verifies, erasure event included
-    verified = runtrail(
+    verified = runtrail_cli(
         env, "audit", "verify", "--run", "run-1", "--tenant", "t1", "--store", audit_db
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -242,9 +229,11 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
 
     # a projection rebuilt from offset zero succeeds and records the erasure
     rebuilt = f"sqlite:///{tmp_path / 'rebuilt.db'}"
-    replay = runtrail(env, "replay", "projection", "--into", rebuilt, "--from-beginning", "--quiet")
+    replay = runtrail_cli(
+        env, "replay", "projection", "--into", rebuilt, "--from-beginning", "--quiet"
+    )
     assert replay.returncode == 0, replay.stderr
-    shown = runtrail(
+    shown = runtrail_cli(
         env, "projection", "show", "--run", "run-1", "--tenant", "t1", "--store", rebuilt
     )
     assert shown.returncode == 0, shown.stderr
@@ -258,14 +247,14 @@ def test_an_erased_run_verifies_rebuilds_reads_erased_and_leaves_no_trace(
     )
 
     # capture shows the erased marker; the other run's content still resolves
-    query = runtrail(
+    query = runtrail_cli(
         env, "capture", "query", "--run", "run-1", "--sink", (state / "capture").as_uri()
     )
     assert query.returncode == 0, query.stderr
     records = [json.loads(line) for line in query.stdout.splitlines()]
     assert {r["nodeType"] for r in records} == {"MODEL", "TOOL"}
     assert all("[erased]" in json.dumps(r) for r in records) and SENTINEL not in query.stdout
-    kept = runtrail(
+    kept = runtrail_cli(
         env, "capture", "query", "--run", "run-2", "--sink", (state / "capture").as_uri()
     )
     assert KEPT in kept.stdout and "[erased]" not in kept.stdout
