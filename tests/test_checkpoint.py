@@ -78,7 +78,7 @@ def test_a_lost_partition_restarts_after_what_was_durable_unless_the_service_cho
     checkpoint = Checkpoint(GroupCommits())
     checkpoint.reached({A: 8, B: 5})
     checkpoint.set_holds({B: 2})
-    checkpoint.due()  # flushed: A durable up to 8; B held at 2, durable nowhere
+    checkpoint.flushed()  # A durable up to 8; B held at 2, durable nowhere
     checkpoint.lost([A, B])
     assert checkpoint.position(A) is None and checkpoint.holds() == {}
     checkpoint.assigned([A, B])
@@ -89,7 +89,7 @@ def test_a_lost_partition_restarts_after_what_was_durable_unless_the_service_cho
 
     for choose in ("start_at", "group_commits"):  # the service's own choice wins
         checkpoint.reached({A: 8})
-        checkpoint.due()
+        checkpoint.flushed()
         checkpoint.lost([A])
         checkpoint.assigned([A])
         if choose == "start_at":
@@ -102,6 +102,7 @@ def test_a_lost_partition_restarts_after_what_was_durable_unless_the_service_cho
 def test_a_revoked_partition_is_forgotten_and_not_a_restart_point() -> None:
     checkpoint = Checkpoint()
     checkpoint.reached({A: 8})
+    checkpoint.flushed()
     checkpoint.due()
     checkpoint.confirmed(A, 8, None)
     checkpoint.revoked([A])

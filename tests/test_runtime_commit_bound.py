@@ -24,9 +24,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.runtime import Delivered, Service
+from runtrail.runtime.commit_procedure import CommitProcedure
 from runtrail.runtime.commits import CommitRequest, Committer, CommitTimedOut
 from runtrail.runtime.retry import classify
 from runtrail.runtime.runner import ServiceRunner
+from runtrail.runtime.unavailable import StoreUnavailable
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.support import (
     ServiceProcess,
@@ -247,5 +249,48 @@ def test_a_commit_of_this_assignment_with_no_result_is_still_a_timeout(tmp_path:
         with pytest.raises(CommitTimedOut, match=r"t\[0\]@74"):
             runner.commits.finish(None, keep_messages=True)
         assert runner.commits.requests == 1
+    finally:
+        _close(runner)
+
+
+def test_output_flushed_before_a_dead_letter_failed_is_where_a_lost_partition_restarts(
+    tmp_path: Path,
+) -> None:
+    """The service's output was written, then the dead letters could not be (the broker
+    gone), then the partition was lost: it restarts after what was written, not at the last
+    commit, even when the group's commit cannot be read. (Restarting at the last commit
+    wrote 346 of noop's lines twice after a 120 s broker outage.)"""
+    runner = _runner_with_a_silent_request(tmp_path, generation=0)
+    runner.commits._committer.requests.clear()
+    written: list[int] = []
+    tp = ("t", 0)
+
+    def no_dead_letters(timeout: float) -> None:
+        raise StoreUnavailable("dead-letter topic t.dlq", "the broker is gone")
+
+    procedure = CommitProcedure(
+        "idle",
+        runner.settings,
+        runner.checkpoint,
+        runner.metrics,
+        runner.health,
+        flush_service=lambda: written.append(runner.checkpoint.positions()[tp]),
+        after_flush=lambda: None,
+        flush_dead_letters=no_dead_letters,
+        serve=lambda timeout, keep: None,
+        waiting_out=lambda: True,
+        stopping=lambda: False,
+    )
+    try:
+        runner.checkpoint.reached({tp: 40})
+        with pytest.raises(StoreUnavailable):
+            procedure.commit(runner._consumer, force=True)
+        assert written == [40]
+        runner.checkpoint.lost([tp])
+        runner.checkpoint.assigned([tp])
+        back = [TopicPartition(*tp)]  # the group's commit: unreachable (no broker at :1)
+        procedure.skip_durable(runner._consumer, back)
+        assert back[0].offset == 40
+        assert runner.checkpoint.restart_points([tp]) == {}  # applied once
     finally:
         _close(runner)

@@ -156,14 +156,22 @@ class Checkpoint:
         for watcher in self._watchers:
             watcher(positions)
 
+    def flushed(self) -> None:
+        """The service's flush returned: the output of every partition it holds nothing of is
+        durable up to its position (the restart point should the partition be lost). Told
+        before the dead letters are flushed, which may fail while the output stays written."""
+        for tp, position in self._positions.items():
+            hold = self._holds.get(tp)
+            if hold is None or hold[0] > position:
+                self._durable[tp] = position
+
     def due(self, only: set[Partition] | None = None) -> dict[Partition, Committed]:
         """After the service's flush (and the dead-letter flush) returned: the commit point
         of each partition (of ``only``) that differs from its confirmed one.
 
         A partition is committed at its hold, with the hold's metadata, when the hold is at or
         below its position (at the position itself the metadata is still worth keeping);
-        else at its position, without metadata, and that position is durable (the restart
-        point should the partition be lost). A point below one handed out before in this
+        else at its position, without metadata. A point below one handed out before in this
         assignment is never given: the previous commit stands.
         """
         points: dict[Partition, Committed] = {}
@@ -175,7 +183,6 @@ class Checkpoint:
                 point: Committed = (hold[0], hold[1] or None)
             else:
                 point = (position, None)
-                self._durable[tp] = position
             floor = self._floor.get(tp)
             if floor is not None and point[0] < floor:
                 log.warning(

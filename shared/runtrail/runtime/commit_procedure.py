@@ -115,6 +115,7 @@ class CommitProcedure:
             if not self.finish(wait_s, keep_messages, revoking=only is not None):
                 return  # still in flight, within its bound: a later turn looks again
             self.flush_service()
+            self.checkpoint.flushed()
             self.after_flush()  # the flushed work is gone: a cheap collection now
             short = self.waiting_out() or self.stopping()
             self.flush_dead_letters(DLQ_RETRY_FLUSH_S if short else DLQ_FLUSH_S)
@@ -195,19 +196,23 @@ class CommitProcedure:
 
         Safe for any owner in between: it committed what it made durable, and starting at
         max(committed, ours) re-reads nothing that is durable and skips nothing that is not.
+        When the group's commit cannot be read (a coordinator still loading after a restart),
+        ours alone skips nothing either: at worst an owner in between is read again.
         """
         points = self.checkpoint.restart_points((p.topic, p.partition) for p in partitions)
         lost = [p for p in partitions if (p.topic, p.partition) in points]
         if not lost:
             return
         try:
-            committed = consumer.committed(lost, timeout=10)
+            by_tp = {(c.topic, c.partition): c.offset for c in consumer.committed(lost, timeout=10)}
         except KafkaException as exc:
             log.info(
-                "%s: committed offsets unavailable (%s); starting at the group's", self.name, exc
+                "%s: committed offsets unavailable (%s); starting where this process's output "
+                "was durable",
+                self.name,
+                exc,
             )
-            return
-        by_tp = {(c.topic, c.partition): c.offset for c in committed}
+            by_tp = {}
         self.checkpoint.restarted(points)
         for p in lost:
             tp = (p.topic, p.partition)
