@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -81,37 +81,33 @@ def _fast_ok(value: Any) -> bool:
         item = pop()
         kind = type(item)
         if kind is dict:
-            for key, child in item.items():
+            for key in item:
                 if type(key) is not str or not (key.isascii() or max(key) <= _BMP):
                     return False
-                child_kind = type(child)
-                if child_kind is str or child is None or child_kind is bool:
-                    continue
-                if child_kind is int:
-                    if not low < child < high:
-                        return False
-                    continue
-                push(child)
+            children: Iterable[Any] = item.values()
         elif kind is list:
-            for child in item:
-                child_kind = type(child)
-                if child_kind is str or child is None or child_kind is bool:
-                    continue
-                if child_kind is int:
-                    if not low < child < high:
-                        return False
-                    continue
-                push(child)
+            children = item
         elif kind is str or item is None or kind is bool:
             continue
         elif kind is int:
             if not low < item < high:
                 return False
+            continue
         elif kind is float:
             if not _fast_float(item):
                 return False
+            continue
         else:
             return False
+        for child in children:
+            child_kind = type(child)
+            if child_kind is str or child is None or child_kind is bool:
+                continue
+            if child_kind is int:
+                if not low < child < high:
+                    return False
+                continue
+            push(child)
     return True
 
 
