@@ -11,6 +11,7 @@ from typing import Any
 
 from runtrail.capture import NodeIoRecord, NodePairer
 from runtrail.events import Event
+from runtrail.nodes import RunSequencer
 from runtrail.resume.builder import EntryBuilder, EntryKey, WriteBatch
 from runtrail.resume.entry import CacheEntry
 from runtrail.resume.keys import Kind, model_key, tool_key
@@ -23,7 +24,7 @@ def both(
 ) -> tuple[list[NodeIoRecord], dict[EntryKey, CacheEntry], NodePairer, EntryBuilder]:
     pairer = NodePairer(clock=lambda: 0, window=window)
     records = feed_all(pairer, events) + drain(pairer)
-    builder = EntryBuilder(window=window)
+    builder = EntryBuilder(RunSequencer(window=window))
     out = WriteBatch()
     for offset, event in enumerate(events):
         builder.feed(event, 0, out, offset)

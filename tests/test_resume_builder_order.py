@@ -7,6 +7,7 @@ content. A cache entry has no "incomplete" flag, so a node a gap touched yields 
 from __future__ import annotations
 
 from runtrail.events import Event
+from runtrail.nodes import RunSequencer
 from runtrail.resume.builder import EntryBuilder, EntryKey, WriteBatch
 from runtrail.resume.entry import CacheEntry
 from tests.capture_support import RunEvents, prompt
@@ -32,7 +33,7 @@ def test_swapped_deltas_are_joined_in_sequence_order() -> None:
 def test_a_node_a_gap_touched_yields_no_entry_and_is_counted() -> None:
     run = RunEvents()
     events = [run.request(prompt()), run.response("a"), run.response("b"), run.step_end()]
-    builder = EntryBuilder(window=1)
+    builder = EntryBuilder(RunSequencer(window=1))
     assert build([events[0], events[2], events[3]], builder) == {}
     assert builder.dropped == {"sequence-gap": 1}
 
@@ -40,7 +41,9 @@ def test_a_node_a_gap_touched_yields_no_entry_and_is_counted() -> None:
 def test_a_re_read_after_a_restart_skips_what_the_store_applied() -> None:
     run = RunEvents()
     events = [run.request(prompt()), run.response("Hel"), run.response("lo"), run.step_end()]
-    builder = EntryBuilder(anchor=lambda tenant, run_id: 2)  # the store applied 1 and 2
+    builder = EntryBuilder(
+        RunSequencer(anchor=lambda tenant, run_id: 2)
+    )  # the store applied 1 and 2
     first = WriteBatch()
     builder.feed(events[0], 0, first, 0)  # re-read: skipped
     assert builder.dropped == {"duplicate": 1}

@@ -26,6 +26,7 @@ import orjson
 
 from runtrail.config import Settings
 from runtrail.http_server import TokenAuth
+from runtrail.nodes import RunSequencer
 from runtrail.persistence import open_store, redact_url
 from runtrail.persistence.kinds import RESUME_ENTRIES
 from runtrail.privacy.retention import prune_cache_entries
@@ -70,9 +71,11 @@ class ResumeCacheService(Service):
         self._store_name = redact_url(url)
         self.metrics = ResumeCacheMetrics(self.name, context.registry)
         self.builder = EntryBuilder(
-            window=context.settings.reorder_window,
-            wait_ms=int(context.settings.reorder_wait_s * 1000),
-            anchor=self._applied_sequence,
+            RunSequencer(
+                window=context.settings.reorder_window,
+                wait_ms=int(context.settings.reorder_wait_s * 1000),
+                anchor=self._applied_sequence,
+            ),
             open_content=_content_opener(context.settings),
         )
         self.context.checkpoint.watch(self._reached)

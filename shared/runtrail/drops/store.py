@@ -25,10 +25,9 @@ from typing import Any
 
 from runtrail.camel_json import camel_fields
 from runtrail.drops.tally import DropTally
-from runtrail.persistence.dialect import Database, Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, open_database, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import TRACKING, Tracking
-from runtrail.persistence.urls import sqlite_path
 
 COMPONENT = "otlp-drops"
 
@@ -74,13 +73,13 @@ class DropRow:
 
 
 class SqlDropStore:
-    """The drops store on one :mod:`runtrail.persistence` database (SQLite or PostgreSQL)."""
+    """The drops store on one :mod:`runtrail.persistence` database (SQLite or PostgreSQL),
+    opened with :data:`TRACKING` and :data:`MIGRATIONS` applied (:func:`open_url`)."""
 
     def __init__(self, db: Database) -> None:
         self.dialect: Dialect = db.dialect
         self._db = db
         self._tracking = Tracking(COMPONENT, db.dialect)
-        db.migrate((TRACKING, MIGRATIONS))
 
     def _sql(self, statement: str) -> str:
         return placeholders(statement, self.dialect)
@@ -162,28 +161,12 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def open_sqlite(url: str) -> SqlDropStore:
-    """The store at ``sqlite:///abs/path.db`` (``sqlite:///:memory:`` for one process)."""
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    db = SqliteDatabase(sqlite_path(url, three_slashes="absolute"))
-    try:
-        return SqlDropStore(db)
-    except BaseException:
-        db.close()
-        raise
-
-
-def open_postgres(url: str) -> SqlDropStore:
-    """The store at ``postgresql://…``; several receivers and mappers share it."""
-    from runtrail.persistence.postgres import PostgresDatabase
-
-    db = PostgresDatabase(url, what="OTLP drops store", max_size=2)
-    try:
-        return SqlDropStore(db)
-    except BaseException:
-        db.close()
-        raise
+def open_url(url: str) -> SqlDropStore:
+    """The store at ``sqlite:///abs/path.db`` (``sqlite:///:memory:`` for one process) or
+    ``postgresql://…``, which several receivers and mappers share."""
+    return SqlDropStore(
+        open_database(url, what="OTLP drops store", components=(TRACKING, MIGRATIONS))
+    )
 
 
 def rows_json(rows: Iterable[DropRow]) -> list[dict[str, Any]]:

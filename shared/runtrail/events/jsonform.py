@@ -74,44 +74,30 @@ def _fast_ok(value: Any) -> bool:
     Iterative, and the scalars inside a container are checked in place: most of an event is
     strings and small ints, and a Python call per scalar was most of the audit service's
     canonicalisation time."""
-    stack = [value]
+    # the containers left to walk: the value itself is held in a one-element tuple
+    stack: list[Any] = [(value,)]
     pop, push = stack.pop, stack.append
     low, high = -_MAX_SAFE, _MAX_SAFE
     while stack:
         item = pop()
-        kind = type(item)
-        if kind is dict:
-            for key, child in item.items():
+        if type(item) is dict:
+            for key in item:
                 if type(key) is not str or not (key.isascii() or max(key) <= _BMP):
                     return False
-                child_kind = type(child)
-                if child_kind is str or child is None or child_kind is bool:
-                    continue
-                if child_kind is int:
-                    if not low < child < high:
-                        return False
-                    continue
+            item = item.values()
+        for child in item:
+            kind = type(child)
+            if kind is str or child is None or kind is bool:
+                continue
+            if kind is int:
+                if not low < child < high:
+                    return False
+                continue
+            if kind is dict or kind is list:
                 push(child)
-        elif kind is list:
-            for child in item:
-                child_kind = type(child)
-                if child_kind is str or child is None or child_kind is bool:
-                    continue
-                if child_kind is int:
-                    if not low < child < high:
-                        return False
-                    continue
-                push(child)
-        elif kind is str or item is None or kind is bool:
-            continue
-        elif kind is int:
-            if not low < item < high:
+                continue
+            if kind is not float or not _fast_float(child):
                 return False
-        elif kind is float:
-            if not _fast_float(item):
-                return False
-        else:
-            return False
     return True
 
 

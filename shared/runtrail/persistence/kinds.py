@@ -136,16 +136,16 @@ OTLP_DROPS: StoreKind[SqlDropStore] = StoreKind(
     "otlp-drops",
     "OTLP drops store",
     {
-        "sqlite": "runtrail.drops.store:open_sqlite",
-        **_postgres("runtrail.drops.store:open_postgres"),
+        "sqlite": "runtrail.drops.store:open_url",
+        **_postgres("runtrail.drops.store:open_url"),
     },
 )
 PRUNE_LOG: StoreKind[SqlPruneLog] = StoreKind(
     "prune-log",
     "prune log",
     {
-        "sqlite": "runtrail.privacy.prune_log:open_sqlite",
-        **_postgres("runtrail.privacy.prune_log:open_postgres"),
+        "sqlite": "runtrail.privacy.prune_log:open_url",
+        **_postgres("runtrail.privacy.prune_log:open_url"),
     },
 )
 

@@ -16,16 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runtrail.persistence.dialect import Dialect, placeholders
+from runtrail.persistence.dialect import Database, Dialect, open_database, placeholders
 from runtrail.persistence.migrations import Component, Migration
-from runtrail.persistence.urls import sqlite_path
 
 if TYPE_CHECKING:
     from runtrail.config import Settings
-    from runtrail.persistence.postgres import PostgresDatabase
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    Database = SqliteDatabase | PostgresDatabase
 
 COMPONENT = "prune-log"
 #: the tenant of a pass over every tenant
@@ -65,12 +60,12 @@ class PruneFact:
 
 
 class SqlPruneLog:
-    """The prune log on one :mod:`runtrail.persistence` database (SQLite or PostgreSQL)."""
+    """The prune log on one :mod:`runtrail.persistence` database (SQLite or PostgreSQL),
+    opened with :data:`MIGRATIONS` applied (:func:`open_url`)."""
 
     def __init__(self, db: Database) -> None:
         self.dialect: Dialect = db.dialect
         self._db = db
-        db.migrate((MIGRATIONS,))
 
     def _sql(self, statement: str) -> str:
         return placeholders(statement, self.dialect)
@@ -125,25 +120,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def open_sqlite(url: str) -> SqlPruneLog:
-    """The log at ``sqlite:///abs/path.db``."""
-    from runtrail.persistence.sqlite import SqliteDatabase
-
-    db = SqliteDatabase(sqlite_path(url, three_slashes="absolute"))
-    try:
-        return SqlPruneLog(db)
-    except BaseException:
-        db.close()
-        raise
-
-
-def open_postgres(url: str) -> SqlPruneLog:
-    """The log at ``postgresql://…``; every service and the command share it."""
-    from runtrail.persistence.postgres import PostgresDatabase
-
-    db = PostgresDatabase(url, what="prune log", max_size=2)
-    try:
-        return SqlPruneLog(db)
-    except BaseException:
-        db.close()
-        raise
+def open_url(url: str) -> SqlPruneLog:
+    """The log at ``sqlite:///abs/path.db`` or ``postgresql://…``; every service and the
+    command share it."""
+    return SqlPruneLog(open_database(url, what="prune log", components=(MIGRATIONS,)))

@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from runtrail.config import Settings
 from runtrail.privacy.prune_log import record_prune
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DAY_S = 86_400
 #: the stores a service prunes by age, as named in the policy
@@ -29,30 +31,33 @@ CHECKPOINTS = "checkpoints"
 Prune = Callable[[float], int]
 
 
+def _setting(
+    policy: Mapping[str, Any], store: str, name: str, convert: Callable[[Any], T]
+) -> T | None:
+    """``store``'s one setting ``{name: N}`` as ``convert`` reads it; None when the policy has
+    no entry for the store (it keeps it all)."""
+    entry = policy.get(store)
+    if entry is None:
+        return None
+    if not isinstance(entry, Mapping) or name not in entry:
+        raise ValueError(f"retention policy of {store}: expected {{{name!r}: N}}")
+    return convert(entry[name])
+
+
 def older_than_days(policy: Mapping[str, Any], store: str) -> float | None:
     """The store's age limit in days; None when the policy keeps it for ever."""
     if store not in STORES:
         raise ValueError(f"no retention for {store!r}: the stores are {', '.join(STORES)}")
-    entry = policy.get(store)
-    if entry is None:
-        return None
-    if not isinstance(entry, Mapping) or "olderThanDays" not in entry:
-        raise ValueError(f"retention policy of {store}: expected {{'olderThanDays': N}}")
-    days = float(entry["olderThanDays"])
-    if days <= 0:
+    days = _setting(policy, store, "olderThanDays", float)
+    if days is not None and days <= 0:
         raise ValueError(f"retention policy of {store}: olderThanDays must be positive")
     return days
 
 
 def keep_latest_checkpoints(policy: Mapping[str, Any]) -> int | None:
     """How many checkpoints of each thread the policy keeps; None when it keeps them all."""
-    entry = policy.get(CHECKPOINTS)
-    if entry is None:
-        return None
-    if not isinstance(entry, Mapping) or "keepLatest" not in entry:
-        raise ValueError(f"retention policy of {CHECKPOINTS}: expected {{'keepLatest': N}}")
-    keep = int(entry["keepLatest"])
-    if keep < 1:
+    keep = _setting(policy, CHECKPOINTS, "keepLatest", int)
+    if keep is not None and keep < 1:
         raise ValueError(f"retention policy of {CHECKPOINTS}: keepLatest must be at least 1")
     return keep
 

@@ -8,7 +8,7 @@ succeeded or failed outcome for the same invocation), the run goes back to ``exe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from runtrail.events import Event
 from runtrail.events.domain_events import (
@@ -27,6 +27,7 @@ from runtrail.events.domain_events import (
 )
 from runtrail.projection.errors import InvalidTransition
 from runtrail.projection.model import (
+    LIVE,
     BudgetLine,
     RunProjection,
     RunStatus,
@@ -35,7 +36,7 @@ from runtrail.projection.model import (
     ToolOutcome,
 )
 from runtrail.projection.redaction import clear, clear_optional
-from runtrail.projection.rule import Update
+from runtrail.projection.rule import LIVE_NEEDS, Rule, Update
 
 Outcome = Literal["succeeded", "failed", "uncertain"]
 
@@ -207,3 +208,29 @@ def model_completed(state: RunProjection, event: Event, data: ModelOperationComp
 def session_snapshot(state: RunProjection, event: Event, data: SessionSnapshot) -> Update:
     """Only the fact is projected; the checkpoint itself belongs to the sessions service."""
     return {"session_snapshot_sequence": event.sequence}
+
+
+#: The recorded effects' rows of the projector's table
+#: (:data:`~runtrail.projection.projector.RULES`): each applies to a run that has not ended.
+RULES: dict[tuple[str, int], Rule[Any]] = {
+    ("tool.invocation_requested", 1): Rule(
+        ToolInvocationRequested, tool_requested, LIVE, LIVE_NEEDS
+    ),
+    ("tool.invocation_started", 1): Rule(ToolInvocationStarted, tool_started, LIVE, LIVE_NEEDS),
+    ("tool.invocation_succeeded", 1): Rule(
+        ToolInvocationSucceeded, tool_succeeded, LIVE, LIVE_NEEDS
+    ),
+    ("tool.invocation_failed", 1): Rule(ToolInvocationFailed, tool_failed, LIVE, LIVE_NEEDS),
+    ("tool.invocation_uncertain", 1): Rule(
+        ToolInvocationUncertain, tool_uncertain, LIVE, LIVE_NEEDS
+    ),
+    ("model.operation_completed", 1): Rule(
+        ModelOperationCompleted, model_completed, LIVE, LIVE_NEEDS
+    ),
+    ("artifact.stored", 1): Rule(ArtifactStored, artifact_stored, LIVE, LIVE_NEEDS),
+    ("budget.reserved", 1): Rule(BudgetReserved, budget_reserved, LIVE, LIVE_NEEDS),
+    ("budget.committed", 1): Rule(BudgetCommitted, budget_committed, LIVE, LIVE_NEEDS),
+    ("budget.released", 1): Rule(BudgetReleased, budget_released, LIVE, LIVE_NEEDS),
+    ("budget.exhausted", 1): Rule(BudgetExhausted, budget_exhausted, LIVE, LIVE_NEEDS),
+    ("session.snapshot", 1): Rule(SessionSnapshot, session_snapshot, LIVE, LIVE_NEEDS),
+}

@@ -3,7 +3,9 @@
 Pure: no clock, no configuration, no I/O — the same events always give the same projection
 (seed 002). Exhaustive: :data:`RULES` has one row per retained (type, schema version); any
 other pair raises :class:`UnknownEventVersion` and stops the run's projection rather than
-being ignored. A test keeps :data:`RULES` equal to the set of retained event versions.
+being ignored. A test keeps :data:`RULES` equal to the set of retained event versions. Each
+family's rows stand beside its handlers (:mod:`.run_rules`, :mod:`.effect_rules`,
+:mod:`.runtime_rules`): a new version is a handler and its row there.
 
 Order of checks for each event
   1. (type, version) has a rule, else UnknownEventVersion; the payload is of the rule's model
@@ -77,150 +79,22 @@ from __future__ import annotations
 from typing import Any
 
 from runtrail.events import Event
-from runtrail.events.domain_events import (
-    ApprovalGranted,
-    ApprovalRequired,
-    ApprovalRequiredV1,
-    ArtifactStored,
-    BudgetCommitted,
-    BudgetExhausted,
-    BudgetReleased,
-    BudgetReserved,
-    CancellationAcknowledged,
-    CancellationRequested,
-    ContentErased,
-    InputReceived,
-    InputReceivedV1,
-    InputRequired,
-    InputRequiredV1,
-    ModelOperationCompleted,
-    PlanProposed,
-    PlanValidated,
-    RunAccepted,
-    RunBranched,
-    RunFailed,
-    RunResumed,
-    RunSucceeded,
-    SessionSnapshot,
-    StateTransitioned,
-    ToolInvocationFailed,
-    ToolInvocationRequested,
-    ToolInvocationStarted,
-    ToolInvocationSucceeded,
-    ToolInvocationUncertain,
-)
-from runtrail.events.runtime_events import (
-    RUNTIME_TYPES,
-    ModelReasoning,
-    ModelRequest,
-    ModelResponse,
-    ModelRetry,
-    ModelRetryV1,
-    StepEnd,
-    ToolCall,
-    ToolCallV1,
-    ToolResult,
-    ToolResultV1,
-)
-from runtrail.projection import effect_rules as fx
-from runtrail.projection import run_rules as run
-from runtrail.projection import runtime_rules as rt
+from runtrail.events.domain_events import RunAccepted
+from runtrail.events.runtime_events import RUNTIME_TYPES
+from runtrail.projection import effect_rules, run_rules, runtime_rules
 from runtrail.projection.errors import InvalidEventData, InvalidTransition, UnknownEventVersion
-from runtrail.projection.model import (
-    ACTIVE,
-    LIVE,
-    TERMINAL,
-    RunProjection,
-    SequenceGap,
-    updated,
-)
+from runtrail.projection.model import TERMINAL, RunProjection, SequenceGap, updated
 from runtrail.projection.names import name_changes
 from runtrail.projection.rule import Rule, Update
 
 #: Bump when the projector's semantics change: snapshots of another version are not trusted.
 PROJECTOR_VERSION = 2
 
-_ACTIVE = "an active status (received, planning, executing, reconciling)"
-_LIVE = "a run that has not ended"
-
-#: (event type, schema version) -> how it applies. The one place a new version is added.
+#: (event type, schema version) -> how it applies: each family's rows, beside their handlers.
 RULES: dict[tuple[str, int], Rule[Any]] = {
-    ("run.accepted", 1): Rule(RunAccepted, run.accepted_again, LIVE, "no run yet"),
-    ("run.branched", 1): Rule(
-        RunBranched, run.branched, frozenset({"received"}), "a just-accepted run (received)"
-    ),
-    ("run.resumed", 1): Rule(RunResumed, run.resumed, LIVE, _LIVE),
-    ("run.plan_proposed", 1): Rule(PlanProposed, run.plan_proposed, ACTIVE, _ACTIVE),
-    ("run.plan_validated", 1): Rule(
-        PlanValidated, run.plan_validated, frozenset({"planning"}), "a proposed plan (planning)"
-    ),
-    ("run.approval_required", 1): Rule(
-        ApprovalRequiredV1, run.approval_required_v1, ACTIVE, _ACTIVE
-    ),
-    ("run.approval_required", 2): Rule(ApprovalRequired, run.approval_required, ACTIVE, _ACTIVE),
-    ("run.approval_granted", 1): Rule(
-        ApprovalGranted,
-        run.approval_granted,
-        frozenset({"awaiting_approval"}),
-        "a pending approval (awaiting_approval)",
-    ),
-    ("run.input_required", 1): Rule(InputRequiredV1, run.input_required, ACTIVE, _ACTIVE),
-    ("run.input_required", 2): Rule(InputRequired, run.input_required, ACTIVE, _ACTIVE),
-    ("run.input_received", 1): Rule(
-        InputReceivedV1,
-        run.input_received,
-        frozenset({"awaiting_input"}),
-        "a pending input request (awaiting_input)",
-    ),
-    ("run.input_received", 2): Rule(
-        InputReceived,
-        run.input_received,
-        frozenset({"awaiting_input"}),
-        "a pending input request (awaiting_input)",
-    ),
-    ("run.state_transitioned", 1): Rule(
-        StateTransitioned,
-        run.state_transitioned,
-        ACTIVE,
-        _ACTIVE + "; a wait ends only with its grant or input",
-    ),
-    ("run.cancellation_requested", 1): Rule(
-        CancellationRequested, run.cancellation_requested, LIVE, _LIVE
-    ),
-    ("run.cancellation_acknowledged", 1): Rule(
-        CancellationAcknowledged, run.cancellation_acknowledged, LIVE, _LIVE
-    ),
-    ("run.succeeded", 1): Rule(
-        RunSucceeded, run.succeeded, ACTIVE, _ACTIVE + "; nothing may still be awaited"
-    ),
-    ("run.failed", 1): Rule(RunFailed, run.failed, LIVE, _LIVE),
-    ("tool.invocation_requested", 1): Rule(ToolInvocationRequested, fx.tool_requested, LIVE, _LIVE),
-    ("tool.invocation_started", 1): Rule(ToolInvocationStarted, fx.tool_started, LIVE, _LIVE),
-    ("tool.invocation_succeeded", 1): Rule(ToolInvocationSucceeded, fx.tool_succeeded, LIVE, _LIVE),
-    ("tool.invocation_failed", 1): Rule(ToolInvocationFailed, fx.tool_failed, LIVE, _LIVE),
-    ("tool.invocation_uncertain", 1): Rule(ToolInvocationUncertain, fx.tool_uncertain, LIVE, _LIVE),
-    ("model.operation_completed", 1): Rule(
-        ModelOperationCompleted, fx.model_completed, LIVE, _LIVE
-    ),
-    ("artifact.stored", 1): Rule(ArtifactStored, fx.artifact_stored, LIVE, _LIVE),
-    ("budget.reserved", 1): Rule(BudgetReserved, fx.budget_reserved, LIVE, _LIVE),
-    ("budget.committed", 1): Rule(BudgetCommitted, fx.budget_committed, LIVE, _LIVE),
-    ("budget.released", 1): Rule(BudgetReleased, fx.budget_released, LIVE, _LIVE),
-    ("budget.exhausted", 1): Rule(BudgetExhausted, fx.budget_exhausted, LIVE, _LIVE),
-    ("session.snapshot", 1): Rule(SessionSnapshot, fx.session_snapshot, LIVE, _LIVE),
-    ("run.content_erased", 1): Rule(
-        ContentErased, run.content_erased, LIVE | TERMINAL, "a run (ended or not)"
-    ),
-    ("MODEL_REQUEST", 1): Rule(ModelRequest, rt.model_request, LIVE, _LIVE),
-    ("MODEL_RESPONSE", 1): Rule(ModelResponse, rt.model_response, LIVE, _LIVE),
-    ("MODEL_REASONING", 1): Rule(ModelReasoning, rt.model_reasoning, LIVE, _LIVE),
-    ("MODEL_RETRY", 1): Rule(ModelRetryV1, rt.model_retry_v1, LIVE, _LIVE),
-    ("MODEL_RETRY", 2): Rule(ModelRetry, rt.model_retry, LIVE, _LIVE),
-    ("TOOL_CALL", 1): Rule(ToolCallV1, rt.tool_call_v1, LIVE, _LIVE),
-    ("TOOL_CALL", 2): Rule(ToolCall, rt.tool_call, LIVE, _LIVE),
-    ("TOOL_RESULT", 1): Rule(ToolResultV1, rt.tool_result_v1, LIVE, _LIVE),
-    ("TOOL_RESULT", 2): Rule(ToolResult, rt.tool_result, LIVE, _LIVE),
-    ("STEP_END", 1): Rule(StepEnd, rt.step_end, LIVE, _LIVE),
+    **run_rules.RULES,
+    **effect_rules.RULES,
+    **runtime_rules.RULES,
 }
 
 #: Event types a terminal run still applies: they record facts about its history, not steps.

@@ -23,6 +23,11 @@ D = TypeVar("D", bound=EventData)
 #: The fields a handler changes: RunProjection field name -> new value.
 Update = dict[str, Any]
 
+#: What a rule allowed in :data:`~runtrail.projection.model.ACTIVE` or ``LIVE`` needs, as a
+#: rejection says it.
+ACTIVE_NEEDS = "an active status (received, planning, executing, reconciling)"
+LIVE_NEEDS = "a run that has not ended"
+
 
 @dataclass(frozen=True, slots=True)
 class Rule(Generic[D]):

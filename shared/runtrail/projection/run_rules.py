@@ -1,10 +1,12 @@
 """Handlers of the run's lifecycle: acceptance, plan, approval, input, transitions, the end.
 
-Each handler returns the fields it changes; see the transition table in
-:mod:`runtrail.projection.projector` for the statuses each one may apply in.
+Each handler returns the fields it changes; :data:`RULES` gives the statuses each one may apply
+in (the transition table in :mod:`runtrail.projection.projector` says what each does).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from runtrail.events import Event
 from runtrail.events.domain_events import (
@@ -29,6 +31,8 @@ from runtrail.events.domain_events import (
 )
 from runtrail.projection.errors import InvalidTransition
 from runtrail.projection.model import (
+    ACTIVE,
+    LIVE,
     TERMINAL,
     WAITING,
     PendingInput,
@@ -38,7 +42,7 @@ from runtrail.projection.model import (
 )
 from runtrail.projection.names import utc_text
 from runtrail.projection.redaction import clear, clear_optional
-from runtrail.projection.rule import Update, as_current, instant
+from runtrail.projection.rule import ACTIVE_NEEDS, LIVE_NEEDS, Rule, Update, as_current, instant
 
 
 def accepted_again(state: RunProjection, event: Event, data: RunAccepted) -> Update:
@@ -227,3 +231,61 @@ def failed(state: RunProjection, event: Event, data: RunFailed) -> Update:
 def content_erased(state: RunProjection, event: Event, data: ContentErased) -> Update:
     """Erasure changes no status, and comes after the run ended as well as before."""
     return {"erased_at": event.occurred_at, "erasure_reason": data.reason}
+
+
+#: The run's lifecycle rows of the projector's table (:data:`~runtrail.projection.projector.RULES`):
+#: the statuses each event may apply in, and its handler.
+RULES: dict[tuple[str, int], Rule[Any]] = {
+    ("run.accepted", 1): Rule(RunAccepted, accepted_again, LIVE, "no run yet"),
+    ("run.branched", 1): Rule(
+        RunBranched, branched, frozenset({"received"}), "a just-accepted run (received)"
+    ),
+    ("run.resumed", 1): Rule(RunResumed, resumed, LIVE, LIVE_NEEDS),
+    ("run.plan_proposed", 1): Rule(PlanProposed, plan_proposed, ACTIVE, ACTIVE_NEEDS),
+    ("run.plan_validated", 1): Rule(
+        PlanValidated, plan_validated, frozenset({"planning"}), "a proposed plan (planning)"
+    ),
+    ("run.approval_required", 1): Rule(
+        ApprovalRequiredV1, approval_required_v1, ACTIVE, ACTIVE_NEEDS
+    ),
+    ("run.approval_required", 2): Rule(ApprovalRequired, approval_required, ACTIVE, ACTIVE_NEEDS),
+    ("run.approval_granted", 1): Rule(
+        ApprovalGranted,
+        approval_granted,
+        frozenset({"awaiting_approval"}),
+        "a pending approval (awaiting_approval)",
+    ),
+    ("run.input_required", 1): Rule(InputRequiredV1, input_required, ACTIVE, ACTIVE_NEEDS),
+    ("run.input_required", 2): Rule(InputRequired, input_required, ACTIVE, ACTIVE_NEEDS),
+    ("run.input_received", 1): Rule(
+        InputReceivedV1,
+        input_received,
+        frozenset({"awaiting_input"}),
+        "a pending input request (awaiting_input)",
+    ),
+    ("run.input_received", 2): Rule(
+        InputReceived,
+        input_received,
+        frozenset({"awaiting_input"}),
+        "a pending input request (awaiting_input)",
+    ),
+    ("run.state_transitioned", 1): Rule(
+        StateTransitioned,
+        state_transitioned,
+        ACTIVE,
+        ACTIVE_NEEDS + "; a wait ends only with its grant or input",
+    ),
+    ("run.cancellation_requested", 1): Rule(
+        CancellationRequested, cancellation_requested, LIVE, LIVE_NEEDS
+    ),
+    ("run.cancellation_acknowledged", 1): Rule(
+        CancellationAcknowledged, cancellation_acknowledged, LIVE, LIVE_NEEDS
+    ),
+    ("run.succeeded", 1): Rule(
+        RunSucceeded, succeeded, ACTIVE, ACTIVE_NEEDS + "; nothing may still be awaited"
+    ),
+    ("run.failed", 1): Rule(RunFailed, failed, LIVE, LIVE_NEEDS),
+    ("run.content_erased", 1): Rule(
+        ContentErased, content_erased, LIVE | TERMINAL, "a run (ended or not)"
+    ),
+}

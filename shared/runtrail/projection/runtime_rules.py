@@ -27,8 +27,8 @@ from runtrail.events.runtime_events import (
     ToolResult,
     ToolResultV1,
 )
-from runtrail.projection.model import ModelNode, RunProjection, TokenTotals, updated
-from runtrail.projection.rule import Update, as_current
+from runtrail.projection.model import LIVE, ModelNode, RunProjection, TokenTotals, updated
+from runtrail.projection.rule import LIVE_NEEDS, Rule, Update, as_current
 from runtrail.projection.usage import raw_usage
 
 
@@ -105,3 +105,20 @@ def tool_call_v1(state: RunProjection, event: Event, data: ToolCallV1) -> Update
 
 def tool_result_v1(state: RunProjection, event: Event, data: ToolResultV1) -> Update:
     return tool_result(state, event, as_current(ToolResult, event))
+
+
+#: The runtime events' rows of the projector's table
+#: (:data:`~runtrail.projection.projector.RULES`): each applies to a run that has not ended, and
+#: may open a runtime-only run.
+RULES: dict[tuple[str, int], Rule[Any]] = {
+    ("MODEL_REQUEST", 1): Rule(ModelRequest, model_request, LIVE, LIVE_NEEDS),
+    ("MODEL_RESPONSE", 1): Rule(ModelResponse, model_response, LIVE, LIVE_NEEDS),
+    ("MODEL_REASONING", 1): Rule(ModelReasoning, model_reasoning, LIVE, LIVE_NEEDS),
+    ("MODEL_RETRY", 1): Rule(ModelRetryV1, model_retry_v1, LIVE, LIVE_NEEDS),
+    ("MODEL_RETRY", 2): Rule(ModelRetry, model_retry, LIVE, LIVE_NEEDS),
+    ("TOOL_CALL", 1): Rule(ToolCallV1, tool_call_v1, LIVE, LIVE_NEEDS),
+    ("TOOL_CALL", 2): Rule(ToolCall, tool_call, LIVE, LIVE_NEEDS),
+    ("TOOL_RESULT", 1): Rule(ToolResultV1, tool_result_v1, LIVE, LIVE_NEEDS),
+    ("TOOL_RESULT", 2): Rule(ToolResult, tool_result, LIVE, LIVE_NEEDS),
+    ("STEP_END", 1): Rule(StepEnd, step_end, LIVE, LIVE_NEEDS),
+}

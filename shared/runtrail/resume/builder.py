@@ -295,15 +295,15 @@ class EntryBuilder:
 
     def __init__(
         self,
-        window: int = 1000,
-        wait_ms: int = 5000,
-        anchor: Callable[[str, str], int | None] | None = None,
+        order: RunSequencer | None = None,
         open_content: Callable[[str, Any], Any] | None = None,
     ) -> None:
-        """``open_content(tenant, value)``: the value with its protected-content references
-        resolved, so a prompt or arguments published by reference get the key an agent's
-        lookup computes from the plaintext (the entries themselves keep the references)."""
-        self.nodes = NodeAssembly(RunSequencer(window, wait_ms, anchor))
+        """``order`` puts events back in sequence order, as for :class:`NodeAssembly` (the
+        service sets its window and anchor). ``open_content(tenant, value)``: the value with
+        its protected-content references resolved, so a prompt or arguments published by
+        reference get the key an agent's lookup computes from the plaintext (the entries
+        themselves keep the references)."""
+        self.nodes = NodeAssembly(order)
         self.open_content = open_content
         #: highest sequence applied per run (kept so a batch only writes increases)
         self.sequences: dict[RunKey, int] = {}
