@@ -6,7 +6,11 @@ Where the broker comes from, first that works:
 2. testcontainers' Kafka module, when it is installed and a Docker engine answers
    (``RUNTRAIL_KAFKA_IMAGE`` picks the image);
 3. a :class:`~runtrail_tools.kafka.broker.LocalBroker` on free loopback ports in a temporary folder
-   (jars from the shared cache, so Maven fetches them once per machine).
+   (jars from the shared cache, so Maven fetches them once per machine). Under pytest-xdist one
+   such broker serves every worker of the run: the first worker that needs it starts it, the
+   controller stops it when the run ends. Each test's topics and groups are its own, so sharing
+   changes nothing a test sees; a broker per worker cost every worker its start, its
+   compiler's warm-up and its idle turns.
 
 ``RUNTRAIL_TEST_BROKER=local`` (or ``docker``) skips the other sources. When no broker can be
 had, the tests that need one are skipped, or fail when ``RUNTRAIL_REQUIRE_SERVICES=1`` (as in
@@ -16,7 +20,9 @@ CI), so a missing broker never passes for a green run.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
+import json
 import os
 import re
 import uuid
@@ -169,11 +175,67 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 return
         if source == "docker":
             unavailable("; ".join(reasons))
+    root = _run_root(tmp_path_factory)
+    if root is not None:
+        yield _shared_local_broker(root, reasons)
+        return
     broker = start_local_broker(tmp_path_factory.mktemp("kafka"), tried=reasons)
     try:
         yield broker.bootstrap_servers
     finally:
         broker.stop()
+
+
+#: the shared broker's record in the run's root folder: its bootstrap address, home and ports
+SHARED_STATE = "shared-kafka.json"
+
+
+def _run_root(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The folder every worker of a pytest-xdist run shares (the controller's basetemp), or None
+    outside xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent
+
+
+def _shared_local_broker(root: Path, reasons: list[str]) -> str:
+    """The run's shared broker: started by the first worker that asks, under a lock."""
+    state = root / SHARED_STATE
+    with (root / "shared-kafka.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait for the first one's start
+        if state.exists():
+            return str(json.loads(state.read_text())["bootstrap"])
+        broker = start_local_broker(root / "shared-kafka", tried=reasons)
+        record = {
+            "bootstrap": broker.bootstrap_servers,
+            "home": str(broker.home),
+            "port": broker.port,
+            "controller_port": broker.controller_port,
+        }
+        state.write_text(json.dumps(record))
+        return broker.bootstrap_servers
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of an xdist run stops the shared broker, once every worker is done."""
+    if hasattr(session.config, "workerinput") or not getattr(
+        session.config.option, "numprocesses", None
+    ):
+        return  # a worker, or a run without workers (its broker stopped with its fixture)
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    state = factory.getbasetemp() / SHARED_STATE
+    if not state.exists():
+        return
+    record = json.loads(state.read_text())
+    LocalBroker(
+        home=Path(record["home"]),
+        port=int(record["port"]),
+        controller_port=int(record["controller_port"]),
+        cache_dir=Settings().kafka_cache_dir,
+    ).stop()
+    state.unlink()
 
 
 @pytest.fixture(scope="session")
