@@ -12,6 +12,8 @@ LOOPBACK = "127.0.0.1"
 
 #: the ports picked from when the kernel's ephemeral range is unknown (its usual start is 32768)
 _BELOW_EPHEMERAL = (10000, 32768)
+#: the fewest ports a range outside the ephemeral one must hold to be picked from
+_ENOUGH = 1000
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -22,6 +24,17 @@ def _ephemeral_range() -> tuple[int, int]:
         return _BELOW_EPHEMERAL[1], 65535
 
 
+def _outside_ephemeral() -> range | None:
+    """Ports to pick from outside the kernel's ephemeral range: below it (from 10000), else
+    above it; None when neither side holds enough of them."""
+    low, high = _ephemeral_range()
+    below = range(_BELOW_EPHEMERAL[0], min(low, _BELOW_EPHEMERAL[1]))
+    if len(below) >= _ENOUGH:
+        return below
+    above = range(high + 1, 65536)
+    return above if len(above) >= _ENOUGH else None
+
+
 def free_ports(count: int = 1) -> list[int]:
     """``count`` distinct ports that were free on 127.0.0.1 a moment ago, below the kernel's
     ephemeral range.
@@ -29,16 +42,17 @@ def free_ports(count: int = 1) -> list[int]:
     Why below it: a broker restarted on its port after a kill would otherwise race every
     client's outgoing connection for it, and a client that connects to a port of that range
     while nothing listens there can be given that very port as its own (a TCP self-connect),
-    which then holds it. All sockets stay bound until every port is picked, so the ports differ
-    from each other.
+    which then holds it. Where the ephemeral range leaves too few ports on either side, the
+    kernel picks them (from that range, with its race). All sockets stay bound until every port
+    is picked, so the ports differ from each other.
     """
-    low = min(_ephemeral_range()[0], _BELOW_EPHEMERAL[1])
+    pool = _outside_ephemeral()
     sockets: list[socket.socket] = []
     try:
         for _ in range(1000):
             if len(sockets) == count:
                 break
-            candidate = random.randrange(_BELOW_EPHEMERAL[0], low)
+            candidate = 0 if pool is None else random.choice(pool)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 sock.bind((LOOPBACK, candidate))
@@ -47,7 +61,8 @@ def free_ports(count: int = 1) -> list[int]:
                 continue
             sockets.append(sock)
         if len(sockets) < count:
-            raise OSError(f"no {count} free ports on {LOOPBACK} below {low}")
+            where = "" if pool is None else f" in {pool.start}-{pool.stop - 1}"
+            raise OSError(f"no {count} free ports on {LOOPBACK}{where}")
         return [int(s.getsockname()[1]) for s in sockets]
     finally:
         for sock in sockets:
