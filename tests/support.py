@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.events import CURRENT_VERSIONS, EventCodec, validate_json_form
@@ -130,14 +130,34 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """The high watermark of each partition; a leader still being elected or learnt (a topic
+    just made, a broker just back) is asked again until the last one's 10 s are up."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-watermarks"})
     try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
+        return {p: _high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
     finally:
         consumer.close()
+
+
+#: answers of a partition whose leader is being elected or not known yet to the broker asked
+_NO_LEADER_YET = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=timeout)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NO_LEADER_YET or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 class ServiceProcess:

@@ -25,7 +25,8 @@ from typing import Any
 
 from runtrail.camel_json import camel_fields
 from runtrail.drops.tally import DropTally
-from runtrail.persistence.dialect import Database, Dialect, open_database, placeholders
+from runtrail.persistence.database import open_database
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 from runtrail.persistence.tracking import TRACKING, Tracking
 

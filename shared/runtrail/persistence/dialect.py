@@ -8,14 +8,10 @@ refused rather than mangled: psycopg would read it as the start of a placeholder
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias
-
-from runtrail.persistence.urls import scheme_of, sqlite_path
 
 if TYPE_CHECKING:
     # psycopg is the postgres extra: imported only where a postgresql:// URL is opened.
-    from runtrail.persistence.migrations import Component
     from runtrail.persistence.postgres import PostgresDatabase
     from runtrail.persistence.sqlite import SqliteDatabase
 
@@ -31,19 +27,3 @@ def placeholders(statement: str, dialect: Dialect) -> str:
     if "%" in statement:
         raise ValueError("statement holds a literal %; cannot convert its placeholders")
     return statement.replace("?", "%s")
-
-
-def open_database(
-    url: str, *, what: str, components: Sequence[Component], max_size: int = 2
-) -> Database:
-    """The database of a store that many processes share, its ``components`` migrated (and
-    closed again if they fail, so a refused store leaves no connection behind):
-    ``sqlite:///abs/path.db`` for the processes of one host, ``postgresql://…`` (a pool of
-    ``max_size``, named ``what`` in its errors) for any number of hosts."""
-    if scheme_of(url) == "sqlite":
-        from runtrail.persistence.sqlite import SqliteDatabase
-
-        return SqliteDatabase(sqlite_path(url, three_slashes="absolute"), components=components)
-    from runtrail.persistence.postgres import PostgresDatabase
-
-    return PostgresDatabase(url, what=what, max_size=max_size, components=components)

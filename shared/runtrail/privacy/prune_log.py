@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runtrail.persistence.dialect import Database, Dialect, open_database, placeholders
+from runtrail.persistence.database import open_database
+from runtrail.persistence.dialect import Database, Dialect, placeholders
 from runtrail.persistence.migrations import Component, Migration
 
 if TYPE_CHECKING:
