@@ -17,15 +17,15 @@ from typing import Any
 
 
 def lazy_exports(package: str, exports: Mapping[str, tuple[str, ...]]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``exports`` maps each submodule to the names
-    it gives the package."""
+    """A module ``__getattr__`` for ``package``: ``exports`` maps each module to the names it
+    gives the package, a submodule by its relative name (``".codec"``), another by its own."""
     where = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(module, package), name)
         setattr(sys.modules[package], name, value)  # the next lookup finds it directly
         return value
 

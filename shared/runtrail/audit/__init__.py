@@ -53,15 +53,15 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
-        "anchoring": (
+        ".anchoring": (
             "ForkEvidence",
             "find_fork",
             "verify_against_tree_head",
             "verify_against_tree_heads",
         ),
-        "canonical": ("GENESIS_HASH", "canonical_event", "link_hash"),
-        "chain": ("HashChainedEventLog",),
-        "errors": (
+        ".canonical": ("GENESIS_HASH", "canonical_event", "link_hash"),
+        ".chain": ("HashChainedEventLog",),
+        ".errors": (
             "AuditError",
             "BrokenChainError",
             "ChainConflict",
@@ -69,11 +69,11 @@ __getattr__ = lazy_exports(
             "MalformedLink",
             "NoteError",
         ),
-        "export": ("read_export", "verify_export", "write_export"),
-        "link": ("Link", "RunHead", "seal"),
-        "note": ("NoteSigner", "NoteVerifier"),
-        "store": ("LinkStore", "StoredTreeHead", "TopicPartition", "verify_stored"),
-        "tree_head": (
+        ".export": ("read_export", "verify_export", "write_export"),
+        ".link": ("Link", "RunHead", "seal"),
+        ".note": ("NoteSigner", "NoteVerifier"),
+        ".store": ("LinkStore", "StoredTreeHead", "TopicPartition", "verify_stored"),
+        ".tree_head": (
             "DEFAULT_ORIGIN",
             "HeadProof",
             "TreeHead",
@@ -84,7 +84,7 @@ __getattr__ = lazy_exports(
             "verify_head_proof",
             "verify_tree_head",
         ),
-        "verify": ("ChainVerification", "ChainVerifier", "verify_links"),
+        ".verify": ("ChainVerification", "ChainVerifier", "verify_links"),
     },
 )
 

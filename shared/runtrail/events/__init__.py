@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
-        "codec": ("Decoded", "EventCodec", "validate_json_form"),
-        "envelope": ("CURRENT_VERSIONS", "DATA_MODELS", "Actor", "Event", "EventData"),
-        "errors": (
+        ".codec": ("Decoded", "EventCodec", "validate_json_form"),
+        ".envelope": ("CURRENT_VERSIONS", "DATA_MODELS", "Actor", "Event", "EventData"),
+        ".errors": (
             "DuplicateKeyError",
             "EventError",
             "InvalidEvent",
@@ -41,9 +41,9 @@ __getattr__ = lazy_exports(
             "UnknownEventType",
             "UnknownSchema",
         ),
-        "jsonform": ("canonical_bytes", "loads_strict"),
-        "runtime_events": ("RUNTIME_TYPES",),
-        "upcasting": ("upcast",),
+        ".jsonform": ("canonical_bytes", "loads_strict"),
+        ".runtime_events": ("RUNTIME_TYPES",),
+        ".upcasting": ("upcast",),
     },
 )
 
