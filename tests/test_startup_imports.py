@@ -57,9 +57,7 @@ def test_a_part_of_a_package_loads_not_the_rest(module: str, spared: set[str]) -
     assert not imported_by(module) & spared
 
 
-def test_the_packages_names_still_resolve_and_the_model_registers_every_event() -> None:
-    """A name of a lazy package is its submodule's; loading any payload module registers the
-    payloads of both modules, whichever is imported first."""
+def test_the_packages_names_still_resolve() -> None:
     import runtrail.audit
     import runtrail.events
     import runtrail.publisher
@@ -69,27 +67,74 @@ def test_the_packages_names_still_resolve_and_the_model_registers_every_event() 
 
     assert (runtrail.audit.AuditError, runtrail.events.EventCodec) == (AuditError, EventCodec)
     assert runtrail.publisher.Publisher is Publisher
-    for name in runtrail.events.__all__ + runtrail.audit.__all__ + runtrail.publisher.__all__:
-        assert any(hasattr(p, name) for p in (runtrail.events, runtrail.audit, runtrail.publisher))
+    for package in (runtrail.events, runtrail.audit, runtrail.publisher):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, (package, name)
     with pytest.raises(AttributeError):
         _ = runtrail.events.no_such_name
-    counts = """
-import sys
-from runtrail.events.{0} import EventData
-from runtrail.events.envelope import DATA_MODELS
-print(len(DATA_MODELS))
-"""
-    registered = {
-        first: subprocess.run(
-            [sys.executable, "-c", counts.format(first)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout.strip()
-        for first in ("domain_events", "runtime_events", "envelope")
-    }
-    assert set(registered.values()) == {str(len(runtrail.events.DATA_MODELS))}, registered
+
+
+@pytest.mark.parametrize(
+    "importing",
+    [
+        "from runtrail.events import DATA_MODELS",
+        "from runtrail.events.models import DATA_MODELS",
+        "from runtrail.events.upcasting import DATA_MODELS",
+        "from runtrail.events.avro_schemas import DATA_MODELS",
+        "from runtrail.events.codec import EventCodec; from runtrail.events import DATA_MODELS",
+        "from runtrail.commands.catalog import RULES; from runtrail.events import DATA_MODELS",
+    ],
+)
+def test_every_reader_of_the_registry_sees_every_event_type(importing: str) -> None:
+    """The registries fill as payload modules are imported: a fresh process that reaches them
+    any of these ways sees every type."""
+    from runtrail.events import DATA_MODELS
+
+    counted = subprocess.run(
+        [sys.executable, "-c", f"{importing}; print(len(DATA_MODELS))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert int(counted.stdout) == len(DATA_MODELS)
+
+
+#: names of the envelope that read its registries (an Event's validation picks its class there)
+_REGISTRY_READERS = {"CURRENT_VERSIONS", "DATA_MODELS", "EVENT_CLASSES", "data_model", "Event"}
+#: the modules that may take them from the envelope itself: the payloads and the registered model
+_REGISTERING = {"domain_events.py", "runtime_events.py", "models.py"}
+
+
+def test_no_module_reads_the_registries_from_the_envelope_alone() -> None:
+    """The envelope's registries are whole only once every payload module is imported, which
+    ``runtrail.events.models`` (and the package's names) guarantee and the envelope does not."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted(
+        p for top in ("shared", "services", "tools") for p in (root / top).rglob("*.py")
+    ):
+        if path.parent.name == "events" and path.name in _REGISTERING:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for node in ast.walk(block)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "runtrail.events.envelope"
+                and id(node) not in typing_only
+                and {a.name for a in node.names} & _REGISTRY_READERS
+            ):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == [], "import these from runtrail.events.models"
 
 
 @pytest.mark.parametrize(

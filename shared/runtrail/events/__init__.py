@@ -2,9 +2,9 @@
 
 Each name below is imported from its submodule on first use (:mod:`runtrail.lazy_exports`):
 what needs only the errors or the JSON form (the audit chain, the start of most commands)
-does not pay for the pydantic models and the codec. Loading the model registers every event
-type (:mod:`runtrail.events.envelope` imports the payload modules), so no importer sees a
-partial registry.
+does not pay for the pydantic models and the codec. The model's names come from
+:mod:`runtrail.events.models`, which registers every event type first, so no importer of them
+sees a partial registry.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from runtrail.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from runtrail.events.codec import Decoded, EventCodec, validate_json_form
-    from runtrail.events.envelope import CURRENT_VERSIONS, DATA_MODELS, Actor, Event, EventData
     from runtrail.events.errors import (
         DuplicateKeyError,
         EventError,
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
         UnknownSchema,
     )
     from runtrail.events.jsonform import canonical_bytes, loads_strict
+    from runtrail.events.models import CURRENT_VERSIONS, DATA_MODELS, Actor, Event, EventData
     from runtrail.events.runtime_events import RUNTIME_TYPES
     from runtrail.events.upcasting import upcast
 
@@ -32,7 +32,7 @@ __getattr__ = lazy_exports(
     __name__,
     {
         ".codec": ("Decoded", "EventCodec", "validate_json_form"),
-        ".envelope": ("CURRENT_VERSIONS", "DATA_MODELS", "Actor", "Event", "EventData"),
+        ".models": ("CURRENT_VERSIONS", "DATA_MODELS", "Actor", "Event", "EventData"),
         ".errors": (
             "DuplicateKeyError",
             "EventError",

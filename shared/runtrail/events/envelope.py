@@ -214,10 +214,3 @@ def _event_class(model: type[EventData]) -> type[Event]:
     # Python call (about 6% of validating one).
     cls.__new__ = object.__new__  # type: ignore[method-assign]
     return cls
-
-
-# Every payload model is registered whenever the model is loaded: an importer of the envelope
-# (or of the package's names) never sees a partial DATA_MODELS. At the end, so both modules
-# find every name they import from here defined. (Which of them registers first follows the
-# first import; no reader depends on it: every walk of the registries sorts or looks up.)
-from runtrail.events import domain_events, runtime_events  # noqa: E402, F401
