@@ -79,7 +79,6 @@ IMPORTED_EXTRAS: dict[str, tuple[str, ...]] = {
     "runtrail_tools.cli.run_cmd": ("prometheus_client",),
     "runtrail_tools.cli.audit_cmd": ("cryptography",),
     "runtrail_tools.cli.offsets_cmd": ("prometheus_client",),
-    "runtrail_tools.cli.dev_cmd": ("cryptography", "prometheus_client"),
     "runtrail_tools.cli.settings_cmd": ("prometheus_client",),
 }
 
