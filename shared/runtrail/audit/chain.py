@@ -22,8 +22,8 @@ from runtrail.audit.errors import (
 )
 from runtrail.audit.link import Link, RunHead, event_sequence, seal
 from runtrail.audit.verify import ChainVerification, verify_links
-from runtrail.events.envelope import Event
 from runtrail.events.errors import EventError
+from runtrail.events.models import Event
 
 log = logging.getLogger(__name__)
 

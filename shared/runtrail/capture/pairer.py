@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from runtrail.capture.holds import DEFAULT_MAX_METADATA, Hold, PartitionHolds
 from runtrail.capture.record import NodeIoRecord, derive_record_id, model_node_id, tool_node_id
 from runtrail.capture.times import epoch_ms
-from runtrail.events.envelope import Event
+from runtrail.events.models import Event
 from runtrail.nodes import RunSequencer
 from runtrail.nodes.assembly import (
     DUPLICATE,

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtrail.events.envelope import CURRENT_VERSIONS, data_model
+from runtrail.events.models import CURRENT_VERSIONS, data_model
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import RULES
 

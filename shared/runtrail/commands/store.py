@@ -38,7 +38,7 @@ from runtrail.commands import catalog
 from runtrail.commands.model import Command, CommandOutcome, CommandRefusal
 from runtrail.commands.schema import POSTGRES, SQLITE
 from runtrail.events import EventError, upcast, validate_json_form
-from runtrail.events.envelope import Event
+from runtrail.events.models import Event
 from runtrail.persistence.dialect import Database
 from runtrail.persistence.tracking import TRACKING, Tracking
 from runtrail.projection.errors import ProjectionError

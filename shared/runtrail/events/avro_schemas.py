@@ -23,7 +23,7 @@ import orjson
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from runtrail.events.envelope import DATA_MODELS, EventData
+from runtrail.events.models import DATA_MODELS, EventData
 
 JSON_MARK = "runtrail.json"
 NAMESPACE = "runtrail.events"

@@ -21,7 +21,6 @@ import orjson
 from pydantic import ValidationError
 
 from runtrail.events import avro_fast, avro_schemas, native
-from runtrail.events.envelope import CURRENT_VERSIONS, EVENT_CLASSES, Event
 from runtrail.events.errors import (
     EventError,
     InvalidEvent,
@@ -29,6 +28,7 @@ from runtrail.events.errors import (
     UnknownEventType,
     UnknownSchema,
 )
+from runtrail.events.models import CURRENT_VERSIONS, EVENT_CLASSES, Event
 from runtrail.events.upcasting import check_chains, data_lift, upcast
 
 MAGIC = b"\xc3\x01"

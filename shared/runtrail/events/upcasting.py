@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtrail.events.envelope import CURRENT_VERSIONS, DATA_MODELS
 from runtrail.events.errors import UnknownEventType
+from runtrail.events.models import CURRENT_VERSIONS, DATA_MODELS
 
 JsonDict = dict[str, Any]
 Step = Callable[[JsonDict], JsonDict]

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, cast
 
-from runtrail.events.envelope import Event
+from runtrail.events.models import Event
 from runtrail.events.runtime_events import (
     ModelReasoning,
     ModelRequest,

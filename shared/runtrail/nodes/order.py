@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from runtrail.events.envelope import Event
+if TYPE_CHECKING:
+    from runtrail.events import Event
 
 RunKey = tuple[str, str]  # tenant, run
 #: Given-up ranges remembered per run, to tell a late event from a redelivery.

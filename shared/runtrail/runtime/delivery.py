@@ -3,11 +3,12 @@ a topic that holds no runtrail events, the record as consumed)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from confluent_kafka import Message
 
-from runtrail.events import Event
+if TYPE_CHECKING:  # the contract of a service, which its importers need without the event model
+    from runtrail.events import Event
 
 #: (topic, partition)
 Partition = tuple[str, int]

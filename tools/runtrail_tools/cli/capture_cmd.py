@@ -23,16 +23,7 @@ from typing import Any, cast
 import orjson
 from pydantic import BaseModel
 
-from runtrail.capture import (
-    CaptureReadError,
-    NodeIoRecord,
-    ReplayError,
-    find_record,
-    iter_records,
-    replay_model_live,
-    replay_model_mock,
-    replay_tool_live,
-)
+from runtrail.capture import CaptureReadError, NodeIoRecord, find_record, iter_records
 from runtrail.privacy.resolve import Resolver, resolved_record, resolver_from_settings
 from runtrail_tools.cli.common import replay_group
 
@@ -139,6 +130,9 @@ def run_query(args: argparse.Namespace) -> int:
 
 # --- replay node --------------------------------------------------------------------------------
 def run_replay(args: argparse.Namespace) -> int:
+    # imported where it runs: `capture query` needs neither the replay nor the event model
+    from runtrail.capture.replay import ReplayError
+
     try:
         record = find_record(sink_url(args), args.record_id, tenant=args.tenant)
     except (CaptureReadError, OSError) as exc:
@@ -165,6 +159,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def original_result(record: NodeIoRecord) -> Any:
     """The node's captured result: a MODEL node's mock replay, a TOOL node's captured outputs."""
+    from runtrail.capture.replay import replay_model_mock
+
     if record.node_type == "TOOL":
         return record.outputs
     mock = replay_model_mock(record)
@@ -180,6 +176,8 @@ def original_result(record: NodeIoRecord) -> Any:
 
 def live_and_original(record: NodeIoRecord, args: argparse.Namespace) -> dict[str, Any]:
     """``{"original": …, "live": …}``: one real call through the factory's client."""
+    from runtrail.capture.replay import replay_model_live, replay_tool_live
+
     if record.node_type == "MODEL":
         client = make(args.model_client, "--model-client", "a MODEL node")
         if not callable(getattr(client, "create", None)):

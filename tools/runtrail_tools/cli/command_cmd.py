@@ -17,7 +17,6 @@ from typing import Any
 
 from runtrail.commands.client import CommandApiError, CommandClient
 from runtrail.commands.model import CommandOutcome
-from runtrail.commands.resume import ResumeRefused
 
 
 def _client_flags(parser: argparse.ArgumentParser) -> None:
@@ -178,6 +177,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
+    # imported here: the resume protocol loads the event store, which the other verbs never need
+    from runtrail.commands.resume import ResumeRefused
+
     try:
         if args.store or not args.url:
             if not args.store:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from runtrail import __version__
-from runtrail.extras import MissingExtra, explain
+from runtrail.extras import EXTRAS, MissingExtra, explain
 
 #: Modules contributing commands, in the order they appear in ``--help``, and the top-level
 #: commands each registers (``replay`` is made of two: capture's and the projection's).
@@ -42,12 +43,58 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The one-line help of each top-level command, in ``--help`` order: the listing (``runtrail``,
+#: ``--help``, a mistyped command) is made from this table without importing any command's
+#: module (all of them cost a start as much as the work of most commands).
+#: tests/test_cli_listing.py holds it equal to what the modules register.
+COMMAND_HELP: dict[str, str] = {
+    "kafka": "run a local Kafka broker, or a cluster of several (KRaft)",
+    "topics": "the design's Kafka topics",
+    "publish": "publish JSON-form events from a JSONL file",
+    "run": "run a consumer service or a receiver",
+    "audit": "verify, export and prove the audit chains",
+    "capture": "query captured node records",
+    "replay": "replay what was recorded: one node (mock or live) or a whole projection",
+    "cache": "inspect the resume cache",
+    "offsets": "show or move where a service reads (its group and its store)",
+    "projection": "read (or rebuild) the run projection",
+    "sessions": "list, show, delete or rebuild stored session snapshots",
+    "erase": "erase a run's or a data subject's protected content",
+    "prune": "apply retention: delete what is older, or beyond the latest N checkpoints",
+    "keys": "manage the key store of protected content",
+    "dev": "run the local stack: broker, topics and every service",
+    "demo": "drive scripted agents through the stack and show what the services recorded",
+    "settings": "show every setting in force, or (--markdown) the reference table",
+    "ui": "serve the run explorer (web UI) on 127.0.0.1",
+    "command": "send a command to a run (command API)",
+    "resume": "resume a run (seed 002 resume protocol)",
+    "otlp": "what the OTLP ingest did not record",
+}
+
+#: Command modules whose import needs modules of an extra (keys of
+#: :data:`runtrail.extras.EXTRAS`): the listing names the extra of the first one missing, as an
+#: import of the module would. tests/test_cli_listing.py holds it equal to what they import.
+IMPORTED_EXTRAS: dict[str, tuple[str, ...]] = {
+    "runtrail_tools.cli.kafka_cmd": ("cryptography",),
+    "runtrail_tools.cli.run_cmd": ("prometheus_client",),
+    "runtrail_tools.cli.audit_cmd": ("cryptography",),
+    "runtrail_tools.cli.offsets_cmd": ("prometheus_client",),
+    "runtrail_tools.cli.settings_cmd": ("prometheus_client",),
+}
+
+
 def modules_of(command: str | None) -> list[str]:
     """The modules to register for a run of ``command``: only those that make it (every
     module's imports cost a command's start; a command group's imports can be heavy), or all
-    for the top-level help and a command that does not exist (argparse lists the choices)."""
+    for a command that does not exist (the full parser; :func:`listing_parser` lists them
+    without importing any)."""
     chosen = [m for m, commands in COMMAND_MODULES.items() if command in commands]
     return chosen or list(COMMAND_MODULES)
+
+
+def _command_of(module: str) -> str:
+    """The command a module stands for when it cannot be imported: ``erase_cmd`` -> ``erase``."""
+    return module.rsplit(".", 1)[-1].removesuffix("_cmd").replace("_", "-")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -76,28 +123,58 @@ class CommandParser(argparse.ArgumentParser):
 ROOT_PROG = "runtrail"
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command, or of ``command`` alone (see :func:`modules_of`)."""
+def _root_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """The top-level parser and its (still empty) subparsers action."""
     parser = CommandParser(
         prog=ROOT_PROG,
         description="The flight recorder for AI-agent runs, on Kafka.",
     )
     parser.add_argument("--version", action="version", version=f"runtrail {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (see :func:`modules_of`)."""
+    parser, subparsers = _root_parser()
     for name in modules_of(command):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name == name:  # a command group not built yet
                 continue
-            command = name.rsplit(".", 1)[-1].removesuffix("_cmd").replace("_", "-")
-            missing = explain(exc, f"runtrail {command}")
+            missing = explain(exc, f"runtrail {_command_of(name)}")
             if missing is None:
                 raise
-            register_missing(subparsers, command, missing)
+            register_missing(subparsers, _command_of(name), missing)
             continue
         module.register(subparsers)
     return parser
+
+
+def listing_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every command listed (from :data:`COMMAND_HELP`) and none
+    built: what ``runtrail``, ``runtrail --help`` and a mistyped command need, at the cost of
+    no command module's imports. Its help and errors are those of :func:`build_parser`."""
+    parser, subparsers = _root_parser()
+    for module, commands in COMMAND_MODULES.items():
+        absent = [m for m in IMPORTED_EXTRAS.get(module, ()) if not _installed(m)]
+        if absent:
+            command = _command_of(module)
+            register_missing(
+                subparsers,
+                command,
+                MissingExtra(absent[0], EXTRAS[absent[0]], f"runtrail {command}"),
+            )
+            continue
+        for command in commands:
+            if command not in subparsers.choices:
+                subparsers.add_parser(command, help=COMMAND_HELP[command])
+    return parser
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    return importlib.util.find_spec(module) is not None
 
 
 def register_missing(subparsers: Any, command: str, missing: MissingExtra) -> None:
@@ -124,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         stop_signals.hold()
     given = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(given[0] if given and not given[0].startswith("-") else None)
+    command = given[0] if given else None
+    parser = build_parser(command) if command in COMMAND_HELP else listing_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from runtrail.runtime.registry import RAW_SERVICES, RECEIVERS, SERVICES
-from runtrail_tools.settings_catalog import _default, sections
 
 
 def service_options_text(service: str) -> str | None:
     """The options of ``service`` as help text, or None if it has no settings class."""
+    # imported here: the catalog loads every service's settings, which a run never needs
+    from runtrail_tools.settings_catalog import _default, sections
+
     found = [s for s in sections() if s.name == service]
     if not found:
         return None
