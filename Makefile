@@ -22,8 +22,9 @@ DURATIONS_OUT ?= .ci/durations.json
 # 30 % idle while the long units ran; with six they are busy throughout, and the suite's wall
 # time is about the same (CPU-bound): less work, not more workers, shortens it now
 PYTEST_WORKERS ?= 6
-# the suite's brokers: the C1 compiler alone starts a broker on about half the CPU
-export RUNTRAIL_KAFKA_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1
+# the suite's brokers: the C1 compiler alone starts a broker on about half the CPU (the suite's
+# only: a benchmark's broker runs as deployed, with the full compiler)
+test test-fast: export RUNTRAIL_KAFKA_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1
 
 # compiled modules are kept (__pycache__, ignored by git) even where the environment says not to
 # write them: without them every test process compiles every test module again (collecting the
