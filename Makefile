@@ -17,8 +17,8 @@ PYTEST_ARGS ?=
 # each test's seconds in the last make test; copy over tests/durations.json to reorder the suite
 DURATIONS_OUT ?= .ci/durations.json
 # tests run in this many processes (tests/tiers.py): the two fault lanes, which mostly wait out
-# their outages, and four that take every other unit of work as they come free; the broker of
-# each process starts on the first test that needs it. With four in all the cores stood about
+# their outages, and four that take every other unit of work as they come free; the run's one
+# shared broker starts on the first test that needs it. With four in all the cores stood about
 # 30 % idle while the long units ran; with six they are busy throughout, and the suite's wall
 # time is about the same (CPU-bound): less work, not more workers, shortens it now
 PYTEST_WORKERS ?= 6
