@@ -11,7 +11,8 @@ Guarantees:
 - every commit is bounded (:mod:`.commits`): asynchronous, one in flight, its result awaited
   at most ``commit_timeout_s``; no result in time is retryable like any broker failure;
 - on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time,
-  also with a commit in flight and the broker gone (a watchdog forces exit 2 past it);
+  also with a commit in flight and the broker gone (past the bound a watchdog forces the exit:
+  status 2, or the fatal error's status when one stopped it);
 - a retryable failure (broker or coordinator unreachable, a dead letter not yet durable, a
   service's :class:`~runtrail.runtime.unavailable.StoreUnavailable`; see :mod:`.retry`) never
   stops the process: consumption pauses (``consume()`` keeps being called, so group membership
@@ -676,7 +677,9 @@ class ServiceRunner:
     def _shutdown(self, status: int) -> int:
         bound = self.settings.shutdown_timeout_s
         deadline = time.monotonic() + bound
-        watchdog = threading.Timer(bound, _force_exit)
+        # past the bound the process exits anyway: with the fatal error's status when there
+        # is one (what stopped it), else 2
+        watchdog = threading.Timer(bound, _force_exit, args=(status or 2,))
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -691,7 +694,8 @@ class ServiceRunner:
                 )
             self._close_consumer(deadline)  # its revoke callback commits again: a no-op by now
             self.service.close()
-            self._dlq.close()
+            # dead letters a fatal error left cannot be sent: they are read again at the next start
+            self._dlq.close(timeout=_DLQ_CLOSE_FAILED_S if self._failed else 5.0)
         except Exception:
             log.exception("%s: error during shutdown", self.name)
             status = status or 1
@@ -748,6 +752,8 @@ _LIBRDKAFKA_RECEIVE_MAX = 100_000_000
 _SHUTDOWN_MARGIN_S = 2.0
 #: how long close() gets when a commit is in flight or the broker is known away
 _CLOSE_UNREACHABLE_S = 3.0
+#: how long the dead letters get at a stop after a failure (nothing more is committed)
+_DLQ_CLOSE_FAILED_S = 1.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
 #: errors the client reports that waiting cannot fix
@@ -762,9 +768,9 @@ _FATAL_LINK_CODES = frozenset(
 )
 
 
-def _force_exit() -> None:
-    log.error("shutdown exceeded its time bound; exiting")
-    os._exit(2)
+def _force_exit(status: int) -> None:
+    log.error("shutdown exceeded its time bound; exiting (status %d)", status)
+    os._exit(status)
 
 
 def _fmt(parts: list[Partition]) -> str:
