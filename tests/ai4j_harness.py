@@ -39,11 +39,6 @@ BUILD_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 120.0
 
 
-#: the test JVMs: short programs, so the C1 compiler alone and the serial collector (about
-#: a third less CPU a run than the JVM's defaults, which tune for long-lived servers)
-JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-
-
 class HarnessUnavailable(RuntimeError):
     """Java, Maven or the ai4j jars are missing here."""
 
@@ -56,7 +51,7 @@ class Harness:
 
     def _run(self, mode: str, stdin: bytes = b"") -> Any:
         proc = subprocess.run(
-            [*JAVA, "-cp", self.classpath, "runtrail.ai4j.Harness", mode],
+            ["java", "-cp", self.classpath, "runtrail.ai4j.Harness", mode],
             input=stdin,
             capture_output=True,
             timeout=RUN_TIMEOUT_S,

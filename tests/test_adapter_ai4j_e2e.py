@@ -46,7 +46,6 @@ from runtrail.resume import ResumeCache
 from runtrail.resume.http_client import ServiceCacheClient
 from runtrail.sessions.restore import build_from_topic, restore_session
 from tests.ai4j_adapter import adapter
-from tests.ai4j_harness import JAVA
 from tests.projector_support import projection_at, projector, wait_caught_up
 from tests.resume_support import TOKENS, CacheService
 from tests.support import ServiceProcess, consume_all, create_topic, unique_topic, wait_for
@@ -241,7 +240,7 @@ def test_the_readme_example_is_the_one_that_runs(kafka_bootstrap: str) -> None:
         line.removeprefix("    ") for line in marked.rstrip().splitlines()
     ]
     topic = create_topic(kafka_bootstrap, unique_topic("ai4j-readme"), partitions=PARTITIONS)
-    run = [*JAVA, "-cp", adapter().classpath, "dev.runtrail.ai4j.ReadmeExample"]
+    run = ["java", "-cp", adapter().classpath, "dev.runtrail.ai4j.ReadmeExample"]
     proc = subprocess.run(
         [*run, kafka_bootstrap, topic, "readme-run"], capture_output=True, timeout=120, check=False
     )
