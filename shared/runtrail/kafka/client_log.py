@@ -30,11 +30,16 @@ MAX_CONDITIONS = 1000
 _NUMBERS = re.compile(r"\d+")
 #: librdkafka's "[thrd:…]: " prefix: which internal thread logged, noise for a reader.
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
+#: librdkafka's own count of repeats it held back (", 1 identical error(s) suppressed"): the
+#: line after such a pause is the same condition as the one before it.
+_ITS_SUPPRESSED = re.compile(r",\s*\d+ identical error\(s\) suppressed")
 
 
 def condition(facility: str, message: str) -> str:
-    """What makes two lines "the same condition": facility and message, numbers blanked."""
-    return f"{facility}|{_NUMBERS.sub('#', _THREAD.sub('', message))}"
+    """What makes two lines "the same condition": facility and message, numbers blanked,
+    librdkafka's own count of held-back repeats left out."""
+    message = _ITS_SUPPRESSED.sub("", _THREAD.sub("", message))
+    return f"{facility}|{_NUMBERS.sub('#', message)}"
 
 
 def _librdkafka_parts(record: logging.LogRecord) -> tuple[str, str, str] | None:
