@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from runtrail.events.codec import EventCodec
-from runtrail.publisher.spool_record import SpoolRecord
+from runtrail.publisher.legacy_spool import parse_line
 from tests.ai4j_adapter import adapter
 from tests.support import consume_all, create_topic, unique_topic
 
@@ -85,7 +85,7 @@ def test_the_spool_holds_python_spool_records(tmp_path: Path) -> None:
     result = adapter().run("down", down, "100", "1", str(tmp_path), "-", "runtrail.events")
     assert result["stats"]["spooled"] == PER_RUN
     lines = (tmp_path / "acme" / "runtrail%2Eevents.ai4j.spool").read_bytes().splitlines()
-    records = [SpoolRecord.from_line(line) for line in lines]
+    records = [parse_line(line) for line in lines]
     codec = EventCodec()
     events = [codec.decode(r.value).event for r in records]
     assert [e.sequence for e in events] == list(range(1, PER_RUN + 1))

@@ -32,7 +32,7 @@ from runtrail.privacy.field_classes import CONTENT_FIELDS
 from runtrail.privacy.protect import vault_from_settings
 from runtrail.privacy.reference import ERASED, ContentRef, as_reference
 from runtrail.privacy.resolve import Resolver
-from runtrail.publisher.spool_record import SpoolRecord
+from runtrail.publisher.legacy_spool import parse_line
 from tests.ai4j_adapter import adapter
 from tests.support import consume_all, create_topic, runtrail_cli, unique_topic
 
@@ -155,7 +155,7 @@ def files_holding(root: Path, needle: bytes) -> list[str]:
         data = path.read_bytes()
         values = [data]
         if path.name.endswith(".spool"):
-            values += [SpoolRecord.from_line(line).value for line in data.splitlines()]
+            values += [parse_line(line).value for line in data.splitlines()]
         if any(needle in value for value in values):
             found.append(str(path))
     return found

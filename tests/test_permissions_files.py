@@ -22,7 +22,7 @@ from runtrail.audit.export import write_export
 from runtrail.audit.keys import generate_private_key, load_private_key, write_private_key
 from runtrail.persistence import AUDIT_LINKS, RESUME_ENTRIES, open_store
 from runtrail.projection.store_sqlite import SqliteProjectionStore
-from runtrail.publisher.spool import Spool
+from runtrail.publisher.wal import Wal
 from runtrail_services.audit.signing import load_or_create_signer
 from runtrail_tools.devstack.prometheus import scrape_config, write_config
 
@@ -72,8 +72,8 @@ def test_sqlite_stores_and_their_wal_files(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("no_umask")
 def test_spool_export_and_prometheus_config(tmp_path: Path) -> None:
-    spool = Spool.open_for(tmp_path / "spool" / "deep", "acme", "runtrail.events")
-    spool.close()
+    wal = Wal.open_for(tmp_path / "spool" / "deep", "acme", "runtrail.events")
+    wal.close()
     assert_private(tmp_path / "spool")
     write_export(tmp_path / "exports" / "run.jsonl", [])
     assert_private(tmp_path / "exports")

@@ -1,13 +1,15 @@
 """Issue 11.3: what publish() accepted survives the agent (the write-ahead spool).
 
 File-level tests of :mod:`runtrail.publisher.wal` (frames, torn tails, cursor, segments,
-permissions, wave-1 import), then agents as real subprocesses SIGKILLed with the broker up
-and 5 s / 12 s into an outage, and a new process on the same spool folder: every event an
-agent logged as accepted is on the topic exactly once, each run in sequence order.
+permissions, importing an older publisher's JSON-lines spool), then agents as real
+subprocesses SIGKILLed with the broker up and 5 s / 12 s into an outage, and a new process on
+the same spool folder: every event an agent logged as accepted is on the topic exactly once,
+each run in sequence order.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import stat
@@ -24,9 +26,9 @@ from runtrail.config import Settings
 from runtrail.events import EventCodec, validate_json_form
 from runtrail.publisher import Publisher, SpoolRecord
 from runtrail.publisher import wal as wal_module
-from runtrail.publisher.spool import Spool
 from runtrail.publisher.wal import Wal
 from runtrail_tools.kafka.broker import LocalBroker
+from tests.legacy_spool import legacy_spool_path, spool_line, write_legacy_spool
 from tests.publisher_support import assert_in_order, contents
 from tests.support import create_topic, unique_topic
 
@@ -138,15 +140,30 @@ def test_an_unusable_spool_folder_is_an_error_that_names_it(tmp_path: Path) -> N
         Wal.open_for(blocker, "t", "events")
 
 
-def test_a_wave_1_spool_is_imported(tmp_path: Path) -> None:
-    old = Spool.open_for(tmp_path, "t", "events")
-    for n in range(3):
-        old.append(rec(n))
-    old.advance(old.read(1)[0].end, 1)  # the first was acknowledged back then
-    old.close()
+def test_an_older_publishers_spool_is_imported(tmp_path: Path) -> None:
+    """What the JSON-lines spool still held (past its cursor, whole lines only) moves into
+    the log of the same slot, and the file and its cursor go."""
+    old = legacy_spool_path(tmp_path, "t", "events")
+    write_legacy_spool(old, [rec(0), rec(1), rec(2), spool_line(rec(3))[:-5]], acknowledged=1)
     wal = Wal.open_for(tmp_path, "t", "events")
     assert ids(wal) == ["e1", "e2"]
-    assert not (tmp_path / "t" / "events.spool").exists()
+    assert not old.exists()
+    assert not old.with_name("events.spool.cursor").exists()
+    wal.close()
+
+
+def test_a_spool_an_older_publisher_still_holds_is_left_alone(tmp_path: Path) -> None:
+    old = legacy_spool_path(tmp_path, "t", "events")
+    write_legacy_spool(old, [rec(0), rec(1)])
+    before = old.read_bytes()
+    with open(old, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # that publisher still sends from it
+        wal = Wal.open_for(tmp_path, "t", "events")
+        assert ids(wal) == []
+        wal.close()
+    assert old.read_bytes() == before
+    wal = Wal.open_for(tmp_path, "t", "events")  # once it has stopped, the next one imports
+    assert ids(wal) == ["e0", "e1"]
     wal.close()
 
 

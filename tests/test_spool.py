@@ -1,11 +1,11 @@
-"""The wave-1 spool file (still read, to import old spools) and publisher spooling.
+"""The JSON-lines spool file of an older publisher (read to import it) and publisher spooling.
 
 The tests marked ``kafka`` stop and start a real broker under a publisher.
 """
 
 from __future__ import annotations
 
-import os
+import fcntl
 import time
 import uuid
 from collections import defaultdict
@@ -19,8 +19,10 @@ from confluent_kafka import Consumer
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher, SpoolRecord
-from runtrail.publisher.spool import Spool, SpoolError, path_component
+from runtrail.publisher.legacy_spool import LegacySpoolEntry, LegacySpoolReader
+from runtrail.publisher.spool_record import path_component
 from runtrail_tools.kafka.broker import LocalBroker
+from tests.legacy_spool import spool_line, write_legacy_spool
 from tests.support import create_topic, unique_topic
 
 CODEC = EventCodec()
@@ -44,122 +46,85 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str =
     raise AssertionError(f"timed out waiting for {what}")
 
 
-# --- the spool file -------------------------------------------------------------------------
-def test_records_round_trip_byte_identical(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "s.spool")
-    records = [rec(1), rec(2, key=None), SpoolRecord(b"\x00\xff", b"\x00\n\r", ())]
-    for r in records:
-        spool.append(r)
-    assert spool.depth == 3
-    got = [e.record for e in spool.read(10)]
-    assert got == records
-    spool.close()
+# --- the older publisher's spool file, read to import it ----------------------------------
+def entry_ids(entries: list[LegacySpoolEntry]) -> list[str | None]:
+    return [e.record.event_id if e.record else None for e in entries]
 
 
-def test_read_is_bounded_and_advance_moves_the_cursor(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "s.spool")
-    for n in range(5):
-        spool.append(rec(n))
-    first = spool.read(2)
-    assert [e.record.event_id for e in first if e.record] == ["e0", "e1"]
-    spool.advance(first[-1].end, len(first))
-    assert spool.depth == 3
-    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e2", "e3", "e4"]
-    spool.close()
-    reopened = Spool(tmp_path / "s.spool")  # the cursor is durable
-    assert reopened.depth == 3
-    assert [e.record.event_id for e in reopened.read(10) if e.record] == ["e2", "e3", "e4"]
-    reopened.close()
-
-
-def test_draining_everything_resets_the_file(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "s.spool")
-    spool.append(rec(1))
-    spool.append(rec(2))
-    entries = spool.read(10)
-    spool.append(rec(3))  # appended while the chunk was out: must survive
-    spool.advance(entries[-1].end, 2)
-    assert spool.depth == 1
-    entries = spool.read(10)
-    spool.advance(entries[-1].end, 1)
-    assert spool.depth == 0
-    assert spool.size == 0
-    assert os.path.getsize(tmp_path / "s.spool") == 0
-    assert (tmp_path / "s.spool.cursor").read_text() == "0"
-    spool.append(rec(4))
-    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e4"]
-    spool.close()
-
-
-def test_a_torn_last_record_is_cut_off(tmp_path: Path) -> None:
+def test_records_read_back_byte_identical(tmp_path: Path) -> None:
     path = tmp_path / "s.spool"
-    spool = Spool(path)
-    spool.append(rec(1))
-    spool.close()
-    with open(path, "ab") as out:
-        out.write(rec(2).to_line()[:-7])  # a crash in the middle of an append
-    spool = Spool(path)
-    assert spool.depth == 1
-    spool.append(rec(3))
-    assert [e.record.event_id for e in spool.read(10) if e.record] == ["e1", "e3"]
-    spool.close()
+    records = [rec(1), rec(2, key=None), SpoolRecord(b"\x00\xff", b"\x00\n\r", ())]
+    write_legacy_spool(path, records)
+    reader = LegacySpoolReader(path)
+    assert [e.record for e in reader.read(10)] == records
+    reader.close()
+
+
+def test_reads_are_bounded_and_the_cursor_is_durable(tmp_path: Path) -> None:
+    path = tmp_path / "s.spool"
+    write_legacy_spool(path, [rec(n) for n in range(5)])
+    reader = LegacySpoolReader(path)
+    first = reader.read(2)
+    assert entry_ids(first) == ["e0", "e1"]
+    reader.advance(first[-1].end)
+    assert entry_ids(reader.read(10)) == ["e2", "e3", "e4"]
+    reader.close()
+    reopened = LegacySpoolReader(path)  # the cursor survives the reader
+    rest = reopened.read(10)
+    assert entry_ids(rest) == ["e2", "e3", "e4"]
+    reopened.advance(rest[-1].end)
+    reopened.close()
+    emptied = LegacySpoolReader(path)
+    assert emptied.read(10) == []
+    emptied.close()
+
+
+def test_a_torn_last_record_is_never_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.spool"
+    write_legacy_spool(path, [rec(1), spool_line(rec(2))[:-7]])  # a crash mid-append
+    reader = LegacySpoolReader(path)
+    entries = reader.read(10)
+    assert entry_ids(entries) == ["e1"]
+    reader.advance(entries[-1].end)
+    assert reader.read(10) == []
+    reader.close()
 
 
 def test_unreadable_record_is_reported_not_fatal(tmp_path: Path) -> None:
     path = tmp_path / "s.spool"
-    spool = Spool(path)
-    spool.append(rec(1))
-    os.write(spool._fd, b"{not json}\n")
-    spool.close()
-    spool = Spool(path)
-    spool.append(rec(2))
-    entries = spool.read(10)
-    assert [e.record.event_id if e.record else None for e in entries] == ["e1", None, "e2"]
-    spool.close()
+    write_legacy_spool(path, [rec(1), b"{not json}\n", rec(2)])
+    reader = LegacySpoolReader(path)
+    assert entry_ids(reader.read(10)) == ["e1", None, "e2"]
+    reader.close()
 
 
 @pytest.mark.parametrize("cursor", ["garbage", "999999", "3"])
-def test_a_bad_cursor_resends_from_the_start(tmp_path: Path, cursor: str) -> None:
+def test_a_bad_cursor_reads_from_the_start(tmp_path: Path, cursor: str) -> None:
     path = tmp_path / "s.spool"
-    spool = Spool(path)
-    spool.append(rec(1))
-    spool.append(rec(2))
-    spool.close()
+    write_legacy_spool(path, [rec(1), rec(2)])
     (tmp_path / "s.spool.cursor").write_text(cursor)
-    spool = Spool(path)
-    assert spool.cursor == 0
-    assert spool.depth == 2
-    spool.close()
+    reader = LegacySpoolReader(path)
+    assert entry_ids(reader.read(10)) == ["e1", "e2"]
+    reader.close()
 
 
 def test_advance_beyond_the_end_is_refused(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "s.spool")
-    spool.append(rec(1))
+    path = tmp_path / "s.spool"
+    write_legacy_spool(path, [rec(1)])
+    reader = LegacySpoolReader(path)
     with pytest.raises(ValueError):
-        spool.advance(spool.size + 1, 1)
-    spool.close()
+        reader.advance(path.stat().st_size + 1)
+    reader.close()
 
 
-def test_live_spools_are_locked_and_the_next_slot_is_taken(tmp_path: Path) -> None:
-    first = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
-    second = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
-    assert first.path == tmp_path / "tenant%2Fa%20b" / "runtrail%2Eevents.spool"
-    assert second.path.name == "runtrail%2Eevents.1.spool"
-    with pytest.raises(BlockingIOError):
-        Spool(first.path)
-    first.close()
-    third = Spool.open_for(tmp_path, "tenant/a b", "runtrail.events")
-    assert third.path == first.path  # released at close: the next publisher takes it over
-    second.close()
-    third.close()
-
-
-def test_tenants_get_separate_folders(tmp_path: Path) -> None:
-    a = Spool.open_for(tmp_path, "acme", "events")
-    b = Spool.open_for(tmp_path, "globex", "events")
-    assert a.path.parent != b.path.parent
-    a.close()
-    b.close()
+def test_a_spool_an_older_publisher_holds_is_not_opened(tmp_path: Path) -> None:
+    path = tmp_path / "s.spool"
+    write_legacy_spool(path, [rec(1)])
+    with open(path, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(BlockingIOError):
+            LegacySpoolReader(path)
+    LegacySpoolReader(path).close()  # released: it opens
 
 
 def test_path_component_is_one_safe_component() -> None:
@@ -168,13 +133,6 @@ def test_path_component_is_one_safe_component() -> None:
         assert safe not in ("", ".", "..")
         assert "/" not in safe and "\x00" not in safe
     assert path_component("acme-1_x") == "acme-1_x"
-
-
-def test_unusable_spool_folder_is_an_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    with pytest.raises(SpoolError):
-        Spool.open_for(blocker, "t", "events")
 
 
 # --- against a real broker that goes away and comes back -------------------------------------

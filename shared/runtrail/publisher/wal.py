@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtrail.files import fsync_dir, private_dir
-from runtrail.publisher.spool import Spool, SpoolError
+from runtrail.publisher.legacy_spool import LegacySpoolReader
 from runtrail.publisher.spool_record import SpoolRecord, path_component
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ _BODY = struct.Struct("<qqiHHI")  # timestamp ms (-1: none), sequence (-1: none)
 _HNAME = struct.Struct("<HI")  # header name length, value length
 
 
-class WalError(SpoolError):
+class WalError(Exception):
     """The write-ahead spool cannot be opened or written."""
 
 
@@ -411,23 +411,23 @@ class Wal:
         os.replace(tmp, self._cursor_path)
 
     def _import_legacy(self, path: Path) -> None:
-        """Move what a JSON-lines spool file still holds into this log, then remove the file."""
-        if not path.exists():
-            return
+        """Move what a JSON-lines spool file still holds into this log, then remove the file.
+
+        Each batch is fsynced here before the old cursor moves past it, so a crash in between
+        imports it twice (duplicates, dropped by eventId), never not at all."""
         try:
-            old = Spool(path)
+            old = LegacySpoolReader(path)
+        except FileNotFoundError:
+            return
         except BlockingIOError:
             return  # a publisher that writes JSON lines still runs on it
         moved = 0
         try:
-            while True:
-                entries = old.read(1000)
-                if not entries:
-                    break
+            while entries := old.read(1000):
                 records = [e.record for e in entries if e.record is not None]
                 self.append(records)
                 moved += len(records)
-                old.advance(entries[-1].end, len(entries))
+                old.advance(entries[-1].end)
         finally:
             old.close()
         path.unlink(missing_ok=True)

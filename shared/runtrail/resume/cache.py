@@ -190,16 +190,9 @@ class ResumeCache:
         turn_id: str | None = None,
     ) -> CacheEntry:
         """Record a completed model call (never call this for an errored one)."""
-        entry = CacheEntry(
-            self.tenant,
-            self.run_id,
-            Kind.MODEL,
-            model_key(prompt),
-            result.to_json(),
-            step=step,
-            turn_id=turn_id,
+        return self._record(
+            Kind.MODEL, model_key(prompt), result.to_json(), step=step, turn_id=turn_id
         )
-        return self.put(entry)
 
     def remove_last_model_entry(self) -> bool:
         """Forget the most recently recorded model result: simulates "crashed just before the
@@ -240,9 +233,7 @@ class ResumeCache:
         turn_id: str | None = None,
     ) -> CacheEntry:
         """Record a successful tool call (never call this for a failed one)."""
-        entry = CacheEntry(
-            self.tenant,
-            self.run_id,
+        return self._record(
             Kind.TOOL,
             tool_key(tool_name, arguments),
             output,
@@ -251,7 +242,6 @@ class ResumeCache:
             call_id=call_id,
             tool_name=tool_name,
         )
-        return self.put(entry)
 
     def open_intent(
         self,
@@ -302,6 +292,11 @@ class ResumeCache:
             if entry.kind is Kind.MODEL:
                 self._model_order.append(ek)
             return entry
+
+    def _record(self, kind: Kind, key: str, result: Any, **coordinates: Any) -> CacheEntry:
+        """:meth:`put` an entry of this cache's tenant and run; ``coordinates`` are the
+        :class:`CacheEntry` fields that say where it was recorded (step, turn, call)."""
+        return self.put(CacheEntry(self.tenant, self.run_id, kind, key, result, **coordinates))
 
     def entries(self) -> list[CacheEntry]:
         with self._lock:

@@ -25,7 +25,7 @@ import org.apache.kafka.common.header.Header;
  * Where events wait while the broker cannot take them: an append-only file per listener and
  * topic, {@code <dir>/<tenant>/<topic>.ai4j.spool} (the next {@code .ai4j.<n>.spool} when another
  * listener holds it), in the Python publisher's line format (JSON: base64 key, value, headers,
- * event ID; {@code runtrail.publisher.spool.SpoolRecord}), so a resend is byte-identical. Its
+ * event ID; {@code runtrail.publisher.legacy_spool.parse_line}), so a resend is byte-identical. Its
  * own file name, because Java's file locks are not the {@code flock} the Python publisher takes.
  * Folder 0700, file 0600: the events are the agent's data.
  */
@@ -71,7 +71,7 @@ final class Spool implements AutoCloseable {
     throw new IOException("all " + MAX_SLOTS + " spool slots of " + topic + " in " + folder + " are in use");
   }
 
-  /** {@code name} as one safe path component, as {@code runtrail.publisher.spool.path_component}. */
+  /** {@code name} as one safe path component, as {@code runtrail.publisher.spool_record.path_component}. */
   static String pathComponent(String name) {
     StringBuilder out = new StringBuilder();
     name.codePoints().forEach(c -> {
