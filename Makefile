@@ -3,7 +3,8 @@
 #   make install      venv + editable install with the dev extras, and runtrail_native (Rust),
 #                     versions pinned by the lock (constraints.txt)
 #   make lock         write the lock anew: the newest versions pyproject.toml allows
-#   make test         ruff check, mypy, then the whole suite in tiers (tests/tiers.py)
+#   make test         ruff check, import contracts, then the whole suite in tiers
+#                     (tests/tiers.py) with mypy beside it
 #   make test-fast    the tier that needs no broker: the inner loop
 #   make lint         ruff check + ruff format --check + mypy
 #   make bench        runtrail against Quix Streams and the bare client (BENCH_ARGS), in its own
@@ -16,6 +17,8 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # each test's seconds in the last make test; copy over tests/durations.json to reorder the suite
 DURATIONS_OUT ?= .ci/durations.json
+# mypy's output in make test (it runs beside the suite)
+MYPY_LOG ?= .ci/mypy.log
 # tests run in this many processes (tests/tiers.py): the two fault lanes, which mostly wait out
 # their outages, and four that take every other unit of work as they come free; the run's one
 # shared broker starts on the first test that needs it. With four in all the cores stood about
@@ -66,12 +69,17 @@ lint: typecheck
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
+# mypy (most of a minute on one core from a clean clone) runs beside the suite rather than
+# before it; the target fails if either does, and prints mypy's verdict after the suite's
 test:
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	$(MAKE) --no-print-directory typecheck
+	@mkdir -p .ci; $(BIN)/mypy >$(MYPY_LOG) 2>&1 & typecheck=$$!; status=0; \
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 \
-		--record-durations $(DURATIONS_OUT) $(PYTEST_ARGS)
+		--record-durations $(DURATIONS_OUT) $(PYTEST_ARGS) || status=$$?; \
+	if wait $$typecheck; then tail -n 1 $(MYPY_LOG); \
+	else cat $(MYPY_LOG); echo "make test: mypy failed" >&2; status=1; fi; \
+	exit $$status
 
 # the tier that needs no broker (no services): the inner loop; work stealing keeps the three
 # processes busy to the end (its tests are short, no lane or shared stack to keep together)
