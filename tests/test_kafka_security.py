@@ -468,8 +468,15 @@ def test_the_ai4j_adapter_publishes_as_the_agent_from_its_properties_file(
     records = tmp_path / "ai4j"
     records.mkdir()
     stats = built.run("run", bootstrap, cluster.settings.events_topic, "acme", str(records), "j-1")
-    assert stats["published"] > 0 and "lastError" not in stats, stats
-    assert stats["failed"] == stats["dropped"] == stats["inFlight"] == stats["spooled"] == 0
+    assert stats["published"] == stats["accepted"] > 0, stats
+    assert stats["failed"] == stats["dropped"] == stats["inFlight"] == stats["spoolDepth"] == 0
+    if stats["spooled"]:
+        # on a loaded machine the first TLS handshake can outlast the adapter's 5 s wait for
+        # metadata: those events go through its spool, resent once the broker answers (over
+        # the same authenticated connection), which is the only warning allowed
+        assert stats["lastError"].startswith("spool "), stats
+    else:
+        assert "lastError" not in stats, stats
     assert events_on(cluster, cluster.settings.events_topic) == before + stats["published"]
 
 
