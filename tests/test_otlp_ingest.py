@@ -82,7 +82,7 @@ def receiver(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Running]:
     receiver = OtlpIngestReceiver(settings, options=options, metrics_port=0)
     thread = threading.Thread(target=receiver.run, daemon=True)
     thread.start()
-    wait_for(lambda: receiver.health.ready, 10, what="receiver ready")
+    wait_for(lambda: receiver.health.ready, 60, what="receiver ready")
     try:
         yield Running(
             receiver,
@@ -368,7 +368,7 @@ def test_broker_down_the_receiver_still_takes_spans_into_its_spool(
     receiver = OtlpIngestReceiver(down, options=options, metrics_port=0)
     thread = threading.Thread(target=receiver.run, daemon=True)
     thread.start()
-    wait_for(lambda: receiver.health.ready, 10, what="receiver ready")
+    wait_for(lambda: receiver.health.ready, 60, what="receiver ready")
     try:
         exporter = OTLPSpanExporter(
             f"http://127.0.0.1:{receiver.port}/v1/traces",

@@ -92,7 +92,7 @@ def receiver(settings: Settings, spool: Path) -> Iterator[OtlpIngestReceiver]:
     )
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
-    wait_for(lambda: running.health.ready, 10, what="receiver ready")
+    wait_for(lambda: running.health.ready, 60, what="receiver ready")
     try:
         yield running
     finally:

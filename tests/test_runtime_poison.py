@@ -357,7 +357,7 @@ def test_a_dead_letter_too_large_for_the_dlq_goes_as_a_digest(
         assert headers[H_VALUE_SIZE] == str(len(garbage)).encode()
         assert headers[H_VALUE_SHA256] == hashlib.sha256(garbage).hexdigest().encode()
         assert proc.alive()
-        wait_for(lambda: end_offsets(kafka_bootstrap, topic, 1) == {0: 2}, 10, what="end offsets")
+        wait_for(lambda: end_offsets(kafka_bootstrap, topic, 1) == {0: 2}, 60, what="end offsets")
         assert proc.terminate() == 0
     finally:
         proc.close()
