@@ -64,10 +64,9 @@ def look_up(topic: str) -> str:
 
 
 def notes_graph(saver: RuntrailCheckpointSaver) -> Any:
-    from langgraph.graph import START, StateGraph  # where a graph is built: not at collection
-
     """One node: a tool call on the topic (its arguments and result go by reference in the
     events) whose answer the graph keeps in its state (in the checkpoints, as it is)."""
+    from langgraph.graph import START, StateGraph  # where a graph is built: not at collection
 
     def ask(state: Notes) -> Notes:
         call = {"name": "look_up", "args": {"topic": state["topic"]}, "id": "tc-1"}
