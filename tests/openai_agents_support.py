@@ -6,6 +6,9 @@ one Generation span per call, with the input, model, configuration, output and u
 :class:`ResponsesModel` as its Responses model does. :class:`SpanlessModel` is a custom
 ``Model`` as users write them: it opens no span at all. Answers are scripted: output items (a
 tool call, a message) or an exception to raise.
+
+Test modules import this module (and the SDK) inside their tests, not at module level: the SDK
+takes a second of CPU to import, and every test process collects every test module.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
-from agents import ModelResponse, ModelSettings, Usage, function_tool
+from agents import Agent, ModelResponse, ModelSettings, Usage, function_tool
 from agents.models.interface import Model, ModelTracing
 from agents.tracing import Span, Trace, TracingProcessor, generation_span
 from openai.types.responses import (
@@ -95,6 +98,17 @@ def add(a: int, b: int) -> int:
 def explode(reason: str) -> str:
     """A tool that always fails."""
     raise ValueError(f"boom: {reason}")
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+def forecaster(model: Any) -> Agent[Any]:
+    """An agent with one tool, ``weather``, asking ``model``."""
+    return Agent(name="forecaster", instructions="Tell the weather.", model=model, tools=[weather])
 
 
 def ledger_tool(path: Path) -> Any:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
-
-from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
+from typing import TYPE_CHECKING, Any
 
 from tests.fake_openai import MODEL, Exchange, FakeOpenAI
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent
 
 QUESTION = "Weather in Oslo?"
 INSTRUCTIONS = "Be brief."
@@ -27,7 +26,14 @@ def sunny(city: str) -> str:
 
 
 def weather_agent(fake: FakeOpenAI, tool: Callable[[str], str] = sunny) -> Agent[None, str]:
-    """The agent: OpenAI's chat model pointed at the fake server, ``tool`` as ``weather``."""
+    """The agent: OpenAI's chat model pointed at the fake server, ``tool`` as ``weather``.
+
+    pydantic-ai is imported here, not at module level: the comparison (:func:`mismatches`) is
+    shared with tests of other frameworks, and every test process collects them."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-fake")
     model = OpenAIChatModel(MODEL, provider=provider)
     agent: Agent[None, str] = Agent(model, instructions=INSTRUCTIONS)

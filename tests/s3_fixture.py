@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 import pytest
-from moto.server import ThreadedMotoServer
 
 BUCKET = "runtrail-test"
 REGION = "us-east-1"
@@ -66,6 +65,8 @@ def _create_bucket(endpoint_url: str, bucket: str) -> None:
 @pytest.fixture(scope="session")
 def moto_s3() -> Iterator[S3Endpoint]:
     """A moto S3 server on 127.0.0.1 with one bucket, for the whole session."""
+    from moto.server import ThreadedMotoServer  # a third of a second: only where S3 is used
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -22,8 +22,6 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.config import Settings
@@ -71,6 +69,9 @@ def explode(reason: str) -> str:
 
 
 def react_graph(model: BaseChatModel, tools: list[Any], *, stream: bool = False) -> Any:
+    from langgraph.graph import START, MessagesState, StateGraph  # not at collection
+    from langgraph.prebuilt import ToolNode, tools_condition
+
     def agent(state: MessagesState) -> dict[str, Any]:
         if stream:
             chunks = list(model.stream(state["messages"]))
@@ -175,6 +176,8 @@ class Flaky(BaseChatModel):
 
 
 def test_retries_tool_errors_and_a_failed_run(publisher: Publisher) -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+
     handler = RuntrailCallbackHandler(publisher)  # each root invocation is its own run
     model = Flaky().with_retry(stop_after_attempt=2, wait_exponential_jitter=False)
     assert model.invoke("hi", config={"callbacks": [handler]}).content == "ok"

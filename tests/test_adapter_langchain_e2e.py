@@ -25,8 +25,6 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langchain_json import chat_prompt, message_json
@@ -78,6 +76,9 @@ def refund(order_id: str, amount: int) -> str:
 
 
 def agent_graph(model: Any) -> Any:
+    from langgraph.graph import START, MessagesState, StateGraph  # not at collection
+    from langgraph.prebuilt import ToolNode, tools_condition
+
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 

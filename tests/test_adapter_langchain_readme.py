@@ -16,8 +16,6 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 from runtrail.events import EventCodec
 from tests import readme_blocks as blocks
@@ -35,6 +33,9 @@ def readme_block(which: str) -> str:
 
 
 def build_graph(model: Any, tools: list[Any]) -> Any:
+    from langgraph.graph import START, MessagesState, StateGraph  # not at collection
+    from langgraph.prebuilt import ToolNode, tools_condition
+
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 

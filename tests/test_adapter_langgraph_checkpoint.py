@@ -26,7 +26,6 @@ from runtrail.sessions.checkpoints import CorruptCheckpoint, make_key, open_reco
 from runtrail.sessions.checkpoints_file import FileCheckpointBackend
 from runtrail.sessions.checkpoints_postgres import TABLE
 from runtrail.sessions.store_file import FileSessionStore
-from tests.langgraph_checkpoint_graph import LOOP_STEPS
 from tests.sessions_support import built_snapshot
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,6 +210,8 @@ def test_constructing_from_an_unknown_url_names_it() -> None:
 def test_a_graph_killed_mid_run_continues_from_its_last_checkpoint(tmp_path: Path) -> None:
     """SIGKILL while the graph writes checkpoints: every stored record still reads cleanly, and a
     new process continues from the newest checkpoint to the same end as an uninterrupted run."""
+    from tests.langgraph_checkpoint_graph import LOOP_STEPS  # the graph module imports LangGraph
+
     url = (tmp_path / "sessions").as_uri()
     command = [sys.executable, "-m", "tests.langgraph_checkpoint_graph", url, "acme", "loop-1"]
     running = subprocess.Popen(

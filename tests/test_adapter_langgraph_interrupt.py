@@ -16,8 +16,6 @@ from typing import Any, TypedDict
 
 import pytest
 from langchain_core.tools import tool
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
@@ -38,6 +36,8 @@ class Order(TypedDict, total=False):
 
 
 def ask(state: Order) -> dict[str, Any]:
+    from langgraph.types import interrupt
+
     return {"answer": interrupt({"question": f"ship {state['order']} today?"})}
 
 
@@ -52,6 +52,8 @@ def saver(tmp_path: Path) -> Iterator[RuntrailCheckpointSaver]:
 
 
 def order_graph(saver: RuntrailCheckpointSaver) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
     graph = StateGraph(Order)
     graph.add_node("ask", ask)
     graph.add_node("ship", ship)
@@ -64,6 +66,8 @@ def order_graph(saver: RuntrailCheckpointSaver) -> Any:
 def test_an_interrupt_waits_for_input_and_the_resume_continues_the_run(
     publisher: Publisher, saver: RuntrailCheckpointSaver
 ) -> None:
+    from langgraph.types import Command
+
     handler = RuntrailCallbackHandler(publisher)
     graph = order_graph(saver)
     config: Any = {"callbacks": [handler], "configurable": {"thread_id": "order-42"}}
@@ -96,12 +100,17 @@ def test_an_interrupt_waits_for_input_and_the_resume_continues_the_run(
 @tool
 def confirm(order: str) -> str:
     """Ask a human to confirm shipping the order."""
+    from langgraph.types import interrupt
+
     return f"{order}: {interrupt(f'confirm {order}?')}"
 
 
 def test_a_tool_stopped_by_an_interrupt_is_not_failed_and_records_one_intent(
     publisher: Publisher, saver: RuntrailCheckpointSaver
 ) -> None:
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Command
+
     def call(state: Order) -> dict[str, Any]:
         tool_call = {"name": "confirm", "args": {"order": state["order"]}, "id": "tc-7"}
         return {"shipped": confirm.invoke({**tool_call, "type": "tool_call"}).content}
@@ -130,6 +139,8 @@ def test_a_tool_stopped_by_an_interrupt_is_not_failed_and_records_one_intent(
 def test_a_run_from_an_earlier_checkpoint_records_where_it_branched_from(
     publisher: Publisher, saver: RuntrailCheckpointSaver
 ) -> None:
+    from langgraph.types import Command
+
     handler = RuntrailCallbackHandler(publisher)
     graph = order_graph(saver)
     thread: Any = {"configurable": {"thread_id": "order-9"}}

@@ -23,8 +23,6 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.types import Command, interrupt
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
@@ -86,6 +84,8 @@ def first_life(bootstrap: str, topic: str, spool: str, store: str) -> None:
 
 def resume_elsewhere(pub: Publisher, store: str, answer: str = "yes") -> dict[str, Any]:
     """Another process resumes the thread: its own saver on the same store, its own handler."""
+    from langgraph.types import Command
+
     with RuntrailCheckpointSaver.from_url(store, tenant_id="acme") as saver:
         handler = RuntrailCallbackHandler(pub, checkpointer=saver)
         done: dict[str, Any] = order_graph(saver).invoke(
@@ -176,10 +176,14 @@ def test_a_wait_is_resumed_by_a_second_os_process(
 @tool
 def confirm(order: str) -> str:
     """Ask a human to confirm shipping the order."""
+    from langgraph.types import interrupt
+
     return f"{order}: {interrupt(f'confirm {order}?')}"
 
 
 def confirm_graph(saver: Any) -> Any:
+    from langgraph.graph import START, StateGraph
+
     def call(state: Order) -> dict[str, Any]:
         tool_call = {"name": "confirm", "args": {"order": state["order"]}, "id": "tc-7"}
         return {"shipped": confirm.invoke({**tool_call, "type": "tool_call"}).content}
@@ -193,6 +197,8 @@ def confirm_graph(saver: Any) -> Any:
 def test_langgraphs_own_saver_carries_the_wait_and_a_stopped_tool_keeps_one_intent(
     publisher: Publisher, second: Publisher
 ) -> None:
+    from langgraph.types import Command
+
     saver = InMemorySaver()  # the stamp travels in the checkpoint's metadata, any saver keeps it
     config: Any = {"configurable": {"thread_id": "order-7"}}
     first = RuntrailCallbackHandler(publisher, checkpointer=saver)

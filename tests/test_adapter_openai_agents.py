@@ -16,27 +16,22 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents import (
-    Agent,
-    GuardrailFunctionOutput,
-    InputGuardrailTripwireTriggered,
-    RunConfig,
-    Runner,
-    input_guardrail,
-)
-from agents.tracing import set_trace_processors
 from prometheus_client import CollectorRegistry
 
-from runtrail.adapters import openai_agents
-from runtrail.adapters.openai_agents import RuntrailTracingProcessor
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.publisher import Publisher
-from tests.openai_agents_support import Answer, ScriptedModel, add, call, explode, say
 from tests.support import consume_all, create_topic, unique_topic
+
+# The SDK (and the adapter and support module built on it) is imported by the tests that run
+# it: a second of CPU that every test process would otherwise spend collecting this module.
+if TYPE_CHECKING:
+    from agents import Agent
+
+    from tests.openai_agents_support import Answer
 
 pytestmark = [pytest.mark.kafka]
 
@@ -44,6 +39,8 @@ pytestmark = [pytest.mark.kafka]
 @pytest.fixture(autouse=True)
 def no_other_processors() -> Iterator[None]:
     """Only the processor under test (the SDK's default would try to export to its backend)."""
+    from agents.tracing import set_trace_processors
+
     set_trace_processors([])
     yield
     set_trace_processors([])
@@ -75,10 +72,17 @@ def read_back(publisher: Publisher, expect: int) -> list[Any]:
 
 
 def run(agent: Agent[Any], text: str, **config: Any) -> Any:
+    from agents import RunConfig, Runner
+
     return asyncio.run(Runner.run(agent, text, run_config=RunConfig(**config)))
 
 
 def test_an_agent_run_with_a_tool_is_published_as_seed_events(publisher: Publisher) -> None:
+    from agents import Agent
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, add, call, say
+
     registry = CollectorRegistry()
     processor = openai_agents.install(publisher, registry=registry)
     model = ScriptedModel([[call("add", {"a": 2, "b": 3}, "call-7")], [say("the sum is 5")]])
@@ -124,6 +128,11 @@ def test_an_agent_run_with_a_tool_is_published_as_seed_events(publisher: Publish
 def test_the_run_id_and_session_can_be_named_and_secrets_are_redacted(
     publisher: Publisher,
 ) -> None:
+    from agents import Agent
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, say
+
     processor = openai_agents.install(publisher)
     secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
     model = ScriptedModel([[say("ok")]])
@@ -138,6 +147,16 @@ def test_the_run_id_and_session_can_be_named_and_secrets_are_redacted(
 
 
 def test_a_failing_tool_a_model_error_and_a_tripped_guardrail(publisher: Publisher) -> None:
+    from agents import (
+        Agent,
+        GuardrailFunctionOutput,
+        InputGuardrailTripwireTriggered,
+        input_guardrail,
+    )
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, call, explode, say
+
     processor = openai_agents.install(publisher)
     failing = ScriptedModel([[call("explode", {"reason": "x"}, "c-1")], [say("it failed")]])
     agent = Agent(name="fragile", model=failing, tools=[explode])
@@ -194,6 +213,12 @@ class Gate:
 def test_a_stalled_sink_neither_slows_nor_breaks_the_agent_and_drops_are_counted(
     publisher: Publisher,
 ) -> None:
+    from agents import Agent
+    from agents.tracing import set_trace_processors
+
+    from runtrail.adapters.openai_agents import RuntrailTracingProcessor
+    from tests.openai_agents_support import ScriptedModel, add, call, say
+
     gate = Gate(publisher)
     registry = CollectorRegistry()
     processor = RuntrailTracingProcessor(gate, max_queue=4, registry=registry, gather_s=0.0)
@@ -229,6 +254,12 @@ def timed_run(agent: Agent[Any], text: str) -> tuple[Any, float]:
 def test_with_the_broker_down_the_agent_runs_unslowed_and_the_run_arrives_later(
     tmp_path: Path, restartable_broker: Any
 ) -> None:
+    from agents import Agent
+    from agents.tracing import set_trace_processors
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, add, call, say
+
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("oaadown"), partitions=1)
     settings = Settings(
@@ -276,9 +307,10 @@ def by_run(events: list[Any]) -> list[list[Any]]:
 
 
 def test_responses_api_retries_handoffs_and_runs_without_turn_spans(publisher: Publisher) -> None:
-    from agents import ModelRetrySettings, ModelSettings, handoff
+    from agents import Agent, ModelRetrySettings, ModelSettings, handoff
 
-    from tests.openai_agents_support import ResponsesModel
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ResponsesModel, ScriptedModel, add, call, say
 
     processor = openai_agents.install(publisher)
     # 1. the Responses API model (the SDK's default): a Response span
@@ -337,6 +369,8 @@ def test_responses_api_retries_handoffs_and_runs_without_turn_spans(publisher: P
 
 
 def test_what_cannot_be_mapped_is_counted_and_never_raised(publisher: Publisher) -> None:
+    from runtrail.adapters.openai_agents import RuntrailTracingProcessor
+
     processor = RuntrailTracingProcessor(publisher, registry=CollectorRegistry())
     processor.on_span_start(object())  # type: ignore[arg-type]
     processor.on_span_end(object())  # type: ignore[arg-type]  # no span_data, no trace_id
@@ -349,6 +383,11 @@ def test_what_cannot_be_mapped_is_counted_and_never_raised(publisher: Publisher)
 
 
 def test_concurrent_runs_in_one_process_stay_apart(publisher: Publisher) -> None:
+    from agents import Agent, RunConfig, Runner
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, add, call, say
+
     processor = openai_agents.install(publisher)
 
     async def many() -> list[Any]:
@@ -377,6 +416,12 @@ def test_concurrent_runs_in_one_process_stay_apart(publisher: Publisher) -> None
 
 
 def test_open_traces_are_bounded_and_what_is_forgotten_is_counted(publisher: Publisher) -> None:
+    from agents import Agent, Runner
+    from agents.tracing import set_trace_processors
+
+    from runtrail.adapters.openai_agents import RuntrailTracingProcessor
+    from tests.openai_agents_support import ScriptedModel, say
+
     registry = CollectorRegistry()
     processor = RuntrailTracingProcessor(publisher, registry=registry, max_open_traces=1)
     set_trace_processors([processor])

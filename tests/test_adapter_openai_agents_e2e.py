@@ -22,10 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agents import Agent, RunConfig, Runner
-from agents.tracing import set_trace_processors
 
-from runtrail.adapters import openai_agents
 from runtrail.config import Settings
 from runtrail.publisher import Publisher
 from runtrail.runtime.registry import SERVICES
@@ -33,7 +30,6 @@ from runtrail_tools.devstack.catchup import wait_caught_up
 from runtrail_tools.devstack.ports import find_free_base
 from runtrail_tools.devstack.stack import DevStack, StackOptions
 from runtrail_tools.devstack.state import StackState
-from tests.openai_agents_support import ScriptedModel, Seen, add, call, say
 from tests.support import stack_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -62,6 +58,12 @@ def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[DevStack, Stac
 def test_sdk_runs_reach_every_service_as_the_sdk_saw_them(
     stack: tuple[DevStack, StackState, Settings],
 ) -> None:
+    from agents import Agent, RunConfig, Runner
+    from agents.tracing import set_trace_processors
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import ScriptedModel, Seen, add, call, say
+
     _, state, settings = stack
     set_trace_processors([])
     seen = Seen()

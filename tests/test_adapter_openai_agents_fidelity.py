@@ -20,48 +20,27 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents import (
-    Agent,
-    GuardrailFunctionOutput,
-    InputGuardrailTripwireTriggered,
-    ModelResponse,
-    OpenAIChatCompletionsModel,
-    RunConfig,
-    Runner,
-    Usage,
-    function_tool,
-    input_guardrail,
-)
-from agents.tracing import add_trace_processor
-from openai import AsyncOpenAI
 
-from runtrail.adapters import openai_agents
 from runtrail.adapters.openai_agents_map import MODEL_UNTRACED, function_calls
 from runtrail.publisher import Publisher
 from tests.fake_openai import Exchange, FakeOpenAI
-from tests.openai_agents_support import Seen, SpanlessModel, call, say
 from tests.test_adapter_openai_agents import (  # noqa: F401  (fixtures)
     no_other_processors,
     publisher,
     read_back,
 )
 
+# The SDK (and the adapter and support module built on it) is imported by the tests that run
+# it: a second of CPU that every test process would otherwise spend collecting this module.
+if TYPE_CHECKING:
+    from agents import ModelResponse
+
 pytestmark = [pytest.mark.kafka]
 
 Facts = dict[tuple[Any, ...], Any]
-
-
-@function_tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
-
-
-def forecaster(model: Any) -> Agent[Any]:
-    return Agent(name="forecaster", instructions="Tell the weather.", model=model, tools=[weather])
 
 
 def conversation(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -134,6 +113,10 @@ def mismatches(expected: Facts, got: Facts) -> list[str]:
 
 def as_sdk_answers(exchanges: list[Exchange]) -> list[ModelResponse | BaseException]:
     """The server's answers as a custom model returns them: output items and usage."""
+    from agents import ModelResponse, Usage
+
+    from tests.openai_agents_support import call, say
+
     answers: list[ModelResponse | BaseException] = []
     for i, exchange in enumerate(exchanges):
         message, usage = exchange.message, exchange.usage
@@ -150,6 +133,13 @@ def as_sdk_answers(exchanges: list[Exchange]) -> list[ModelResponse | BaseExcept
 def test_sdk_model_and_custom_model_runs_are_recorded_as_the_agent_ran_them(
     publisher: Publisher,  # noqa: F811  (the fixture)
 ) -> None:
+    from agents import OpenAIChatCompletionsModel, Runner
+    from agents.tracing import add_trace_processor
+    from openai import AsyncOpenAI
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import Seen, SpanlessModel, forecaster
+
     processor = openai_agents.install(publisher)
     seen = Seen()
     add_trace_processor(seen)
@@ -198,6 +188,18 @@ def test_a_failing_or_guarded_custom_model_ends_the_run_as_the_sdk_did(
     publisher: Publisher,  # noqa: F811  (the fixture)
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from agents import (
+        Agent,
+        GuardrailFunctionOutput,
+        InputGuardrailTripwireTriggered,
+        RunConfig,
+        Runner,
+        input_guardrail,
+    )
+
+    from runtrail.adapters import openai_agents
+    from tests.openai_agents_support import SpanlessModel, forecaster
+
     caplog.set_level(logging.WARNING, logger=openai_agents.__name__)
     processor = openai_agents.install(publisher)
     broken = SpanlessModel([RuntimeError("upstream 503")])

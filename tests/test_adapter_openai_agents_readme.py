@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents.tracing import set_trace_processors
 
 from runtrail.events import EventCodec
 from tests import readme_blocks as blocks
-from tests.openai_agents_support import ScriptedModel, call, say
 from tests.support import consume_all, create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka]
@@ -28,6 +26,10 @@ def readme_block() -> str:
 def test_the_readme_openai_agents_example_runs_as_written(
     kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from agents.tracing import set_trace_processors
+
+    from tests.openai_agents_support import ScriptedModel, call, say
+
     topic = create_topic(kafka_bootstrap, unique_topic("oareadme"), partitions=1)
     for name, value in {
         "RUNTRAIL_BOOTSTRAP_SERVERS": kafka_bootstrap,

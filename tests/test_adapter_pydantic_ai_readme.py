@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
 
 from runtrail.events import EventCodec
 from tests import readme_blocks as blocks
@@ -30,6 +29,8 @@ MARKER = "<!-- tested as written by tests/test_adapter_pydantic_ai_readme.py -->
 @pytest.fixture
 def instrument_all_undone() -> Iterator[None]:
     """The example instruments every agent of the process: undone after the test."""
+    from pydantic_ai import Agent
+
     try:
         yield
     finally:

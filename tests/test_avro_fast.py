@@ -34,6 +34,7 @@ from tests.examples import examples
 
 FIXTURES = avro_schemas.schemas_dir() / "fixtures"
 SCHEMAS = avro_schemas.retained_schemas()
+CODEC = EventCodec()
 
 #: Everything the real schemas do not use: enums, maps, bytes, fixed, float, unions of several
 #: branches (records competing by field count, float before double, int before long), a
@@ -104,6 +105,22 @@ def _reference_record(parsed: Any, body: bytes) -> Any:
     return schemaless_reader(io.BytesIO(body), parsed, None)
 
 
+#: id of a parsed schema -> (the schema, kept alive; its generated codec)
+_COMPILED: dict[int, tuple[Any, FastCodec]] = {}
+
+
+def compiled(parsed: Any) -> FastCodec:
+    """The generated codec of a parsed schema, generated once per test process.
+
+    A codec holds no state, and generating one (source, ``compile``) costs a hundred times
+    more than the record a property test checks with it; compiling itself is held by
+    :func:`test_every_retained_schema_compiles` and the fixture test."""
+    kept = _COMPILED.get(id(parsed))
+    if kept is None or kept[0] is not parsed:
+        kept = _COMPILED[id(parsed)] = (parsed, compile_schema(parsed))
+    return kept[1]
+
+
 def _fast_bytes(codec: FastCodec, record: Any) -> bytes:
     out = bytearray()
     codec.encode_fast(out, record)
@@ -130,7 +147,7 @@ def _fixture_forms() -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.mark.parametrize(("name", "form"), _fixture_forms(), ids=lambda v: str(v)[:40])
 def test_every_fixture_encodes_and_decodes_as_fastavro_does(name: str, form: Any) -> None:
-    value = EventCodec().encode_json_form(form)
+    value = CODEC.encode_json_form(form)
     schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
     codec = compile_schema(schema.parsed)
     record = _reference_record(schema.parsed, value[HEADER_LEN:])
@@ -144,8 +161,22 @@ def test_every_retained_schema_compiles() -> None:
 
 
 # --- random records valid for a schema ----------------------------------------------------------
+#: id of a schema -> (the schema, kept alive; its strategy)
+_RECORDS: dict[int, tuple[Any, st.SearchStrategy[Any]]] = {}
+
+
 def records(parsed: Any) -> st.SearchStrategy[Any]:
-    """Hypothesis values valid for a fastavro-parsed schema."""
+    """Hypothesis values valid for a fastavro-parsed schema.
+
+    Built once per schema: the tests draw it inside each example, and a strategy is an
+    immutable description, so the same one draws the same values at a fraction of the cost."""
+    kept = _RECORDS.get(id(parsed))
+    if kept is None or kept[0] is not parsed:
+        kept = _RECORDS[id(parsed)] = (parsed, _records(parsed))
+    return kept[1]
+
+
+def _records(parsed: Any) -> st.SearchStrategy[Any]:
     named: dict[str, Any] = {}
     deferred: dict[str, st.SearchStrategy[Any]] = {}
 
@@ -176,17 +207,20 @@ def records(parsed: Any) -> st.SearchStrategy[Any]:
     return of(parsed)
 
 
+_PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {
+    "null": st.none(),
+    "boolean": st.booleans(),
+    "int": st.integers(INT_MIN, INT_MAX),
+    "long": st.integers(LONG_MIN, LONG_MAX),
+    "float": st.floats(width=32, allow_nan=False) | st.integers(-(2**24), 2**24),
+    "double": st.floats(allow_nan=False) | st.integers(LONG_MIN, LONG_MAX),
+    "bytes": st.binary(max_size=80),
+    "string": st.text(max_size=80),
+}
+
+
 def _primitive(kind: str) -> st.SearchStrategy[Any] | None:
-    return {
-        "null": st.none(),
-        "boolean": st.booleans(),
-        "int": st.integers(INT_MIN, INT_MAX),
-        "long": st.integers(LONG_MIN, LONG_MAX),
-        "float": st.floats(width=32, allow_nan=False) | st.integers(-(2**24), 2**24),
-        "double": st.floats(allow_nan=False) | st.integers(LONG_MIN, LONG_MAX),
-        "bytes": st.binary(max_size=80),
-        "string": st.text(max_size=80),
-    }.get(kind)
+    return _PRIMITIVES.get(kind)
 
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{s.event_type}.v{s.version}")
@@ -194,13 +228,13 @@ def _primitive(kind: str) -> st.SearchStrategy[Any] | None:
 @given(data=st.data())
 def test_random_records_of_every_schema_are_exact(schema: Any, data: st.DataObject) -> None:
     record = data.draw(records(schema.source))
-    _assert_exact(compile_schema(schema.parsed), schema.parsed, record)
+    _assert_exact(compiled(schema.parsed), schema.parsed, record)
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record=records(SYNTHETIC))
 def test_random_records_of_every_avro_type_are_exact(record: Any) -> None:
-    _assert_exact(compile_schema(SYNTHETIC), SYNTHETIC, record)
+    _assert_exact(compiled(SYNTHETIC), SYNTHETIC, record)
 
 
 def _everything(**changes: Any) -> dict[str, Any]:

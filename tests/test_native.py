@@ -39,7 +39,7 @@ from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
 from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.events.upcasting import upcast
 from tests.examples import examples
-from tests.test_avro_fast import records
+from tests.test_avro_fast import compiled, records
 
 if native.NATIVE is None:  # never a skip: the suite is run with the extension (make install)
     pytest.fail(
@@ -62,6 +62,8 @@ def _fixture_forms() -> list[dict[str, Any]]:
 
 
 FORMS = _fixture_forms()
+#: the codec as the consumers run it (the compiled path in front), shared by the tests
+CODEC = EventCodec()
 
 
 def test_the_extension_is_there_when_required() -> None:
@@ -99,15 +101,22 @@ def test_an_unknown_mode_names_the_variable() -> None:
 
 
 # --- the Avro reader -------------------------------------------------------------------------
+#: schema fingerprint -> its native reader: planned once per test process (a reader holds no
+#: state, and planning one costs more than the reads a property test makes with it)
+_READERS: dict[bytes, Any] = {}
+
+
 def _reader(schema: Any) -> Any:
-    reader = native.avro_reader(schema.parsed)
-    assert reader is not None, f"no native reader for {schema.event_type} v{schema.version}"
-    return reader
+    if schema.fingerprint not in _READERS:
+        reader = native.avro_reader(schema.parsed)
+        assert reader is not None, f"no native reader for {schema.event_type} v{schema.version}"
+        _READERS[schema.fingerprint] = reader
+    return _READERS[schema.fingerprint]
 
 
 def _python_read(schema: Any, body: bytes) -> Any:
     try:
-        return compile_schema(schema.parsed).decode_fast(body, 0)
+        return compiled(schema.parsed).decode_fast(body, 0)
     except Exception as exc:
         return ("refused", type(exc).__name__)
 
@@ -120,16 +129,16 @@ def _encode(schema: Any, record: Any) -> bytes:
 
 def test_every_retained_schema_has_a_native_reader() -> None:
     for schema in SCHEMAS:
-        _reader(schema)
+        assert native.avro_reader(schema.parsed) is not None, schema.event_type
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
 def test_every_fixture_reads_as_the_generated_decoder_reads_it(form: dict[str, Any]) -> None:
-    value = EventCodec().encode_json_form(form)
+    value = CODEC.encode_json_form(form)
     schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
     body = value[HEADER_LEN:]
     assert _reader(schema).read(body, 0) == _python_read(schema, body)
-    assert _reader(schema).read(value, HEADER_LEN) == compile_schema(schema.parsed).decode_fast(
+    assert _reader(schema).read(value, HEADER_LEN) == compiled(schema.parsed).decode_fast(
         value, HEADER_LEN
     )
 
@@ -227,10 +236,16 @@ def test_schemas_the_reader_does_not_read_are_left_to_python() -> None:
 
 
 # --- the model builder -----------------------------------------------------------------------
+#: model class -> its native builder, planned once per test process (as ``_READERS``)
+_BUILDERS: dict[type[BaseModel], Any] = {}
+
+
 def _builder(cls: type[BaseModel]) -> Any:
-    builder = native.model_builder(cls)
-    assert builder is not None, f"no native builder for {cls.__name__}"
-    return builder
+    if cls not in _BUILDERS:
+        builder = native.model_builder(cls)
+        assert builder is not None, f"no native builder for {cls.__name__}"
+        _BUILDERS[cls] = builder
+    return _BUILDERS[cls]
 
 
 def _pydantic(cls: type[BaseModel], form: Any) -> BaseModel | None:
@@ -269,14 +284,14 @@ def _assert_sound(cls: type[BaseModel], form: Any) -> Any:
 
 def test_every_event_class_has_a_native_builder() -> None:
     for cls in EVENT_CLASSES.values():
-        _builder(cls)
+        assert native.model_builder(cls) is not None, cls.__name__
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
 def test_every_fixture_is_built_natively_as_pydantic_builds_it(form: dict[str, Any]) -> None:
     _assert_sound(EVENT_CLASSES[(form["type"], form["schemaVersion"])], form)
     # as consumed: decoded from Avro (a float field holds a float), upcast; never deferred
-    decoded = EventCodec().decode(EventCodec().encode_json_form(form))
+    decoded = CODEC.decode(CODEC.encode_json_form(form))
     current = upcast(decoded.written)
     cls = EVENT_CLASSES[(current["type"], current["schemaVersion"])]
     assert _assert_sound(cls, current) is not None, "the fast path deferred a plain valid event"
@@ -507,7 +522,6 @@ def test_an_after_validator_runs_as_in_pydantic() -> None:
 
 
 # --- whole events: EventCodec.decode_parts in one native call ---------------------------------
-CODEC = EventCodec()
 ISO = "2026-12-01T10:00:00.000Z"
 
 
@@ -578,7 +592,7 @@ def _with_data(event_type: str, **data: Any) -> bytes:
     form = next(f for f in FORMS if f["type"] == event_type)
     value = CODEC.encode_json_form(form)
     schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
-    record = compile_schema(schema.parsed).decode_fast(value, HEADER_LEN)[0]
+    record = compiled(schema.parsed).decode_fast(value, HEADER_LEN)[0]
     record["data"].update(data)
     return value[:HEADER_LEN] + _encode(schema, record)
 
@@ -611,7 +625,7 @@ def test_a_record_of_another_type_than_its_schema_is_left_to_the_codec() -> None
     form = next(f for f in FORMS if f["type"] == "STEP_END")
     value = CODEC.encode_json_form(form)
     schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
-    record = compile_schema(schema.parsed).decode_fast(value, HEADER_LEN)[0]
+    record = compiled(schema.parsed).decode_fast(value, HEADER_LEN)[0]
     for change in ({"type": "MODEL_RESPONSE"}, {"schemaVersion": 9}):
         odd = value[:HEADER_LEN] + _encode(schema, {**record, **change})
         assert CODEC.decode_native(odd, ISO, 2) is None
@@ -721,6 +735,16 @@ def _pydantic_form(event: Any) -> Any:
     return event.model_dump(mode="json", by_alias=True)
 
 
+#: event class -> its generated dumper, made once per test process (as ``_READERS``)
+_DUMPERS: dict[type[Any], Any] = {}
+
+
+def _dumper(cls: type[Any]) -> Any:
+    if cls not in _DUMPERS:
+        _DUMPERS[cls] = native.json_dumper(cls)
+    return _DUMPERS[cls]
+
+
 def test_every_event_class_has_a_json_dumper() -> None:
     for cls in EVENT_CLASSES.values():
         assert native.json_dumper(cls) is not None, f"{cls.__name__} is dumped by pydantic"
@@ -729,7 +753,7 @@ def test_every_event_class_has_a_json_dumper() -> None:
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
 def test_every_fixture_dumps_as_pydantic_dumps_it(form: dict[str, Any]) -> None:
     event = PY_CODEC.decode(CODEC.encode_json_form(form), ISO).event
-    dump = native.json_dumper(type(event))
+    dump = _dumper(type(event))
     ours = dump(event)
     assert ours == _pydantic_form(event)
     assert list(ours) == list(_pydantic_form(event))  # the same key order, too
@@ -754,7 +778,7 @@ def test_odd_values_set_on_an_event_dump_as_pydantic_dumps_them_or_are_left_to_i
     name = data.draw(st.sampled_from(sorted(type(target).model_fields)))
     value = data.draw(st.sampled_from(ODD) | _json_like)
     object.__setattr__(target, name, value)
-    dump = native.json_dumper(type(event))
+    dump = _dumper(type(event))
     try:
         theirs = _pydantic_form(event)
     except Exception:  # pydantic cannot dump it either: ours must not invent a form

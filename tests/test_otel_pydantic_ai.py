@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic_ai import Agent, ModelRetry
-from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from runtrail.adapters.otel import RuntrailSpanExporter
 from runtrail.adapters.otel_mapping import TraceMapper, error_detail
@@ -32,6 +30,9 @@ from tests.fake_openai import FakeOpenAI
 from tests.pydantic_ai_support import QUESTION, mismatches, weather_agent
 from tests.test_adapter_otel import Recorder
 from tests.test_otlp_ingest import TOKEN, Running, events_of, receiver  # noqa: F401 (fixture)
+
+if TYPE_CHECKING:  # pydantic-ai is imported by the tests that run an agent, not at collection
+    from pydantic_ai import Agent
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -46,6 +47,8 @@ def run(
     agent: Agent[None, str], exporter: SpanExporter, *, version: int = 5, each: bool = True
 ) -> str:
     """One agent run, its spans exported one by one (or in one batch at the end)."""
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
     provider = TracerProvider()
     processor = SimpleSpanProcessor(exporter) if each else BatchSpanProcessor(exporter)
     provider.add_span_processor(processor)
@@ -82,6 +85,8 @@ def test_an_agent_run_with_a_tool_is_recorded_as_the_model_saw_it(
 
 
 def test_a_streamed_run_is_recorded_alike(fake: FakeOpenAI) -> None:
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
     recorder = Recorder()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(RuntrailSpanExporter(recorder)))
@@ -98,6 +103,8 @@ def test_a_streamed_run_is_recorded_alike(fake: FakeOpenAI) -> None:
 def test_a_tool_asking_for_a_retry_records_why_and_what_the_model_was_told(
     fake: FakeOpenAI,
 ) -> None:
+    from pydantic_ai import ModelRetry
+
     def unknown(city: str) -> str:
         """The weather of a city."""
         raise ModelRetry("unknown city, try again")
@@ -146,6 +153,8 @@ def test_an_agent_run_sent_over_otlp_lands_on_the_topic_as_the_model_saw_it(
     kafka_bootstrap: str,
     fake: FakeOpenAI,
 ) -> None:
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
     exporter = OTLPSpanExporter(receiver.url, headers={"Authorization": f"Bearer {TOKEN}"})
     memory = InMemorySpanExporter()
     provider = TracerProvider()

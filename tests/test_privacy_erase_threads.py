@@ -19,7 +19,6 @@ import orjson
 import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.graph import START, StateGraph
 
 from runtrail.adapters.langchain import RuntrailCallbackHandler
 from runtrail.adapters.langgraph_checkpoint import RuntrailCheckpointSaver
@@ -67,6 +66,7 @@ def look_up(topic: str) -> str:
 def notes_graph(saver: RuntrailCheckpointSaver) -> Any:
     """One node: a tool call on the topic (its arguments and result go by reference in the
     events) whose answer the graph keeps in its state (in the checkpoints, as it is)."""
+    from langgraph.graph import START, StateGraph  # where a graph is built: not at collection
 
     def ask(state: Notes) -> Notes:
         call = {"name": "look_up", "args": {"topic": state["topic"]}, "id": "tc-1"}

@@ -7,6 +7,7 @@ A missing browser skips the tests, or fails them when services are required (CI 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -84,13 +85,45 @@ def shoot(driver: Any, folder: Path, name: str) -> Path:
     return path
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = chrome()
+@pytest.fixture(scope="session")
+def _chromium() -> Iterator[list[Any]]:
+    """The test process's one Chromium, started by the first test that asks for a browser
+    (a start costs about a CPU-second; some thirty tests use one)."""
+    held: list[Any] = []
     try:
-        yield driver
+        yield held
     finally:
-        driver.quit()
+        for driver in held:
+            driver.quit()
+
+
+def _fresh(driver: Any) -> bool:
+    """Bring a used browser back to a new one's state: one tab, on a blank page, with no
+    cookies and nothing cached (so a test sees no other test's sign-in or pages); False if
+    it cannot be (crashed, stuck on a dialog)."""
+    try:
+        first, *others = driver.window_handles
+        for handle in others:
+            driver.switch_to.window(handle)
+            driver.close()
+        driver.switch_to.window(first)
+        driver.get("about:blank")
+        driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+        driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture
+def browser(_chromium: list[Any]) -> Any:
+    """A headless Chromium as new: the process's one, reset (a new one if it cannot be)."""
+    if _chromium and not _fresh(_chromium[0]):
+        with contextlib.suppress(Exception):  # a browser that crashed may not answer
+            _chromium.pop().quit()
+    if not _chromium:
+        _chromium.append(chrome())
+    return _chromium[0]
 
 
 @contextmanager
