@@ -70,11 +70,16 @@ lint: typecheck
 	$(BIN)/ruff format --check .
 
 # mypy (most of a minute on one core from a clean clone) runs beside the suite rather than
-# before it; the target fails if either does, and prints mypy's verdict after the suite's
+# before it; the target fails if either does, and prints mypy's verdict after the suite's.
+# One process collects the suite first, beside mypy: it compiles every module collection
+# imports once, where the workers, started together on a clean clone, would each compile all of
+# them (46.9 s to the first test from a clean clone with six workers, 35.7 s with it); its
+# errors, if any, are the suite's own and are reported by the run that follows
 test:
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	@mkdir -p .ci; $(BIN)/mypy >$(MYPY_LOG) 2>&1 & typecheck=$$!; status=0; \
+	$(BIN)/python -m pytest -q --collect-only $(PYTEST_ARGS) >/dev/null 2>&1 || true; \
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 \
 		--record-durations $(DURATIONS_OUT) $(PYTEST_ARGS) || status=$$?; \
 	if wait $$typecheck; then tail -n 1 $(MYPY_LOG); \
