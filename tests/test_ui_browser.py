@@ -498,9 +498,17 @@ def test_a_run_in_progress_updates_on_its_page(
             sign_in(browser, demo.url, demo.tokens[tenant])
             browser.get(run_url(demo.url, run_id))
             wait(browser, lambda d: "following" in d.find_element(By.ID, "live-state").text)
-            rendered = browser.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index]")
-            assert [li.get_attribute("data-seq") for li in rendered] == ["1", "2"]
-            assert "executing" in browser.find_element(By.CSS_SELECTOR, ".summary").text
+            rendered = wait(
+                browser,
+                lambda d: [
+                    li.get_attribute("data-seq")
+                    for li in d.find_elements(By.CSS_SELECTOR, "#timeline li.event[data-index]")
+                ],
+            )
+            assert rendered == ["1", "2"]
+            assert "executing" in wait(
+                browser, lambda d: d.find_element(By.CSS_SELECTOR, ".summary").text
+            )
             assert publisher.publish("MODEL_REQUEST", run_id, prompt, turn_id="t", step=2)
             answer = {"message": "two", "raw": None}
             assert publisher.publish("MODEL_RESPONSE", run_id, answer, turn_id="t", step=2)
@@ -520,7 +528,8 @@ def test_a_run_in_progress_updates_on_its_page(
             assert [step_of(seq) for seq in "123456"] == [["1", "t"]] * 2 + [["2", "t"]] * 3 + [
                 ["", ""]
             ]
-            assert browser.find_element(By.ID, "event-count").text == "6"
+            # the header follows the events it counts (a live page: read until it says so)
+            wait(browser, lambda d: d.find_element(By.ID, "event-count").text == "6")
             # the services' rendering replaces the page's: link numbers, the MODEL node card
             wait(
                 browser,
@@ -529,10 +538,20 @@ def test_a_run_in_progress_updates_on_its_page(
                     and len(d.find_elements(By.CSS_SELECTOR, "li.event[data-index]")) == 6
                 ),
             )
-            wait(browser, lambda d: "succeeded" in d.find_element(By.CSS_SELECTOR, ".summary").text)
-            assert "version 6" in browser.find_element(By.CSS_SELECTOR, ".summary").text
-            sections = browser.find_elements(By.CSS_SELECTOR, "#timeline section.step")
-            assert [s.get_attribute("data-step") for s in sections] == ["1", "2", ""]
+
+            def succeeded(d: Any) -> str | None:
+                text: str = d.find_element(By.CSS_SELECTOR, ".summary").text
+                return text if "succeeded" in text else None
+
+            assert "version 6" in wait(browser, succeeded)
+            steps = wait(
+                browser,
+                lambda d: [
+                    s.get_attribute("data-step")
+                    for s in d.find_elements(By.CSS_SELECTOR, "#timeline section.step")
+                ],
+            )
+            assert steps == ["1", "2", ""]
             shoot(browser, tmp_path, "live")
     finally:
         audit.close()

@@ -59,9 +59,13 @@ WAIT_S = 60
 
 
 def wait(driver: Any, condition: Any) -> Any:
+    """``condition(driver)`` once it is truthy; asked again while an element it reads is not
+    there yet or was replaced between being found and being read (a live page re-renders)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S).until(condition)
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, WAIT_S, ignored_exceptions=ignored).until(condition)
 
 
 def sign_in(driver: Any, url: str, token: str) -> None:
