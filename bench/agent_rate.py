@@ -18,6 +18,12 @@ counted over every thread of the process (``/proc/self/task/*/schedstat``, nanos
 publisher's threads and librdkafka's count: what runtrail adds to the agent. Each
 measurement runs in a fresh process, after a warm-up; every event is acknowledged before the
 clock stops. The per-thread breakdown shows where the added CPU goes.
+
+``--floor`` measures what any code costs at these paces on this machine, without Kafka and
+without threads: the publish call's pipeline (envelope, prepare, validate, encode) and, as a
+reference that is not runtrail's, the standard library's JSON round trip of the same event,
+each timed alone (``time.thread_time_ns``) back to back and then once every 1/rate seconds.
+The ratio of the two figures is the machine's: caches that went cold in the pause.
 """
 
 from __future__ import annotations
@@ -180,6 +186,55 @@ def measure(
             delete_topic(bootstrap or "", topic)
 
 
+def floor(rates: list[float], calls: int = 60) -> list[tuple[str, str, float]]:
+    """Median CPU µs of one call of the publish pipeline and of the stdlib reference, back to
+    back (rate ``"tight"``) and paced at each rate; rows (what, rate, µs)."""
+    import json as stdlib_json
+
+    from bench.workload import workload
+    from runtrail.config import Settings
+    from runtrail.events import EventCodec
+    from runtrail.events.limits import EventLimits
+    from runtrail.publisher.pipeline import encode, envelope, prepare, validate
+    from runtrail.publisher.redaction import default_redactor
+
+    codec, limits = EventCodec(), EventLimits.from_settings(Settings())
+    events = list(workload(calls * (len(rates) + 2)))
+
+    def pipeline(event: dict) -> None:
+        form = envelope(
+            event["type"],
+            event["runId"],
+            event["data"],
+            tenant_id="default",
+            session_id=event["sessionId"],
+            step=event["step"],
+        )
+        encode(codec, limits, validate(prepare(form, limits, "default", default_redactor)), 1, None)
+
+    def reference(event: dict) -> None:
+        stdlib_json.loads(stdlib_json.dumps(event))
+
+    rows = []
+    for what, call in (("publish pipeline", pipeline), ("stdlib JSON round trip", reference)):
+        for event in events[:calls]:  # warm-up: codecs and caches built
+            call(event)
+        for n, rate in enumerate([0.0, *rates], start=1):
+            spent: list[int] = []
+            batch = events[n * calls : (n + 1) * calls]
+            pause = 1.0 / rate if rate else 0.0
+            for event in batch:
+                if pause:
+                    time.sleep(pause)
+                started = time.thread_time_ns()
+                call(event)
+                spent.append(time.thread_time_ns() - started)
+            rows.append(
+                (what, f"{rate:,.0f}/s" if rate else "tight", statistics.median(spent) / 1e3)
+            )
+    return rows
+
+
 def _thread_group(name: str) -> str:
     """librdkafka's broker threads carry broker names: one group for them all."""
     if name.startswith("rdk:broker"):
@@ -203,8 +258,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another checkout, measured alongside")
     parser.add_argument("--bootstrap-servers")
+    parser.add_argument(
+        "--floor", action="store_true", help="only the cold-call floor of this machine (no Kafka)"
+    )
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
+    if args.floor:
+        print("| call | pace | CPU µs a call (median) | times tight |")
+        print("|---|---|---|---|")
+        tight = 0.0
+        for what, pace, us in floor(rates):
+            tight = us if pace == "tight" else tight
+            print(f"| {what} | {pace} | {us:.1f} | {us / tight:.1f} |")
+        return
     roots: dict[str, Path | None] = {"this checkout": None}
     if args.baseline is not None:
         roots = {"baseline": args.baseline.resolve(), **roots}

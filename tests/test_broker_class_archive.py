@@ -78,7 +78,11 @@ def _maps(pid: int, path: Path) -> bool:
 @pytest.mark.kafka
 def test_a_broker_stopped_cleanly_leaves_the_archive_the_next_one_maps(tmp_path: Path) -> None:
     """With a cache folder of its own (the jars linked in), so no other broker shares it."""
-    real_libs = fetch_jars(Settings().kafka_cache_dir, kafka_pom())
+    settings = Settings()
+    real_libs = fetch_jars(settings.kafka_cache_dir, kafka_pom())
+    # the suite's JVM options (the C1 compiler alone under make test): the archive does not
+    # depend on them, and three brokers start here
+    suite_jvm_options = settings.kafka_jvm_options.split()
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / kafka_version(kafka_pom())).symlink_to(real_libs.parent)
@@ -86,7 +90,9 @@ def test_a_broker_stopped_cleanly_leaves_the_archive_the_next_one_maps(tmp_path:
 
     def broker(name: str) -> LocalBroker:
         port, controller = free_ports(2)
-        return LocalBroker(tmp_path / name, port, controller, cache_dir=cache)
+        return LocalBroker(
+            tmp_path / name, port, controller, cache_dir=cache, jvm_options=suite_jvm_options
+        )
 
     first = broker("first")
     first.start(timeout=120)
