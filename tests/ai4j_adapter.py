@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.ai4j_harness import BUILD_TIMEOUT_S, REPO, HarnessUnavailable, _install_ai4j
+from tests.ai4j_harness import BUILD_TIMEOUT_S, JAVA, REPO, HarnessUnavailable, _install_ai4j
 from tests.kafka_fixture import REQUIRE_ENV, services_required
 
 MODULE = REPO / "adapters" / "ai4j"
@@ -39,7 +39,7 @@ class Adapter:
     def run(self, *args: str, stdin: Any = None, env: dict[str, str] | None = None) -> Any:
         """The driver's JSON answer; ``env`` is added to this process's environment."""
         proc = subprocess.run(
-            ["java", "-cp", self.classpath, "dev.runtrail.ai4j.Driver", *args],
+            [*JAVA, "-cp", self.classpath, "dev.runtrail.ai4j.Driver", *args],
             input=b"" if stdin is None else json.dumps(stdin).encode(),
             capture_output=True,
             timeout=RUN_TIMEOUT_S,
