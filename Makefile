@@ -85,7 +85,7 @@ test:
 	@mkdir -p .ci; $(BIN)/mypy >$(MYPY_LOG) 2>&1 & typecheck=$$!; status=0; \
 	$(BIN)/python -m pytest -q --collect-only $(PYTEST_ARGS) >/dev/null 2>&1 || true; \
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 \
-		--record-durations $(DURATIONS_OUT) $(PYTEST_ARGS) || status=$$?; \
+		--record-durations=$(DURATIONS_OUT) $(PYTEST_ARGS) || status=$$?; \
 	if wait $$typecheck; then tail -n 1 $(MYPY_LOG); \
 	else cat $(MYPY_LOG); echo "make test: mypy failed" >&2; status=1; fi; \
 	exit $$status
