@@ -23,8 +23,9 @@ PYTEST_ARGS ?=
 DURATIONS_OUT ?= .ci/durations.json
 # mypy's output in make test (it runs beside the suite)
 MYPY_LOG ?= .ci/mypy.log
-# tests run in this many processes (tests/tiers.py): the two fault lanes, which mostly wait out
-# their outages, and four that take every other unit of work as they come free; the run's one
+# tests run in this many processes (tests/tiers.py): the three fault lanes, which mostly wait out
+# their outages, and three that take every other unit of work as they come free (the lanes'
+# workers too, once their lane is done); the run's one
 # shared broker starts on the first test that needs it. With four in all the cores stood about
 # 30 % idle while the long units ran; with six they are busy throughout, and the suite's wall
 # time is about the same (CPU-bound): less work, not more workers, shortens it now
