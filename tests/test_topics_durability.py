@@ -76,10 +76,16 @@ def _create(admin: AdminClient, name: str, replication: int, config: dict[str, s
     it."""
     topic = NewTopic(name, num_partitions=3, replication_factor=replication, config=config)
     admin.create_topics([topic])[name].result(30)
-    wait_for_topics(admin, [name], timeout=30)
+    _listed_everywhere(admin, [name])
+
+
+def _listed_everywhere(admin: AdminClient, names: list[str]) -> None:
+    """Wait until every broker of the cluster lists ``names``: the next metadata request may go
+    to any of them."""
+    wait_for_topics(admin, names, timeout=30)
     for broker in admin.list_topics(timeout=30).brokers.values():
         one = AdminClient({"bootstrap.servers": f"{broker.host}:{broker.port}"})
-        wait_for_topics(one, [name], timeout=30)
+        wait_for_topics(one, names, timeout=30)
 
 
 def _cli(settings: Settings, *extra: str) -> int:
@@ -113,7 +119,7 @@ def test_ensure_adopts_the_clusters_replication_and_sets_durability(
     assert "replication factor 3 (the brokers' default.replication.factor)" in out
 
     # this client may ask a broker whose metadata has not caught up with the controller yet
-    wait_for_topics(admin, design_topic_names(settings))
+    _listed_everywhere(admin, design_topic_names(settings))
     metadata = admin.list_topics(timeout=10).topics
     configs = describe_topic_configs(admin, design_topic_names(settings), timeout=30)
     for name in design_topic_names(settings):
@@ -156,7 +162,7 @@ def test_drift_in_each_durability_setting_is_reported_and_left_alone(
         Difference(UNCLEAN, "false", "true"),
     }
     assert outcomes[audit].status == "created"
-    wait_for_topics(admin, [audit])
+    _listed_everywhere(admin, [audit])
     assert {
         len(p.replicas) for p in admin.list_topics(timeout=10).topics[audit].partitions.values()
     } == {2}
