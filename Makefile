@@ -25,10 +25,10 @@ DURATIONS_OUT ?= .ci/durations.json
 MYPY_LOG ?= .ci/mypy.log
 # tests run in this many processes (tests/tiers.py): the three fault lanes, which mostly wait out
 # their outages, and three that take every other unit of work as they come free (the lanes'
-# workers too, once their lane is done); the run's one
-# shared broker starts on the first test that needs it. With four in all the cores stood about
-# 30 % idle while the long units ran; with six they are busy throughout, and the suite's wall
-# time is about the same (CPU-bound): less work, not more workers, shortens it now
+# workers too, once their lane is done); the run's one shared broker starts on the first test
+# that needs it. With four in all the cores stood about 30 % idle while the long units ran; with
+# six, about 5 % on a loaded machine and 20 % on a quiet one (seven passed once on a quiet one,
+# 6 % faster, but more concurrency is what the load-only failures came from)
 PYTEST_WORKERS ?= 6
 # the suite's brokers: the C1 compiler alone starts a broker on about half the CPU (the suite's
 # only: a benchmark's broker runs as deployed, with the full compiler)

@@ -27,7 +27,7 @@ def _record_flag(durations: Path) -> list[str]:
     for line in dry.splitlines():
         if "--record-durations" not in line:
             continue
-        words = shlex.split(line.replace("\\", " "), comments=False)
+        words = shlex.split(line.replace("\\", " "))
         at = next(i for i, w in enumerate(words) if w.startswith("--record-durations"))
         return words[at : at + 1] if "=" in words[at] else words[at : at + 2]
     raise AssertionError(f"make -n test runs no pytest with --record-durations:\n{dry}")

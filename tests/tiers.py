@@ -23,7 +23,7 @@ is one test, except:
   test kills only a broker of its own). 1 lane is the strictest, and the slowest: the fault
   tests alone take about 21 minutes one after another (1,282 s on a quiet 2-core machine), more
   than the suite's 15-minute budget; with 2 the longer lane set the suite's end (its worker
-  busy 690 s while the other five were done by 590 s); 3 leaves them shorter than the rest.
+  busy 688 s while the other five were done by 594 s); 3 leaves them shorter than the rest.
 
 Units are ordered heaviest first (from ``tests/durations.json``, which ``--record-durations``
 writes anew; xdist's own reordering by test count is turned off), so the long ones start early
