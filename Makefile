@@ -2,13 +2,14 @@
 #
 #   make install      venv + editable install with the dev extras, and runtrail_native (Rust),
 #                     versions pinned by the lock (constraints.txt)
-#   make lock         write the lock anew: the newest versions pyproject.toml allows
+#   make lock         write the locks anew (constraints.txt, constraints-bench.txt): the newest
+#                     versions pyproject.toml allows
 #   make test         ruff check, import contracts, then the whole suite in tiers
 #                     (tests/tiers.py) with mypy beside it
 #   make test-fast    the tier that needs no broker: the inner loop
 #   make lint         ruff check + ruff format --check + mypy
 #   make bench        runtrail against Quix Streams and the bare client (BENCH_ARGS), in its own
-#                     venv: the bench extra's quixstreams pins an older confluent-kafka
+#                     venv and lock: the bench extra's quixstreams pins an older confluent-kafka
 #   make kafka-up     local single-node Kafka (RUNTRAIL_KAFKA_PORT, RUNTRAIL_STATE_DIR apply)
 
 # the interpreter the venv is made from: the distribution's Python 3.11 where it has one, since
@@ -113,8 +114,12 @@ topics:
 
 BENCH_VENV ?= .venv-bench
 
-bench:
+# the bench venv from its own lock (constraints-bench.txt), through the dev venv's uv, and the
+# compiled path's cached wheel (the same interpreter: tools/native_wheel.py builds it once)
+bench: $(BIN)/uv
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install -q -e '.[bench]'
-	$(BENCH_VENV)/bin/python -m pip install -q ./shared/runtrail_native
+	$(BIN)/uv pip install -q --python $(BENCH_VENV)/bin/python -c constraints-bench.txt \
+		-e '.[bench]'
+	$(BIN)/uv pip install -q --python $(BENCH_VENV)/bin/python --reinstall-package runtrail-native \
+		"$$($(BENCH_VENV)/bin/python tools/native_wheel.py)"
 	$(BENCH_VENV)/bin/python -m bench.compare $(BENCH_ARGS)

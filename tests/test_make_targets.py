@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,3 +46,29 @@ def test_make_test_runs_again_where_its_durations_file_exists(tmp_path: Path) ->
     )  # fmt: skip
     assert done.returncode == 0, (flag, done.stdout[-2000:] + done.stderr[-2000:])
     assert "tests collected" in done.stdout
+
+
+@pytest.mark.stack  # a venv of about 150 packages: the stack tier's
+def test_make_bench_makes_its_venv_from_the_bench_lock(tmp_path: Path) -> None:
+    """``make bench`` installs the bench extra pinned by ``constraints-bench.txt`` (pip's own
+    resolver took over ten minutes on it) and the compiled path, then runs ``bench.compare``
+    (asked only for its help here: the comparison itself takes minutes and a broker)."""
+    venv = tmp_path / "venv-bench"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "bench", f"BENCH_VENV={venv}", "BENCH_ARGS=--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "runtrail against Quix Streams" in done.stdout
+    pins = dict(
+        line.split("==", 1)
+        for line in (ROOT / "constraints-bench.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    versions = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import importlib.metadata as m; print(m.version('quixstreams'), "
+         "m.version('confluent-kafka')); import runtrail_native"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.split()  # fmt: skip
+    assert versions == [pins["quixstreams"], pins["confluent-kafka"]]
