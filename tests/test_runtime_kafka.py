@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -248,3 +249,56 @@ def _status(port: int, path: str) -> int:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
+
+
+class Batches(Service):
+    """Records when each batch came and how many events it held."""
+
+    name = "batches"
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        self.batches: list[tuple[float, int]] = []
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        self.batches.append((time.monotonic(), len(batch)))
+
+    def seen(self) -> int:
+        return sum(n for _, n in self.batches)
+
+
+def test_what_comes_right_after_a_backlog_is_not_held_for_a_whole_batch(
+    kafka_bootstrap: str,
+) -> None:
+    """After a backlog read without waiting, an empty queue waits for the first message and
+    takes what came with it: the end of a backlog is not held for the batch timeout. A trickle
+    after that is gathered into batches again, for up to the timeout."""
+    topic = create_topic(kafka_bootstrap, unique_topic("backlog"), partitions=1)
+    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=1)
+    backlog = 3000  # past one fetch, so the backlog's last batches are taken without waiting
+    produce_forms(kafka_bootstrap, topic, [form(sequence=i) for i in range(1, backlog + 1)])
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        events_topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        batch_timeout_ms=3000,
+        group=f"g-{topic}",
+    )
+    running = Running(ServiceRunner(Batches, settings, service_name="batches", metrics_port=0))
+    try:
+        service = running.service
+        wait_for(lambda: service.seen() == backlog, 60, what="the backlog")
+        sent = time.monotonic()
+        tail = [form(sequence=i) for i in range(backlog + 1, backlog + 11)]
+        produce_forms(kafka_bootstrap, topic, tail)
+        wait_for(lambda: service.seen() == backlog + 10, 30, what="the ten after it")
+        took = service.batches[-1][0] - sent
+        assert took < 1.5, f"the events after the backlog waited {took:.2f} s (timeout 3 s)"
+        before = len(service.batches)
+        for i in range(backlog + 11, backlog + 16):  # a trickle: one every 50 ms
+            produce_forms(kafka_bootstrap, topic, [form(sequence=i)])
+            time.sleep(0.05)
+        wait_for(lambda: service.seen() == backlog + 15, 30, what="the trickle")
+        assert [n for _, n in service.batches[before:]] == [5]  # gathered into one batch
+    finally:
+        running.stop()
