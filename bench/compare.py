@@ -149,7 +149,8 @@ def main() -> None:
     extra: dict[str, Any] = {"events": args.events, "partitions": args.partitions}
 
     def keep(rate: Rate) -> Rate:
-        print(f"  {rate.name}: {rate.per_second:,.0f} events/s", flush=True)
+        blocked = "" if rate.blocked is None else f" (blocked {rate.blocked:.2f} s)"
+        print(f"  {rate.name}: {rate.per_second:,.0f} events/s{blocked}", flush=True)
         samples.setdefault(rate.name, []).append(rate)
         return rate
 

@@ -132,9 +132,9 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
                 return None;
             }
             let end = p.checked_add(n as usize)?;
-            let text = std::str::from_utf8(b.get(*p..end)?).ok()?;
+            let text = b.get(*p..end)?;
             *p = end;
-            PyString::new(py, text).into_any().unbind()
+            utf8_str(py, text)?
         }
         Avro::Union(branches) => {
             // the index as its one-byte varint (zig-zag 2n), as the generated decoder reads it
@@ -162,6 +162,23 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
             out.into_any().unbind()
         }
     })
+}
+
+/// A str of UTF-8 bytes, decoded (and so validated) once, by CPython's strict decoder: None
+/// when they are not UTF-8 (the Python path then says why).
+fn utf8_str(py: Python<'_>, text: &[u8]) -> Option<PyObject> {
+    let made = unsafe {
+        ffi::PyUnicode_DecodeUTF8(
+            text.as_ptr().cast(),
+            text.len() as ffi::Py_ssize_t,
+            std::ptr::null(),
+        )
+    };
+    if made.is_null() {
+        drop(PyErr::take(py)); // not UTF-8: the error is the Python path's to report
+        return None;
+    }
+    Some(unsafe { PyObject::from_owned_ptr(py, made) })
 }
 
 /// Move `p` past one value of `s` without making it: the end of a span (None when the bytes
@@ -1087,6 +1104,72 @@ fn parse_json_text<'py>(
     Ok(ctx.loads.call1((text,)).ok())
 }
 
+/// A JSON-text field (a string, or null, in the Avro) parsed straight from the message's
+/// bytes: no str is made of the text, `loads` reads a view of it (released after, so nothing
+/// can keep it past the bytes). None, as from `parse_json_text`, when the Python path decides.
+fn read_json_text<'py>(
+    py: Python<'py>,
+    s: &Avro,
+    b: &[u8],
+    p: &mut usize,
+    ctx: &mut DirectRead<'_, 'py>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match s {
+        Avro::Null => Ok(Some(py.None().into_bound(py))),
+        Avro::Union(branches) => {
+            // the branch index as its one-byte varint, as `read_value` reads it
+            let Some(&x) = b.get(*p) else {
+                return Ok(None);
+            };
+            *p += 1;
+            if x & 1 == 1 || x >= 0x80 {
+                return Ok(None);
+            }
+            let Some(branch) = branches.get((x >> 1) as usize) else {
+                return Ok(None);
+            };
+            read_json_text(py, branch, b, p, ctx)
+        }
+        Avro::Str => {
+            let Some(n) = read_long(b, p).filter(|n| *n >= 0) else {
+                return Ok(None);
+            };
+            let Some(text) = p.checked_add(n as usize).and_then(|end| b.get(*p..end)) else {
+                return Ok(None);
+            };
+            *p += text.len();
+            if let Some(limit) = ctx.depth_limit {
+                if text.iter().filter(|c| **c == b'{' || **c == b'[').count() >= limit {
+                    ctx.deep = true;
+                }
+            }
+            let view = unsafe {
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    ffi::PyMemoryView_FromMemory(
+                        text.as_ptr() as *mut std::os::raw::c_char,
+                        text.len() as ffi::Py_ssize_t,
+                        ffi::PyBUF_READ,
+                    ),
+                )?
+            };
+            let parsed = ctx.loads.call1((&view,)).ok();
+            view.call_method0(pyo3::intern!(py, "release"))?;
+            Ok(parsed)
+        }
+        _ => {
+            let Some(raw) = read_value(py, s, b, p) else {
+                return Ok(None);
+            };
+            let raw = raw.into_bound(py);
+            if raw.is_none() {
+                return Ok(Some(raw));
+            }
+            parse_json_text(&raw, ctx)
+        }
+    }
+}
+
 /// A nested model: the instance made last for the same bytes when it keeps one, else a new one.
 fn read_nested<'py>(
     py: Python<'py>,
@@ -1151,16 +1234,17 @@ fn read_direct<'py>(
                 None => v,
             }
         } else {
-            let Some(raw) = read_value(py, &f.avro, b, p) else {
-                return Ok(None);
-            };
-            let mut raw = raw.into_bound(py);
-            if f.json_text && !raw.is_none() {
-                let Some(parsed) = parse_json_text(&raw, ctx)? else {
+            let mut raw = if f.json_text {
+                let Some(parsed) = read_json_text(py, &f.avro, b, p, ctx)? else {
                     return Ok(None);
                 };
-                raw = parsed;
-            }
+                parsed
+            } else {
+                let Some(raw) = read_value(py, &f.avro, b, p) else {
+                    return Ok(None);
+                };
+                raw.into_bound(py)
+            };
             if !f.json_names.is_empty() {
                 let Ok(record) = raw.downcast::<PyDict>() else {
                     return Ok(None);
@@ -1205,6 +1289,24 @@ fn read_direct<'py>(
         unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySet_New(m.all_fields.as_ptr()))? };
     fill_instance(py, &instance, &out, &fields_set)?;
     Ok(Some(instance.unbind()))
+}
+
+/// The messages `decode_run` finished of one partition, in a row: the offset after the last.
+struct Stretch<'py> {
+    topic: Bound<'py, PyAny>,
+    partition_obj: Bound<'py, PyAny>,
+    partition: i64,
+    next: i64,
+}
+
+impl Stretch<'_> {
+    /// Put the stretch's next offset in `positions` (`(topic, partition) -> next`).
+    fn put(stretch: Option<Stretch<'_>>, positions: &Bound<'_, PyDict>) -> PyResult<()> {
+        if let Some(s) = stretch {
+            positions.set_item((s.topic, s.partition_obj), s.next)?;
+        }
+        Ok(())
+    }
 }
 
 /// `EventCodec.decode_parts`, in one call per event.
@@ -1359,17 +1461,23 @@ impl EventDecoder {
         let none = py.None().into_bound(py);
         // LogAppendTime is stamped per produce request, so consecutive messages share it
         let (mut last_ts, mut last_iso): (Option<i64>, Bound<'py, PyAny>) = (None, none.clone());
+        // a partition's next offset is put in `positions` once per stretch of its messages
+        // (a consumed batch comes in long stretches of one partition), and before returning
+        let mut stretch: Option<Stretch<'py>> = None;
         let n = messages.len();
         for i in start..n {
             let msg = messages.get_item(i)?;
             if !msg.call_method0(pyo3::intern!(py, "error"))?.is_none() {
+                Stretch::put(stretch, positions)?;
                 return Ok((i, None));
             }
             let value = msg.call_method0(pyo3::intern!(py, "value"))?;
             let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+                Stretch::put(stretch, positions)?;
                 return Ok((i, None));
             };
             if bytes.as_bytes().len() > max_bytes {
+                Stretch::put(stretch, positions)?;
                 return Ok((i, None));
             }
             let stamp = msg.call_method0(pyo3::intern!(py, "timestamp"))?;
@@ -1385,18 +1493,29 @@ impl EventDecoder {
                 };
             }
             let Some((event, walk)) = self.decode_event(py, &value, &last_iso, depth_limit)? else {
+                Stretch::put(stretch, positions)?;
                 return Ok((i, None));
             };
             if !walk.bind(py).downcast::<PyTuple>()?.is_empty() {
+                Stretch::put(stretch, positions)?;
                 return Ok((i, None));
             }
             let event = event.into_bound(py);
             let partition_obj = msg.call_method0(pyo3::intern!(py, "partition"))?;
             let partition: i64 = partition_obj.extract()?;
-            let tenant_id = event.getattr(pyo3::intern!(py, "tenant_id"))?;
-            let run_id = event.getattr(pyo3::intern!(py, "run_id"))?;
-            let sequence: i64 = event.getattr(pyo3::intern!(py, "sequence"))?.extract()?;
-            let event_id = event.getattr(pyo3::intern!(py, "event_id"))?;
+            // the envelope's fields from the instance's own dict (read_direct filled it): a
+            // dict lookup each, not an attribute lookup through the class
+            let fields = event.getattr(pyo3::intern!(py, "__dict__"))?;
+            let fields = fields.downcast::<PyDict>()?;
+            let field = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> {
+                fields
+                    .get_item(name)?
+                    .ok_or_else(|| PyValueError::new_err("an event without its envelope"))
+            };
+            let tenant_id = field(pyo3::intern!(py, "tenant_id"))?;
+            let run_id = field(pyo3::intern!(py, "run_id"))?;
+            let sequence: i64 = field(pyo3::intern!(py, "sequence"))?.extract()?;
+            let event_id = field(pyo3::intern!(py, "event_id"))?;
             // borrowed for the check alone: no Python code runs while it is held
             let verdict = checker.borrow_mut().check_index(
                 partition,
@@ -1406,13 +1525,28 @@ impl EventDecoder {
                 event_id.downcast::<PyString>()?.to_str()?,
             );
             if verdict != NEXT {
+                Stretch::put(stretch, positions)?;
                 let verdict = checker.borrow().verdicts[verdict].clone_ref(py);
                 return Ok((i, Some((event.unbind(), verdict))));
             }
             let topic = msg.call_method0(pyo3::intern!(py, "topic"))?;
             let offset = msg.call_method0(pyo3::intern!(py, "offset"))?;
             let next: i64 = offset.extract::<i64>()? + 1;
-            positions.set_item((&topic, &partition_obj), next)?;
+            stretch = match stretch {
+                Some(mut same) if same.partition == partition && same.topic.eq(&topic)? => {
+                    same.next = next;
+                    Some(same)
+                }
+                other => {
+                    Stretch::put(other, positions)?;
+                    Some(Stretch {
+                        topic: topic.clone(),
+                        partition_obj: partition_obj.clone(),
+                        partition,
+                        next,
+                    })
+                }
+            };
             let key = msg.call_method0(pyo3::intern!(py, "key"))?;
             let items: [&Bound<'py, PyAny>; 8] = [
                 &event,
@@ -1426,6 +1560,7 @@ impl EventDecoder {
             ];
             out.append(new_tuple_of(delivered, &items)?)?;
         }
+        Stretch::put(stretch, positions)?;
         Ok((n, None))
     }
 
@@ -1595,10 +1730,16 @@ struct PartitionRuns {
 /// A run's key: tenant and run ID, length-prefixed so that no two pairs share one.
 fn run_key(tenant_id: &str, run_id: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(8 + tenant_id.len() + run_id.len());
+    write_run_key(&mut key, tenant_id, run_id);
+    key
+}
+
+/// `run_key` into `key` (cleared first): the check reuses one buffer for every lookup.
+fn write_run_key(key: &mut Vec<u8>, tenant_id: &str, run_id: &str) {
+    key.clear();
     key.extend_from_slice(&(tenant_id.len() as u64).to_le_bytes());
     key.extend_from_slice(tenant_id.as_bytes());
     key.extend_from_slice(run_id.as_bytes());
-    key
 }
 
 /// `runtrail.runtime.sequencing.SequenceChecker`, compiled: the same verdicts from the same
@@ -1610,6 +1751,8 @@ struct SequenceState {
     verdicts: Vec<PyObject>,
     window: usize,
     max_runs: usize,
+    /// the key of the run looked up last (a buffer: a key is allocated only for a new run)
+    key: Vec<u8>,
 }
 
 impl SequenceState {
@@ -1622,8 +1765,9 @@ impl SequenceState {
         event_id: &str,
     ) -> usize {
         let runs = self.partitions.entry(partition).or_default();
-        let key = run_key(tenant_id, run_id);
-        let Some(state) = runs.runs.get_mut(&key) else {
+        write_run_key(&mut self.key, tenant_id, run_id);
+        let Some(state) = runs.runs.get_mut(self.key.as_slice()) else {
+            let key = self.key.clone();
             if runs.runs.len() >= self.max_runs {
                 for _ in 0..self.max_runs / 10 {
                     if let Some(old) = runs.order.pop_front() {
@@ -1686,6 +1830,7 @@ impl SequenceState {
             verdicts,
             window: window.max(1),
             max_runs: max_runs.max(1),
+            key: Vec::new(),
         })
     }
 
