@@ -99,6 +99,23 @@ fn read_long(b: &[u8], p: &mut usize) -> Option<i64> {
     Some(((n >> 1) as i64) ^ -((n & 1) as i64))
 }
 
+/// The branch a union's index selects: the index as its one-byte varint (zig-zag 2n), as the
+/// generated decoder reads it (None for anything else).
+fn union_branch<'a>(branches: &'a [Avro], b: &[u8], p: &mut usize) -> Option<&'a Avro> {
+    let x = *b.get(*p)?;
+    *p += 1;
+    if x & 1 == 1 || x >= 0x80 {
+        return None;
+    }
+    branches.get((x >> 1) as usize)
+}
+
+/// How many objects and arrays a JSON text opens: at the depth limit or more, the value is
+/// walked (the count bounds its depth from above).
+fn opens(text: &[u8]) -> usize {
+    text.iter().filter(|c| **c == b'{' || **c == b'[').count()
+}
+
 fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObject> {
     Some(match s {
         Avro::Null => py.None(),
@@ -136,15 +153,7 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
             *p = end;
             utf8_str(py, text)?
         }
-        Avro::Union(branches) => {
-            // the index as its one-byte varint (zig-zag 2n), as the generated decoder reads it
-            let x = *b.get(*p)?;
-            *p += 1;
-            if x & 1 == 1 || x >= 0x80 {
-                return None;
-            }
-            read_value(py, branches.get((x >> 1) as usize)?, b, p)?
-        }
+        Avro::Union(branches) => read_value(py, union_branch(branches, b, p)?, b, p)?,
         Avro::Record(fields) => {
             let out = unsafe {
                 Bound::from_owned_ptr_or_err(
@@ -198,12 +207,7 @@ fn skip_value(s: &Avro, b: &[u8], p: &mut usize) -> Option<()> {
                 .filter(|e| *e <= b.len())?;
         }
         Avro::Union(branches) => {
-            let x = *b.get(*p)?;
-            *p += 1;
-            if x & 1 == 1 || x >= 0x80 {
-                return None;
-            }
-            skip_value(branches.get((x >> 1) as usize)?, b, p)?;
+            skip_value(union_branch(branches, b, p)?, b, p)?;
         }
         Avro::Record(fields) => {
             for (_, schema) in fields {
@@ -1097,7 +1101,7 @@ fn parse_json_text<'py>(
         let Ok(utf8) = text.to_str() else {
             return Ok(None);
         };
-        if utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count() >= limit {
+        if opens(utf8.as_bytes()) >= limit {
             ctx.deep = true;
         }
     }
@@ -1116,20 +1120,10 @@ fn read_json_text<'py>(
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     match s {
         Avro::Null => Ok(Some(py.None().into_bound(py))),
-        Avro::Union(branches) => {
-            // the branch index as its one-byte varint, as `read_value` reads it
-            let Some(&x) = b.get(*p) else {
-                return Ok(None);
-            };
-            *p += 1;
-            if x & 1 == 1 || x >= 0x80 {
-                return Ok(None);
-            }
-            let Some(branch) = branches.get((x >> 1) as usize) else {
-                return Ok(None);
-            };
-            read_json_text(py, branch, b, p, ctx)
-        }
+        Avro::Union(branches) => match union_branch(branches, b, p) {
+            Some(branch) => read_json_text(py, branch, b, p, ctx),
+            None => Ok(None),
+        },
         Avro::Str => {
             let Some(n) = read_long(b, p).filter(|n| *n >= 0) else {
                 return Ok(None);
@@ -1138,10 +1132,8 @@ fn read_json_text<'py>(
                 return Ok(None);
             };
             *p += text.len();
-            if let Some(limit) = ctx.depth_limit {
-                if text.iter().filter(|c| **c == b'{' || **c == b'[').count() >= limit {
-                    ctx.deep = true;
-                }
+            if ctx.depth_limit.is_some_and(|limit| opens(text) >= limit) {
+                ctx.deep = true;
             }
             let view = unsafe {
                 Bound::from_owned_ptr_or_err(
@@ -1621,8 +1613,7 @@ impl EventDecoder {
                     let Ok(utf8) = s.to_str() else {
                         return Ok(None);
                     };
-                    let opens = utf8.bytes().filter(|c| *c == b'{' || *c == b'[').count();
-                    if opens >= limit {
+                    if opens(utf8.as_bytes()) >= limit {
                         to_walk
                             .get_or_insert_with(|| {
                                 schema
