@@ -538,7 +538,8 @@ class ServiceRunner:
         ends at the first message and takes what arrived with it, since what the last fetch of
         a backlog brings may be all there is (waiting for a whole batch held it for the full
         timeout: the ~0.2 s stalls of ``bench.catch_up``). Otherwise (a trickle) the wait is
-        for a whole batch, so a slow stream is still gathered into batches, each flushed once.
+        for a whole batch, so a slow stream is still gathered into batches, not handed over
+        (decoded, processed, made durable by a service that does so per batch) one by one.
         """
         consume = self._consumer.consume
         size = self._batch_size
