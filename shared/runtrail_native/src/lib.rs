@@ -1149,16 +1149,7 @@ fn read_json_text<'py>(
             view.call_method0(pyo3::intern!(py, "release"))?;
             Ok(parsed)
         }
-        _ => {
-            let Some(raw) = read_value(py, s, b, p) else {
-                return Ok(None);
-            };
-            let raw = raw.into_bound(py);
-            if raw.is_none() {
-                return Ok(Some(raw));
-            }
-            parse_json_text(&raw, ctx)
-        }
+        _ => Ok(None), // JSON text in anything but a string: the Python path refuses it
     }
 }
 
@@ -1454,106 +1445,104 @@ impl EventDecoder {
         // LogAppendTime is stamped per produce request, so consecutive messages share it
         let (mut last_ts, mut last_iso): (Option<i64>, Bound<'py, PyAny>) = (None, none.clone());
         // a partition's next offset is put in `positions` once per stretch of its messages
-        // (a consumed batch comes in long stretches of one partition), and before returning
+        // (a consumed batch comes in long stretches of one partition), and once at the end
         let mut stretch: Option<Stretch<'py>> = None;
         let n = messages.len();
-        for i in start..n {
-            let msg = messages.get_item(i)?;
-            if !msg.call_method0(pyo3::intern!(py, "error"))?.is_none() {
-                Stretch::put(stretch, positions)?;
-                return Ok((i, None));
-            }
-            let value = msg.call_method0(pyo3::intern!(py, "value"))?;
-            let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
-                Stretch::put(stretch, positions)?;
-                return Ok((i, None));
-            };
-            if bytes.as_bytes().len() > max_bytes {
-                Stretch::put(stretch, positions)?;
-                return Ok((i, None));
-            }
-            let stamp = msg.call_method0(pyo3::intern!(py, "timestamp"))?;
-            let stamp = stamp.downcast::<PyTuple>()?;
-            let (ts_type, ts_obj) = (stamp.get_item(0)?, stamp.get_item(1)?);
-            let ts: i64 = ts_obj.extract()?;
-            if last_ts != Some(ts) {
-                last_ts = Some(ts);
-                last_iso = if ts_type.is_truthy()? {
-                    iso_from_ms.call1((&ts_obj,))?
-                } else {
-                    none.clone()
+        let stop = 'run: {
+            for i in start..n {
+                let msg = messages.get_item(i)?;
+                if !msg.call_method0(pyo3::intern!(py, "error"))?.is_none() {
+                    break 'run (i, None);
+                }
+                let value = msg.call_method0(pyo3::intern!(py, "value"))?;
+                let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+                    break 'run (i, None);
                 };
-            }
-            let Some((event, walk)) = self.decode_event(py, &value, &last_iso, depth_limit)? else {
-                Stretch::put(stretch, positions)?;
-                return Ok((i, None));
-            };
-            if !walk.bind(py).downcast::<PyTuple>()?.is_empty() {
-                Stretch::put(stretch, positions)?;
-                return Ok((i, None));
-            }
-            let event = event.into_bound(py);
-            let partition_obj = msg.call_method0(pyo3::intern!(py, "partition"))?;
-            let partition: i64 = partition_obj.extract()?;
-            // the envelope's fields from the instance's own dict (read_direct filled it): a
-            // dict lookup each, not an attribute lookup through the class
-            let fields = event.getattr(pyo3::intern!(py, "__dict__"))?;
-            let fields = fields.downcast::<PyDict>()?;
-            let field = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> {
-                fields
-                    .get_item(name)?
-                    .ok_or_else(|| PyValueError::new_err("an event without its envelope"))
-            };
-            let tenant_id = field(pyo3::intern!(py, "tenant_id"))?;
-            let run_id = field(pyo3::intern!(py, "run_id"))?;
-            let sequence: i64 = field(pyo3::intern!(py, "sequence"))?.extract()?;
-            let event_id = field(pyo3::intern!(py, "event_id"))?;
-            // borrowed for the check alone: no Python code runs while it is held
-            let verdict = checker.borrow_mut().check_index(
-                partition,
-                tenant_id.downcast::<PyString>()?.to_str()?,
-                run_id.downcast::<PyString>()?.to_str()?,
-                sequence,
-                event_id.downcast::<PyString>()?.to_str()?,
-            );
-            if verdict != NEXT {
-                Stretch::put(stretch, positions)?;
-                let verdict = checker.borrow().verdicts[verdict].clone_ref(py);
-                return Ok((i, Some((event.unbind(), verdict))));
-            }
-            let topic = msg.call_method0(pyo3::intern!(py, "topic"))?;
-            let offset = msg.call_method0(pyo3::intern!(py, "offset"))?;
-            let next: i64 = offset.extract::<i64>()? + 1;
-            stretch = match stretch {
-                Some(mut same) if same.partition == partition && same.topic.eq(&topic)? => {
-                    same.next = next;
-                    Some(same)
+                if bytes.as_bytes().len() > max_bytes {
+                    break 'run (i, None);
                 }
-                other => {
-                    Stretch::put(other, positions)?;
-                    Some(Stretch {
-                        topic: topic.clone(),
-                        partition_obj: partition_obj.clone(),
-                        partition,
-                        next,
-                    })
+                let stamp = msg.call_method0(pyo3::intern!(py, "timestamp"))?;
+                let stamp = stamp.downcast::<PyTuple>()?;
+                let (ts_type, ts_obj) = (stamp.get_item(0)?, stamp.get_item(1)?);
+                let ts: i64 = ts_obj.extract()?;
+                if last_ts != Some(ts) {
+                    last_ts = Some(ts);
+                    last_iso = if ts_type.is_truthy()? {
+                        iso_from_ms.call1((&ts_obj,))?
+                    } else {
+                        none.clone()
+                    };
                 }
-            };
-            let key = msg.call_method0(pyo3::intern!(py, "key"))?;
-            let items: [&Bound<'py, PyAny>; 8] = [
-                &event,
-                &none,
-                &topic,
-                &partition_obj,
-                &offset,
-                &ts_obj,
-                &key,
-                &msg,
-            ];
-            out.append(new_tuple_of(delivered, &items)?)?;
-        }
+                let Some((event, walk)) = self.decode_event(py, &value, &last_iso, depth_limit)?
+                else {
+                    break 'run (i, None);
+                };
+                if !walk.bind(py).downcast::<PyTuple>()?.is_empty() {
+                    break 'run (i, None);
+                }
+                let event = event.into_bound(py);
+                let partition_obj = msg.call_method0(pyo3::intern!(py, "partition"))?;
+                let partition: i64 = partition_obj.extract()?;
+                // the envelope's fields from the instance's own dict (read_direct filled it): a
+                // dict lookup each, not an attribute lookup through the class
+                let fields = event.getattr(pyo3::intern!(py, "__dict__"))?;
+                let fields = fields.downcast::<PyDict>()?;
+                let field = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> {
+                    fields
+                        .get_item(name)?
+                        .ok_or_else(|| PyValueError::new_err("an event without its envelope"))
+                };
+                let tenant_id = field(pyo3::intern!(py, "tenant_id"))?;
+                let run_id = field(pyo3::intern!(py, "run_id"))?;
+                let sequence: i64 = field(pyo3::intern!(py, "sequence"))?.extract()?;
+                let event_id = field(pyo3::intern!(py, "event_id"))?;
+                // borrowed for the check alone: no Python code runs while it is held
+                let verdict = checker.borrow_mut().check_index(
+                    partition,
+                    tenant_id.downcast::<PyString>()?.to_str()?,
+                    run_id.downcast::<PyString>()?.to_str()?,
+                    sequence,
+                    event_id.downcast::<PyString>()?.to_str()?,
+                );
+                if verdict != NEXT {
+                    let verdict = checker.borrow().verdicts[verdict].clone_ref(py);
+                    break 'run (i, Some((event.unbind(), verdict)));
+                }
+                let topic = msg.call_method0(pyo3::intern!(py, "topic"))?;
+                let offset = msg.call_method0(pyo3::intern!(py, "offset"))?;
+                let next: i64 = offset.extract::<i64>()? + 1;
+                stretch = match stretch {
+                    Some(mut same) if same.partition == partition && same.topic.eq(&topic)? => {
+                        same.next = next;
+                        Some(same)
+                    }
+                    other => {
+                        Stretch::put(other, positions)?;
+                        Some(Stretch {
+                            topic: topic.clone(),
+                            partition_obj: partition_obj.clone(),
+                            partition,
+                            next,
+                        })
+                    }
+                };
+                let key = msg.call_method0(pyo3::intern!(py, "key"))?;
+                let items: [&Bound<'py, PyAny>; 8] = [
+                    &event,
+                    &none,
+                    &topic,
+                    &partition_obj,
+                    &offset,
+                    &ts_obj,
+                    &key,
+                    &msg,
+                ];
+                out.append(new_tuple_of(delivered, &items)?)?;
+            }
+            (n, None)
+        };
         Stretch::put(stretch, positions)?;
-        Ok((n, None))
+        Ok(stop)
     }
 
     /// `(event, written, to_walk)` as `EventCodec.decode_parts` returns them, or None when
