@@ -199,8 +199,9 @@ def run_service(
 
     Timed from the first consumed batch until ``expected`` events were processed (counted on
     the service's thread), or, for another ``done_metric`` (the audit service's sealed links),
-    until a watcher sampling it sees ``expected``. A watcher thread stops the runner; ``while_running`` (say, a lookup load) runs on it first, with the service
-    caught up and still serving. ``profile`` writes a pyinstrument profile to bench/results/.
+    until a watcher sampling it sees ``expected``. A watcher thread stops the runner;
+    ``while_running`` (say, a lookup load) runs on it first, with the service caught up and
+    still serving. ``profile`` writes a pyinstrument profile to bench/results/.
     ``group`` replaces the consumer group named after the service and topic (a second run of
     a service on the same topic needs its own, or it starts at the first run's commits).
     """

@@ -299,6 +299,9 @@ def test_what_comes_right_after_a_backlog_is_not_held_for_a_whole_batch(
             produce_forms(kafka_bootstrap, topic, [form(sequence=i)])
             time.sleep(0.05)
         wait_for(lambda: service.seen() == backlog + 15, 30, what="the trickle")
-        assert [n for _, n in service.batches[before:]] == [5]  # gathered into one batch
+        sizes = [n for _, n in service.batches[before:]]
+        # gathered, not handed over one by one (two batches if the runner was still in the
+        # first-message wait when the trickle began)
+        assert sum(sizes) == 5 and len(sizes) <= 2, sizes
     finally:
         running.stop()
