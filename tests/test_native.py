@@ -38,6 +38,8 @@ from runtrail.events.codec import HEADER_LEN, validate_json_form
 from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
 from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.events.upcasting import upcast
+from runtrail.publisher import wal
+from runtrail.publisher.spool_record import SpoolRecord
 from tests.examples import examples
 from tests.test_avro_fast import compiled, records
 
@@ -247,6 +249,145 @@ def test_schemas_the_reader_does_not_read_are_left_to_python() -> None:
             native.avro_program(schema)
         assert native.avro_reader(schema) is None
         assert codec_for(schema).read_native is None
+
+
+# --- the Avro writer -------------------------------------------------------------------------
+_WRITERS: dict[bytes, Any] = {}
+
+
+def _writer(schema: Any) -> Any:
+    if schema.fingerprint not in _WRITERS:
+        writer = native.avro_writer(schema.parsed)
+        assert writer is not None, f"no native writer for {schema.event_type} v{schema.version}"
+        _WRITERS[schema.fingerprint] = writer
+    return _WRITERS[schema.fingerprint]
+
+
+def _generated(parsed: Any, record: Any, prefix: bytes = b"") -> bytes | None:
+    out = bytearray(prefix)
+    try:
+        compiled(parsed).encode_fast(out, record)
+    except Exception:
+        return None
+    return bytes(out)
+
+
+def test_every_retained_schema_has_a_native_writer() -> None:
+    for schema in SCHEMAS:
+        assert native.avro_writer(schema.parsed) is not None, schema.event_type
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
+def test_every_fixture_is_written_as_the_generated_encoder_writes_it(form: dict[str, Any]) -> None:
+    value = CODEC.encode_json_form(form)
+    schema = next(s for s in SCHEMAS if s.fingerprint == value[2:HEADER_LEN])
+    record, _ = _reader(schema).read(value, HEADER_LEN)
+    prefix = value[:HEADER_LEN]
+    assert (
+        _writer(schema).write(record, prefix) == value == _generated(schema.parsed, record, prefix)
+    )
+
+
+def _odd_values() -> st.SearchStrategy[Any]:
+    """What a caller may put in any field: plain values of every type, the edges of each Avro
+    type's range, subclasses, lone surrogates, containers."""
+
+    class Text(str):
+        pass
+
+    class Number(int):
+        pass
+
+    return st.sampled_from(
+        [None, True, False, 0, -1, 63, 64, -65, 2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1,
+         2**63, -(2**63), -(2**63) - 1, 1.5, float("nan"), float("inf"), -0.0, 2**53 + 1,
+         "", "x", "é\U0001f600", "\ud800", Text("t"), Number(3), b"x", [], {}, {"a": 1}]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: f"{s.event_type}.v{s.version}")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_records_and_odd_values_are_written_exactly_or_left_to_python(
+    schema: Any, data: Any
+) -> None:
+    record = data.draw(records(schema.source))
+    writer = _writer(schema)
+    assert writer.write(record, b"\x00") == _generated(schema.parsed, record, b"\x00")
+    # any field set to an odd value, a field too many or too few: the native writer may
+    # refuse what the generated encoder writes, never write what it refuses, or differently
+    odd = copy.deepcopy(record)
+    target = odd
+    while True:
+        keys = sorted(target)
+        key = data.draw(st.sampled_from(keys))
+        if isinstance(target[key], dict) and data.draw(st.booleans()):
+            target = target[key]
+            continue
+        change = data.draw(st.sampled_from(["value", "extra", "missing"]))
+        if change == "value":
+            target[key] = data.draw(_odd_values())
+        elif change == "extra":
+            target["zzExtra"] = 1
+        else:
+            del target[key]
+        break
+    ours = writer.write(odd, b"")
+    if ours is not None:
+        assert ours == _generated(schema.parsed, odd), odd
+    assert _answer(compiled(schema.parsed).encode, odd) == _python_encode(schema.parsed, odd)
+
+
+def _answer(encode: Any, record: Any) -> Any:
+    """The bytes an encoder wrote, or the type of what it raised."""
+    try:
+        return encode(record)
+    except Exception as exc:
+        return type(exc)
+
+
+def _python_encode(parsed: Any, record: Any) -> Any:
+    """The generated encoder's bytes, else fastavro's bytes or error type: what
+    :meth:`FastCodec.encode` answered before the native writer."""
+    generated = _generated(parsed, record)
+    if generated is not None:
+        return generated
+    try:
+        buf = io.BytesIO()
+        schemaless_writer(buf, parsed, record, strict=True)
+        return buf.getvalue()
+    except Exception as exc:
+        return type(exc)
+
+
+def test_fast_codec_encode_answers_as_before_the_native_writer_on_odd_records() -> None:
+    from fastavro import parse_schema
+
+    schema = parse_schema(
+        {
+            "type": "record",
+            "name": "t.W",
+            "fields": [
+                {"name": "i", "type": "int"},
+                {"name": "d", "type": "double"},
+                {"name": "s", "type": ["null", "string"]},
+                {"name": "b", "type": "boolean"},
+            ],
+        }
+    )
+    codec = codec_for(schema)
+    assert codec.write_native is not None
+    for record in (
+        {"i": 1, "d": 2, "s": None, "b": True},  # an int where a double goes
+        {"i": 2**31, "d": 1.0, "s": "x", "b": False},  # an int beyond 32 bits
+        {"i": True, "d": 1.0, "s": "x", "b": False},  # a bool where an int goes
+        {"i": 1, "d": 2**80, "s": "x", "b": False},  # an int beyond 64 bits as a double
+        {"i": 1, "d": 1.0, "s": "\ud800", "b": False},  # a lone surrogate
+        {"i": 1, "d": 1.0, "s": "x", "b": 1},  # an int where a bool goes
+        {"i": 1, "d": 1.0, "s": "x"},  # a field missing
+        {"i": 1, "d": 1.0, "s": "x", "b": True, "z": 0},  # a field too many
+    ):
+        assert _answer(codec.encode, record) == _python_encode(schema, record), record
 
 
 # --- the model builder -----------------------------------------------------------------------
@@ -835,3 +976,49 @@ def test_a_subclass_or_a_missing_field_is_left_to_pydantic() -> None:
     del event.__dict__["correlation_id"]
     with pytest.raises(KeyError):
         dump(event)
+
+
+# --- the write-ahead log's frames ------------------------------------------------------------
+_headers = st.lists(st.tuples(st.text(max_size=12), st.binary(max_size=20)), max_size=5)
+_spool_records = st.builds(
+    SpoolRecord,
+    st.none() | st.binary(max_size=40),
+    st.binary(max_size=300),
+    _headers.map(tuple) | _headers,
+    st.none() | st.text(max_size=40),
+    st.none() | st.integers(-(2**63), 2**63 - 1),
+    st.none() | st.integers(-(2**63), 2**63 - 1),
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(_spool_records, max_size=8))
+def test_the_compiled_frames_are_the_python_frames(batch: list[SpoolRecord]) -> None:
+    assert native.NATIVE.wal_frames(batch) == b"".join(wal.encode(r) for r in batch)
+    assert wal.frames(batch) == b"".join(wal.encode(r) for r in batch)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        SpoolRecord(bytearray(b"k"), b"v", ()),  # not bytes: join takes it, the native does not
+        SpoolRecord(b"k", b"v", (("h", bytearray(b"x")),)),
+        SpoolRecord(b"k", b"v", (), "e" * 70_000),  # an eventId too long for its field
+        SpoolRecord(b"k", b"v", (), None, 2**63),  # a timestamp beyond 64 bits
+        SpoolRecord(b"k", b"v", (("h", b"x", b"y"),)),  # a header of three
+        SpoolRecord(b"k", b"v", (), "\ud800"),  # a lone surrogate in the eventId
+        SpoolRecord(b"k", b"v", ((1, b"x"),)),  # a header name that is no text
+    ],
+    ids=range(7),
+)
+def test_odd_records_get_the_python_frames_answer(odd: SpoolRecord) -> None:
+    assert native.NATIVE.wal_frames([odd]) is None
+    try:
+        expected: Any = wal.encode(odd)
+    except Exception as exc:
+        expected = type(exc)
+    try:
+        ours: Any = wal.frames([odd])
+    except Exception as exc:
+        ours = type(exc)
+    assert ours == expected

@@ -1,13 +1,15 @@
-"""The redactor's prefilter (two Aho-Corasick scans) answers exactly as the scan-per-marker
-algorithm it replaced, on any text: made of marker fragments, word ends, qualifiers, DSNs,
-escapes and mixed case, and on arbitrary text. The prefilter's own soundness against the walk
-is held by ``tests/test_redaction.py``."""
+"""The redactor's prefilter (its Aho-Corasick scans: the compiled one of ASCII bytes and the
+Python ones) answers exactly as the scan-per-marker algorithm it replaced, on any text: made
+of marker fragments, word ends, qualifiers, DSNs, escapes and mixed case, and on arbitrary
+text. The prefilter's own soundness against the walk is held by ``tests/test_redaction.py``."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtrail.publisher import secret_markers
 from runtrail.publisher.secret_keys import KEY_QUALIFIERS, SECRET_SUFFIXES
 from runtrail.publisher.secret_markers import has_marker
 from tests.examples import examples
@@ -45,3 +47,42 @@ def test_every_kind_of_marker_is_found_and_near_misses_are_not() -> None:
         assert has_marker(text) and reference(text) and has_marker(text.encode()), text
     for text in clean:
         assert has_marker(text) == reference(text) == has_marker(text.encode()), text
+
+
+DSN_FRAGMENTS = [
+    "://", ":", "@", "/", '"', " ", "\t", "\x0b", "\x1c", "\x1f", "\x7f", "u", "p", "postgres",
+    "KEY", "api_", "key", ". ", "-", "AKIA", "x",
+]  # fmt: skip
+ascii_texts = st.lists(st.sampled_from(FRAGMENTS + DSN_FRAGMENTS), max_size=16).map("".join) | (
+    st.text(st.characters(max_codepoint=127), max_size=80)
+)
+
+
+@pytest.mark.skipif(secret_markers._native_scan is None, reason="runtrail_native not installed")
+@settings(max_examples=examples(3000), deadline=None)
+@given(ascii_texts)
+def test_the_compiled_scan_answers_as_the_python_scan(text: str) -> None:
+    data = text.encode()
+    native = secret_markers._native_scan(data)
+    if not data.isascii():
+        assert native is None
+        return
+    assert native == reference(text), "the scan-per-marker algorithm"
+    kept = secret_markers._native_scan
+    try:
+        secret_markers._native_scan = None
+        assert has_marker(data) == native, "the Python automaton over the same bytes"
+    finally:
+        secret_markers._native_scan = kept
+
+
+def test_the_compiled_scan_finds_every_kind_of_marker_in_json_text() -> None:
+    if secret_markers._native_scan is None:
+        pytest.skip("runtrail_native not installed")
+    scan = secret_markers._native_scan
+    assert scan(b'{"url":"postgres://u:p@h/db"}') is True
+    assert scan(b'{"url":"https://example.org/a:b@c"}') is False  # "/" before "@"
+    assert scan(b'{"k":"AKIAIOSFODNN7"}') is True and scan(b'{"k":"akiaiosfodnn7"}') is False
+    assert scan(b'{"apiKey":1}') is True and scan(b'{"idempotencyKey":1}') is False
+    assert scan(b'{"inputTokens":1}') is False and scan(b'{"sessionToken":1}') is True
+    assert scan('{"x":"é"}'.encode()) is None  # not ASCII: the Python scan decides

@@ -518,7 +518,8 @@ def _generate(parsed: Any) -> tuple[Decoder, Encoder, str]:
 
 class FastCodec:
     """The generated decoder and encoder of one schema, with fastavro behind them, and the
-    compiled reader (:mod:`~runtrail.events.native`) in front of the decoder when there is one."""
+    compiled reader and writer (:mod:`~runtrail.events.native`) in front of them when there
+    are."""
 
     def __init__(self, parsed: Any, *, generate: bool = True) -> None:
         """``generate=False``: fastavro alone (a schema the generator does not support)."""
@@ -530,6 +531,10 @@ class FastCodec:
         reader = native.avro_reader(parsed) if generate else None
         self.read_native: Callable[[bytes, int], tuple[Any, int] | None] | None = (
             reader.read if reader is not None else None
+        )
+        writer = native.avro_writer(parsed) if generate else None
+        self.write_native: Callable[[Any, bytes], bytes | None] | None = (
+            writer.write if writer is not None else None
         )
 
     def decode(self, value: bytes, pos: int = 0) -> tuple[Any, int]:
@@ -549,7 +554,12 @@ class FastCodec:
 
     def encode(self, record: Any, prefix: bytes = b"") -> bytes:
         """``prefix`` + the record's encoding; strict (no missing or extra fields), as
-        fastavro's ``schemaless_writer(strict=True)``, which runs on anything odd."""
+        fastavro's ``schemaless_writer(strict=True)``, which runs on anything odd. The
+        compiled writer first, when there is one: it answers None where it is unsure."""
+        if self.write_native is not None:
+            written = self.write_native(record, prefix)
+            if written is not None:
+                return written
         out = bytearray(prefix)
         try:
             self.encode_fast(out, record)

@@ -5,7 +5,8 @@ maturin: ``pip install ./shared/runtrail_native``). It holds two interpreters, e
 plan made here once per schema:
 
 - :func:`avro_reader`: an Avro body read into the record :mod:`~runtrail.events.avro_fast`'s
-  generated decoder returns, from a plan of the fastavro-parsed writer schema;
+  generated decoder returns, from a plan of the fastavro-parsed writer schema, and
+  :func:`avro_writer`: a record encoded as its generated encoder encodes it, from the same plan;
 - :func:`model_builder`: a pydantic model instance built from a JSON-form dict the way its
   validator builds it, from a plan of the model's core schema.
 
@@ -113,6 +114,17 @@ def avro_reader(parsed: Any) -> Any | None:
         return None
     try:
         return NATIVE.AvroReader(avro_program(parsed))
+    except Unplanned:
+        return None
+
+
+def avro_writer(parsed: Any) -> Any | None:
+    """The native writer of a schema (``write(record, prefix) -> bytes | None``), from the
+    reader's plan of it, or None without the extension or for a schema it does not read."""
+    if NATIVE is None:
+        return None
+    try:
+        return NATIVE.AvroWriter(avro_program(parsed))
     except Unplanned:
         return None
 

@@ -11,6 +11,7 @@ import re
 
 import ahocorasick_rs
 
+from runtrail.events.native import NATIVE
 from runtrail.publisher.secret_keys import KEY_QUALIFIERS, SECRET_SUFFIXES
 
 # One cheap scan first: a string (or an event's JSON text) without any marker is returned as
@@ -58,6 +59,20 @@ _LOWER = ahocorasick_rs.AhoCorasick(list(_PATTERNS))
 #: decode, and held to a ``bytearray`` so the scan keeps the GIL (a release on every event
 #: lets the publisher's own threads in mid-call).
 _LOWER_BYTES = ahocorasick_rs.BytesAhoCorasick([p.encode() for p in _PATTERNS])
+#: The compiled scan of ASCII bytes (``runtrail_native.MarkerScanner``): the same markers and
+#: checks, matched without lower-casing and copying the text; None where it is not installed.
+_native_scan = (
+    None
+    if NATIVE is None
+    else NATIVE.MarkerScanner(
+        list(_PATTERNS),
+        list(_CASED_MARKERS),
+        _FIRST_SUFFIX,
+        _DSN_AT,
+        _KEY_AT,
+        list(_QUALIFIER_ENDINGS),
+    ).has_marker
+)
 
 
 def _ends_word(low: str, end: int) -> bool:
@@ -83,9 +98,14 @@ def has_marker(text: str | bytes) -> bool:
     after validation). A non-ASCII text may change length when lower-cased, so its cased
     markers are looked for in the text itself. UTF-8 bytes (an event's orjson text) give the
     answer their text gives: ASCII bytes are scanned as they are (ASCII lower-casing is the
-    same on both), any other bytes as their text. The same answer as one scan per marker:
-    ``tests/test_secret_markers.py`` holds it to that algorithm."""
+    same on both), any other bytes as their text; ASCII bytes go to the compiled scan when it
+    is installed. The same answer as one scan per marker: ``tests/test_secret_markers.py``
+    holds it (and the compiled scan) to that algorithm."""
     if isinstance(text, bytes):
+        if _native_scan is not None:
+            answer: bool | None = _native_scan(text)
+            if answer is not None:
+                return answer
         if not text.isascii():
             return has_marker(text.decode())
         found = _LOWER_BYTES.find_matches_as_indexes(bytearray(text.lower()), overlapping=True)

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtrail.events.native import NATIVE
 from runtrail.files import fsync_dir, private_dir
 from runtrail.publisher.legacy_spool import LegacySpoolReader
 from runtrail.publisher.spool_record import SpoolRecord, path_component
@@ -51,6 +52,10 @@ _HEAD = struct.Struct("<2sII")  # magic, body length, crc32 of the body
 _BODY = struct.Struct("<qqiHHI")  # timestamp ms (-1: none), sequence (-1: none), key length
 #                                   (-1: none), id length, header count, value length
 _HNAME = struct.Struct("<HI")  # header name length, value length
+
+
+#: the compiled frame encoder (``runtrail_native.wal_frames``), when the extension is there
+_native_frames = None if NATIVE is None else NATIVE.wal_frames
 
 
 class WalError(Exception):
@@ -73,6 +78,16 @@ class WalEntry:
     index: int
     record: SpoolRecord | None
     end: WalPos
+
+
+def frames(records: Sequence[SpoolRecord]) -> bytes:
+    """The frames of ``records``, joined: compiled when it can be (a Python call per header
+    was most of the committer's time an event), else :func:`encode` each."""
+    if _native_frames is not None and type(records) is list:
+        joined: bytes | None = _native_frames(records)
+        if joined is not None:
+            return joined
+    return b"".join(encode(r) for r in records)
 
 
 def encode(record: SpoolRecord) -> bytes:
@@ -202,7 +217,7 @@ class Wal:
         a stored cursor never points past what is on disk."""
         if not records:
             return
-        data = b"".join(encode(r) for r in records)
+        data = frames(records)
         with self._lock:
             end = self._end
             if self._fd < 0 or end.offset >= SEGMENT_BYTES:

@@ -18,6 +18,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 use regex::Regex;
 
+mod avro_write;
+mod secret_scan;
+mod wal_frames;
+
 /// The interned copy of a name: dict keys that are the same object compare without a
 /// `memcmp`, and the decoder's record keys are then the builder's lookup keys.
 fn interned(name: &Bound<'_, PyAny>) -> PyResult<Py<PyString>> {
@@ -847,11 +851,14 @@ fn copy_value(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<Option<PyObjec
 #[pymodule]
 fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AvroReader>()?;
+    m.add_class::<avro_write::AvroWriter>()?;
+    m.add_class::<secret_scan::MarkerScanner>()?;
     m.add_class::<ModelBuilder>()?;
     m.add_class::<EventDecoder>()?;
     m.add_class::<SequenceState>()?;
     m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
     m.add_function(wrap_pyfunction!(json_copy, m)?)?;
+    m.add_function(wrap_pyfunction!(wal_frames::wal_frames, m)?)?;
     Ok(())
 }
 
