@@ -26,6 +26,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from runtrail.events.jsonform import tight
 from runtrail.nodes.keys import call_key as call_key  # the one pairing-key function
 
 NodeType = Literal["MODEL", "TOOL"]
@@ -110,12 +111,14 @@ class NodeIoRecord(BaseModel):
 
         Written by orjson from the field values (the same bytes as pydantic's
         ``model_dump_json``: compact, UTF-8, fields in declaration order; a test holds the
-        two equal); a value orjson refuses (an integer beyond 64 bits) falls back to pydantic."""
+        two equal); a value orjson refuses (an integer beyond 64 bits) falls back to pydantic.
+        :func:`~runtrail.events.jsonform.tight`, as it is kept until the sink writes it."""
         values = self.__dict__
         try:
-            return orjson.dumps(
+            line = orjson.dumps(
                 {alias: values[name] for name, alias in _ALIASES}, option=orjson.OPT_APPEND_NEWLINE
             )
+            return tight(line)  # it waits in the sink's buffer
         except TypeError:
             return self.model_dump_json(by_alias=True).encode() + b"\n"
 
