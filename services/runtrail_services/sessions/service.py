@@ -173,7 +173,10 @@ class SessionsService(Service):
             # the store answers, flush raises StoreUnavailable and nothing is committed.
             self._store_down(exc)
         self._sessions[key] = tracked
-        self._update_gauges()
+        if tracked.halted:
+            self._update_gauges()
+        else:  # only the count changed: a recount of the halted was a pass over every session
+            self.metrics.tracked.set(len(self._sessions))
         return tracked
 
     def _halt(self, tracked: Tracked, exc: Exception) -> None:
