@@ -103,17 +103,23 @@ def test_an_unknown_mode_names_the_variable() -> None:
 
 
 # --- the Avro reader -------------------------------------------------------------------------
-#: schema fingerprint -> its native reader: planned once per test process (a reader holds no
-#: state, and planning one costs more than the reads a property test makes with it)
-_READERS: dict[bytes, Any] = {}
+#: (reader or writer, schema fingerprint) -> its native reader or writer: planned once per test
+#: process (neither holds state, and planning one costs more than a property test's checks)
+_PLANNED: dict[tuple[str, bytes], Any] = {}
+
+
+def _planned(kind: str, schema: Any) -> Any:
+    key = (kind, schema.fingerprint)
+    if key not in _PLANNED:
+        plan = native.avro_reader if kind == "reader" else native.avro_writer
+        made = plan(schema.parsed)
+        assert made is not None, f"no native {kind} for {schema.event_type} v{schema.version}"
+        _PLANNED[key] = made
+    return _PLANNED[key]
 
 
 def _reader(schema: Any) -> Any:
-    if schema.fingerprint not in _READERS:
-        reader = native.avro_reader(schema.parsed)
-        assert reader is not None, f"no native reader for {schema.event_type} v{schema.version}"
-        _READERS[schema.fingerprint] = reader
-    return _READERS[schema.fingerprint]
+    return _planned("reader", schema)
 
 
 def _python_read(schema: Any, body: bytes) -> Any:
@@ -129,9 +135,10 @@ def _encode(schema: Any, record: Any) -> bytes:
     return buf.getvalue()
 
 
-def test_every_retained_schema_has_a_native_reader() -> None:
+def test_every_retained_schema_has_a_native_reader_and_writer() -> None:
     for schema in SCHEMAS:
         assert native.avro_reader(schema.parsed) is not None, schema.event_type
+        assert native.avro_writer(schema.parsed) is not None, schema.event_type
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")
@@ -252,15 +259,8 @@ def test_schemas_the_reader_does_not_read_are_left_to_python() -> None:
 
 
 # --- the Avro writer -------------------------------------------------------------------------
-_WRITERS: dict[bytes, Any] = {}
-
-
 def _writer(schema: Any) -> Any:
-    if schema.fingerprint not in _WRITERS:
-        writer = native.avro_writer(schema.parsed)
-        assert writer is not None, f"no native writer for {schema.event_type} v{schema.version}"
-        _WRITERS[schema.fingerprint] = writer
-    return _WRITERS[schema.fingerprint]
+    return _planned("writer", schema)
 
 
 def _generated(parsed: Any, record: Any, prefix: bytes = b"") -> bytes | None:
@@ -270,11 +270,6 @@ def _generated(parsed: Any, record: Any, prefix: bytes = b"") -> bytes | None:
     except Exception:
         return None
     return bytes(out)
-
-
-def test_every_retained_schema_has_a_native_writer() -> None:
-    for schema in SCHEMAS:
-        assert native.avro_writer(schema.parsed) is not None, schema.event_type
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f['type']}.v{f['schemaVersion']}")

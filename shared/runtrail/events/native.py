@@ -110,21 +110,20 @@ def avro_program(parsed: Any) -> tuple[Any, ...]:
 def avro_reader(parsed: Any) -> Any | None:
     """The native reader of a writer schema (``read(value, pos) -> (record, end) | None``),
     or None without the extension or for a schema it does not read."""
-    if NATIVE is None:
-        return None
-    try:
-        return NATIVE.AvroReader(avro_program(parsed))
-    except Unplanned:
-        return None
+    return _planned_avro("AvroReader", parsed)
 
 
 def avro_writer(parsed: Any) -> Any | None:
     """The native writer of a schema (``write(record, prefix) -> bytes | None``), from the
     reader's plan of it, or None without the extension or for a schema it does not read."""
+    return _planned_avro("AvroWriter", parsed)
+
+
+def _planned_avro(kind: str, parsed: Any) -> Any | None:
     if NATIVE is None:
         return None
     try:
-        return NATIVE.AvroWriter(avro_program(parsed))
+        return getattr(NATIVE, kind)(avro_program(parsed))
     except Unplanned:
         return None
 
