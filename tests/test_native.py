@@ -15,6 +15,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -1017,3 +1019,39 @@ def test_odd_records_get_the_python_frames_answer(odd: SpoolRecord) -> None:
     except Exception as exc:
         ours = type(exc)
     assert ours == expected
+
+
+def test_an_extension_built_before_the_publish_path_leaves_it_to_python() -> None:
+    """A runtrail_native built from an older checkout (no AvroWriter, wal_frames or
+    MarkerScanner) still imports and publishes: those steps run in Python."""
+    script = """
+import sys, types
+import runtrail_native as real
+old = types.ModuleType("runtrail_native")
+old.__file__ = real.__file__
+for name in dir(real):
+    if name not in ("AvroWriter", "wal_frames", "MarkerScanner"):
+        setattr(old, name, getattr(real, name))
+sys.modules["runtrail_native"] = old
+from runtrail.events import EventCodec, native
+from runtrail.publisher import secret_markers, wal
+from runtrail.publisher.spool_record import SpoolRecord
+assert native.NATIVE is old and native.avro_reader is not None
+assert wal._native_frames is None and secret_markers._native_scan is None
+from bench.workload import workload
+codec = EventCodec()
+forms = list(workload(50))
+assert [codec.decode_written(codec.encode_json_form(f)) for f in forms] == forms
+assert secret_markers.has_marker(b'{"apiKey": 1}') and not secret_markers.has_marker(b"{}")
+record = SpoolRecord(b"k", b"v", (("h", b"x"),), "e1", 1, 2)
+assert wal.frames([record]) == wal.encode(record)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "RUNTRAIL_NATIVE": "auto"},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -120,10 +120,13 @@ def avro_writer(parsed: Any) -> Any | None:
 
 
 def _planned_avro(kind: str, parsed: Any) -> Any | None:
-    if NATIVE is None:
+    """``kind`` planned for ``parsed``; None also from an extension built before ``kind``
+    (the Python path then answers, as without one)."""
+    make = getattr(NATIVE, kind, None)
+    if make is None:
         return None
     try:
-        return getattr(NATIVE, kind)(avro_program(parsed))
+        return make(avro_program(parsed))
     except Unplanned:
         return None
 

@@ -60,11 +60,13 @@ _LOWER = ahocorasick_rs.AhoCorasick(list(_PATTERNS))
 #: lets the publisher's own threads in mid-call).
 _LOWER_BYTES = ahocorasick_rs.BytesAhoCorasick([p.encode() for p in _PATTERNS])
 #: The compiled scan of ASCII bytes (``runtrail_native.MarkerScanner``): the same markers and
-#: checks, matched without lower-casing and copying the text; None where it is not installed.
+#: checks, matched without lower-casing and copying the text; None where it is not installed
+#: (or was built before it).
+_MarkerScanner = getattr(NATIVE, "MarkerScanner", None)
 _native_scan = (
     None
-    if NATIVE is None
-    else NATIVE.MarkerScanner(
+    if _MarkerScanner is None
+    else _MarkerScanner(
         list(_PATTERNS),
         list(_CASED_MARKERS),
         _FIRST_SUFFIX,

@@ -54,8 +54,8 @@ _BODY = struct.Struct("<qqiHHI")  # timestamp ms (-1: none), sequence (-1: none)
 _HNAME = struct.Struct("<HI")  # header name length, value length
 
 
-#: the compiled frame encoder (``runtrail_native.wal_frames``), when the extension is there
-_native_frames = None if NATIVE is None else NATIVE.wal_frames
+#: the compiled frame encoder (``runtrail_native.wal_frames``), when the extension has it
+_native_frames = getattr(NATIVE, "wal_frames", None)
 
 
 class WalError(Exception):
