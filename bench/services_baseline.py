@@ -13,6 +13,11 @@ Beside each rate it reports the CPU the service's process used per event (every 
 the first message consumed to the last event done): on a machine other work shares,
 wall-clock rates move by several times between rounds, CPU per event much less.
 A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
+
+Every measurement writes to a folder of its own, all deleted after the last round: a folder
+deleted between rounds made the next round's file creations slow on ext4 without a journal
+(sessions: 20,000 instead of 42,000 events/s). ``--deleted-before N`` makes that state on
+purpose before each measurement, to compare checkouts there.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,8 +81,12 @@ def _free_port() -> int:
     return port
 
 
-def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str) -> None:
-    """One measurement in this process, with whichever runtrail is first on sys.path."""
+def _child(
+    service: str, bootstrap: str, topic: str, expected: str, profile: str, folder: str
+) -> None:
+    """One measurement in this process, with whichever runtrail is first on sys.path; its
+    files go to ``folder``, which the parent deletes after the last round (not before the
+    next: see :func:`_churn`)."""
     import importlib
 
     from bench.harness import run_service
@@ -85,30 +95,43 @@ def _child(service: str, bootstrap: str, topic: str, expected: str, profile: str
     target, options, metric = SERVICES[service]
     module, _, name = target.partition(":")
     factory = getattr(importlib.import_module(module), name)
-    with tempfile.TemporaryDirectory() as scratch:
-        work = Path(scratch)
-        settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, state_dir=work)
-        done = "runtrail_processed_total" if metric == "processed" else metric
-        profiler = None
-        if profile:
-            import cProfile
+    work = Path(folder)
+    settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, state_dir=work)
+    done = "runtrail_processed_total" if metric == "processed" else metric
+    profiler = None
+    if profile:
+        import cProfile
 
-            profiler = cProfile.Profile()
-            profiler.enable()
-        run = run_service(
-            factory,
-            service,
-            settings,
-            int(expected),
-            options=options(work),
-            done_metric=done,
-            group=f"bench-{service}-{uuid.uuid4().hex[:8]}",
-        )
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(profile)
+        profiler = cProfile.Profile()
+        profiler.enable()
+    run = run_service(
+        factory,
+        service,
+        settings,
+        int(expected),
+        options=options(work),
+        done_metric=done,
+        group=f"bench-{service}-{uuid.uuid4().hex[:8]}",
+    )
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     cpu = run.cpu_seconds
     print(json.dumps({"events": run.rate.events, "seconds": run.rate.seconds, "cpu": cpu}))
+
+
+def _churn(folder: Path, count: int) -> None:
+    """Create ``count`` files in ``folder`` and delete them. On ext4 without a journal, every
+    inode freed in the last minute (five if its table block is not written back yet) is
+    skipped, one by one, by each allocation after it: a folder deleted before a round slows
+    whatever makes files in that round. The rounds' folders are therefore kept to the end,
+    and this makes that state on purpose, the same for both checkouts."""
+    if count <= 0:
+        return
+    folder.mkdir()
+    for index in range(count):
+        (folder / str(index)).touch()
+    shutil.rmtree(folder)
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -145,7 +168,7 @@ def _fill(bootstrap: str, topic: str, events: int) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(*sys.argv[2:7])
+        _child(*sys.argv[2:8])
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,6 +180,14 @@ def main() -> None:
     parser.add_argument("--services", default="noop,capture,audit,projector,resume-cache,sessions")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--bootstrap-servers")
+    parser.add_argument(
+        "--deleted-before",
+        type=int,
+        default=0,
+        metavar="N",
+        help="create and delete N files beside the service's folder before each measurement "
+        "(what a file system looks like after a cleanup or a retention pass)",
+    )
     args = parser.parse_args()
     services = args.services.split(",")
     unknown = [s for s in services if s not in SERVICES]
@@ -166,6 +197,7 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {s: {} for s in services}
     cpu_us: dict[str, dict[str, list[float]]] = {s: {} for s in services}
     stamp = time.strftime("%Y%m%dT%H%M%S")
+    scratch = Path(tempfile.mkdtemp(prefix="runtrail-services-"))
     with broker(args.bootstrap_servers) as bootstrap:
         topic = create_topic(bootstrap, args.partitions, prefix="benchsvc")
         try:
@@ -190,8 +222,10 @@ def main() -> None:
             RESULTS.mkdir(exist_ok=True)
 
             def measure(service: str, root: Path, profile: str = "") -> tuple[float, float]:
+                folder = Path(tempfile.mkdtemp(prefix=f"{service}-", dir=scratch))
+                _churn(folder.with_name(folder.name + "-churn"), args.deleted_before)
                 cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
-                cmd += [service, bootstrap, topic, str(args.events), profile]
+                cmd += [service, bootstrap, topic, str(args.events), profile, str(folder)]
                 done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"{service} ({root}) failed: {done.stderr[-3000:]}")
@@ -216,6 +250,7 @@ def main() -> None:
                     print(f"profile of {service}: {path}", flush=True)
         finally:
             delete_topic(bootstrap, topic)
+            shutil.rmtree(scratch, ignore_errors=True)
     print(
         f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}"
         f" {'CPU µs/event: baseline':>23} {'this':>6} {'ratio':>6}"

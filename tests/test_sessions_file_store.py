@@ -13,6 +13,7 @@ import pytest
 
 from runtrail.persistence import SESSION_SNAPSHOTS, open_store
 from runtrail.sessions import AgentSessionSnapshot, CorruptSnapshot, SessionStoreError
+from runtrail.sessions.snapshot import parse_snapshot
 from runtrail.sessions.store_file import FileSessionStore
 from tests.sessions_support import REPO, built_snapshot, writer_command
 
@@ -27,6 +28,7 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
     url = (tmp_path / "sessions").as_uri()
     store = FileSessionStore.from_url(url)
     path = store.path_of("t1", "s1")
+    spare = path.parent / f".{path.name}.spare"  # written, then swapped with the snapshot
     rng = random.Random(20261129)
     seen: list[int] = []
     torn = 0
@@ -46,7 +48,6 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
     reader.start()
     try:
         for _ in range(KILLS):
-            before = len(list(path.parent.glob(".*.tmp"))) if path.parent.exists() else 0
             child = subprocess.Popen(
                 writer_command("grow", url, str(PAYLOAD)),
                 cwd=REPO,
@@ -63,7 +64,7 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
             loaded = store.load("t1", "s1")  # raises CorruptSnapshot if the kill broke it
             assert loaded is not None
             seen.append(loaded.revision)
-            torn += len(list(path.parent.glob(".*.tmp"))) - before
+            torn += interrupted_write(spare)
     finally:
         stop.set()
         reader.join(10)
@@ -72,8 +73,19 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
     assert final is not None
     assert final.digest == built_snapshot(final.revision, payload=PAYLOAD).digest
     assert seen == sorted(seen) and seen[-1] > seen[0]  # every restart continued what it found
-    # the kills really landed inside saves: their temporary files were left behind, unused
+    # the kills really landed inside saves: a spare was left half written, never swapped in
     assert torn > 0, "no kill interrupted a save; the test proved nothing"
+
+
+def interrupted_write(spare: Path) -> int:
+    """1 if the spare holds a partial snapshot (its writer was killed mid-write), else 0."""
+    try:
+        parse_snapshot(spare.read_bytes(), str(spare))
+    except FileNotFoundError:
+        return 0
+    except CorruptSnapshot:
+        return 1
+    return 0
 
 
 def test_a_corrupted_snapshot_file_is_refused_with_an_error_naming_it(tmp_path: Path) -> None:
@@ -115,18 +127,18 @@ def test_save_all_if_overlaps_the_saves_and_stops_at_a_failing_store(
     from runtrail.sessions import store_file
 
     store = FileSessionStore(tmp_path / "sessions")
-    real = store_file.write_atomic
+    real = store_file.replace_via_spare
     both_in_flight = threading.Barrier(2, timeout=10)
     mode = {"now": "overlap"}
 
-    def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    def replace_via_spare(path: Path, data: bytes, spare: Path, *, sync_dir: bool = True) -> None:
         if mode["now"] == "overlap":
             both_in_flight.wait()  # one save at a time would never get past this
         elif mode["now"] == "full":
             raise OSError(errno.ENOSPC, "No space left on device (injected)", str(path))
-        real(path, data, sync_dir=sync_dir)
+        real(path, data, spare, sync_dir=sync_dir)
 
-    monkeypatch.setattr(store_file, "write_atomic", write_atomic)
+    monkeypatch.setattr(store_file, "replace_via_spare", replace_via_spare)
     pair = [built_snapshot(3, session="a"), built_snapshot(3, session="b")]
     assert store.save_all_if((s, None) for s in pair) == [True, True]
 
@@ -161,3 +173,54 @@ def test_an_unreadable_store_folder_is_an_error_not_an_absence(tmp_path: Path) -
     path.mkdir()  # a folder where the file should be
     with pytest.raises(SessionStoreError, match=str(path)):
         store.load("t1", "s1")
+
+
+def test_saves_swap_two_files_and_a_delete_removes_both(tmp_path: Path) -> None:
+    """A save writes the session's spare and swaps it with the stored file: no file is made or
+    freed per save (on ext4 without a journal, every freed inode slows the next allocation
+    for a minute or more). The spare then holds the replaced snapshot, so deleting the
+    session (an erasure, retention) deletes it too."""
+    store = FileSessionStore(tmp_path / "sessions")
+    path = store.path_of("t1", "s1")
+    spare = path.parent / f".{path.name}.spare"
+    saved = [built_snapshot(n) for n in range(1, 6)]
+    inodes = set()
+    for snapshot in saved:
+        assert store.save(snapshot)
+        inodes.add(path.stat().st_ino)
+        if spare.exists():
+            inodes.add(spare.stat().st_ino)
+    assert len(inodes) == 2  # the first save's file and one spare, swapped ever since
+    assert parse_snapshot(spare.read_bytes(), str(spare)).digest == saved[-2].digest
+    loaded = store.load("t1", "s1")
+    assert loaded is not None and loaded.digest == saved[-1].digest
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600)
+    assert [s.session_id for s in store.list("t1")] == ["s1"]  # the spare is not a session
+    assert store.delete("t1", "s1")
+    assert not path.exists() and not spare.exists()
+    assert not store.delete("t1", "s1")
+    store.close()
+
+
+def test_without_the_swap_a_save_renames_its_spare_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``renameat2(RENAME_EXCHANGE)`` is refused (another OS, a file system without it),
+    the written spare is renamed over the stored file, as a temporary file would be."""
+    from runtrail import files
+
+    refused: list[tuple[Path, Path]] = []
+
+    def no_exchange(first: Path, second: Path) -> bool:
+        refused.append((first, second))
+        return False
+
+    monkeypatch.setattr(files, "exchange", no_exchange)
+    store = FileSessionStore(tmp_path / "sessions")
+    for count in (2, 3):
+        assert store.save(built_snapshot(count))
+    path = store.path_of("t1", "s1")
+    assert refused and not (path.parent / f".{path.name}.spare").exists()
+    loaded = store.load("t1", "s1")
+    assert loaded is not None and loaded.revision == 3
+    store.close()

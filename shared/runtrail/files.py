@@ -7,10 +7,14 @@ Why: they hold whole agent runs (prompts, tool outputs) and signing keys. Folder
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
+import functools
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -111,6 +115,76 @@ def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         raise
     if sync_dir:
         fsync_dir(path.parent)
+
+
+def replace_via_spare(path: Path, data: bytes, spare: Path, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` as :func:`write_atomic` does (old or new, never a mix,
+    whenever the writer dies), reusing one file instead of making a new one per write: the
+    data goes into ``spare`` (hidden, 0600, truncated first), fsynced, then the two names are
+    swapped in one step (``renameat2(RENAME_EXCHANGE)``), so ``spare`` then holds the old
+    content, for the next write to reuse.
+
+    Why: a save per session per batch otherwise makes and frees an inode each time, and ext4
+    without a journal skips every recently freed inode, one by one, when it allocates the
+    next: at thousands of saves a second that scan took a fifth of the sessions service's CPU.
+    Where the swap is not possible (no ``path`` yet, or a file system or OS without it),
+    ``spare`` is renamed over ``path``. Only one writer at a time may use a ``spare``
+    (the caller's lock). The caller deletes ``spare`` with ``path``: it holds old content."""
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not exchange(spare, path):
+        os.replace(spare, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+#: renameat2's flag and "the current folder" for its folder descriptors (linux/fcntl.h)
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+#: errors meaning "no swap here": no such call or flag, a file system without it, no target
+_NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOENT}
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two names atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is
+    not possible (another OS, a file system without it, ``second`` absent)."""
+    call = _renameat2()
+    if call is None:
+        return False
+    if call(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2`` (glibc 2.28 and later), or None; the call releases the GIL."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    call = getattr(libc, "renameat2", None)
+    if call is not None:
+        call.argtypes = [
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_uint,
+        ]
+        call.restype = ctypes.c_int
+    return call
 
 
 @contextlib.contextmanager

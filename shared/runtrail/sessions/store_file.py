@@ -1,12 +1,14 @@
 """The file session store: ``<dir>/<tenant>/<session>.json``, one snapshot per file.
 
 Filesystem only, no other dependency. A save never leaves a broken file behind, whenever the
-writer dies: the snapshot is written to a new temporary file in the same folder, fsynced,
-renamed over the old file (atomic on POSIX), and the folder is fsynced so the rename itself
-survives a power cut. A reader therefore sees the old snapshot or the new one. Writers of one
-session take an exclusive ``flock`` on a hidden lock file beside it, so the newest-wins check
-and the rename happen as one step between processes. Temporary files of killed writers are
-hidden (``.…tmp``) and ignored; nothing reads them.
+writer dies: the snapshot is written to the session's hidden spare file in the same folder,
+fsynced, and swapped with the stored file in one step (``renameat2(RENAME_EXCHANGE)``; a
+rename where that is not possible), and the folder is fsynced so the swap itself survives a
+power cut. A reader therefore sees the old snapshot or the new one. Writers of one session
+take an exclusive ``flock`` on a hidden lock file beside it, so the newest-wins check and the
+swap happen as one step between processes. The spare (``.<session>.json.spare``) holds the
+snapshot last replaced, or a killed writer's partial one; nothing reads it, the next save
+overwrites it, and deleting the session deletes it too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from runtrail.files import exclusive_lock, fsync_dir, private_dir, write_atomic
+from runtrail.files import exclusive_lock, fsync_dir, private_dir, replace_via_spare
 from runtrail.persistence.urls import file_path
 from runtrail.sessions.errors import CorruptSnapshot, SessionStoreError
 from runtrail.sessions.naming import from_segment, is_hashed, segment
@@ -134,7 +136,7 @@ class FileSessionStore(AgentSessionStore):
         return True
 
     def _write(self, path: Path, data: bytes, deferred: bool) -> None:
-        write_atomic(path, data, sync_dir=not deferred)
+        replace_via_spare(path, data, _spare(path), sync_dir=not deferred)
         if deferred:
             with self._unsynced_lock:
                 self._unsynced.add(path.parent)
@@ -174,11 +176,14 @@ class FileSessionStore(AgentSessionStore):
         if not path.parent.exists():
             return False
         with self._locked(path):
+            with contextlib.suppress(FileNotFoundError):
+                _spare(path).unlink()  # it holds an older snapshot of the session
             try:
                 path.unlink()
             except FileNotFoundError:
                 return False
-            fsync_dir(path.parent)
+            finally:
+                fsync_dir(path.parent)
         return True
 
     def sessions_holding(
@@ -279,6 +284,12 @@ class FileSessionStore(AgentSessionStore):
             tenant_id, session_id = from_segment(tenant_seg), from_segment(session_seg)
         updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
         return SessionSummary(tenant_id, session_id, updated.replace("+00:00", "Z"))
+
+
+def _spare(path: Path) -> Path:
+    """The hidden file a save of ``path`` writes into before the swap: it then holds the
+    snapshot replaced (see :func:`~runtrail.files.replace_via_spare`)."""
+    return path.parent / f".{path.name}.spare"
 
 
 def _stops(future: Future[bool]) -> bool:
