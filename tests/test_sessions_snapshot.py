@@ -61,6 +61,24 @@ def test_snapshot_holds_memory_log_compact_results_ids_sequences_and_code_versio
     assert snapshot.next_offsets == {"events": {"0": 30}}
 
 
+def test_the_memory_is_found_however_the_session_was_built() -> None:
+    """Applied, merged from another snapshot or restored: each session knows whether it
+    holds a ``session.snapshot`` event (it skips the pass over its log when it holds none),
+    and every way of building it gives the same memory."""
+    whole = built_snapshot(30)
+    assert whole.memory is not None
+    merged = AgentSession("t1", "s1")
+    merged.merge(whole)
+    restored = AgentSession.from_snapshot(whole)
+    for session in (merged, restored):
+        again = session.snapshot()
+        assert (again.memory, again.memory_from) == (whole.memory, whole.memory_from)
+        assert again.digest == whole.digest
+    none = built_snapshot(6)  # before the first session.snapshot event (the 7th)
+    assert none.memory is None and none.memory_from is None
+    assert AgentSession.from_snapshot(none).snapshot().memory is None
+
+
 def test_any_changed_byte_of_content_is_refused_with_the_place_named() -> None:
     data = built_snapshot(12).to_bytes()
     for old, new in (

@@ -76,6 +76,9 @@ class AgentSession:
         self._runs: dict[str, _RunLog] = {}
         self._offsets: dict[str, dict[int, int]] = {}
         self._count = 0
+        #: how many ``session.snapshot`` events are held: with none, the memory is None
+        #: without a pass over the log (most sessions of agents that publish none)
+        self._snapshot_events = 0
 
     # --- building -----------------------------------------------------------------------------
     def apply(self, event: Event, *, source: tuple[str, int, int] | None = None) -> bool:
@@ -119,6 +122,8 @@ class AgentSession:
             run = self._runs[run_id] = _RunLog()
         run.add(run_id, sequence, form, canon)
         self._count += 1
+        if form.get("type") == SNAPSHOT_EVENT:
+            self._snapshot_events += 1
 
     def _note_offset(self, topic: str, partition: int, offset: int) -> None:
         partitions = self._offsets.setdefault(topic, {})
@@ -151,9 +156,11 @@ class AgentSession:
         for _, form, _ in self._log():
             yield form
 
-    @staticmethod
-    def _memory(log: list[Entry]) -> tuple[MemorySource | None, Any, Any]:
-        """The memory and compact results of the last ``session.snapshot`` event of ``log``."""
+    def _memory(self, log: list[Entry]) -> tuple[MemorySource | None, Any, Any]:
+        """The memory and compact results of the last ``session.snapshot`` event of ``log``
+        (this session's log)."""
+        if not self._snapshot_events:
+            return None, None, None
         for (_, run_id, sequence), form, _ in reversed(log):
             if form.get("type") == SNAPSHOT_EVENT:
                 data: Mapping[str, Any] = form.get("data") or {}
@@ -221,6 +228,7 @@ class AgentSession:
                 "(last applied sequences or memory)"
             )
         self._runs, self._offsets, self._count = fresh._runs, fresh._offsets, fresh._count
+        self._snapshot_events = fresh._snapshot_events
 
     @classmethod
     def from_snapshot(cls, snapshot: AgentSessionSnapshot) -> AgentSession:
