@@ -99,15 +99,8 @@ def write_atomic(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
     it; then the folder fsynced (``sync_dir=False``: the caller does it, once for many files).
     A killed writer's temporary file is hidden (``.…tmp``) and nothing reads it."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_synced(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE), data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -130,7 +123,16 @@ def replace_via_spare(path: Path, data: bytes, spare: Path, *, sync_dir: bool = 
     Where the swap is not possible (no ``path`` yet, or a file system or OS without it),
     ``spare`` is renamed over ``path``. Only one writer at a time may use a ``spare``
     (the caller's lock). The caller deletes ``spare`` with ``path``: it holds old content."""
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    _write_synced(os.open(spare, flags, PRIVATE_FILE_MODE), data)
+    if not exchange(spare, path):
+        os.replace(spare, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def _write_synced(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, fsync it, close it (closed whatever happens)."""
     try:
         view = memoryview(data)
         while view:
@@ -138,10 +140,6 @@ def replace_via_spare(path: Path, data: bytes, spare: Path, *, sync_dir: bool = 
         os.fsync(fd)
     finally:
         os.close(fd)
-    if not exchange(spare, path):
-        os.replace(spare, path)
-    if sync_dir:
-        fsync_dir(path.parent)
 
 
 #: renameat2's flag and "the current folder" for its folder descriptors (linux/fcntl.h)
