@@ -224,3 +224,39 @@ def test_without_the_swap_a_save_renames_its_spare_into_place(
     loaded = store.load("t1", "s1")
     assert loaded is not None and loaded.revision == 3
     store.close()
+
+
+def test_a_read_that_overlapped_a_rewrite_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers take no lock. A swap leaves the file a reader opened whole, but the next save
+    rewrites that file as its spare: a slow reader can get part of it (injected here, a race
+    this test cannot time). A load, and an erasure's search, read again while the file keeps
+    changing, instead of calling the snapshot corrupt or missing the session; bytes that fail
+    twice alike are refused as before."""
+    from runtrail.sessions import store_file
+
+    store = FileSessionStore(tmp_path / "sessions")
+    snapshot = built_snapshot(6)
+    assert store.save(snapshot)
+    real = store_file._read
+    torn = {"left": 0}
+
+    def read(path: Path) -> bytes:
+        data = real(path)
+        if torn["left"]:
+            torn["left"] -= 1
+            return data[: len(data) // 2]  # the read met a save rewriting the file
+        return data
+
+    monkeypatch.setattr(store_file, "_read", read)
+    torn["left"] = 1
+    loaded = store.load("t1", "s1")
+    assert loaded is not None and loaded.digest == snapshot.digest
+    torn["left"] = 1
+    assert store.sessions_holding("t1", ["run-a"]) == ["s1"]
+    path = store.path_of("t1", "s1")
+    path.write_bytes(path.read_bytes()[:-5])  # really broken: the same bytes every read
+    with pytest.raises(CorruptSnapshot):
+        store.load("t1", "s1")
+    store.close()

@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import orjson
 
@@ -45,6 +46,11 @@ SUFFIX = ".json"
 SAVE_THREADS = 4
 #: Digest of a stored file that cannot be read: it never equals an expected digest.
 UNREADABLE = "unreadable"
+#: Reads of a snapshot tried again, at most, when a failed one finds the file changed
+#: (see :func:`_settled`).
+REREADS = 3
+
+T = TypeVar("T")
 
 
 class FileSessionStore(AgentSessionStore):
@@ -198,9 +204,7 @@ class FileSessionStore(AgentSessionStore):
             if path.name.startswith(".") or not path.name.endswith(SUFFIX):
                 continue
             try:
-                data = path.read_bytes()
-                document = orjson.loads(data)
-                session_id, applied = str(document["sessionId"]), document["lastAppliedSequence"]
+                data, session_id, applied = _settled(path, _searched)
             except FileNotFoundError:  # deleted meanwhile
                 continue
             except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
@@ -235,12 +239,11 @@ class FileSessionStore(AgentSessionStore):
     def load(self, tenant_id: str, session_id: str) -> AgentSessionSnapshot | None:
         path = self.path_of(tenant_id, session_id)
         try:
-            data = path.read_bytes()
+            snapshot = _settled(path, lambda data: parse_snapshot(data, str(path)))
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise SessionStoreError(f"cannot read session snapshot {path}: {exc}") from exc
-        snapshot = parse_snapshot(data, str(path))
         if (snapshot.tenant_id, snapshot.session_id) != (tenant_id, session_id):
             raise CorruptSnapshot(
                 str(path),
@@ -284,6 +287,36 @@ class FileSessionStore(AgentSessionStore):
             tenant_id, session_id = from_segment(tenant_seg), from_segment(session_seg)
         updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="milliseconds")
         return SessionSummary(tenant_id, session_id, updated.replace("+00:00", "Z"))
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def _settled(path: Path, use: Callable[[bytes], T]) -> T:
+    """``use`` applied to the file's bytes, read again while a failure finds them changed.
+
+    A reader takes no lock, so a read may overlap saves: a swap leaves the file a reader opened
+    whole, but the next save rewrites that very file as its spare, so a slow read can see it
+    half rewritten (refused as not JSON or by its digest). The same bytes failing twice are the
+    answer; :data:`REREADS` changed reads in a row are too."""
+    data = _read(path)
+    for _ in range(REREADS):
+        try:
+            return use(data)
+        except (CorruptSnapshot, orjson.JSONDecodeError, KeyError, TypeError):
+            again = _read(path)
+            if again == data:
+                raise
+            data = again
+    return use(data)
+
+
+def _searched(data: bytes) -> tuple[bytes, str, Any]:
+    """What :meth:`FileSessionStore.sessions_holding` reads of a snapshot: its bytes, its
+    session ID and its last applied sequence per run (unverified)."""
+    document = orjson.loads(data)
+    return data, str(document["sessionId"]), document["lastAppliedSequence"]
 
 
 def _spare(path: Path) -> Path:
