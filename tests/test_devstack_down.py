@@ -60,20 +60,34 @@ def runtrail(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def up_on_free_ports(tmp_path: Path) -> tuple[Path, list[str], subprocess.CompletedProcess[str]]:
+    """``dev up`` of the small stack on free ports: its state folder, its flags, its result.
+    A port picked free can be taken before the broker binds it (other tests pick ports too):
+    then once more on other ports, in a fresh folder, as ``tests/kafka_fixture.py`` does."""
+    for attempt in range(2):
+        state_dir = (tmp_path / f"state-{attempt}").resolve()
+        kafka_port, controller_port = free_ports(2)
+        flags = [
+            "--state-dir", str(state_dir), "--port-base", str(find_free_base(["noop"])),
+            "--kafka-port", str(kafka_port), "--kafka-controller-port", str(controller_port),
+            "--service", "noop", "--no-ui",
+        ]  # fmt: skip
+        up = runtrail("dev", "up", *flags)
+        if up.returncode == 0 or attempt or "already in use" not in up.stdout + up.stderr:
+            break
+        runtrail("dev", "down", "--state-dir", str(state_dir))  # whatever the attempt left
+    return state_dir, flags, up
+
+
 @pytest.mark.kafka
 def test_down_with_no_port_flag_stops_a_stack_started_on_other_ports(tmp_path: Path) -> None:
-    state_dir = (tmp_path / "state").resolve()
     try:
-        LocalBroker(state_dir / "kafka", 1, 2, cache_dir=Settings().kafka_cache_dir).ensure_jars()
+        LocalBroker(tmp_path / "jars", 1, 2, cache_dir=Settings().kafka_cache_dir).ensure_jars()
     except BrokerError as exc:
         unavailable(f"no broker jars: {exc}")
-    kafka_port, controller_port = free_ports(2)
-    flags = [
-        "--state-dir", str(state_dir), "--port-base", str(find_free_base(["noop"])),
-        "--kafka-port", str(kafka_port), "--kafka-controller-port", str(controller_port),
-        "--service", "noop", "--no-ui",
-    ]  # fmt: skip
-    up = runtrail("dev", "up", *flags)
+    state_dir, flags, up = up_on_free_ports(tmp_path)
+    kafka_port = int(flags[flags.index("--kafka-port") + 1])
+    controller_port = int(flags[flags.index("--kafka-controller-port") + 1])
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         recorded = json.loads((state_dir / "dev" / "stack.json").read_text())
