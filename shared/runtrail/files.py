@@ -122,7 +122,10 @@ def replace_via_spare(path: Path, data: bytes, spare: Path, *, sync_dir: bool = 
     next: after other deletions that scan took 40 % of the sessions service's CPU samples.
     Where the swap is not possible (no ``path`` yet, or a file system or OS without it),
     ``spare`` is renamed over ``path``. Only one writer at a time may use a ``spare``
-    (the caller's lock). The caller deletes ``spare`` with ``path``: it holds old content."""
+    (the caller's lock). The caller deletes ``spare`` with ``path``: it holds old content.
+    A reader without that lock that is still reading the old file when the *next* write
+    reuses it can get part of it: such a reader reads again when what it read fails (the
+    session store's ``_settled``)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     _write_synced(os.open(spare, flags, PRIVATE_FILE_MODE), data)
     if not exchange(spare, path):
