@@ -64,7 +64,7 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
             loaded = store.load("t1", "s1")  # raises CorruptSnapshot if the kill broke it
             assert loaded is not None
             seen.append(loaded.revision)
-            torn += interrupted_write(spare)
+            torn += interrupted_save(spare, loaded.revision)
     finally:
         stop.set()
         reader.join(10)
@@ -73,19 +73,21 @@ def test_sigkill_mid_save_leaves_the_old_or_the_new_snapshot_never_a_broken_one(
     assert final is not None
     assert final.digest == built_snapshot(final.revision, payload=PAYLOAD).digest
     assert seen == sorted(seen) and seen[-1] > seen[0]  # every restart continued what it found
-    # the kills really landed inside saves: a spare was left half written, never swapped in
+    # the kills really landed inside saves: a spare was left written, never swapped in
     assert torn > 0, "no kill interrupted a save; the test proved nothing"
 
 
-def interrupted_write(spare: Path) -> int:
-    """1 if the spare holds a partial snapshot (its writer was killed mid-write), else 0."""
+def interrupted_save(spare: Path, stored_revision: int) -> int:
+    """1 if the spare shows a save killed before its swap, else 0: a partial snapshot (killed
+    mid-write), or a whole one newer than the stored one (killed after the write or its fsync).
+    After a save that finished, the spare holds the snapshot before the stored one."""
     try:
-        parse_snapshot(spare.read_bytes(), str(spare))
+        left = parse_snapshot(spare.read_bytes(), str(spare))
     except FileNotFoundError:
         return 0
     except CorruptSnapshot:
         return 1
-    return 0
+    return int(left.revision > stored_revision)
 
 
 def test_a_corrupted_snapshot_file_is_refused_with_an_error_naming_it(tmp_path: Path) -> None:
