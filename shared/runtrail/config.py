@@ -116,6 +116,13 @@ class Settings(BaseSettings):
         description="Longest wait for an offset commit's result; no result in time is "
         "retried (not ready, nothing taken as committed). Capped at shutdown_timeout_s.",
     )
+    group_stuck_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a service's consumer group may go without its coordinator "
+        "before /readyz names it and, holding no partitions then, the service replaces its "
+        "Kafka client (a client that did not rejoin after an outage).",
+    )
     assignment_strategy: str = Field(
         default="range",
         description="partition.assignment.strategy; eager 'range' keeps commits in the revoke "

@@ -122,6 +122,12 @@ class RuntimeMetrics:
             "what",
         )
         self.up = own(Gauge, "runtrail_service_up", "1 while the consume loop runs.")
+        self.client_replacements = own(
+            Counter,
+            "runtrail_kafka_client_replacements",
+            "Kafka clients replaced because the consumer group went without its coordinator "
+            "past group_stuck_s (holding no partitions).",
+        )
         self._dlq_limit_tripped = by(
             Gauge,
             "runtrail_dlq_limit_tripped",

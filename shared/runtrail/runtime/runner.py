@@ -20,6 +20,9 @@ Guarantees:
   flush and commit are retried with bounded exponential backoff; nothing is committed until
   they succeed. Fatal errors (authentication, authorization, a dead-letter topic that does not
   exist) stop the process with status 1 and the error;
+- a consumer group without its coordinator past ``group_stuck_s`` (a client that did not
+  rejoin after an outage) is named by ``/readyz`` and, holding no partitions, gets a new Kafka
+  client in the same process (:mod:`.group_watch`);
 - one event can never stop a service: a batch whose :meth:`~Service.process` raises is run
   again one event at a time, and each event that still raises is dead-lettered
   (``handler-error``, or ``too-deep`` for a RecursionError) while the others are processed;
@@ -66,6 +69,7 @@ from runtrail.runtime.decoding import BatchDecoder, BatchResult, raw_batch
 from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 from runtrail.runtime.dlq_limit import DlqLimit, DlqLimiter, Trip
 from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
+from runtrail.runtime.group_watch import GroupWatch
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Problem, classify
@@ -124,6 +128,13 @@ class ServiceRunner:
         self._paused = False
         self._fatal_error: KafkaException | None = None
         self._brokers_down = False  # the client said all brokers are down, no broker up since
+        #: how long the group has been without its coordinator (see runtime.group_watch)
+        self._group = GroupWatch(settings.group_stuck_s)
+        self._replace_wanted = False
+        #: which Kafka client is current: callbacks of a replaced one are ignored
+        self._client = 0
+        #: replaced clients, closing on their own threads (kept referenced: see _retire)
+        self._retired: list[threading.Thread] = []
         #: positions, holds, start points and commits: what may be committed, per partition
         self.checkpoint = Checkpoint(self._group_commits)
         self.context = ServiceContext(
@@ -160,7 +171,7 @@ class ServiceRunner:
         #: what the consumer connects with (security.protocol, mechanism…), for error messages
         config = self._consumer_config()
         self._connect_options = naming_options(config)
-        self._consumer = Consumer(config)
+        self._consumer = self._new_consumer(config)
         #: flush order, requests in flight, generations, restart points: every commit
         self.commits = CommitProcedure(
             service_name,
@@ -188,9 +199,6 @@ class ServiceRunner:
             "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 2000,
             "statistics.interval.ms": 5000,
-            "stats_cb": self._on_stats,
-            "error_cb": self._on_kafka_error,
-            "on_commit": self._on_commit,
             "client.id": f"runtrail-{self.name}-{os.getpid()}",
             # a legal event of max_event_bytes must be fetchable (librdkafka needs
             # receive.message.max.bytes >= fetch.max.bytes + 512)
@@ -201,6 +209,49 @@ class ServiceRunner:
         # Passthrough options win over our defaults, except the ones correctness depends on.
         config.update({k: v for k, v in self.settings.kafka_options.items() if k not in _PINNED})
         return dict(config)
+
+    def _new_consumer(self, config: dict[str, Any]) -> Consumer:
+        """A Kafka client whose callbacks reach the runner only while it is the current one
+        (a replaced client still closing on its thread must not touch the runner's state)."""
+        self._client += 1
+        client = self._client
+
+        def current() -> bool:
+            return self._client == client
+
+        def on_stats(stats_json: str) -> None:
+            if current():
+                self._on_stats(stats_json)
+
+        def on_error(err: KafkaError) -> None:
+            if current():
+                self._on_kafka_error(err)
+
+        def on_commit(err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+            if current():
+                self._on_commit(err, partitions)
+
+        return Consumer(
+            {**config, "stats_cb": on_stats, "error_cb": on_error, "on_commit": on_commit}
+        )
+
+    def _subscribe(self) -> None:
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if consumer is self._consumer:
+                self._on_assign(consumer, partitions)
+
+        def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if consumer is self._consumer:
+                self._on_revoke(consumer, partitions)
+
+        def on_lost(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if consumer is self._consumer:
+                self._on_lost(consumer, partitions)
+
+        # (a callback that does not assign or unassign leaves it to the client library)
+        self._consumer.subscribe(
+            [self._topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+        )
 
     @property
     def metrics_port(self) -> int:
@@ -289,6 +340,24 @@ class ServiceRunner:
             log.info("%s: Kafka reachable again", self.name)
             self.health.unavailable.pop(_KAFKA, None)
             self.metrics.unavailable(_KAFKA).set(0)
+        self._watch_group(stats.get("cgrp"))
+
+    def _watch_group(self, cgrp: dict[str, Any] | None) -> None:
+        """A group without its coordinator past ``group_stuck_s`` is named by readiness and,
+        when no partitions are held, gets a new client at the next turn (runtime.group_watch)."""
+        now = time.monotonic()
+        self._group.observe(cgrp, now)
+        if self._group.stuck(now):
+            detail = self._group.describe(now)
+            if _GROUP not in self.health.unavailable:
+                log.warning("%s: consumer group %s: %s", self.name, self.group, detail)
+            self.health.unavailable[_GROUP] = detail
+            self.metrics.unavailable(_GROUP).set(1)
+            self._replace_wanted = True
+        elif self._group.since is None and _GROUP in self.health.unavailable:
+            log.info("%s: consumer group %s has its coordinator again", self.name, self.group)
+            del self.health.unavailable[_GROUP]
+            self.metrics.unavailable(_GROUP).set(0)
 
     def _link_down(self, detail: str) -> None:
         self._brokers_down = True
@@ -621,10 +690,62 @@ class ServiceRunner:
             )
             self._paused = False
 
+    def _replace_consumer(self) -> None:
+        """A new Kafka client for a group stuck without its coordinator (runtime.group_watch),
+        made only while no partitions are held and no commit is in flight: the new client
+        joins the group and starts from its committed offsets, as a restarted process would,
+        and the service holds nothing it could lose. Else a later statistics report asks
+        again (a lost assignment and an abandoned commit come first). Made whether or not
+        the client sees a broker: the stuck client this is for saw none, the broker being up.
+        """
+        self._replace_wanted = False
+        if self._assigned or self.commits.requests or self._stop.is_set():
+            return
+        now = time.monotonic()
+        self._retired = [t for t in self._retired if t.is_alive()]
+        if len(self._retired) >= _MAX_CLOSING:
+            log.warning(
+                "%s: consumer group %s: %s; not replacing its Kafka client again while %d "
+                "replaced ones are still closing",
+                self.name,
+                self.group,
+                self._group.describe(now),
+                len(self._retired),
+            )
+            self._group.restart(now)
+            return
+        log.warning(
+            "%s: replacing its Kafka client: consumer group %s: %s",
+            self.name,
+            self.group,
+            self._group.describe(now),
+        )
+        self._retire(self._consumer)
+        self._consumer = self._new_consumer(self._consumer_config())
+        self._subscribe()
+        self._group.restart(now)
+        self.metrics.client_replacements.inc()
+
+    def _retire(self, consumer: Consumer) -> None:
+        """Close a replaced client on a thread of its own: its close waits for what it still
+        has queued for the coordinator, possibly for as long as the coordinator is away. The
+        thread keeps it referenced (so that it is not destroyed, blocking, elsewhere) and is
+        a daemon: the process does not wait for it."""
+
+        def close() -> None:
+            consumer.close()
+            log.info("%s: the replaced Kafka client is closed", self.name)
+
+        closer = threading.Thread(target=close, name=f"{self.name}-retire", daemon=True)
+        closer.start()
+        self._retired.append(closer)
+
     def _turn(self) -> None:
         """One turn of the loop; a retryable failure is waited out, a fatal one raised."""
         if self._fatal_error is not None:
             raise self._fatal_error
+        if self._replace_wanted:
+            self._replace_consumer()
         try:
             if self._problem is None:
                 self._step()
@@ -646,12 +767,7 @@ class ServiceRunner:
     def run(self) -> int:
         """Consume until stopped; returns the process exit status."""
         self._http.start()
-        self._consumer.subscribe(
-            [self._topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
+        self._subscribe()
         self.metrics.up.set(1)
         log.info(
             "%s (pid %d) consuming %s as group %s; metrics on %s:%d; %s consume path",
@@ -777,6 +893,10 @@ _CLOSE_UNREACHABLE_S = 3.0
 _DLQ_CLOSE_FAILED_S = 1.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
+#: the health/metrics name of the consumer group's coordinator (runtime.group_watch)
+_GROUP = "consumer group"
+#: replaced Kafka clients that may be closing at once (each close may wait for the broker)
+_MAX_CLOSING = 2
 #: errors the client reports that waiting cannot fix
 _FATAL_LINK_CODES = frozenset(
     {
