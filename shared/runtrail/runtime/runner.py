@@ -733,7 +733,13 @@ class ServiceRunner:
         a daemon: the process does not wait for it."""
 
         def close() -> None:
-            consumer.close()
+            try:
+                consumer.close()
+            except Exception as exc:  # nothing is held by it: its own errors end with it
+                log.warning(
+                    "%s: the replaced Kafka client closed with an error: %s", self.name, exc
+                )
+                return
             log.info("%s: the replaced Kafka client is closed", self.name)
 
         closer = threading.Thread(target=close, name=f"{self.name}-retire", daemon=True)
