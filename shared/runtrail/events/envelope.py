@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from runtrail.events.errors import InvalidEvent, UnknownEventType
-from runtrail.events.native import Defer, json_dumper
+from runtrail.events.native import json_dumper
 
 ActorKind = Literal["user", "agent", "service", "operator"]
 
@@ -98,13 +98,13 @@ Timestamp = Annotated[str, StringConstraints(pattern=ISO_8601)]
 EVENT_CLASSES: dict[tuple[str, int], type[Event]] = {}
 
 
-#: per event or payload class, its generated JSON-form dumper (None: pydantic's serializer)
+#: per event or payload class, its compiled JSON-form dumper (None: pydantic's serializer)
 _DUMPERS: dict[type[Any], Any] = {}
 _UNKNOWN = object()
 
 
 def _json_form(model: CamelModel) -> dict[str, Any]:
-    """``model.model_dump(mode="json", by_alias=True)``: by the class's generated dumper when
+    """``model.model_dump(mode="json", by_alias=True)``: by the class's compiled dumper when
     there is one (:func:`~runtrail.events.native.json_dumper`: the same dict, without
     pydantic's serializer), else by pydantic."""
     cls = type(model)
@@ -112,10 +112,10 @@ def _json_form(model: CamelModel) -> dict[str, Any]:
     if dump is _UNKNOWN:
         dump = _DUMPERS[cls] = json_dumper(cls)
     if dump is not None:
-        try:
-            return cast(dict[str, Any], dump(model))
-        except (Defer, KeyError):
-            pass  # a value the plan does not cover: pydantic dumps it
+        form = dump(model)
+        if form is not None:
+            return cast(dict[str, Any], form)
+        # a value the plan does not cover: pydantic dumps it
     return model.model_dump(mode="json", by_alias=True)
 
 

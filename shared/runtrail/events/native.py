@@ -1,20 +1,21 @@
 """The compiled consume path (``runtrail_native``), and the plans it runs.
 
 ``runtrail_native`` is an optional Rust extension (``shared/runtrail_native``, built with
-maturin: ``pip install ./shared/runtrail_native``). It holds two interpreters, each given a
-plan made here once per schema:
+maturin: ``pip install ./shared/runtrail_native``). It holds interpreters, each given a plan
+made here once per schema:
 
 - :func:`avro_reader`: an Avro body read into the record :mod:`~runtrail.events.avro_fast`'s
   generated decoder returns, from a plan of the fastavro-parsed writer schema, and
   :func:`avro_writer`: a record encoded as its generated encoder encodes it, from the same plan;
 - :func:`model_builder`: a pydantic model instance built from a JSON-form dict the way its
-  validator builds it, from a plan of the model's core schema.
+  validator builds it, from a plan of the model's core schema, and :func:`json_dumper`: the
+  JSON form of an instance as pydantic's serializer makes it, from a plan of the same schema.
 
-Both only accept. On anything they are not sure of they return None and the caller runs the
+All only accept. On anything they are not sure of they return None and the caller runs the
 Python path, whose value or error is the answer, exactly as before. A plan is made only from
 what it covers completely: a core schema with a validator function, a config option or a
 constraint the plan does not know gets no builder at all (pydantic validates that class as
-ever). ``tests/test_native.py`` holds both to the Python path on every fixture and on random
+ever). ``tests/test_native.py`` holds each to the Python path on every fixture and on random
 records and forms of every schema, valid and not.
 
 ``RUNTRAIL_NATIVE``: ``auto`` (the default) uses the extension when it is installed, ``off``
@@ -25,10 +26,10 @@ on the slower path by accident).
 from __future__ import annotations
 
 import importlib
-import math
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 #: the environment variable that chooses (see the module doc)
 ENV = "RUNTRAIL_NATIVE"
@@ -339,54 +340,20 @@ def event_decoder(schemas: Any, loads: Any) -> Any | None:
 
 
 # --- the JSON form of a model, without pydantic's serializer -----------------------------
-
-
-class Defer(Exception):
-    """Raised by a generated dumper on a value its plan does not cover: pydantic dumps it."""
-
+#: the tags of a dump plan's nodes (``runtrail_native``'s ``JsonDumper`` reads them)
+_D_MODEL, _D_NULLABLE, _D_ANY, _D_STR, _D_INT, _D_BOOL, _D_FLOAT, _D_LITERAL, _D_SER = range(9)
+_D_SCALARS = {"str": _D_STR, "int": _D_INT, "bool": _D_BOOL, "float": _D_FLOAT}
 
 _SERIALIZER = frozenset(
     {"type", "function", "is_field_serializer", "info_arg", "return_schema", "when_used"}
 )
 
 
-def _has_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-class _DumpSource:
-    """The source of one generated dumper module: its functions and the objects they use."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.names: dict[str, Any] = {
-            "_Defer": Defer,
-            "_isfinite": math.isfinite,
-            "_utf8": _has_utf8,
-        }
-        self.models: dict[type[Any], str] = {}
-        self.temps = 0
-
-    def name(self, prefix: str, value: Any) -> str:
-        name = f"_{prefix}{len(self.names)}"
-        self.names[name] = value
-        return name
-
-    def temp(self) -> str:
-        self.temps += 1
-        return f"v{self.temps}"
-
-
-def _dump_model(schema: dict[str, Any], out: _DumpSource) -> str:
-    """The generated function that dumps instances of this model schema's class."""
+def _dump_model(schema: dict[str, Any], building: frozenset[type[Any]]) -> tuple[Any, ...]:
+    """The dump plan of a model schema: (tag, class, ((attribute, alias, plan), ...))."""
     cls = schema["cls"]
-    known = out.models.get(cls)
-    if known is not None:
-        return known
+    if cls in building:
+        raise Unplanned(f"{cls.__name__} contains itself")
     _only(schema, _MODEL, "model (dump)")
     if schema.get("custom_init") or schema.get("root_model"):
         raise Unplanned("custom __init__ or root model")
@@ -401,31 +368,18 @@ def _dump_model(schema: dict[str, Any], out: _DumpSource) -> str:
     _only(inner, _FIELDS, "model-fields")
     if inner.get("computed_fields"):
         raise Unplanned("computed fields")
-    function = out.models[cls] = out.name("dump", None)
-    body = [
-        f"    if type(m) is not {out.name('cls', cls)}:",
-        "        raise _Defer",
-        "    d = m.__dict__",
-    ]
-    items = []
+    fields = []
     for name, field in inner["fields"].items():
         if field["type"] != "model-field":
             raise Unplanned(f"field {name}: {field['type']}")
         _only(field, _FIELD, f"field {name}")
-        source, target = out.temp(), out.temp()
-        body.append(f"    {source} = d[{name!r}]")
-        _dump_value(field["schema"], source, target, body, "    ", out)
-        items.append(f"{(field.get('serialization_alias') or name)!r}: {target}")
-    body.append("    return {" + ", ".join(items) + "}")
-    out.lines += [f"def {function}(m):", *body, ""]
-    return function
+        alias = field.get("serialization_alias") or name
+        fields.append((name, alias, _dump_value(field["schema"], building | {cls})))
+    return (_D_MODEL, cls, tuple(fields))
 
 
-def _dump_value(
-    schema: dict[str, Any], source: str, target: str, body: list[str], ind: str, out: _DumpSource
-) -> None:
-    """Statements that set ``target`` to the JSON form of ``source`` (inside ``def ...(m)``),
-    or raise ``_Defer``."""
+def _dump_value(schema: dict[str, Any], building: frozenset[type[Any]]) -> tuple[Any, ...]:
+    """The dump plan of one value's schema, or :class:`Unplanned`."""
     kind = schema["type"]
     serialization = schema.get("serialization")
     if serialization is not None:
@@ -439,63 +393,38 @@ def _dump_value(
             raise Unplanned(f"serializer {serialization.get('type')}")
         if serialization.get("return_schema") != {"type": "str"}:
             raise Unplanned("serializer returning other than str")
-        function = out.name("ser", serialization["function"])
-        args = f"m, {source}" if serialization.get("is_field_serializer") else source
-        body.append(f"{ind}{target} = {function}({args})")
-        body.append(f"{ind}if type({target}) is not str:")
-        body.append(f"{ind}    raise _Defer")
-        return
+        field = bool(serialization.get("is_field_serializer"))
+        return (_D_SER, serialization["function"], field)
     if kind in ("default", "function-after", "function-before"):
         _only(schema, frozenset({"schema", "default", "function"}), kind)
-        _dump_value(schema["schema"], source, target, body, ind, out)
-        return
+        return _dump_value(schema["schema"], building)
     if kind == "nullable":
         _only(schema, frozenset({"schema"}), kind)
-        body.append(f"{ind}if {source} is None:")
-        body.append(f"{ind}    {target} = None")
-        body.append(f"{ind}else:")
-        _dump_value(schema["schema"], source, target, body, ind + "    ", out)
-        return
+        return (_D_NULLABLE, _dump_value(schema["schema"], building))
     if kind == "model":
-        body.append(f"{ind}{target} = {_dump_model(schema, out)}({source})")
-        return
+        return _dump_model(schema, building)
     if kind == "any":
         _only(schema, frozenset(), kind)
-        copy = out.name("copy", NATIVE.json_copy)  # type: ignore[union-attr]
-        body.append(f"{ind}if {source} is None:")
-        body.append(f"{ind}    {target} = None")
-        body.append(f"{ind}else:")
-        body.append(f"{ind}    {target} = {copy}({source})")
-        body.append(f"{ind}    if {target} is None:")
-        body.append(f"{ind}        raise _Defer")
-        return
+        return (_D_ANY,)
     allowed = _CONSTRAINTS.get(kind)
     if allowed is None or kind not in ("str", "int", "bool", "float", "literal"):
         raise Unplanned(f"core schema {kind} (dump)")
     _only(schema, allowed, kind)
     if kind == "literal":
-        types = sorted({type(v).__name__ for v in schema["expected"]})
-        if not set(types) <= {"str", "int"}:
+        types = {type(v).__name__ for v in schema["expected"]}
+        if not types <= {"str", "int"}:
             raise Unplanned("literal of other than str or int")
-        test = " and ".join(f"type({source}) is not {t}" for t in types)
-    elif kind == "float":
-        test = f"type({source}) is not float or not _isfinite({source})"
-    elif kind == "str":  # a lone surrogate has no UTF-8 form: pydantic refuses it
-        test = f"type({source}) is not str or not ({source}.isascii() or _utf8({source}))"
-    else:
-        test = f"type({source}) is not {kind}"
-    body.append(f"{ind}if {test}:")
-    body.append(f"{ind}    raise _Defer")
-    body.append(f"{ind}{target} = {source}")
+        return (_D_LITERAL, "str" in types, "int" in types)
+    return (_D_SCALARS[kind],)
 
 
-def json_dumper(cls: type[Any]) -> Any | None:
+def json_dumper(cls: type[Any]) -> Callable[[Any], dict[str, Any] | None] | None:
     """A function giving ``cls(...).model_dump(mode="json", by_alias=True)`` without
-    pydantic's serializer (about a fifth of its cost), or None without the extension or for
-    a class whose core schema it does not reproduce. It raises :class:`Defer` (or KeyError,
-    for an instance missing a field) on a value its plan does not cover: dump that one with
-    pydantic. Generated Python, since most of the work is reading attributes; the values of
-    fields typed ``Any`` are copied by the extension's ``json_copy``."""
+    pydantic's serializer, or None without the extension or for a class whose core schema it
+    does not reproduce. The function answers None on a value its plan does not cover (a
+    subclass, a missing field, a value of another type): dump that one with pydantic. The
+    extension's ``JsonDumper`` runs the plan (the fields typed ``Any`` copied by its
+    ``json_copy``); reading the attributes in Python cost a microsecond or more an event."""
     if NATIVE is None:
         return None
     try:
@@ -505,10 +434,7 @@ def json_dumper(cls: type[Any]) -> Any | None:
             schema = schema["schema"]
         if schema.get("type") != "model" or schema.get("cls") is not cls:
             raise Unplanned(f"{cls.__name__}: core schema {schema.get('type')}")
-        out = _DumpSource()
-        entry = _dump_model(schema, out)
+        plan = _dump_model(schema, frozenset())
     except Unplanned:
         return None
-    namespace = dict(out.names)
-    exec(compile("\n".join(out.lines), f"<json dumper of {cls.__name__}>", "exec"), namespace)
-    return namespace[entry]
+    return cast(Callable[[Any], "dict[str, Any] | None"], NATIVE.JsonDumper(plan).dump)

@@ -1,13 +1,14 @@
 //! runtrail's compiled consume path.
 //!
-//! Two interpreters, each compiled once per schema from a plan that Python derives:
+//! Interpreters, each compiled once per schema from a plan that Python derives:
 //!
 //! - [`AvroReader`] reads an Avro binary body into the record the generated Python decoder
 //!   returns (`runtrail.events.avro_fast`);
 //! - [`ModelBuilder`] builds a pydantic model instance from a JSON-form dict, as pydantic-core's
-//!   lax `validate_python` would, for models whose core schema uses only what the plan knows.
+//!   lax `validate_python` would, for models whose core schema uses only what the plan knows;
+//! - [`json_dump::JsonDumper`] gives an instance's JSON form, as pydantic's serializer would.
 //!
-//! Both only *accept*: on anything they are not sure of (a truncated body, a long varint, a
+//! All only *accept*: on anything they are not sure of (a truncated body, a long varint, a
 //! value of another type, a constraint not met, an unknown key) they return `None`, and the
 //! caller runs the Python path, which gives its own value or its own error. So an odd input
 //! gets exactly the answer it got before; only the common case is faster.
@@ -19,6 +20,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTup
 use regex::Regex;
 
 mod avro_write;
+mod json_dump;
 mod secret_scan;
 mod wal_frames;
 
@@ -854,6 +856,7 @@ fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<avro_write::AvroWriter>()?;
     m.add_class::<secret_scan::MarkerScanner>()?;
     m.add_class::<ModelBuilder>()?;
+    m.add_class::<json_dump::JsonDumper>()?;
     m.add_class::<EventDecoder>()?;
     m.add_class::<SequenceState>()?;
     m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
