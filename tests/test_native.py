@@ -963,6 +963,22 @@ def test_every_fixture_payload_dumps_as_pydantic_dumps_it(form: dict[str, Any]) 
     assert json.dumps(ours) == json.dumps(_pydantic_form(data))
 
 
+def test_an_extension_built_before_the_dumper_leaves_every_class_to_pydantic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale ``runtrail_native`` (no ``JsonDumper``) beside this code: no dumper, no error."""
+
+    class Stale:
+        def __getattr__(self, name: str) -> Any:
+            if name == "JsonDumper":
+                raise AttributeError(name)
+            return getattr(native.NATIVE, name)
+
+    event = PY_CODEC.decode(CODEC.encode_json_form(FORMS[0]), ISO).event
+    monkeypatch.setattr(native, "NATIVE", Stale())
+    assert native.json_dumper(type(event)) is None
+
+
 def test_a_subclass_or_a_missing_field_is_left_to_pydantic() -> None:
     event = PY_CODEC.decode(CODEC.encode_json_form(FORMS[0]), ISO).event
     dump = native.json_dumper(type(event))

@@ -425,7 +425,8 @@ def json_dumper(cls: type[Any]) -> Callable[[Any], dict[str, Any] | None] | None
     subclass, a missing field, a value of another type): dump that one with pydantic. The
     extension's ``JsonDumper`` runs the plan (the fields typed ``Any`` copied by its
     ``json_copy``); reading the attributes in Python cost a microsecond or more an event."""
-    if NATIVE is None:
+    dumper = getattr(NATIVE, "JsonDumper", None)  # None: no extension, or one built before it
+    if dumper is None:
         return None
     try:
         schema = core_schema(cls)
@@ -437,4 +438,4 @@ def json_dumper(cls: type[Any]) -> Callable[[Any], dict[str, Any] | None] | None
         plan = _dump_model(schema, frozenset())
     except Unplanned:
         return None
-    return cast(Callable[[Any], "dict[str, Any] | None"], NATIVE.JsonDumper(plan).dump)
+    return cast(Callable[[Any], "dict[str, Any] | None"], dumper(plan).dump)
