@@ -221,13 +221,22 @@ class ServiceProcess:
         wait_for(seen, timeout, what="the metrics port in the log")
         return found[0]
 
-    def processed(self) -> float:
-        """``runtrail_processed_total`` of this process, from its /metrics."""
+    def get(self, path: str) -> tuple[int, str]:
+        """The status and body of ``path`` on this process's metrics endpoint (``/readyz``
+        answers 503 with what it waits for)."""
+        import urllib.error
         import urllib.request
 
-        port = self.metrics_port()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        url = f"http://127.0.0.1:{self.metrics_port()}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+
+    def processed(self) -> float:
+        """``runtrail_processed_total`` of this process, from its /metrics."""
+        text = self.get("/metrics")[1]
         match = re.search(r'^runtrail_processed_total\{service="[^"]+"\} (\S+)$', text, re.M)
         return float(match.group(1)) if match else 0.0
 

@@ -15,8 +15,6 @@ broken deploys are the shipped services with a ``process()`` that raises, ``test
 from __future__ import annotations
 
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +85,9 @@ def _service(
     )
 
 
-def _get(proc: ServiceProcess, path: str) -> tuple[int, str]:
-    url = f"http://127.0.0.1:{proc.metrics_port()}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _tripped(proc: ServiceProcess) -> dict[int, float]:
     """``runtrail_dlq_limit_tripped`` per partition, from the process's /metrics."""
-    _, text = _get(proc, "/metrics")
+    _, text = proc.get("/metrics")
     pattern = r'^runtrail_dlq_limit_tripped\{[^}]*partition="(\d+)"[^}]*\} (\S+)$'
     return {int(p): float(v) for p, v in re.findall(pattern, text, re.M)}
 
@@ -169,7 +158,7 @@ def test_audit_whose_handler_always_raises_stops_within_the_bound_and_resumes_wi
     )
     try:
         wait_for(lambda: len(_stopped_lines(log)) == 2, 60, what="both partitions stopped")
-        status, body = _get(broken, "/readyz")
+        status, body = broken.get("/readyz")
         assert status == 503, body
         assert f"{topic}[0] stopped: dead-letter limit: BadDeploy" in body
         assert f"{topic}[1] stopped: dead-letter limit: BadDeploy" in body
@@ -200,7 +189,7 @@ def test_audit_whose_handler_always_raises_stops_within_the_bound_and_resumes_wi
     try:
         end = first + rest
         wait_for(lambda: _sealed(url, topic) == {0: end, 1: end}, 60, what="every event sealed")
-        status, _ = _get(fixed, "/readyz")
+        status, _ = fixed.get("/readyz")
         assert status == 200
         assert fixed.terminate() == 0
     finally:
@@ -254,7 +243,7 @@ def test_noop_failing_every_other_event_trips_the_ratio_and_resumes_from_the_eve
         (line,) = _stopped_lines(log)
         assert "5 handler errors among its last 20 offsets (limit 4)" in line
         assert "nothing is committed from offset 9" in line and "BadDeploy" in line
-        assert _get(broken, "/readyz")[0] == 503
+        assert broken.get("/readyz")[0] == 503
         assert _tripped(broken) == {0: 1.0}
         dead = _handler_errors(kafka_bootstrap, topic, 5, timeout=15)
         assert sorted(_where(m) for m in dead) == [(0, o) for o in (1, 3, 5, 7)]
@@ -311,7 +300,7 @@ def test_a_few_poison_events_among_many_are_dead_lettered_and_the_service_goes_o
         wait_for(lambda: len(read_lines(out)) == good, 60, what="every good event")
         dead = _handler_errors(kafka_bootstrap, topic, len(poison), timeout=30)
         assert sorted(o for _, o in map(_where, dead)) == poison
-        status, body = _get(proc, "/readyz")
+        status, body = proc.get("/readyz")
         assert status == 200, body
         assert _tripped(proc) == {}
         assert _stopped_lines(log) == []

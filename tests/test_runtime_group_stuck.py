@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -41,16 +39,8 @@ PARTITIONS = 3
 STUCK_S = 4
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
-def _replacements(port: int) -> float:
-    text = _get(port, "/metrics")[1]
+def _replacements(proc: ServiceProcess) -> float:
+    text = proc.get("/metrics")[1]
     match = re.search(r"^runtrail_kafka_client_replacements_total\{[^}]*\} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
 
@@ -75,9 +65,8 @@ def test_a_group_without_its_coordinator_gets_a_new_client_and_loses_nothing(
         log_path=log_path,
     )
     try:
-        port = proc.metrics_port()
         wait_for(lambda: len(read_lines(out)) >= len(before), 90, what="the first events")
-        wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, what="readiness")
+        wait_for(lambda: proc.get("/readyz")[0] == 200, 60, what="readiness")
         pid = proc.proc.pid
         publisher = threading.Thread(
             target=_produce_patiently, args=(bootstrap, topic, during), daemon=True
@@ -87,15 +76,15 @@ def test_a_group_without_its_coordinator_gets_a_new_client_and_loses_nothing(
         _kill(broker)
         down_at = time.monotonic()
         wait_for(
-            lambda: "consumer group unavailable: no group coordinator" in _get(port, "/readyz")[1],
+            lambda: "consumer group unavailable: no group coordinator" in proc.get("/readyz")[1],
             30,
             what="/readyz naming the consumer group",
         )
-        wait_for(lambda: _replacements(port) >= 1, 40, what="the client replaced")
+        wait_for(lambda: _replacements(proc) >= 1, 40, what="the client replaced")
         assert "replacing its Kafka client: consumer group" in log_path.read_text()
         while time.monotonic() - down_at < 30:
             assert proc.alive(), log_path.read_text()[-3000:]
-            assert _get(port, "/healthz")[0] == 200  # the loop keeps turning
+            assert proc.get("/healthz")[0] == 200  # the loop keeps turning
             time.sleep(1)
         broker.start()
         publisher.join(300)
@@ -109,7 +98,7 @@ def test_a_group_without_its_coordinator_gets_a_new_client_and_loses_nothing(
             90,
             what="everything committed",
         )
-        wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, what="ready again")
+        wait_for(lambda: proc.get("/readyz")[0] == 200, 60, what="ready again")
         assert proc.alive() and proc.proc.pid == pid
         seen = Counter(ids())
         assert set(seen) == set(expected)
