@@ -55,3 +55,30 @@ def test_a_consumer_without_a_group_is_never_stuck() -> None:
     assert not watch.stuck(100.0)
     watch.observe({}, 100.0)
     assert not watch.stuck(200.0)
+
+
+def broker(source: str, state: str = "UP") -> dict[str, object]:
+    """A ``brokers`` entry as librdkafka 2.x reports it (the fields the watch reads and some)."""
+    return {"name": "127.0.0.1:9092/1", "nodeid": 1, "source": source, "state": state}
+
+
+def test_a_client_that_knows_no_broker_but_the_coordinators_is_stuck_after_ten_seconds() -> None:
+    """What the stuck client was: its only broker dropped, no re-bootstrap, no way back."""
+    watch = GroupWatch(stuck_after_s=120)
+    down = [broker("learned", "DOWN"), broker("logical", "INIT")]
+    watch.observe(cgrp("query-coord"), 0.0, down)  # an outage: the broker is known, down
+    assert watch.orphaned_since is None and not watch.stuck(60.0)
+    orphaned = [broker("logical", "TRY_CONNECT")]
+    watch.observe(cgrp("query-coord"), 60.0, orphaned)
+    watch.observe(cgrp("query-coord"), 65.0, orphaned)
+    assert not watch.stuck(69.9) and watch.stuck(70.0)
+    assert "the Kafka client has known no broker for 10s" in watch.describe(70.0)
+    watch.restart(70.0)
+    assert not watch.stuck(75.0)  # the new client starts with the configured brokers
+
+
+def test_a_re_bootstrap_between_two_reports_is_not_an_orphan() -> None:
+    watch = GroupWatch(stuck_after_s=120)
+    watch.observe(cgrp("query-coord"), 0.0, [broker("logical")])  # a report in between
+    watch.observe(cgrp("query-coord"), 5.0, [broker("configured", "TRY_CONNECT")])
+    assert watch.orphaned_since is None and not watch.stuck(30.0)

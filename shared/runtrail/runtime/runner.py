@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from confluent_kafka import (
@@ -340,13 +340,14 @@ class ServiceRunner:
             log.info("%s: Kafka reachable again", self.name)
             self.health.unavailable.pop(_KAFKA, None)
             self.metrics.unavailable(_KAFKA).set(0)
-        self._watch_group(stats.get("cgrp"))
+        self._watch_group(stats.get("cgrp"), brokers)
 
-    def _watch_group(self, cgrp: dict[str, Any] | None) -> None:
-        """A group without its coordinator past ``group_stuck_s`` is named by readiness and,
-        when no partitions are held, gets a new client at the next turn (runtime.group_watch)."""
+    def _watch_group(self, cgrp: dict[str, Any] | None, brokers: Iterable[Any]) -> None:
+        """A group without its coordinator past ``group_stuck_s`` (or a client that knows no
+        broker) is named by readiness and, when no partitions are held, gets a new client at
+        the next turn (runtime.group_watch)."""
         now = time.monotonic()
-        self._group.observe(cgrp, now)
+        self._group.observe(cgrp, now, brokers)
         if self._group.stuck(now):
             detail = self._group.describe(now)
             if _GROUP not in self.health.unavailable:
