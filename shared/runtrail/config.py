@@ -121,7 +121,8 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a service's consumer group may go without its coordinator "
         "before /readyz names it and, holding no partitions then, the service replaces its "
-        "Kafka client (a client that did not rejoin after an outage).",
+        "Kafka client (a client that did not rejoin after an outage). A client that knows no "
+        "broker is replaced after 10 s.",
     )
     assignment_strategy: str = Field(
         default="range",

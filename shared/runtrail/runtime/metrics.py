@@ -126,7 +126,7 @@ class RuntimeMetrics:
             Counter,
             "runtrail_kafka_client_replacements",
             "Kafka clients replaced because the consumer group went without its coordinator "
-            "past group_stuck_s (holding no partitions).",
+            "past group_stuck_s, or the client knew no broker for 10 s (holding no partitions).",
         )
         self._dlq_limit_tripped = by(
             Gauge,
