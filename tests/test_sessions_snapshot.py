@@ -7,6 +7,7 @@ import random
 import pytest
 import rfc8785
 
+from runtrail.events import Event
 from runtrail.sessions import (
     CODE_VERSION,
     AgentSession,
@@ -15,6 +16,7 @@ from runtrail.sessions import (
     parse_snapshot,
     seal,
 )
+from runtrail.sessions.event_log import EventLog
 from tests.sessions_support import built_session, built_snapshot, session_events
 
 
@@ -45,6 +47,35 @@ def test_the_stored_form_spliced_at_seal_is_the_canonical_form_of_every_member()
     document = snapshot.model_dump(mode="json", by_alias=True)
     assert snapshot.to_bytes() == rfc8785.dumps(document)
     assert parse_snapshot(snapshot.to_bytes(), "memory").digest == snapshot.digest
+
+
+def test_a_session_keeps_canonical_bytes_and_its_snapshot_reads_the_forms_from_them() -> None:
+    session = built_session(30)
+    snapshot = session.snapshot()
+    assert isinstance(snapshot.event_log, EventLog)
+    assert snapshot.event_log._forms is None  # a save reads none of them
+    forms = [e.json_form() for e in sorted(session_events(30), key=_order)]
+    assert snapshot.event_log == forms and list(snapshot.event_log) == forms
+    assert snapshot.event_log[-1] == forms[-1] and len(snapshot.event_log) == 30
+    assert list(session.events()) == forms
+    from_forms = seal(
+        tenant_id="t1",
+        session_id="s1",
+        last_applied_sequence=snapshot.last_applied_sequence,
+        event_log=forms,
+        memory=snapshot.memory,
+        compact_results=snapshot.compact_results,
+        memory_from=snapshot.memory_from,
+        next_offsets=snapshot.next_offsets,
+    )
+    assert from_forms.to_bytes() == snapshot.to_bytes()
+    assert snapshot.model_dump(by_alias=True)["eventLog"] == forms
+    with pytest.raises(ValueError, match="not an object"):
+        seal(tenant_id="t", session_id="s", last_applied_sequence={}, event_bytes=[b"[1]"])
+
+
+def _order(event: Event) -> tuple[str, str, int]:
+    return (event.recorded_at or event.occurred_at, event.run_id, event.sequence)
 
 
 def test_snapshot_holds_memory_log_compact_results_ids_sequences_and_code_version() -> None:

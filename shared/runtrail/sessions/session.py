@@ -12,6 +12,9 @@ each valid snapshot"). The rules:
   event was recorded (broker log-append time), ties broken by run ID;
 * memory and compact results are those of the last ``session.snapshot`` event of the log.
 
+Each event is held as its canonical bytes (what a save splices and hashes), its type and its
+place in the timeline; its JSON form is parsed from the bytes when someone reads it.
+
 Nothing here calls a model or a tool: restoring a session only re-reads recorded events.
 """
 
@@ -21,15 +24,12 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import orjson
+
 from runtrail.events import Event, canonical_bytes
 from runtrail.sessions.errors import UntrustedSnapshot
-from runtrail.sessions.snapshot import (
-    CODE_VERSION,
-    AgentSessionSnapshot,
-    JsonForm,
-    MemorySource,
-    seal,
-)
+from runtrail.sessions.event_log import JsonForm
+from runtrail.sessions.snapshot import CODE_VERSION, AgentSessionSnapshot, MemorySource, seal
 
 SNAPSHOT_EVENT = "session.snapshot"
 STEP_END = "STEP_END"
@@ -37,7 +37,8 @@ STEP_END = "STEP_END"
 
 #: Where an event sits in the session's timeline: (recorded at, run ID, sequence).
 OrderKey = tuple[str, str, int]
-Entry = tuple[OrderKey, JsonForm, bytes]
+#: One event held: its place, its type, its canonical bytes.
+Entry = tuple[OrderKey, object, bytes]
 
 
 class _RunLog:
@@ -49,11 +50,10 @@ class _RunLog:
         self.entries: dict[int, Entry] = {}
         self.ordered = True  # entries were inserted in sequence order
 
-    def add(self, run_id: str, sequence: int, form: JsonForm, canon: bytes) -> None:
+    def add(self, run_id: str, sequence: int, recorded: str, kind: object, canon: bytes) -> None:
         if self.entries and sequence < next(reversed(self.entries)):
             self.ordered = False
-        recorded = form.get("recordedAt") or form.get("occurredAt") or ""
-        self.entries[sequence] = ((str(recorded), run_id, sequence), form, canon)
+        self.entries[sequence] = ((recorded, run_id, sequence), kind, canon)
 
     def in_order(self) -> list[Entry]:
         if not self.ordered:
@@ -93,8 +93,9 @@ class AgentSession:
         run = self._runs.get(event.run_id)
         if run is not None and event.sequence in run.entries:
             return False
-        form = event.json_form()
-        self._insert(event.run_id, event.sequence, form, canonical_bytes(form))
+        recorded = event.recorded_at or event.occurred_at
+        canon = canonical_bytes(event.json_form())
+        self._insert(event.run_id, event.sequence, recorded, event.type, canon)
         return True
 
     def applied(self, run_id: str, sequence: int) -> bool:
@@ -109,20 +110,23 @@ class AgentSession:
         for form, canon in zip(snapshot.event_log, snapshot.event_bytes(), strict=True):
             run_id, sequence = _coordinates(form)
             if not self.applied(run_id, sequence):
-                self._insert(run_id, sequence, form, canon)
+                recorded = str(form.get("recordedAt") or form.get("occurredAt") or "")
+                self._insert(run_id, sequence, recorded, form.get("type"), canon)
                 added += 1
         for topic, partitions in snapshot.next_offsets.items():
             for partition, offset in partitions.items():
                 self._note_offset(topic, int(partition), offset - 1)
         return added
 
-    def _insert(self, run_id: str, sequence: int, form: JsonForm, canon: bytes) -> None:
+    def _insert(
+        self, run_id: str, sequence: int, recorded: str, kind: object, canon: bytes
+    ) -> None:
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = _RunLog()
-        run.add(run_id, sequence, form, canon)
+        run.add(run_id, sequence, recorded, kind, canon)
         self._count += 1
-        if form.get("type") == SNAPSHOT_EVENT:
+        if kind == SNAPSHOT_EVENT:
             self._snapshot_events += 1
 
     def _note_offset(self, topic: str, partition: int, offset: int) -> None:
@@ -153,17 +157,17 @@ class AgentSession:
 
     def events(self) -> Iterator[JsonForm]:
         """The event log, in session order."""
-        for _, form, _ in self._log():
-            yield form
+        for _, _, canon in self._log():
+            yield orjson.loads(canon)
 
     def _memory(self, log: list[Entry]) -> tuple[MemorySource | None, Any, Any]:
         """The memory and compact results of the last ``session.snapshot`` event of ``log``
         (this session's log)."""
         if not self._snapshot_events:
             return None, None, None
-        for (_, run_id, sequence), form, _ in reversed(log):
-            if form.get("type") == SNAPSHOT_EVENT:
-                data: Mapping[str, Any] = form.get("data") or {}
+        for (_, run_id, sequence), kind, canon in reversed(log):
+            if kind == SNAPSHOT_EVENT:
+                data: Mapping[str, Any] = orjson.loads(canon).get("data") or {}
                 source = MemorySource(
                     run_id=run_id,
                     sequence=sequence,
@@ -189,7 +193,6 @@ class AgentSession:
             tenant_id=self.tenant_id,
             session_id=self.session_id,
             last_applied_sequence=self.last_applied_sequence,
-            event_log=[form for _, form, _ in log],
             event_bytes=[canon for _, _, canon in log],
             memory=memory,
             compact_results=compact,

@@ -15,7 +15,9 @@ The stored form *is* the canonical form (digest included), so the digest can be 
 against exactly what was written. Canonicalising a long event log is the expensive part, so
 each event's canonical bytes are computed once (when the event is applied, or when a snapshot
 is read) and carried along: RFC 8785 canonicalises array elements independently, which makes
-the log's canonical form the bracketed, comma-joined canonical forms of its events.
+the log's canonical form the bracketed, comma-joined canonical forms of its events. A snapshot
+sealed from those bytes alone (what a session saves) holds its log as an
+:class:`~runtrail.sessions.event_log.EventLog`: the forms are parsed only if someone reads them.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from pydantic import (
     PrivateAttr,
     StringConstraints,
     ValidationError,
+    field_serializer,
 )
 from pydantic.alias_generators import to_camel
 
 from runtrail.events import EventError, canonical_bytes
 from runtrail.sessions.errors import CorruptSnapshot, UntrustedSnapshot
+from runtrail.sessions.event_log import EventLog, JsonForm
 
 #: Layout of the stored document; a reader refuses layouts it does not know.
 SNAPSHOT_FORMAT = 1
@@ -47,7 +51,6 @@ CODE_VERSION = "runtrail.sessions/1"
 DIGEST_PREFIX = "sha256:"
 
 NonBlank = Annotated[str, StringConstraints(min_length=1)]
-JsonForm = dict[str, Any]
 
 
 class _Camel(BaseModel):
@@ -76,13 +79,20 @@ class AgentSessionSnapshot(_Camel):
     memory: Any = None
     compact_results: Any = None
     memory_from: MemorySource | None = None
-    event_log: list[JsonForm] = Field(default_factory=list)
+    #: the events in session order: a list when read from a document, an :class:`EventLog`
+    #: (parsed from the events' canonical bytes on first read) when sealed from those bytes
+    event_log: Sequence[JsonForm] = Field(default_factory=list)
     #: Per topic and partition (as text), the offset after the last event applied from it:
     #: where a restore starts reading the tail.
     next_offsets: dict[str, dict[str, Annotated[int, Field(ge=0)]]] = Field(default_factory=dict)
     digest: NonBlank
 
     _event_bytes: list[bytes] | None = PrivateAttr(default=None)
+
+    @field_serializer("event_log")
+    def _log_as_list(self, log: Sequence[JsonForm]) -> list[JsonForm]:
+        return list(log)
+
     _stored: bytes | None = PrivateAttr(default=None)
 
     @property
@@ -93,7 +103,11 @@ class AgentSessionSnapshot(_Camel):
     def event_bytes(self) -> list[bytes]:
         """The canonical bytes of each event of the log (computed once)."""
         if self._event_bytes is None:
-            self._event_bytes = [canonical_bytes(e) for e in self.event_log]
+            log = self.event_log
+            if isinstance(log, EventLog):
+                self._event_bytes = log.canonical
+            else:
+                self._event_bytes = [canonical_bytes(e) for e in log]
         return self._event_bytes
 
     def content_bytes(self) -> bytes:
@@ -116,7 +130,7 @@ def seal(
     tenant_id: str,
     session_id: str,
     last_applied_sequence: Mapping[str, int],
-    event_log: Sequence[JsonForm],
+    event_log: Sequence[JsonForm] | None = None,
     event_bytes: Sequence[bytes] | None = None,
     memory: Any = None,
     compact_results: Any = None,
@@ -124,7 +138,22 @@ def seal(
     next_offsets: Mapping[str, Mapping[str, int]] | None = None,
     code_version: str = CODE_VERSION,
 ) -> AgentSessionSnapshot:
-    """A snapshot of the given content, with its digest computed."""
+    """A snapshot of the given content, with its digest computed.
+
+    The log is given as its events' JSON forms (``event_bytes``, their canonical bytes, if
+    the caller has them), or as the canonical bytes alone: the snapshot then reads its forms
+    from those bytes if asked (:class:`EventLog`)."""
+    log: Sequence[JsonForm]
+    if event_log is None:
+        if event_bytes is None:
+            raise ValueError("seal needs the event log or its events' canonical bytes")
+        log = EventLog(list(event_bytes))
+        events: list[bytes] | None = log.canonical
+    else:
+        log = list(event_log)
+        events = list(event_bytes) if event_bytes is not None else None
+        if events is not None and len(events) != len(log):
+            raise ValueError("event_bytes must hold one entry per event of the log")
     draft = AgentSessionSnapshot.model_construct(
         format=SNAPSHOT_FORMAT,
         tenant_id=tenant_id,
@@ -134,13 +163,10 @@ def seal(
         memory=memory,
         compact_results=compact_results,
         memory_from=memory_from,
-        event_log=list(event_log),
+        event_log=log,
         next_offsets={t: dict(p) for t, p in (next_offsets or {}).items()},
         digest="",
     )
-    events = list(event_bytes) if event_bytes is not None else None
-    if events is not None and len(events) != len(draft.event_log):
-        raise ValueError("event_bytes must hold one entry per event of the log")
     draft._event_bytes = events
     try:
         members = _members(draft, draft.event_bytes(), with_digest=False)
@@ -148,8 +174,11 @@ def seal(
         raise ValueError(f"session {tenant_id}/{session_id}: content is not JSON: {exc}") from exc
     # The log is left out of the validation: canonicalising it has just checked that it is
     # JSON, so only its items' type is left to check (validating it made every save O(log)).
-    log = draft.event_log
-    if any(type(event) is not dict for event in log):
+    if isinstance(log, EventLog):
+        objects = all(event[:1] == b"{" for event in log.canonical)
+    else:
+        objects = all(type(event) is dict for event in log)
+    if not objects:
         raise ValueError(f"session {tenant_id}/{session_id}: an event of the log is not an object")
     digest = digest_of(_object(members))
     checked = AgentSessionSnapshot.model_validate(
