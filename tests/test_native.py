@@ -38,6 +38,7 @@ from runtrail.events import EventCodec, EventError, avro_schemas, native
 from runtrail.events.avro_fast import codec_for, compile_schema
 from runtrail.events.codec import HEADER_LEN, validate_json_form
 from runtrail.events.envelope import EVENT_CLASSES, Actor, EventData, Timestamp
+from runtrail.events.jsonform import canonical_bytes_reference
 from runtrail.events.runtime_events import ToolCall, ToolResult
 from runtrail.events.upcasting import upcast
 from runtrail.publisher import wal
@@ -910,6 +911,8 @@ def test_every_fixture_dumps_as_pydantic_dumps_it(form: dict[str, Any]) -> None:
     assert ours == _pydantic_form(event)
     assert list(ours) == list(_pydantic_form(event))  # the same key order, too
     assert event.json_form() == ours
+    # its RFC 8785 bytes, written from the plan, are the reference library's of that form
+    assert dump.canonical(event) == canonical_bytes_reference(ours) == event.canonical_bytes()
     # a fresh copy: changing it changes neither the event nor the next dump
     if isinstance(ours["data"], dict):
         ours["data"]["changed"] = True
@@ -935,7 +938,9 @@ def test_odd_values_set_on_an_event_dump_as_pydantic_dumps_them_or_are_left_to_i
         theirs = _pydantic_form(event)
     except Exception:  # pydantic cannot dump it either: ours must not invent a form
         assert dump(event) is None
+        assert dump.canonical(event) is None
         return
+    _assert_canonical_or_deferred(dump.canonical(event), theirs)
     if isinstance(event.data, EventData):  # by the payload's own dumper, or pydantic
         payload = event.data.json_form()
         assert payload == theirs["data"] and json.dumps(payload) == json.dumps(theirs["data"])
@@ -945,6 +950,46 @@ def test_odd_values_set_on_an_event_dump_as_pydantic_dumps_them_or_are_left_to_i
         return
     assert ours == theirs and json.dumps(ours) == json.dumps(theirs)  # 1 is not 1.0
     assert list(ours) == list(theirs)
+
+
+def _assert_canonical_or_deferred(written: bytes | None, form: Any) -> None:
+    """Bytes the compiled writer gives are the reference library's RFC 8785 bytes of the
+    form; where the library refuses the form, the writer gave none."""
+    try:
+        expected = canonical_bytes_reference(form)
+    except EventError:
+        assert written is None
+        return
+    assert written is None or written == expected, (written, expected)
+
+
+_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 0.1, 1 / 3, -2.5e-4, 123456.789]
+)
+
+
+@settings(max_examples=examples(1500), deadline=None)
+@given(value=_json_like | st.lists(_floats, max_size=6) | st.dictionaries(_keys, _floats))
+def test_the_canonical_bytes_of_any_json_value_are_the_reference_librarys(value: Any) -> None:
+    """A field typed ``Any`` holds whatever JSON a tool or model produced: every number,
+    string and key the writer writes itself is written as the RFC 8785 library writes it."""
+    form = next(f for f in FORMS if f["type"] == "TOOL_CALL" and f["schemaVersion"] == 2)
+    event = PY_CODEC.decode(CODEC.encode_json_form(form), ISO).event
+    object.__setattr__(event.data, "arguments", value)
+    try:
+        theirs = _pydantic_form(event)
+    except Exception:
+        assert _dumper(type(event)).canonical(event) is None
+        return
+    written = _dumper(type(event)).canonical(event)
+    _assert_canonical_or_deferred(written, theirs)
+    if isinstance(value, list) and all(type(v) is float and _written_float(v) for v in value):
+        assert written is not None  # the floats it covers are written, not left to Python
+
+
+def _written_float(v: float) -> bool:
+    """The floats the writer writes itself (see ``json_canonical.rs``)."""
+    return abs(v) < 2**53 if v.is_integer() else 1e-4 <= abs(v) < 1e16
 
 
 def test_the_tool_payloads_the_node_assembly_dumps_have_a_json_dumper() -> None:
@@ -977,6 +1022,19 @@ def test_an_extension_built_before_the_dumper_leaves_every_class_to_pydantic(
     event = PY_CODEC.decode(CODEC.encode_json_form(FORMS[0]), ISO).event
     monkeypatch.setattr(native, "NATIVE", Stale())
     assert native.json_dumper(type(event)) is None
+
+
+def test_an_extension_built_before_the_canonical_writer_canonicalises_the_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale ``JsonDumper`` (no ``canonical``): the bytes come from the form, unchanged."""
+    from runtrail.events import envelope
+
+    event = PY_CODEC.decode(CODEC.encode_json_form(FORMS[0]), ISO).event
+    dump = native.json_dumper(type(event))
+    assert dump is not None
+    monkeypatch.setitem(envelope._DUMPERS, type(event), dump.__call__)  # has no .canonical
+    assert event.canonical_bytes() == canonical_bytes_reference(event.json_form())
 
 
 def test_a_subclass_or_a_missing_field_is_left_to_pydantic() -> None:

@@ -24,7 +24,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from runtrail.events.errors import InvalidEvent, UnknownEventType
-from runtrail.events.native import json_dumper
+from runtrail.events.jsonform import canonical_bytes
+from runtrail.events.native import CompiledDumper, json_dumper
 
 ActorKind = Literal["user", "agent", "service", "operator"]
 
@@ -99,22 +100,26 @@ EVENT_CLASSES: dict[tuple[str, int], type[Event]] = {}
 
 
 #: per event or payload class, its compiled JSON-form dumper (None: pydantic's serializer)
-_DUMPERS: dict[type[Any], Any] = {}
-_UNKNOWN = object()
+_DUMPERS: dict[type[Any], CompiledDumper | None] = {}
+
+
+def _dumper(cls: type[Any]) -> CompiledDumper | None:
+    try:
+        return _DUMPERS[cls]
+    except KeyError:
+        dump = _DUMPERS[cls] = json_dumper(cls)
+        return dump
 
 
 def _json_form(model: CamelModel) -> dict[str, Any]:
     """``model.model_dump(mode="json", by_alias=True)``: by the class's compiled dumper when
     there is one (:func:`~runtrail.events.native.json_dumper`: the same dict, without
     pydantic's serializer), else by pydantic."""
-    cls = type(model)
-    dump = _DUMPERS.get(cls, _UNKNOWN)
-    if dump is _UNKNOWN:
-        dump = _DUMPERS[cls] = json_dumper(cls)
+    dump = _dumper(type(model))
     if dump is not None:
         form = dump(model)
         if form is not None:
-            return cast(dict[str, Any], form)
+            return form
         # a value the plan does not cover: pydantic dumps it
     return model.model_dump(mode="json", by_alias=True)
 
@@ -145,6 +150,18 @@ class _Envelope(CamelModel):
     def json_form(self) -> dict[str, Any]:
         """The camelCase JSON form of the seeds (``sequence`` as a decimal string)."""
         return _json_form(self)
+
+    def canonical_bytes(self) -> bytes:
+        """``canonical_bytes(self.json_form())``: RFC 8785 bytes of the JSON form, written by
+        the class's compiled dumper straight from the event where it can (no form built),
+        else from the form; the same bytes, or the same error, either way."""
+        dump = _dumper(type(self))
+        write = getattr(dump, "canonical", None)  # None: an extension built before it
+        if write is not None:
+            written = write(self)
+            if written is not None:
+                return cast(bytes, written)
+        return canonical_bytes(_json_form(self))
 
 
 class Event(_Envelope):

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 #: the environment variable that chooses (see the module doc)
 ENV = "RUNTRAIL_NATIVE"
@@ -340,6 +339,16 @@ def event_decoder(schemas: Any, loads: Any) -> Any | None:
 
 
 # --- the JSON form of a model, without pydantic's serializer -----------------------------
+
+
+class CompiledDumper(Protocol):
+    """The extension's ``JsonDumper`` of one class (see :func:`json_dumper`)."""
+
+    def __call__(self, instance: Any, /) -> dict[str, Any] | None: ...
+
+    def canonical(self, instance: Any, /) -> bytes | None: ...
+
+
 #: the tags of a dump plan's nodes (``runtrail_native``'s ``JsonDumper`` reads them)
 _D_MODEL, _D_NULLABLE, _D_ANY, _D_STR, _D_INT, _D_BOOL, _D_FLOAT, _D_LITERAL, _D_SER = range(9)
 _D_SCALARS = {"str": _D_STR, "int": _D_INT, "bool": _D_BOOL, "float": _D_FLOAT}
@@ -418,13 +427,15 @@ def _dump_value(schema: dict[str, Any], building: frozenset[type[Any]]) -> tuple
     return (_D_SCALARS[kind],)
 
 
-def json_dumper(cls: type[Any]) -> Callable[[Any], dict[str, Any] | None] | None:
-    """A function giving ``cls(...).model_dump(mode="json", by_alias=True)`` without
+def json_dumper(cls: type[Any]) -> CompiledDumper | None:
+    """A callable giving ``cls(...).model_dump(mode="json", by_alias=True)`` without
     pydantic's serializer, or None without the extension or for a class whose core schema it
     does not reproduce. The function answers None on a value its plan does not cover (a
     subclass, a missing field, a value of another type): dump that one with pydantic. The
     extension's ``JsonDumper`` runs the plan (the fields typed ``Any`` copied by its
-    ``json_copy``); reading the attributes in Python cost a microsecond or more an event."""
+    ``json_copy``); reading the attributes in Python cost a microsecond or more an event.
+    Its ``canonical`` (absent from an extension built before it) writes the RFC 8785 bytes
+    of that form from the same plan, or answers None for the caller to canonicalise it."""
     dumper = getattr(NATIVE, "JsonDumper", None)  # None: no extension, or one built before it
     if dumper is None:
         return None
@@ -438,4 +449,4 @@ def json_dumper(cls: type[Any]) -> Callable[[Any], dict[str, Any] | None] | None
         plan = _dump_model(schema, frozenset())
     except Unplanned:
         return None
-    return cast(Callable[[Any], "dict[str, Any] | None"], dumper(plan).dump)
+    return cast(CompiledDumper, dumper(plan))

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from runtrail.events import Event, canonical_bytes
+from runtrail.events import Event
 from runtrail.sessions.errors import UntrustedSnapshot
 from runtrail.sessions.event_log import JsonForm
 from runtrail.sessions.snapshot import CODE_VERSION, AgentSessionSnapshot, MemorySource, seal
@@ -94,7 +94,7 @@ class AgentSession:
         if run is not None and event.sequence in run.entries:
             return False
         recorded = event.recorded_at or event.occurred_at
-        canon = canonical_bytes(event.json_form())
+        canon = event.canonical_bytes()
         self._insert(event.run_id, event.sequence, recorded, event.type, canon)
         return True
 

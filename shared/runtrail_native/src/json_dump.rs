@@ -8,15 +8,17 @@
 //! returns is a fresh dict in the fields' order, its keys the serialization aliases; strings,
 //! numbers and booleans are the instance's own objects, the values of fields typed `Any` fresh
 //! copies of their containers (`json_copy`), as pydantic's serializer makes them.
+//! `canonical` writes the RFC 8785 bytes of that form from the same plan
+//! ([`crate::json_canonical`]), without building it.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple, PyType};
 
 use crate::copy_value;
 
 /// How one value is dumped (plan tags as `runtrail.events.native` writes them).
-enum Dump {
+pub(crate) enum Dump {
     /// tag 0: (0, cls, ((attr, alias, plan), ...))
     Model(Box<DumpModel>),
     /// tag 1: (1, plan): None stays None
@@ -40,10 +42,28 @@ enum Dump {
     },
 }
 
-struct DumpModel {
-    cls: Py<PyType>,
+pub(crate) struct DumpModel {
+    pub(crate) cls: Py<PyType>,
     /// (attribute name, serialization alias, plan), in the fields' order
-    fields: Vec<(Py<PyString>, Py<PyString>, Dump)>,
+    pub(crate) fields: Vec<(Py<PyString>, Py<PyString>, Dump)>,
+    /// each field's index and its `"alias":` bytes, in RFC 8785 order (the aliases' UTF-16
+    /// code units)
+    pub(crate) canonical_order: Vec<(usize, Vec<u8>)>,
+}
+
+/// An instance's `__dict__` (a new reference).
+pub(crate) fn instance_dict<'py>(
+    py: Python<'py>,
+    m: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: GenericGetDict returns a new reference (or NULL with an error set)
+    let dict = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyObject_GenericGetDict(m.as_ptr(), std::ptr::null_mut()),
+        )?
+    };
+    Ok(dict.downcast_into::<PyDict>()?)
 }
 
 fn plan_node(node: &Bound<'_, PyAny>) -> PyResult<Dump> {
@@ -53,15 +73,30 @@ fn plan_node(node: &Bound<'_, PyAny>) -> PyResult<Dump> {
         0 => {
             let cls = node.get_item(1)?.downcast_into::<PyType>()?.unbind();
             let mut fields = Vec::new();
-            for field in node.get_item(2)?.downcast::<PyTuple>()?.iter() {
+            let mut keys: Vec<(Vec<u16>, usize)> = Vec::new();
+            for (i, field) in node.get_item(2)?.downcast::<PyTuple>()?.iter().enumerate() {
                 let field = field.downcast::<PyTuple>()?;
+                let alias = field.get_item(1)?;
+                keys.push((alias.extract::<String>()?.encode_utf16().collect(), i));
                 fields.push((
                     crate::interned(&field.get_item(0)?)?,
-                    crate::interned(&field.get_item(1)?)?,
+                    crate::interned(&alias)?,
                     plan_node(&field.get_item(2)?)?,
                 ));
             }
-            Dump::Model(Box::new(DumpModel { cls, fields }))
+            keys.sort();
+            let mut canonical_order = Vec::new();
+            for (_, i) in keys {
+                let mut key = Vec::new();
+                crate::json_canonical::write_str(fields[i].1.bind(node.py()).to_str()?, &mut key);
+                key.push(b':');
+                canonical_order.push((i, key));
+            }
+            Dump::Model(Box::new(DumpModel {
+                cls,
+                fields,
+                canonical_order,
+            }))
         }
         1 => Dump::Nullable(Box::new(plan_node(&node.get_item(1)?)?)),
         2 => Dump::Any,
@@ -93,13 +128,7 @@ fn dump_model(
     if !m.get_type().is(model.cls.bind(py)) {
         return Ok(None); // a subclass may dump otherwise: pydantic decides
     }
-    // SAFETY: GenericGetDict returns a new reference (or NULL with an error set)
-    let dict = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyObject_GenericGetDict(m.as_ptr(), std::ptr::null_mut()),
-        )?
-    };
+    let dict = instance_dict(py, m)?;
     // SAFETY: a fresh dict, filled below before anyone else sees it
     let out = unsafe {
         Bound::from_owned_ptr_or_err(
@@ -225,5 +254,25 @@ impl JsonDumper {
     /// The instance's JSON form, or None for pydantic to dump it.
     fn dump(&self, py: Python<'_>, instance: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
         dump_model(py, &self.model, instance)
+    }
+
+    /// `dump`, as a call.
+    fn __call__(&self, py: Python<'_>, instance: &Bound<'_, PyAny>) -> PyResult<Option<PyObject>> {
+        dump_model(py, &self.model, instance)
+    }
+
+    /// The RFC 8785 bytes of the instance's JSON form, or None for the caller to
+    /// canonicalise the form itself.
+    fn canonical<'py>(
+        &self,
+        py: Python<'py>,
+        instance: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let mut out = Vec::with_capacity(1024);
+        if crate::json_canonical::write_model(py, &self.model, instance, &mut out)? {
+            Ok(Some(PyBytes::new(py, &out)))
+        } else {
+            Ok(None)
+        }
     }
 }

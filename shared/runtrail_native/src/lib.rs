@@ -6,7 +6,8 @@
 //!   returns (`runtrail.events.avro_fast`);
 //! - [`ModelBuilder`] builds a pydantic model instance from a JSON-form dict, as pydantic-core's
 //!   lax `validate_python` would, for models whose core schema uses only what the plan knows;
-//! - [`json_dump::JsonDumper`] gives an instance's JSON form, as pydantic's serializer would.
+//! - [`json_dump::JsonDumper`] gives an instance's JSON form, as pydantic's serializer would,
+//!   and its RFC 8785 bytes (`json_canonical`).
 //!
 //! All only *accept*: on anything they are not sure of (a truncated body, a long varint, a
 //! value of another type, a constraint not met, an unknown key) they return `None`, and the
@@ -20,6 +21,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTup
 use regex::Regex;
 
 mod avro_write;
+mod json_canonical;
 mod json_dump;
 mod secret_scan;
 mod wal_frames;
