@@ -11,7 +11,7 @@ C work such as SQLite's counts at its real weight, which cProfile shrinks beside
   bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
   export lines sent to the audit topic (built, not produced);
 * **sessions**: the compiled decode straight to events, applying them to their sessions
-  (``json_form()`` and its RFC 8785 bytes, kept for the snapshot), and the cyclic GC's work
+  (each event's RFC 8785 bytes, written from the event and kept for the snapshot), and the cyclic GC's work
   at each flush under the runtime's policy for a service that keeps its state
   (``Service.keeps_state``), then under the default one for comparison.
 
