@@ -62,3 +62,38 @@ def test_sigterm_while_the_service_imports_still_exits_0(
             if proc.poll() is None:
                 proc.kill()
     assert "signal 15 during start-up, stopping" in log.read_text()
+
+
+@pytest.mark.kafka
+def test_a_service_that_crashes_leaves_every_threads_stack_in_its_log(
+    kafka_bootstrap: str, kafka_topic_factory: TopicFactory, tmp_path: Path
+) -> None:
+    """A crash in compiled code (librdkafka, the extension) ends a service with a signal; its
+    log then holds the Python stack of each thread (``faulthandler``), not just a -11."""
+    topic = kafka_topic_factory(1)
+    log = tmp_path / "svc.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "runtrail_tools.cli.main", "run", "noop",
+                "--group", f"g-{topic}", "--bootstrap-servers", kafka_bootstrap,
+                "--events-topic", topic, "--metrics-port", "0", "-v",
+                "-o", f"output={tmp_path / 'noop.out'}",
+            ],
+            stdout=out,
+            stderr=out,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while b"consuming" not in log.read_bytes():  # the runner's threads are up
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGSEGV)
+            assert proc.wait(30) == -signal.SIGSEGV
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = log.read_text()
+    assert "Fatal Python error: Segmentation fault" in text, text[-3000:]
+    assert "Current thread" in text and "in run" in text, text[-3000:]

@@ -7,7 +7,8 @@ Outcomes: ``sent`` (acknowledged by the broker, directly or from the spool), ``s
 (written to the spool), ``rejected`` (invalid, unencodable or refused by the broker as such),
 ``dropped`` (unreadable in the spool), ``recovered`` (unconfirmed, then found on the topic by the
 recovery scan, so not resent). An event that was spooled and later sent counts in both
-``spooled`` and ``sent``.
+``spooled`` and ``sent``. Beside them: failed delivery reports, the spool's depth, and the
+Kafka clients replaced because none reached a broker while the spool waited.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class PublisherStats:
     spool_depth: int
     spooling: bool
     recovered: int = 0
+    client_replacements: int = 0
 
 
 class PublisherMetrics:
@@ -47,6 +49,7 @@ class PublisherMetrics:
         self._counts = dict.fromkeys(OUTCOMES, 0)
         self._errors = 0
         self._depth = 0
+        self._replacements = 0
         self._lock = threading.Lock()
 
     def count(self, outcome: str, n: int = 1) -> None:
@@ -62,6 +65,12 @@ class PublisherMetrics:
             self._exported.delivery_errors.inc()
         with self._lock:
             self._errors += 1
+
+    def client_replaced(self) -> None:
+        if self._exported is not None:
+            self._exported.client_replacements.inc()
+        with self._lock:
+            self._replacements += 1
 
     def set_spool_depth(self, depth: int) -> None:
         if self._exported is not None:
@@ -80,6 +89,7 @@ class PublisherMetrics:
                 spool_depth=self._depth,
                 spooling=spooling,
                 recovered=self._counts["recovered"],
+                client_replacements=self._replacements,
             )
 
 
@@ -97,6 +107,12 @@ class _Exported:
         self.delivery_errors = prometheus.Counter(
             "runtrail_publisher_delivery_errors",
             "Failed delivery reports (the event then goes to the spool).",
+            registry=registry,
+        )
+        self.client_replacements = prometheus.Counter(
+            "runtrail_publisher_client_replacements",
+            "Kafka clients replaced by a new one because none reached a broker for 30 s while "
+            "the spool waited.",
             registry=registry,
         )
         self.spool_depth = prometheus.Gauge(

@@ -4,7 +4,8 @@ Why apart from the drain: the drain decides what is sent and when; this is only 
 reaches librdkafka, byte-identical on every attempt (key, value, headers and its accept time
 as the Kafka timestamp, which the recovery scan searches by), and what the client says of
 itself: credentials the broker refuses (told once, then the events wait in the spool) and a
-fatal error (the producer is replaced; its idempotence state is lost).
+fatal error (the producer is replaced; its idempotence state is lost). The drain also replaces
+a producer that has reached no broker for long while the spool waits.
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ class Sender:
         return True
 
     def recreate(self) -> None:
-        """A new producer after a fatal error (e.g. idempotence state lost)."""
+        """A new producer, bootstrapping afresh: after a fatal error (e.g. idempotence state
+        lost), or when the old one has reached no broker for long. Call with nothing queued
+        or in flight."""
         self._producer = self._factory(self._config)
         self.fatal = False
 
