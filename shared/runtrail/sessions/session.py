@@ -153,6 +153,8 @@ class AgentSession:
     def _log(self) -> list[Entry]:
         """Every event in session order: runs merged by recording time, each in sequence."""
         runs = [self._runs[run_id].in_order() for run_id in sorted(self._runs)]
+        if len(runs) == 1:
+            return runs[0]  # a fresh list; most sessions hold one run
         return list(heapq.merge(*runs, key=lambda entry: entry[0]))
 
     def events(self) -> Iterator[JsonForm]:
