@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
+from runtrail.kafka.orphan_watch import OrphanWatch
 from runtrail.kafka.output_topic import OutputTopic, output_message_max_bytes
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.records import entry_record
@@ -34,7 +35,7 @@ from runtrail_services.sessions.service import SessionsService
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.checkpoint_support import held
 from tests.sessions_support import session_forms
-from tests.support import create_topic, form, unique_topic
+from tests.support import create_topic, form, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka]
 
@@ -297,3 +298,60 @@ def test_records_beside_one_too_large_for_the_topic_are_delivered_and_only_it_is
     assert "5000-byte record" in dropped[0][1]
     assert out.unacknowledged == 0
     assert [value for _, value, _ in read_topic(bootstrap, topic)] == [b"before", b"after"]
+
+
+class _Orphaned(OrphanWatch):
+    """The verdict of a producer's statistics once it has lost every broker for good. That
+    state of librdkafka cannot be brought about to order (``kafka/orphan_watch.py``), so this
+    stands in for it: the real client's own reports, which list its learned broker, are not
+    listened to, and the verdict holds until the producer is replaced."""
+
+    def observe(self, brokers: Any, now: float) -> None:
+        pass
+
+    def orphaned(self, now: float) -> bool:
+        return self.since is None  # until restart() marks the replacement
+
+    def restart(self) -> None:
+        self.since = 0.0
+
+
+def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once_in_order(
+    restartable_broker: LocalBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    bootstrap = restartable_broker.bootstrap_servers
+    topic = create_topic(bootstrap, unique_topic("orphan"), partitions=1)
+    out = OutputTopic(Settings(bootstrap_servers=bootstrap), topic, client_id="orphan-test")
+    out.send(b"k", b"0")
+    out.confirm(30)
+    # the real client's own statistics: it knows its broker
+    wait_for(lambda: _reported(out), 15, what="a statistics report")
+    assert out._orphan.since is None
+    sigkill(restartable_broker)
+    values = [str(i).encode() for i in range(1, 41)]
+    for value in values:
+        out.send(b"k", value)
+    out._orphan = _Orphaned()
+    with (
+        caplog.at_level("WARNING", logger="runtrail.kafka.output_topic"),
+        pytest.raises(StoreUnavailable),
+    ):
+        out.confirm(2)
+    assert "starting a new producer" in caplog.text, caplog.text
+    assert out.unacknowledged == len(values)  # taken back, none lost
+    restartable_broker.start()
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            out.confirm(5)
+            break
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "the topic never became available again"
+    out.close()
+    landed = [value for _, value, _ in read_topic(restartable_broker.bootstrap_servers, topic)]
+    assert landed == [b"0", *values]
+
+
+def _reported(out: OutputTopic) -> bool:
+    out.poll()  # statistics are served by polls
+    return out._orphan.reports > 0

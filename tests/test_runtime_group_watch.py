@@ -67,7 +67,7 @@ def test_a_client_that_knows_no_broker_but_the_coordinators_is_stuck_after_ten_s
     watch = GroupWatch(stuck_after_s=120)
     down = [broker("learned", "DOWN"), broker("logical", "INIT")]
     watch.observe(cgrp("query-coord"), 0.0, down)  # an outage: the broker is known, down
-    assert watch.orphaned_since is None and not watch.stuck(60.0)
+    assert watch.client.since is None and not watch.stuck(60.0)
     orphaned = [broker("logical", "TRY_CONNECT")]
     watch.observe(cgrp("query-coord"), 60.0, orphaned)
     watch.observe(cgrp("query-coord"), 65.0, orphaned)
@@ -81,4 +81,4 @@ def test_a_re_bootstrap_between_two_reports_is_not_an_orphan() -> None:
     watch = GroupWatch(stuck_after_s=120)
     watch.observe(cgrp("query-coord"), 0.0, [broker("logical")])  # a report in between
     watch.observe(cgrp("query-coord"), 5.0, [broker("configured", "TRY_CONNECT")])
-    assert watch.orphaned_since is None and not watch.stuck(30.0)
+    assert watch.client.since is None and not watch.stuck(30.0)

@@ -14,6 +14,11 @@ A record too large for the broker is not an outage: it is reported once to ``on_
 service goes on. The producers' ``message.max.bytes`` is what ``runtrail topics ensure`` sizes
 the topics to (``max_event_bytes`` plus headroom), so a legal event's content fits.
 
+A producer that has lost every broker for good (:mod:`runtrail.kafka.orphan_watch`, read from
+its statistics) is replaced at the next :meth:`OutputTopic.confirm`: its records are taken back
+and produced again, in order, by a new one that bootstraps afresh. As after a restart, a record
+the broker wrote just before its acknowledgement was lost can then be written twice.
+
 Records are kept, sent again and judged "too large" by the producer core all runtrail
 producers share (:mod:`runtrail.kafka.unacked`): a record refused inside a batch is produced
 again alone, and only a second size error, for it alone, drops it. A record cleared this way
@@ -25,13 +30,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
+from runtrail.kafka.orphan_watch import OrphanWatch
 from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.kafka.unacked import Unacked, resend
@@ -45,6 +53,8 @@ CONFIRM_TIMEOUT_S = 10.0
 #: The last chance at close: a flush before it may already have waited CONFIRM_TIMEOUT_S, and
 #: both must fit in the runtime's shutdown bound (``shutdown_timeout_s``, 15 s by default).
 CLOSE_TIMEOUT_S = 2.0
+#: How often the producer reports its statistics (whether it still knows a broker).
+STATISTICS_INTERVAL_MS = 5000
 #: librdkafka's upper bound for ``message.max.bytes``.
 _LIBRDKAFKA_MAX = 1_000_000_000
 
@@ -98,8 +108,16 @@ class OutputTopic:
         overrides: dict[str, Any] | None = None,
     ) -> None:
         self.topic = topic
+        #: whether the producer has lost every broker for good (fed by its statistics)
+        self._orphan = OrphanWatch()
         self._config = output_producer_config(
-            settings, **{"client.id": client_id, **(overrides or {})}
+            settings,
+            **{
+                "client.id": client_id,
+                "statistics.interval.ms": STATISTICS_INTERVAL_MS,
+                "stats_cb": self._on_stats,
+                **(overrides or {}),
+            },
         )
         self._factory = producer_factory
         self._producer = producer_factory(self._config)
@@ -108,7 +126,8 @@ class OutputTopic:
         #: failures only: what is here when the queue has drained with no report is delivered)
         self._unacked: Unacked[_Record] = Unacked()
         self._errors: list[str] = []
-        self._fatal = False
+        #: why the producer must be replaced before the next resend (None: it need not)
+        self._renew: str | None = None
         #: records dropped as too large since the last confirm
         self.too_large = 0
 
@@ -190,7 +209,8 @@ class OutputTopic:
         else:
             self._unacked.fail(rid)
             self._errors.append(err.str())
-            self._fatal = self._fatal or err.fatal()
+            if err.fatal():
+                self._renew = self._renew or "the producer failed fatally"
 
     def _drop_too_large(self, rid: int, detail: str) -> None:
         record = self._unacked.drop(rid)
@@ -214,6 +234,8 @@ class OutputTopic:
         is in flight (so none of them can be overtaken by a newer record).
         """
         in_flight = self._producer.flush(timeout_s)
+        if in_flight and self._orphan.orphaned(time.monotonic()):
+            in_flight = self._take_back()
         if not in_flight and self._unacked.failed:  # failed before this call or meanwhile
             self._unacked.drained()
             self._resend(timeout_s)
@@ -223,11 +245,27 @@ class OutputTopic:
         self._unacked.clear()  # drained, and no record failed: all are acknowledged
         self._errors.clear()
 
+    def _on_stats(self, data: str) -> None:
+        """librdkafka's statistics, every ``STATISTICS_INTERVAL_MS`` (served by polls)."""
+        try:
+            brokers = orjson.loads(data).get("brokers") or {}
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        self._orphan.observe(brokers.values(), time.monotonic())
+
+    def _take_back(self) -> int:
+        """Take every record back from a producer that lost every broker for good (each
+        purged one fails, to be produced again by its successor); what is still in flight."""
+        self._renew = self._orphan.describe(time.monotonic())
+        self._orphan.restart()
+        self._producer.purge(in_queue=True, in_flight=True, blocking=True)
+        return int(self._producer.flush(1.0))  # serves the purge's failure reports
+
     def _resend(self, timeout_s: float) -> None:
-        if self._fatal:
-            log.warning("%s: the producer failed fatally; starting a new one", self.topic)
+        if self._renew is not None:
+            log.warning("%s: %s; starting a new producer", self.topic, self._renew)
             self._producer = self._factory(self._config)
-            self._fatal = False
+            self._renew = None
         log.info("%s: producing %d undelivered record(s) again", self.topic, self._unacked.failed)
         resend(self._unacked, self._produce, self._producer.flush, timeout_s)
 
