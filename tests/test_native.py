@@ -966,10 +966,13 @@ def _assert_canonical_or_deferred(written: bytes | None, form: Any) -> None:
 _floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 0.1, 1 / 3, -2.5e-4, 123456.789]
 )
+#: doubles halfway between two shortest forms: RFC 8785 writes the even one (Rust's own float
+#: formatting wrote the other, which hypothesis found)
+_ties = st.sampled_from([70368744177664.125, 70368744177664.375, -140737488355328.375])
 
 
 @settings(max_examples=examples(1500), deadline=None)
-@given(value=_json_like | st.lists(_floats, max_size=6) | st.dictionaries(_keys, _floats))
+@given(value=_json_like | st.lists(_floats | _ties, max_size=6) | st.dictionaries(_keys, _floats))
 def test_the_canonical_bytes_of_any_json_value_are_the_reference_librarys(value: Any) -> None:
     """A field typed ``Any`` holds whatever JSON a tool or model produced: every number,
     string and key the writer writes itself is written as the RFC 8785 library writes it."""

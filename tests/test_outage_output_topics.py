@@ -283,13 +283,7 @@ def test_records_beside_one_too_large_for_the_topic_are_delivered_and_only_it_is
         with pytest.raises(StoreUnavailable):
             out.confirm(2)
         restartable_broker.start()
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                out.confirm(5)
-                break
-            except StoreUnavailable:
-                assert time.monotonic() < deadline, "the topic never became available again"
+        _confirm_when_back(out)
     else:
         out.confirm(30)
     out.close()
@@ -340,13 +334,7 @@ def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once
     assert "starting a new producer" in caplog.text, caplog.text
     assert out.unacknowledged == len(values)  # taken back, none lost
     restartable_broker.start()
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            out.confirm(5)
-            break
-        except StoreUnavailable:
-            assert time.monotonic() < deadline, "the topic never became available again"
+    _confirm_when_back(out)
     out.close()
     landed = [value for _, value, _ in read_topic(restartable_broker.bootstrap_servers, topic)]
     assert landed == [b"0", *values]
@@ -355,3 +343,14 @@ def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once
 def _reported(out: OutputTopic) -> bool:
     out.poll()  # statistics are served by polls
     return out._orphan.reports > 0
+
+
+def _confirm_when_back(out: OutputTopic) -> None:
+    """Confirm until the broker, started again, has taken every record (bounded)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            out.confirm(5)
+            return
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "the topic never became available again"

@@ -11,8 +11,6 @@ never blocks, and once the broker is back every event is on the topic once, each
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import uuid
@@ -27,18 +25,12 @@ from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.publisher_support import assert_in_order, contents
 from tests.support import create_topic, unique_topic, wait_for
+from tests.test_runtime_outage import _kill
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 #: the threshold in this test (30 s in use)
 REPLACE_AFTER_S = 3.0
-
-
-def _kill(broker: LocalBroker) -> None:
-    pid = broker.pid
-    assert pid is not None, "the broker is not running"
-    os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: broker.pid is None, 20, what="the broker to die")
 
 
 def test_a_client_that_reaches_no_broker_is_replaced_and_nothing_is_lost_or_doubled(

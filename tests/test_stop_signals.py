@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -41,16 +42,7 @@ def test_sigterm_while_the_service_imports_still_exits_0(
     topic = kafka_topic_factory(1)
     log = tmp_path / "svc.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "runtrail_tools.cli.main", "run", "noop",
-                "--group", f"g-{topic}", "--bootstrap-servers", kafka_bootstrap,
-                "--events-topic", topic, "--metrics-port", "0", "-v",
-                "-o", f"output={tmp_path / 'noop.out'}",
-            ],
-            stdout=out,
-            stderr=out,
-        )  # fmt: skip
+        proc = _noop(kafka_bootstrap, topic, tmp_path, out)
         try:
             deadline = time.monotonic() + 30
             while not catches_sigterm(proc.pid):  # the earliest moment it listens
@@ -73,16 +65,7 @@ def test_a_service_that_crashes_leaves_every_threads_stack_in_its_log(
     topic = kafka_topic_factory(1)
     log = tmp_path / "svc.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "runtrail_tools.cli.main", "run", "noop",
-                "--group", f"g-{topic}", "--bootstrap-servers", kafka_bootstrap,
-                "--events-topic", topic, "--metrics-port", "0", "-v",
-                "-o", f"output={tmp_path / 'noop.out'}",
-            ],
-            stdout=out,
-            stderr=out,
-        )  # fmt: skip
+        proc = _noop(kafka_bootstrap, topic, tmp_path, out)
         try:
             deadline = time.monotonic() + 60
             while b"consuming" not in log.read_bytes():  # the runner's threads are up
@@ -97,3 +80,17 @@ def test_a_service_that_crashes_leaves_every_threads_stack_in_its_log(
     text = log.read_text()
     assert "Fatal Python error: Segmentation fault" in text, text[-3000:]
     assert "Current thread" in text and "in run" in text, text[-3000:]
+
+
+def _noop(bootstrap: str, topic: str, tmp_path: Path, out: IO[bytes]) -> subprocess.Popen[bytes]:
+    """``runtrail run noop`` on ``topic``, its output and log to ``out``."""
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "runtrail_tools.cli.main", "run", "noop",
+            "--group", f"g-{topic}", "--bootstrap-servers", bootstrap,
+            "--events-topic", topic, "--metrics-port", "0", "-v",
+            "-o", f"output={tmp_path / 'noop.out'}",
+        ],
+        stdout=out,
+        stderr=out,
+    )  # fmt: skip

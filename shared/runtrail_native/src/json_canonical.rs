@@ -6,7 +6,9 @@
 //! canonicalises the dumper's or pydantic's form, whose answer or error stands): strings
 //! with a UTF-8 form, integers within ±2^53, floats that are integral within ±2^53 or
 //! non-integral with a magnitude in [1e-4, 1e16) (there ECMAScript's Number-to-string and
-//! the shortest round-trip digits in fixed notation agree), object keys within the Basic
+//! Python's `repr` agree: the shortest digits that round-trip, the even one of two equally
+//! near, in fixed notation; Rust's `Display` breaks such ties the other way, so it is not
+//! used), object keys within the Basic
 //! Multilingual Plane (where UTF-8 order is RFC 8785's UTF-16 order), dicts and lists no
 //! deeper than [`DEPTH`].
 
@@ -67,21 +69,27 @@ fn write_int(v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> bool {
     }
 }
 
-fn write_float(f: f64, out: &mut Vec<u8>) -> bool {
+fn write_float(v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> PyResult<bool> {
+    let f = v.downcast::<PyFloat>()?.value();
     if !f.is_finite() {
-        return false;
+        return Ok(false);
     }
     if f.fract() == 0.0 {
         if f.abs() >= SAFE as f64 {
-            return false;
+            return Ok(false);
         }
-        return write!(out, "{}", f as i64).is_ok(); // -0.0 is 0
+        return Ok(write!(out, "{}", f as i64).is_ok()); // -0.0 is 0
     }
     if !(1e-4..1e16).contains(&f.abs()) {
-        return false;
+        return Ok(false);
     }
-    // Display is the shortest digits that round-trip, in fixed notation
-    write!(out, "{f}").is_ok()
+    let text = v.repr()?;
+    let digits = text.to_str()?;
+    if digits.contains(['e', 'n', 'i']) {
+        return Ok(false); // not fixed notation after all: the caller decides
+    }
+    out.extend_from_slice(digits.as_bytes());
+    Ok(true)
 }
 
 /// A value of a field typed `Any`: JSON's types only, exact classes only.
@@ -107,7 +115,7 @@ fn write_any(v: &Bound<'_, PyAny>, out: &mut Vec<u8>, depth: usize) -> PyResult<
         return Ok(write_int(v, out));
     }
     if v.is_exact_instance_of::<PyFloat>() {
-        return Ok(write_float(v.downcast::<PyFloat>()?.value(), out));
+        return write_float(v, out);
     }
     if depth >= DEPTH {
         return Ok(false);
@@ -169,15 +177,10 @@ fn write_value(
 ) -> PyResult<bool> {
     match plan {
         Dump::Serializer { function, field } => {
-            let text = if *field {
-                function.bind(py).call1((owner, v))?
-            } else {
-                function.bind(py).call1((v,))?
-            };
-            if !text.is_exact_instance_of::<PyString>() {
-                return Ok(false);
+            match crate::json_dump::serialized(py, function, *field, owner, v)? {
+                Some(text) => write_any(&text, out, 0),
+                None => Ok(false),
             }
-            write_any(&text, out, 0)
         }
         Dump::Nullable(inner) => {
             if v.is_none() {
@@ -192,8 +195,7 @@ fn write_value(
         Dump::Str => Ok(v.is_exact_instance_of::<PyString>() && write_any(v, out, 0)?),
         Dump::Int => Ok(v.is_exact_instance_of::<PyInt>() && write_int(v, out)),
         Dump::Bool => Ok(v.is_exact_instance_of::<PyBool>() && write_any(v, out, 0)?),
-        Dump::Float => Ok(v.is_exact_instance_of::<PyFloat>()
-            && write_float(v.downcast::<PyFloat>()?.value(), out)),
+        Dump::Float => Ok(v.is_exact_instance_of::<PyFloat>() && write_float(v, out)?),
         Dump::Literal { str_ok, int_ok } => {
             if *str_ok && v.is_exact_instance_of::<PyString>() {
                 write_any(v, out, 0)

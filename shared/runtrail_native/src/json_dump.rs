@@ -157,6 +157,22 @@ fn dump_model(
     Ok(Some(out.unbind()))
 }
 
+/// What a plain serializer makes of a value: a str, or None (pydantic decides the rest).
+pub(crate) fn serialized<'py>(
+    py: Python<'py>,
+    function: &PyObject,
+    field: bool,
+    owner: &Bound<'py, PyAny>,
+    v: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let out = if field {
+        function.bind(py).call1((owner, v))?
+    } else {
+        function.bind(py).call1((v,))?
+    };
+    Ok(out.is_exact_instance_of::<PyString>().then_some(out))
+}
+
 fn dump_value(
     py: Python<'_>,
     plan: &Dump,
@@ -166,16 +182,7 @@ fn dump_value(
     let same = || Ok(Some(v.clone().unbind()));
     match plan {
         Dump::Serializer { function, field } => {
-            let out = if *field {
-                function.bind(py).call1((owner, v))?
-            } else {
-                function.bind(py).call1((v,))?
-            };
-            Ok(if out.is_exact_instance_of::<PyString>() {
-                Some(out.unbind())
-            } else {
-                None
-            })
+            Ok(serialized(py, function, *field, owner, v)?.map(|text| text.unbind()))
         }
         Dump::Nullable(inner) => {
             if v.is_none() {
