@@ -7,6 +7,7 @@ Each command group lives in its own module exposing ``register(subparsers)``; a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import importlib
 import importlib.util
@@ -203,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_signals.hold()
         # a crash in a compiled part (librdkafka, the extension) leaves every thread's Python
         # stack in the service's log, not only a status of -11
-        faulthandler.enable()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            faulthandler.enable()  # not when stderr is no file (a caller that captures it)
     given = list(sys.argv[1:] if argv is None else argv)
     command = given[0] if given else None
     parser = build_parser(command) if command in COMMAND_HELP else listing_parser()
