@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.events import validate_json_form
-from runtrail.kafka.orphan_watch import OrphanWatch
 from runtrail.kafka.output_topic import OutputTopic, output_message_max_bytes
 from runtrail.resume.builder import EntryBuilder, WriteBatch
 from runtrail.resume.records import entry_record
@@ -34,6 +33,7 @@ from runtrail_services.resume_cache.service import ResumeCacheService
 from runtrail_services.sessions.service import SessionsService
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.checkpoint_support import held
+from tests.orphan_support import Orphaned
 from tests.sessions_support import session_forms
 from tests.support import create_topic, form, unique_topic, wait_for
 
@@ -294,22 +294,6 @@ def test_records_beside_one_too_large_for_the_topic_are_delivered_and_only_it_is
     assert [value for _, value, _ in read_topic(bootstrap, topic)] == [b"before", b"after"]
 
 
-class _Orphaned(OrphanWatch):
-    """The verdict of a producer's statistics once it has lost every broker for good. That
-    state of librdkafka cannot be brought about to order (``kafka/orphan_watch.py``), so this
-    stands in for it: the real client's own reports, which list its learned broker, are not
-    listened to, and the verdict holds until the producer is replaced."""
-
-    def observe(self, brokers: Any, now: float) -> None:
-        pass
-
-    def orphaned(self, now: float) -> bool:
-        return self.since is None  # until restart() marks the replacement
-
-    def restart(self) -> None:
-        self.since = 0.0
-
-
 def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once_in_order(
     restartable_broker: LocalBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -318,14 +302,14 @@ def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once
     out = OutputTopic(Settings(bootstrap_servers=bootstrap), topic, client_id="orphan-test")
     out.send(b"k", b"0")
     out.confirm(30)
-    # the real client's own statistics: it knows its broker
-    wait_for(lambda: _reported(out), 15, what="a statistics report")
-    assert out._orphan.since is None
+    # the real client's own statistics list its broker: a verdict of "none" is taken back
+    out._orphan.observe([], time.monotonic())
+    wait_for(lambda: _knows_a_broker(out), 15, what="the client's statistics")
     sigkill(restartable_broker)
     values = [str(i).encode() for i in range(1, 41)]
     for value in values:
         out.send(b"k", value)
-    out._orphan = _Orphaned()
+    out._orphan = Orphaned()
     with (
         caplog.at_level("WARNING", logger="runtrail.kafka.output_topic"),
         pytest.raises(StoreUnavailable),
@@ -340,9 +324,9 @@ def test_a_producer_that_lost_every_broker_is_replaced_and_its_records_land_once
     assert landed == [b"0", *values]
 
 
-def _reported(out: OutputTopic) -> bool:
+def _knows_a_broker(out: OutputTopic) -> bool:
     out.poll()  # statistics are served by polls
-    return out._orphan.reports > 0
+    return out._orphan.since is None
 
 
 def _confirm_when_back(out: OutputTopic) -> None:

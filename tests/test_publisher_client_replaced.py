@@ -1,17 +1,17 @@
-"""The publisher replaces a Kafka client that reaches no broker while the spool waits.
+"""The publisher replaces a Kafka client that has lost every broker for good, and only that one.
 
 A librdkafka client was caught dropping its last broker during a broker's stop without a
-re-bootstrap (``docs/OUTAGES.md``); with no broker left it never reaches the cluster again, and
-an agent's events would wait in the spool until the process restarts. The drain makes a new
-client once its probes have failed for ``REPLACE_UNREACHABLE_AFTER_S``. That state cannot be
-made to order, so this proves what can be: against a real broker SIGKILLed for longer than the
-threshold, the client is replaced (again each period while the broker is away), publishing
-never blocks, and once the broker is back every event is on the topic once, each run in order.
+re-bootstrap (``runtrail/kafka/orphan_watch.py``); with no broker left it never reaches the
+cluster again, and an agent's events would wait in the spool until the process restarts. The
+drain gives such a client a successor. That state cannot be made to order, so its verdict is
+stood in for (``tests/orphan_support.py``) after an ordinary outage has shown that the real
+client's statistics do not call for one: against a real broker SIGKILLed, the client is
+replaced once, publishing never blocks, and once the broker is back every event is on the
+topic once, each run in order.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,24 +19,21 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-import runtrail.publisher.drain as drain
 from runtrail.config import Settings
 from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
+from tests.orphan_support import Orphaned
 from tests.publisher_support import assert_in_order, contents
 from tests.support import create_topic, unique_topic, wait_for
+from tests.test_publisher_outage import SteadyAgent
 from tests.test_runtime_outage import _kill
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-#: the threshold in this test (30 s in use)
-REPLACE_AFTER_S = 3.0
 
-
-def test_a_client_that_reaches_no_broker_is_replaced_and_nothing_is_lost_or_doubled(
-    tmp_path: Path, restartable_broker: LocalBroker, monkeypatch: pytest.MonkeyPatch
+def test_a_client_that_lost_every_broker_is_replaced_and_nothing_is_lost_or_doubled(
+    tmp_path: Path, restartable_broker: LocalBroker
 ) -> None:
-    monkeypatch.setattr(drain, "REPLACE_UNREACHABLE_AFTER_S", REPLACE_AFTER_S)
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("replaced"), partitions=3)
     settings = Settings(
@@ -48,47 +45,27 @@ def test_a_client_that_reaches_no_broker_is_replaced_and_nothing_is_lost_or_doub
     )
     registry = CollectorRegistry()
     runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(4)]
-    published: dict[str, str] = {}
-    slowest = 0.0
-    stop = threading.Event()
     publisher = Publisher(settings, retry_backoff_s=0.2, retry_backoff_max_s=1.0, registry=registry)
-
-    def agent() -> None:
-        nonlocal slowest
-        i = 0
-        while not stop.is_set():
-            run = runs[i % len(runs)]
-            started = time.monotonic()
-            event_id = publisher.publish("MODEL_REASONING", run, {"text": f"thought {i}"})
-            slowest = max(slowest, time.monotonic() - started)
-            assert event_id is not None
-            published[event_id] = run
-            i += 1
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=agent, daemon=True)
     try:
-        thread.start()
-        time.sleep(1.0)
-        _kill(restartable_broker)
-        wait_for(
-            lambda: publisher.stats().client_replacements >= 2,
-            4 * REPLACE_AFTER_S + 30,
-            what="the unreachable client to be replaced twice",
-        )
-        restartable_broker.start()
-        time.sleep(2.0)  # publishing goes on while the spool drains
-        stop.set()
-        thread.join(10)
+        with SteadyAgent(publisher, runs) as agent:
+            time.sleep(1.0)
+            _kill(restartable_broker)
+            wait_for(lambda: publisher.stats().spooling, 30, what="the spool to take the events")
+            time.sleep(15.0)  # past ORPHANED_AFTER_S: the real client still knows its broker
+            assert publisher.stats().client_replacements == 0, "a client replaced in an outage"
+            verdict = Orphaned()
+            publisher._drain._sender.orphan = verdict
+            wait_for(lambda: verdict.replaced, 30, what="the orphaned client to be replaced")
+            restartable_broker.start()
+            time.sleep(2.0)  # publishing goes on while the spool drains
         assert publisher.drain(120), f"spool not drained: {publisher.stats()}"
         stats = publisher.stats()
     finally:
-        stop.set()
         publisher.close(timeout=20)
+    published, slowest = agent.published, agent.slowest
     assert stats.spooled > 0, stats
-    assert registry.get_sample_value("runtrail_publisher_client_replacements_total") == (
-        stats.client_replacements
-    )
+    assert stats.client_replacements == 1, stats
+    assert registry.get_sample_value("runtrail_publisher_client_replacements_total") == 1
     assert slowest < 2.0, f"publish() blocked for {slowest:.2f} s"
     found = contents(bootstrap, topic, len(published))
     assert set(found.counts) == set(published), "events missing or unexpected"

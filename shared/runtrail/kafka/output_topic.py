@@ -35,11 +35,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
-from runtrail.kafka.orphan_watch import OrphanWatch
+from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.kafka.unacked import Unacked, resend
@@ -53,8 +52,6 @@ CONFIRM_TIMEOUT_S = 10.0
 #: The last chance at close: a flush before it may already have waited CONFIRM_TIMEOUT_S, and
 #: both must fit in the runtime's shutdown bound (``shutdown_timeout_s``, 15 s by default).
 CLOSE_TIMEOUT_S = 2.0
-#: How often the producer reports its statistics (whether it still knows a broker).
-STATISTICS_INTERVAL_MS = 5000
 #: librdkafka's upper bound for ``message.max.bytes``.
 _LIBRDKAFKA_MAX = 1_000_000_000
 
@@ -247,11 +244,7 @@ class OutputTopic:
 
     def _on_stats(self, data: str) -> None:
         """librdkafka's statistics, every ``STATISTICS_INTERVAL_MS`` (served by polls)."""
-        try:
-            brokers = orjson.loads(data).get("brokers") or {}
-        except (orjson.JSONDecodeError, AttributeError):
-            return
-        self._orphan.observe(brokers.values(), time.monotonic())
+        self._orphan.statistics(data, time.monotonic())
 
     def _take_back(self) -> int:
         """Take every record back from a producer that lost every broker for good (each

@@ -21,11 +21,11 @@ beyond the cursor at start) are looked up on the topic by eventId before they ar
 holds. Consumers still drop same-eventId duplicates, for the one case left: a request the
 broker received before the outage but wrote only after that check.
 
-A client that cannot reach the broker for :data:`REPLACE_UNREACHABLE_AFTER_S` while the spool
-waits is replaced by a new one, which bootstraps from ``bootstrap.servers`` again: a librdkafka
-client has been seen to drop its last broker during a broker's stop without a re-bootstrap
-(``docs/OUTAGES.md``), and such a client never reaches the broker again by itself. Nothing is
-in flight then (the spool is the only copy being resent), so nothing is lost or doubled.
+A client that has lost every broker for good (:mod:`runtrail.kafka.orphan_watch`: a
+librdkafka client was seen to drop its last broker during a broker's stop without a
+re-bootstrap, and then never reaches the cluster again by itself) is replaced, while the spool
+waits, by a new one that bootstraps from ``bootstrap.servers`` again. Nothing is in flight then
+(the spool is the only copy being resent), so nothing is lost or doubled.
 
 Every method runs under the publisher's lock or takes it; the ledger it settles is the
 publisher's, shared with the spool committer.
@@ -56,10 +56,6 @@ from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
 
 log = logging.getLogger(__name__)
-
-#: How long the spool waits on a client that reaches no broker before a new client is made:
-#: past a broker's ordinary restart, short beside an outage an operator would notice.
-REPLACE_UNREACHABLE_AFTER_S = 30.0
 
 #: What a purge reports for the events it took back (they are resent from the spool).
 _PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
@@ -108,8 +104,6 @@ class Drain:
         self._timeout_s = settings.delivery_timeout_ms / 1000
         self._max_block_s = settings.publish_max_block_ms / 1000
         self._next_retry = 0.0
-        #: since when the probes before a resend have failed (None: the last one passed)
-        self._unreachable_since: float | None = None
         self._warned_failure = False
         self._purge_wanted = False
         self._sender = Sender(
@@ -360,12 +354,10 @@ class Drain:
             if start >= self._wal.end.index:
                 return  # not written yet: the next group commit writes it
             scan = self._unconfirmed.needs_scan(start)
-        if self._probe_first:
-            if not self._sender.reachable():
-                self._unreachable()
-                self._retry_later()
-                return
-            self._unreachable_since = None
+        if self._probe_first and not self._sender.reachable():
+            self._replace_if_orphaned()
+            self._retry_later()
+            return
         if scan and not self._unconfirmed.scan(start):
             self._retry_later()
             return
@@ -457,30 +449,20 @@ class Drain:
         """A chunk's wait ends early at close or when a report asked for a purge."""
         return self._stop.is_set() or self._purge_wanted
 
-    def _unreachable(self) -> None:
-        """A probe failed: after :data:`REPLACE_UNREACHABLE_AFTER_S` of failures, a new client
-        (the old one may have lost every broker for good; in an outage a new one costs a
-        connection attempt). Only the drain produces now, and nothing is in flight."""
+    def _replace_if_orphaned(self) -> None:
+        """A probe failed: a client that has lost every broker for good gets a successor
+        (only the drain produces now, and nothing is in flight)."""
         now = time.monotonic()
-        if self._unreachable_since is None:
-            self._unreachable_since = now
-            return
-        waited = now - self._unreachable_since
-        if waited < REPLACE_UNREACHABLE_AFTER_S:
-            return
+        if not self._sender.orphan.orphaned(now):
+            return  # an outage: the client finds the broker again by itself
+        why = self._sender.orphan.describe(now)
         with self._lock:
             if self._inflight:
                 return
             self._sender.recreate()
-        self._unreachable_since = now
+            pending = self._ledger.pending
         self._metrics.client_replaced()
-        log.warning(
-            "no broker reachable for %.0f s with %d event(s) in the spool: a new Kafka client "
-            "bootstraps from bootstrap.servers (one that lost every broker does not find one "
-            "again by itself)",
-            waited,
-            self._ledger.pending,
-        )
+        log.warning("%s; %d event(s) in the spool: a new Kafka client bootstraps", why, pending)
 
     def _retry_later(self) -> None:
         self._probe_first = True

@@ -8,7 +8,7 @@ Outcomes: ``sent`` (acknowledged by the broker, directly or from the spool), ``s
 ``dropped`` (unreadable in the spool), ``recovered`` (unconfirmed, then found on the topic by the
 recovery scan, so not resent). An event that was spooled and later sent counts in both
 ``spooled`` and ``sent``. Beside them: failed delivery reports, the spool's depth, and the
-Kafka clients replaced because none reached a broker while the spool waited.
+Kafka clients replaced because they had lost every broker for good.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ class _Exported:
         )
         self.client_replacements = prometheus.Counter(
             "runtrail_publisher_client_replacements",
-            "Kafka clients replaced by a new one because none reached a broker for 30 s while "
-            "the spool waited.",
+            "Kafka clients replaced by a new one because their statistics listed no broker for "
+            "10 s (a client that lost every broker does not find one again by itself).",
             registry=registry,
         )
         self.spool_depth = prometheus.Gauge(

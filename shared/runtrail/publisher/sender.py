@@ -4,13 +4,15 @@ Why apart from the drain: the drain decides what is sent and when; this is only 
 reaches librdkafka, byte-identical on every attempt (key, value, headers and its accept time
 as the Kafka timestamp, which the recovery scan searches by), and what the client says of
 itself: credentials the broker refuses (told once, then the events wait in the spool) and a
-fatal error (the producer is replaced; its idempotence state is lost). The drain also replaces
-a producer that has reached no broker for long while the spool waits.
+fatal error (the producer is replaced; its idempotence state is lost), and whether it has lost
+every broker for good (:mod:`runtrail.kafka.orphan_watch`, from its statistics), which the
+drain answers with a new producer.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runtrail.config import Settings
 from runtrail.kafka.auth import describe, is_auth_failure, naming_options
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config
 from runtrail.publisher.spool_record import SpoolRecord
 
@@ -66,11 +69,17 @@ class Sender:
         self.fatal = False
         #: why the broker refuses this publisher's credentials (None: it does not, or not yet)
         self.refused: str | None = None
+        #: whether the client has lost every broker for good (fed by its statistics)
+        self.orphan = OrphanWatch()
         self._config = producer_config(
             settings,
             error_cb=self._on_kafka_error,
             logger=client_logger("runtrail.publisher.librdkafka"),
-            **dict(producer_overrides or {}),
+            **{
+                "statistics.interval.ms": STATISTICS_INTERVAL_MS,
+                "stats_cb": self._on_stats,
+                **dict(producer_overrides or {}),
+            },
         )
         self._factory: ProducerFactory = producer_factory or Producer
         self._naming = naming_options(self._config)
@@ -105,10 +114,14 @@ class Sender:
 
     def recreate(self) -> None:
         """A new producer, bootstrapping afresh: after a fatal error (e.g. idempotence state
-        lost), or when the old one has reached no broker for long. Call with nothing queued
-        or in flight."""
+        lost), or when the old one has lost every broker. Call with nothing queued or in
+        flight."""
         self._producer = self._factory(self._config)
         self.fatal = False
+        self.orphan.restart()
+
+    def _on_stats(self, data: str) -> None:
+        self.orphan.statistics(data, time.monotonic())
 
     def _on_kafka_error(self, err: KafkaError) -> None:
         if is_auth_failure(err):

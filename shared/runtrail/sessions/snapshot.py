@@ -88,12 +88,11 @@ class AgentSessionSnapshot(_Camel):
     digest: NonBlank
 
     _event_bytes: list[bytes] | None = PrivateAttr(default=None)
+    _stored: bytes | None = PrivateAttr(default=None)
 
     @field_serializer("event_log")
     def _log_as_list(self, log: Sequence[JsonForm]) -> list[JsonForm]:
         return list(log)
-
-    _stored: bytes | None = PrivateAttr(default=None)
 
     @property
     def revision(self) -> int:
