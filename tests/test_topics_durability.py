@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
 
 from runtrail.config import Settings
+from runtrail.kafka import topics as topics_module
 from runtrail.kafka.client_log import client_logger
-from runtrail.kafka.durability import WeakTopic, warn_weak_topics
+from runtrail.kafka.durability import Replication, WeakTopic, warn_weak_topics
 from runtrail.kafka.topics import (
     Difference,
     delete_topics,
@@ -173,6 +174,35 @@ def test_drift_in_each_durability_setting_is_reported_and_left_alone(
     assert report.by_name()[audit].status == "differs"
     # reported, not altered
     assert describe_topic_configs(admin, [events], timeout=30)[events][UNCLEAN] == "true"
+
+
+@pytest.mark.kafka
+def test_a_listing_that_lacks_a_topic_just_created_is_not_taken_for_its_absence(
+    settings: Settings, admin: AdminClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker answers a listing from its own copy of the metadata, which may lag the
+    controller's by seconds on a loaded cluster; ``topics ensure`` asks the controller about
+    what the listing lacks before it adopts a replication factor or creates anything."""
+    events = settings.events_topic
+    _create(admin, events, 2, {WANT_MIN_ISR: "2"})
+    real_listing = topics_module.list_topic_metadata
+    lagging: list[str] = []
+
+    def lagging_broker(client: AdminClient, timeout: float) -> dict[str, TopicMetadata]:
+        topics = real_listing(client, timeout)
+        if not lagging:  # the first listing comes from a broker that has not applied it yet
+            lagging.append(events)
+            topics.pop(events)
+        return topics
+
+    monkeypatch.setattr(topics_module, "list_topic_metadata", lagging_broker)
+    report = ensure_design_topics(admin, settings, timeout=30)
+    assert lagging == [events], "the stand-in for the lagging broker answered"
+    assert report.replication == Replication(2, "that of the existing topics")
+    outcome = report.by_name()[events]
+    assert outcome.status == "differs", outcome  # compared (its configs are not the design's)
+    assert "replication.factor" not in {d.item for d in outcome.differences}, outcome
+    assert report.by_name()[settings.audit_topic].status == "created"
 
 
 @pytest.mark.kafka

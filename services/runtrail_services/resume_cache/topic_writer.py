@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from runtrail.config import Settings
 from runtrail.kafka.durability import cluster_replication, durability_configs
 from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic, output_message_max_bytes
-from runtrail.kafka.topics import design_topic_names
+from runtrail.kafka.topics import design_topic_names, list_topics_including
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.records import (
     Record,
@@ -38,12 +38,11 @@ def ensure_cache_topic(settings: Settings, timeout: float = 30.0) -> None:
     """Create the compacted cache topic if it is missing (``runtrail topics ensure`` would too)."""
     admin = AdminClient(settings.kafka_config())
     topic = settings.resume_cache_topic
-    topics = admin.list_topics(timeout=timeout).topics
+    names = design_topic_names(settings)
+    topics = list_topics_including(admin, names, timeout)
     if topic in topics:
         return
-    replication = cluster_replication(
-        admin, settings.replication_factor, design_topic_names(settings), topics, timeout
-    )
+    replication = cluster_replication(admin, settings.replication_factor, names, topics, timeout)
     spec = NewTopic(
         topic,
         settings.partitions,

@@ -242,6 +242,41 @@ def list_topic_metadata(admin: AdminClient, timeout: float) -> dict[str, TopicMe
         raise TopicsError(f"cannot list topics: {exc}") from exc
 
 
+def list_topics_including(
+    admin: AdminClient, names: Iterable[str], timeout: float
+) -> dict[str, TopicMetadata]:
+    """The cluster's topics, listing each of ``names`` that exists.
+
+    The broker that answers a listing learns new topics from the controller on its own time,
+    so it may leave out one created a moment ago; a decision taken on such a listing (create
+    it, or adopt the replication of the topics that exist) would be wrong. The names it lacks
+    are put to the controller as a validate-only creation: one it answers with "already
+    exists" is waited for until listed."""
+    topics = list_topic_metadata(admin, timeout)
+    absent = [name for name in dict.fromkeys(names) if name not in topics]
+    if not absent:
+        return topics
+    lagging = _existing_at_controller(admin, absent, timeout)
+    return wait_for_topics(admin, lagging, timeout) if lagging else topics
+
+
+def _existing_at_controller(admin: AdminClient, names: Sequence[str], timeout: float) -> list[str]:
+    """Those of ``names`` the controller says exist (a validate-only creation creates nothing;
+    any other refusal, such as no right to create, leaves the name out: the listing stands)."""
+    probes = [NewTopic(name, num_partitions=1, replication_factor=1) for name in names]
+    futures = admin.create_topics(
+        probes, validate_only=True, operation_timeout=timeout, request_timeout=timeout
+    )
+    existing: list[str] = []
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if _error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
+                existing.append(name)
+    return existing
+
+
 def describe_topic_configs(
     admin: AdminClient, names: Iterable[str], timeout: float
 ) -> dict[str, dict[str, str | None]]:
@@ -300,16 +335,23 @@ def _create(admin: AdminClient, specs: Sequence[TopicSpec], timeout: float) -> s
 
 
 def ensure_topics(
-    admin: AdminClient, specs: Sequence[TopicSpec], timeout: float = 30.0
+    admin: AdminClient,
+    specs: Sequence[TopicSpec],
+    timeout: float = 30.0,
+    listed: Mapping[str, TopicMetadata] | None = None,
 ) -> EnsureReport:
-    """Create the missing topics of ``specs``; compare the existing ones with their spec."""
-    existing = list_topic_metadata(admin, timeout)
+    """Create the missing topics of ``specs``; compare the existing ones with their spec.
+    ``listed``: the cluster's topics as :func:`list_topics_including` gave them for these
+    specs (listed here when not given)."""
+    names = [s.name for s in specs]
+    existing = dict(listed) if listed is not None else list_topics_including(admin, names, timeout)
     created = _create(admin, [s for s in specs if s.name not in existing], timeout)
     if created:
         wait_for_topics(admin, created, timeout)
     to_compare = [s for s in specs if s.name not in created]
-    if any(s.name not in existing for s in to_compare):
-        existing = list_topic_metadata(admin, timeout)
+    raced = [s.name for s in to_compare if s.name not in existing]
+    if raced:  # created by someone else meanwhile
+        existing = wait_for_topics(admin, raced, timeout)
     configs = describe_topic_configs(admin, [s.name for s in to_compare], timeout)
     outcomes: list[TopicOutcome] = []
     for spec in specs:
@@ -324,29 +366,30 @@ def ensure_topics(
 def ensure_design_topics(admin: AdminClient, settings: Settings, timeout: float) -> EnsureReport:
     """:func:`ensure_topics` for the design's topics, at the cluster's replication factor when
     ``settings`` configure none (so that a replicated cluster is not all "differs")."""
-    names = design_topic_names(settings)
+    named = [spec.name for spec in design_topics(settings)]
+    listed = list_topics_including(admin, named, timeout)
     try:
         replication = cluster_replication(
-            admin,
-            settings.replication_factor,
-            names,
-            list_topic_metadata(admin, timeout),
-            timeout,
+            admin, settings.replication_factor, design_topic_names(settings), listed, timeout
         )
     except KafkaException as exc:
         raise TopicsError(f"cannot read the cluster's replication factor: {exc}") from exc
-    report = ensure_topics(admin, design_topics(settings, replication.factor), timeout)
+    specs = design_topics(settings, replication.factor)
+    report = ensure_topics(admin, specs, timeout, listed=listed)
     return EnsureReport(report.outcomes, replication)
 
 
-def wait_for_topics(admin: AdminClient, names: Iterable[str], timeout: float = 30.0) -> None:
-    """Wait until every topic in ``names`` exists and each of its partitions has a leader."""
+def wait_for_topics(
+    admin: AdminClient, names: Iterable[str], timeout: float = 30.0
+) -> dict[str, TopicMetadata]:
+    """Wait until every topic in ``names`` exists and each of its partitions has a leader;
+    the listing that showed them all."""
     wanted = set(names)
     deadline = time.monotonic() + timeout
     pending = wanted
     while True:
         try:
-            topics = admin.list_topics(timeout=max(1.0, min(5.0, timeout))).topics
+            topics = dict(admin.list_topics(timeout=max(1.0, min(5.0, timeout))).topics)
         except KafkaException:
             topics = {}
         pending = {
@@ -358,7 +401,7 @@ def wait_for_topics(admin: AdminClient, names: Iterable[str], timeout: float = 3
             or any(p.leader < 0 for p in topics[name].partitions.values())
         }
         if not pending:
-            return
+            return topics
         if time.monotonic() >= deadline:
             raise TopicsError(
                 f"topics not ready after {timeout:.0f}s: {', '.join(sorted(pending))}"
