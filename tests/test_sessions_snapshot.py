@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
 import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtrail.events import Event
+from runtrail.events import Event, validate_json_form
 from runtrail.sessions import (
     CODE_VERSION,
     AgentSession,
@@ -17,7 +20,9 @@ from runtrail.sessions import (
     seal,
 )
 from runtrail.sessions.event_log import EventLog
-from tests.sessions_support import built_session, built_snapshot, session_events
+from runtrail.sessions.log_digest import LogDigest
+from runtrail.sessions.snapshot import digest_of
+from tests.sessions_support import built_session, built_snapshot, session_events, session_forms
 
 
 def test_stored_form_is_the_rfc8785_canonical_form_and_the_digest_covers_it() -> None:
@@ -244,3 +249,44 @@ def test_seal_checks_the_log_it_does_not_validate_again() -> None:
         seal(tenant_id="t1", session_id="s1", last_applied_sequence={}, event_log=[[1]])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="tenantId"):
         seal(tenant_id="", session_id="s1", last_applied_sequence={}, event_log=[])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_digest_carried_from_save_to_save_is_that_of_the_whole_content(
+    data: st.DataObject,
+) -> None:
+    """A session hashes only what its log gained since its last snapshot; events arriving
+    in any order, recorded at any time (so that an insertion reorders what was hashed), and
+    snapshots taken at any point give the digest of the whole content, every time."""
+    forms = session_forms(36, snapshot_every=data.draw(st.sampled_from([0, 5])))
+    for form in forms:  # recording times out of step with sequences: merges reorder the log
+        form["recordedAt"] = f"2026-11-29T10:00:{data.draw(st.integers(0, 9)):02d}.000Z"
+    order = data.draw(st.permutations(range(len(forms))))
+    session = AgentSession("t1", "s1")
+    applied: list[Event] = []
+    for index in order:
+        event = validate_json_form(forms[index])
+        session.apply(event, source=("events", 0, index))
+        applied.append(event)
+        if data.draw(st.booleans()):
+            snapshot = session.snapshot()
+            assert snapshot.digest == digest_of(snapshot.content_bytes())
+            fresh = AgentSession("t1", "s1")
+            for offset, again in zip(order, applied, strict=False):
+                fresh.apply(again, source=("events", 0, offset))
+            assert fresh.snapshot().to_bytes() == snapshot.to_bytes()
+    assert parse_snapshot(session.snapshot().to_bytes(), "memory").revision == len(forms)
+
+
+def test_a_digest_state_is_not_resumed_over_events_that_moved() -> None:
+    log_digest = LogDigest()
+    head, tail = b'{"eventLog":[', b"]}"
+    whole = lambda events: hashlib.sha256(head + b",".join(events) + tail).hexdigest()  # noqa: E731
+    a, b, c, d = b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}'
+    for events in ([a, b, c], [a, b, c, d], [b, a, c, d], [b, a, c, d], [d], []):
+        assert log_digest.digest(head, list(events), tail) == whole(events), events
+    assert (
+        log_digest.digest(b'{"x":0,"eventLog":[', [a], tail)
+        == hashlib.sha256(b'{"x":0,"eventLog":[' + a + tail).hexdigest()
+    )

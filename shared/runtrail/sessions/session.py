@@ -29,6 +29,7 @@ import orjson
 from runtrail.events import Event
 from runtrail.sessions.errors import UntrustedSnapshot
 from runtrail.sessions.event_log import JsonForm
+from runtrail.sessions.log_digest import LogDigest
 from runtrail.sessions.snapshot import CODE_VERSION, AgentSessionSnapshot, MemorySource, seal
 
 SNAPSHOT_EVENT = "session.snapshot"
@@ -79,6 +80,8 @@ class AgentSession:
         #: how many ``session.snapshot`` events are held: with none, the memory is None
         #: without a pass over the log (most sessions of agents that publish none)
         self._snapshot_events = 0
+        #: the digest state of the last snapshot: the next hashes only what the log gained
+        self._log_digest = LogDigest()
 
     # --- building -----------------------------------------------------------------------------
     def apply(self, event: Event, *, source: tuple[str, int, int] | None = None) -> bool:
@@ -203,6 +206,7 @@ class AgentSession:
                 topic: {str(p): o for p, o in sorted(parts.items())}
                 for topic, parts in sorted(self._offsets.items())
             },
+            log_digest=self._log_digest,
         )
 
     # --- restoring ----------------------------------------------------------------------------
@@ -234,6 +238,7 @@ class AgentSession:
             )
         self._runs, self._offsets, self._count = fresh._runs, fresh._offsets, fresh._count
         self._snapshot_events = fresh._snapshot_events
+        self._log_digest = LogDigest()
 
     @classmethod
     def from_snapshot(cls, snapshot: AgentSessionSnapshot) -> AgentSession:

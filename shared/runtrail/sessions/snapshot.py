@@ -23,8 +23,10 @@ sealed from those bytes alone (what a session saves) holds its log as an
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Annotated, Any
 
 import orjson
@@ -42,6 +44,7 @@ from pydantic.alias_generators import to_camel
 from runtrail.events import EventError, canonical_bytes
 from runtrail.sessions.errors import CorruptSnapshot, UntrustedSnapshot
 from runtrail.sessions.event_log import EventLog, JsonForm
+from runtrail.sessions.log_digest import LogDigest
 
 #: Layout of the stored document; a reader refuses layouts it does not know.
 SNAPSHOT_FORMAT = 1
@@ -136,55 +139,60 @@ def seal(
     memory_from: MemorySource | None = None,
     next_offsets: Mapping[str, Mapping[str, int]] | None = None,
     code_version: str = CODE_VERSION,
+    log_digest: LogDigest | None = None,
 ) -> AgentSessionSnapshot:
     """A snapshot of the given content, with its digest computed.
 
     The log is given as its events' JSON forms (``event_bytes``, their canonical bytes, if
     the caller has them), or as the canonical bytes alone: the snapshot then reads its forms
-    from those bytes if asked (:class:`EventLog`)."""
+    from those bytes if asked (:class:`EventLog`). ``log_digest``: the digest state of the
+    previous snapshot of this session (a session's own), so that only what its log gained
+    since is hashed."""
     log: Sequence[JsonForm]
     if event_log is None:
         if event_bytes is None:
             raise ValueError("seal needs the event log or its events' canonical bytes")
         log = EventLog(list(event_bytes))
-        events: list[bytes] | None = log.canonical
+        events = log.canonical
+        # canonical bytes are JSON; of their items only the type is left to check
+        objects = all(map(bytes.startswith, events, repeat(b"{")))
     else:
         log = list(event_log)
-        events = list(event_bytes) if event_bytes is not None else None
-        if events is not None and len(events) != len(log):
-            raise ValueError("event_bytes must hold one entry per event of the log")
-    draft = AgentSessionSnapshot.model_construct(
-        format=SNAPSHOT_FORMAT,
-        tenant_id=tenant_id,
-        session_id=session_id,
-        code_version=code_version,
-        last_applied_sequence=dict(last_applied_sequence),
-        memory=memory,
-        compact_results=compact_results,
-        memory_from=memory_from,
-        event_log=log,
-        next_offsets={t: dict(p) for t, p in (next_offsets or {}).items()},
-        digest="",
-    )
-    draft._event_bytes = events
-    try:
-        members = _members(draft, draft.event_bytes(), with_digest=False)
-    except EventError as exc:
-        raise ValueError(f"session {tenant_id}/{session_id}: content is not JSON: {exc}") from exc
-    # The log is left out of the validation: canonicalising it has just checked that it is
-    # JSON, so only its items' type is left to check (validating it made every save O(log)).
-    if isinstance(log, EventLog):
-        objects = all(event[:1] == b"{" for event in log.canonical)
-    else:
+        if event_bytes is not None:
+            events = list(event_bytes)
+            if len(events) != len(log):
+                raise ValueError("event_bytes must hold one entry per event of the log")
+        else:
+            try:
+                events = [canonical_bytes(event) for event in log]
+            except EventError as exc:
+                raise ValueError(
+                    f"session {tenant_id}/{session_id}: content is not JSON: {exc}"
+                ) from exc
         objects = all(type(event) is dict for event in log)
     if not objects:
         raise ValueError(f"session {tenant_id}/{session_id}: an event of the log is not an object")
-    digest = digest_of(_object(members))
-    checked = AgentSessionSnapshot.model_validate(
-        {**_fields(draft, with_digest=False), "eventLog": [], "digest": digest}
-    )
+    fields: dict[str, Any] = {
+        "format": SNAPSHOT_FORMAT,
+        "tenantId": tenant_id,
+        "sessionId": session_id,
+        "codeVersion": code_version,
+        "lastAppliedSequence": dict(last_applied_sequence),
+        "memory": memory,
+        "compactResults": compact_results,
+        "memoryFrom": memory_from.model_dump(mode="json", by_alias=True) if memory_from else None,
+        "nextOffsets": {t: dict(p) for t, p in (next_offsets or {}).items()},
+    }
+    try:
+        members = _members(fields, events)
+    except EventError as exc:
+        raise ValueError(f"session {tenant_id}/{session_id}: content is not JSON: {exc}") from exc
+    # The log is left out of the validation: canonicalising it has checked that it is JSON
+    # and its items' type is checked above (validating it made every save O(log)).
+    digest = _digest(members, events, log_digest)
+    checked = AgentSessionSnapshot.model_validate({**fields, "eventLog": [], "digest": digest})
     snapshot = checked.model_copy(update={"event_log": log})
-    snapshot._event_bytes = draft._event_bytes
+    snapshot._event_bytes = events
     snapshot._stored = _with_digest(members, digest)
     return snapshot
 
@@ -262,7 +270,7 @@ def _check_scope(snapshot: AgentSessionSnapshot, where: str) -> None:
 
 
 def _fields(snapshot: AgentSessionSnapshot, *, with_digest: bool) -> dict[str, Any]:
-    """The JSON-ready fields by wire name (the event log is left out: it is spliced in)."""
+    """The JSON-ready fields by wire name but the event log (it is spliced in)."""
     memory_from = snapshot.memory_from
     fields: dict[str, Any] = {
         "format": snapshot.format,
@@ -273,7 +281,6 @@ def _fields(snapshot: AgentSessionSnapshot, *, with_digest: bool) -> dict[str, A
         "memory": snapshot.memory,
         "compactResults": snapshot.compact_results,
         "memoryFrom": memory_from.model_dump(mode="json", by_alias=True) if memory_from else None,
-        "eventLog": snapshot.event_log,
         "nextOffsets": snapshot.next_offsets,
     }
     if with_digest:
@@ -281,27 +288,45 @@ def _fields(snapshot: AgentSessionSnapshot, *, with_digest: bool) -> dict[str, A
     return fields
 
 
+def _digest(
+    members: list[tuple[str, bytes]], events: list[bytes], log_digest: LogDigest | None
+) -> str:
+    """The digest of the content ``members`` (its log member made of ``events``): with
+    ``log_digest``, the bytes around the log are hashed with the log's events between them,
+    as :func:`_object` would join them, without joining the log again."""
+    if log_digest is None:
+        return digest_of(_object(members))
+    at = [name for name, _ in members].index("eventLog")
+    head = b"{" + b"".join(m + b"," for _, m in members[:at]) + b'"eventLog":['
+    tail = b"]" + b"".join(b"," + m for _, m in members[at + 1 :]) + b"}"
+    return DIGEST_PREFIX + log_digest.digest(head, events, tail)
+
+
 def _canonical(snapshot: AgentSessionSnapshot, events: list[bytes], *, with_digest: bool) -> bytes:
     """RFC 8785 bytes of the snapshot object, splicing in the cached canonical events."""
-    return _object(_members(snapshot, events, with_digest=with_digest))
+    return _object(_members(_fields(snapshot, with_digest=with_digest), events))
 
 
-def _members(
-    snapshot: AgentSessionSnapshot, events: list[bytes], *, with_digest: bool
-) -> list[tuple[str, bytes]]:
-    """The object's members as (name, canonical ``"name":value`` bytes), in RFC 8785 order.
+def _members(fields: Mapping[str, Any], events: list[bytes]) -> list[tuple[str, bytes]]:
+    """The object's members, ``fields`` and the log of ``events``, as (name, canonical
+    ``"name":value`` bytes), in RFC 8785 order.
 
     Member names are ASCII, so sorting them by code point is the RFC's UTF-16 order.
     """
-    fields = _fields(snapshot, with_digest=with_digest)
     members: list[tuple[str, bytes]] = []
-    for name in sorted(fields):
+    for name in sorted((*fields, "eventLog")):
         if name == "eventLog":
             value = b"[" + b",".join(events) + b"]"
         else:
             value = canonical_bytes(fields[name])
-        members.append((name, canonical_bytes(name) + b":" + value))
+        members.append((name, _name(name) + value))
     return members
+
+
+@functools.cache
+def _name(name: str) -> bytes:
+    """A member's ``"name":`` (a snapshot has a dozen names: each canonicalised once)."""
+    return canonical_bytes(name) + b":"
 
 
 def _object(members: list[tuple[str, bytes]]) -> bytes:
