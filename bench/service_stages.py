@@ -11,7 +11,9 @@ C work such as SQLite's counts at its real weight, which cProfile shrinks beside
   bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
   export lines sent to the audit topic (built, not produced);
 * **sessions**: the compiled decode straight to events, applying them to their sessions
-  (each event's RFC 8785 bytes, written from the event and kept for the snapshot), and the cyclic GC's work
+  (each event's RFC 8785 bytes, written from the event and kept for the snapshot), building
+  the snapshots each batch of 2,000 events makes due (sealed and joined into their stored
+  form, as a save does before it writes; not written), and the cyclic GC's work
   at each flush under the runtime's policy for a service that keeps its state
   (``Service.keeps_state``), then under the default one for comparison.
 
@@ -35,6 +37,9 @@ from bench.workload import workload
 from runtrail.events import EventCodec
 
 RECORDED_AT = "2026-01-01T00:00:00.000Z"
+#: the sessions service's batch (``SessionsService.batch_size``): it saves the sessions a
+#: batch made due (at a STEP_END) at the batch's end, each session once
+SAVE_BATCH = 2000
 
 
 class Stages:
@@ -99,6 +104,7 @@ def audit(values: list[bytes], flush: int, batch: int) -> Stages:
 def sessions(values: list[bytes], flush: int, *, freeze: bool) -> Stages:
     from runtrail.runtime.gc_tuning import service_gc
     from runtrail.sessions import AgentSession
+    from runtrail.sessions.session import STEP_END
 
     codec = EventCodec()
     stages = Stages()
@@ -109,15 +115,22 @@ def sessions(values: list[bytes], flush: int, *, freeze: bool) -> Stages:
                 events = [
                     codec.decode_event_only(v, RECORDED_AT) for v in values[start : start + flush]
                 ]
-            with stages.stage("apply"):
-                for offset, event in enumerate(events, start):
-                    if not event.session_id:
-                        continue
-                    key = (event.tenant_id, event.session_id)
-                    session = held.get(key)
-                    if session is None:
-                        session = held[key] = AgentSession(*key)
-                    session.apply(event, source=("t", 0, offset))
+            for first in range(0, len(events), SAVE_BATCH):
+                due: dict[tuple[str, str], AgentSession] = {}
+                with stages.stage("apply"):
+                    for offset, event in enumerate(events[first : first + SAVE_BATCH], start):
+                        if not event.session_id:
+                            continue
+                        key = (event.tenant_id, event.session_id)
+                        session = held.get(key)
+                        if session is None:
+                            session = held[key] = AgentSession(*key)
+                        session.apply(event, source=("t", 0, offset + first))
+                        if event.type == STEP_END:
+                            due[key] = session
+                with stages.stage("snapshots"):
+                    for session in due.values():
+                        session.snapshot().to_bytes()
             del events
             with stages.stage("gc at flush"):
                 paced.after_flush()
