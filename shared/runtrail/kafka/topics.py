@@ -257,7 +257,10 @@ def list_topics_including(
     if not absent:
         return topics
     lagging = _existing_at_controller(admin, absent, timeout)
-    return wait_for_topics(admin, lagging, timeout) if lagging else topics
+    if not lagging:
+        return topics
+    # the second listing may come from another broker: each topic as either listing showed it
+    return {**topics, **wait_for_topics(admin, lagging, timeout)}
 
 
 def _existing_at_controller(admin: AdminClient, names: Sequence[str], timeout: float) -> list[str]:
@@ -351,7 +354,7 @@ def ensure_topics(
     to_compare = [s for s in specs if s.name not in created]
     raced = [s.name for s in to_compare if s.name not in existing]
     if raced:  # created by someone else meanwhile
-        existing = wait_for_topics(admin, raced, timeout)
+        existing = {**existing, **wait_for_topics(admin, raced, timeout)}
     configs = describe_topic_configs(admin, [s.name for s in to_compare], timeout)
     outcomes: list[TopicOutcome] = []
     for spec in specs:
