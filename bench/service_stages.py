@@ -11,7 +11,8 @@ C work such as SQLite's counts at its real weight, which cProfile shrinks beside
   bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
   export lines sent to the audit topic (built, not produced);
 * **sessions**: the compiled decode straight to events, applying them to their sessions
-  (each event's RFC 8785 bytes, written from the event and kept for the snapshot), building
+  (each event's RFC 8785 bytes, written from the event and kept for the snapshot), both a
+  chunk of 250 at a time as the runtime hands a batch over (``PROCESS_CHUNK``), building
   the snapshots each batch of 2,000 events makes due (sealed and joined into their stored
   form, as a save does before it writes; not written), and the cyclic GC's work
   at each flush under the runtime's policy for a service that keeps its state
@@ -35,10 +36,12 @@ from typing import Any
 
 from bench.workload import workload
 from runtrail.events import EventCodec
+from runtrail.runtime.service import PROCESS_CHUNK
 
 RECORDED_AT = "2026-01-01T00:00:00.000Z"
 #: the sessions service's batch (``SessionsService.batch_size``): it saves the sessions a
-#: batch made due (at a STEP_END) at the batch's end, each session once
+#: batch made due (at a STEP_END) at the batch's end, each session once; the runtime hands
+#: the batch to it ``PROCESS_CHUNK`` events at a time
 SAVE_BATCH = 2000
 
 
@@ -111,27 +114,31 @@ def sessions(values: list[bytes], flush: int, *, freeze: bool) -> Stages:
     held: dict[tuple[str, str], AgentSession] = {}
     with service_gc(freeze_survivors=freeze) as paced:
         for start in range(0, len(values), flush):
-            with stages.stage("decode"):
-                events = [
-                    codec.decode_event_only(v, RECORDED_AT) for v in values[start : start + flush]
-                ]
-            for first in range(0, len(events), SAVE_BATCH):
+            end = min(start + flush, len(values))
+            for first in range(start, end, SAVE_BATCH):
                 due: dict[tuple[str, str], AgentSession] = {}
-                with stages.stage("apply"):
-                    for offset, event in enumerate(events[first : first + SAVE_BATCH], start):
-                        if not event.session_id:
-                            continue
-                        key = (event.tenant_id, event.session_id)
-                        session = held.get(key)
-                        if session is None:
-                            session = held[key] = AgentSession(*key)
-                        session.apply(event, source=("t", 0, offset + first))
-                        if event.type == STEP_END:
-                            due[key] = session
+                # as the runtime hands a batch over: decoded and applied a chunk at a time
+                for chunk in range(first, min(first + SAVE_BATCH, end), PROCESS_CHUNK):
+                    with stages.stage("decode"):
+                        events = [
+                            codec.decode_event_only(v, RECORDED_AT)
+                            for v in values[chunk : chunk + PROCESS_CHUNK]
+                        ]
+                    with stages.stage("apply"):
+                        for offset, event in enumerate(events, chunk):
+                            if not event.session_id:
+                                continue
+                            key = (event.tenant_id, event.session_id)
+                            session = held.get(key)
+                            if session is None:
+                                session = held[key] = AgentSession(*key)
+                            session.apply(event, source=("t", 0, offset))
+                            if event.type == STEP_END:
+                                due[key] = session
+                    del events
                 with stages.stage("snapshots"):
                     for session in due.values():
                         session.snapshot().to_bytes()
-            del events
             with stages.stage("gc at flush"):
                 paced.after_flush()
     return stages

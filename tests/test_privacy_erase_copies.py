@@ -252,7 +252,7 @@ def test_the_sessions_service_does_not_save_an_erased_run_back(tmp_path: Path) -
     from prometheus_client import CollectorRegistry
 
     from runtrail.runtime import Delivered, ServiceContext
-    from runtrail_services.sessions.service import SessionsService
+    from runtrail_services.sessions.service import SessionsService, wall_ms
 
     state = tmp_path / "state"
     env = {
@@ -295,12 +295,14 @@ def test_the_sessions_service_does_not_save_an_erased_run_back(tmp_path: Path) -
     }
 
     def feed(forms: list[dict[str, Any]], offset: int) -> None:
+        """One turn of the runtime's loop: the batch, then the tick that saves what it made due."""
         svc.process(
             [
                 Delivered(validate_json_form(f), f, "events", 0, offset + i, 0, b"k")
                 for i, f in enumerate(forms)
             ]
         )
+        svc.tick(wall_ms())
 
     store = open_store(SESSION_SNAPSHOTS, (state / "sessions").as_uri())
     try:

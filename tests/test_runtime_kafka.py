@@ -18,6 +18,7 @@ from runtrail.events.avro_schemas import build_schema, render
 from runtrail.runtime import Delivered, Service, ServiceContext
 from runtrail.runtime.deadletter import H_OFFSET, H_PARTITION, H_REASON, H_SERVICE, H_TOPIC
 from runtrail.runtime.runner import ServiceRunner
+from runtrail.runtime.service import PROCESS_CHUNK
 from tests.support import (
     consume_all,
     create_topic,
@@ -303,5 +304,63 @@ def test_what_comes_right_after_a_backlog_is_not_held_for_a_whole_batch(
         # gathered, not handed over one by one (two batches if the runner was still in the
         # first-message wait when the trickle began)
         assert sum(sizes) == 5 and len(sizes) <= 2, sizes
+    finally:
+        running.stop()
+
+
+class Turns(Service):
+    """Records the size of each ``process`` call, and each tick after events (as 0)."""
+
+    name = "turns"
+    batch_size = 1000
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        self.log: list[int] = []
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        self.log.append(len(batch))
+
+    def tick(self, now_ms: int) -> None:
+        if self.log and self.log[-1]:
+            self.log.append(0)
+
+    def seen(self) -> int:
+        return sum(self.log)
+
+
+def test_a_large_batch_reaches_process_in_chunks_that_fit_the_caches_then_one_tick(
+    kafka_bootstrap: str,
+) -> None:
+    """A batch larger than ``PROCESS_CHUNK`` (sessions takes 2,000 for its per-batch saves)
+    is decoded and handed to ``process`` a chunk at a time, so each chunk's events are still
+    in the CPU caches when the service reads them; the tick comes once, after the whole
+    batch, so per-batch work stays per batch."""
+    topic = create_topic(kafka_bootstrap, unique_topic("chunks"), partitions=1)
+    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=1)
+    backlog = 3000
+    produce_forms(kafka_bootstrap, topic, [form(sequence=i) for i in range(1, backlog + 1)])
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        events_topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        group=f"g-{topic}",
+    )
+    running = Running(ServiceRunner(Turns, settings, service_name="turns", metrics_port=0))
+    try:
+        service = running.service
+        wait_for(lambda: service.seen() == backlog, 60, what="the backlog")
+        wait_for(lambda: service.log[-1] == 0, 10, what="the tick after the last batch")
+        turns: list[list[int]] = [[]]
+        for size in service.log:
+            if size:
+                turns[-1].append(size)
+            else:
+                turns.append([])
+        chunks = [size for sizes in turns for size in sizes]
+        assert max(chunks) <= PROCESS_CHUNK, chunks
+        batches = [sum(sizes) for sizes in turns if sizes]
+        assert max(batches) <= Turns.batch_size and sum(batches) == backlog
+        assert max(batches) > PROCESS_CHUNK, batches  # a batch came in chunks, then one tick
     finally:
         running.stop()

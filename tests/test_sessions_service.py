@@ -18,7 +18,7 @@ from runtrail.sessions.blobs import SnapshotBlobStore
 from runtrail.sessions.naming import session_key
 from runtrail.sessions.pointer import SessionPointer
 from runtrail.sessions.store_file import FileSessionStore
-from runtrail_services.sessions.service import SessionsService
+from runtrail_services.sessions.service import SessionsService, wall_ms
 from runtrail_services.sessions.settings import SessionsSettings
 from tests.checkpoint_support import held
 from tests.s3_fixture import moto_s3, s3_url  # noqa: F401  (fixtures)
@@ -54,6 +54,12 @@ def delivered(
     ]
 
 
+def turn(svc: SessionsService, batch: list[Delivered]) -> None:
+    """One turn of the runtime's loop: the batch, then the tick that saves what it made due."""
+    svc.process(batch)
+    svc.tick(wall_ms())
+
+
 def saves(svc: SessionsService, trigger: str) -> float:
     value = svc.context.registry.get_sample_value(
         "runtrail_sessions_saves_total", {"service": "sessions", "trigger": trigger}
@@ -67,19 +73,21 @@ def test_save_policy_and_held_offsets(tmp_path: Path) -> None:
     forms = session_forms(7)  # request, response, call, result, STEP_END, request, snapshot
     events = delivered(forms, first_offset=100)
 
-    svc.process(events[:3])
+    turn(svc, events[:3])
     assert store.load("t1", "s1") is None
     assert held(svc) == {(TOPIC, 0): 100}  # nothing saved: commit stops at the first
 
-    svc.process(events[3:4])  # the 4th unsaved event
+    turn(svc, events[3:4])  # the 4th unsaved event
     assert store.load("t1", "s1").revision == 4  # type: ignore[union-attr]
     assert held(svc) == {} and saves(svc, "every_n") == 1
 
-    svc.process(events[4:5])  # STEP_END
+    svc.process(events[4:5])  # STEP_END: due, saved with the rest of the batch at its tick
+    assert store.load("t1", "s1").revision == 4  # type: ignore[union-attr]
+    svc.tick(wall_ms())
     assert store.load("t1", "s1").revision == 5  # type: ignore[union-attr]
     assert saves(svc, "step_end") == 1
 
-    svc.process(events[5:7] + events[2:3])  # a re-delivered event changes nothing
+    turn(svc, events[5:7] + events[2:3])  # a re-delivered event changes nothing
     assert held(svc) == {(TOPIC, 0): 105}
     svc.on_revoked([(TOPIC, 0)])  # save, then forget
     saved = store.load("t1", "s1")
@@ -124,7 +132,7 @@ def test_two_members_writing_one_session_lose_nothing(tmp_path: Path) -> None:
     for block in range(4):
         chunk = forms[block * 10 : block * 10 + 10]
         member, partition = (first, 0) if block % 2 == 0 else (second, 1)
-        member.process(delivered(chunk, first_offset=block * 10, partition=partition))
+        turn(member, delivered(chunk, first_offset=block * 10, partition=partition))
     first.close()
     second.close()
     stored = FileSessionStore(tmp_path / "sessions").load("t1", "s1")
@@ -149,15 +157,15 @@ def test_a_corrupted_stored_snapshot_halts_its_session_and_holds_its_offsets(
 ) -> None:
     store = FileSessionStore(tmp_path / "sessions")
     svc = service(tmp_path, every_n_events=2, at_step_end="false")
-    svc.process(delivered(session_forms(4), first_offset=0))
+    turn(svc, delivered(session_forms(4), first_offset=0))
     svc.close()
     path = store.path_of("t1", "s1")
     path.write_bytes(path.read_bytes().replace(b'"a1"', b'"zz"'))
     before = path.read_bytes()
 
     svc = service(tmp_path, every_n_events=2, at_step_end="false")
-    svc.process(delivered(session_forms(8)[4:], first_offset=4))
-    svc.process(delivered(session_forms(2, session="s2"), first_offset=8))
+    turn(svc, delivered(session_forms(8)[4:], first_offset=4))
+    turn(svc, delivered(session_forms(2, session="s2"), first_offset=8))
     assert path.read_bytes() == before  # not overwritten
     assert held(svc) == {(TOPIC, 0): 4}  # kept for a re-read after the repair
     assert store.load("t1", "s2") is not None  # other sessions go on
@@ -243,13 +251,13 @@ def test_a_batch_of_saves_fsyncs_each_folder_once_and_a_failed_fsync_blocks_the_
     forms = [
         f for session in ("a", "b", "c") for f in session_forms(2, session=session, seed=session)
     ]
-    svc.process(delivered(forms, first_offset=10))
+    turn(svc, delivered(forms, first_offset=10))
     folder = tmp_path / "sessions" / "t1"
     assert synced.count(folder) == 1, synced  # six saves, one folder fsync
     assert held(svc) == {}
 
     failing["on"] = True
-    svc.process(delivered(session_forms(3, session="a", seed="a")[2:], first_offset=16))
+    turn(svc, delivered(session_forms(3, session="a", seed="a")[2:], first_offset=16))
     # saved (its file fsynced), but its folder is not durable yet: no commit may follow
     with pytest.raises(StoreUnavailable, match="injected folder fsync failure"):
         svc.flush()

@@ -25,7 +25,7 @@ from runtrail.sessions.snapshot import verified_digest
 from runtrail.sessions.store_file import FileSessionStore
 from tests.checkpoint_support import held
 from tests.sessions_support import built_snapshot, session_forms
-from tests.test_sessions_service import TOPIC, delivered, service
+from tests.test_sessions_service import TOPIC, delivered, service, turn
 
 TOKENS = {"t1": "tok-t1"}
 
@@ -139,12 +139,12 @@ def test_the_service_halts_a_session_whose_snapshot_was_edited_under_it(
     )
     try:
         forms = session_forms(8)
-        svc.process(delivered(forms[:4], first_offset=0))  # saved, held in memory
+        turn(svc, delivered(forms[:4], first_offset=0))  # saved, held in memory
         assert svc.api is not None
         assert api_get(svc.api.port, "/v1/sessions/s1")[0] == 200
         evidence = stored.tamper()
         with caplog.at_level(logging.ERROR, logger="runtrail_services.sessions.service"):
-            svc.process(delivered(forms[4:6], first_offset=4))  # the session speaks again
+            turn(svc, delivered(forms[4:6], first_offset=4))  # the session speaks again
         assert stored.read() == evidence  # kept, not overwritten
         halted = svc.context.registry.get_sample_value(
             "runtrail_sessions_halted", {"service": "sessions"}
@@ -158,7 +158,7 @@ def test_the_service_halts_a_session_whose_snapshot_was_edited_under_it(
         assert str(tmp_path) not in json.dumps(body)  # no server path reaches the client
         listed = api_get(svc.api.port, "/v1/sessions")[1]["sessions"]
         assert [(s["sessionId"], s.get("status")) for s in listed] == [("s1", "halted")]
-        svc.process(delivered(forms[6:8], first_offset=6))  # and it stays halted
+        turn(svc, delivered(forms[6:8], first_offset=6))  # and it stays halted
         assert stored.read() == evidence
     finally:
         svc.close()

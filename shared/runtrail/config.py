@@ -100,7 +100,7 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Most messages taken per consume call (default: the service's own, 250 for most, "
-            "2000 for sessions)."
+            "2000 for sessions); the service processes them 250 at a time."
         ),
     )
     batch_timeout_ms: int = Field(default=200, ge=1, description="Longest wait for a batch.")

@@ -4,7 +4,10 @@ Each event that names a session (``sessionId`` in its envelope) is applied to th
 :class:`~runtrail.sessions.AgentSession`: the event log comes from the stream, memory and
 compact results from the ``session.snapshot`` events the agent publishes. A session is
 saved to the store (file or PostgreSQL) every N unsaved events, at STEP_END, when it
-has been quiet, and when its partitions are revoked or the service stops. Then:
+has been quiet, and when its partitions are revoked or the service stops. A save that an
+event makes due is made at the end of the consumed batch (:meth:`tick`, which the runtime
+calls after the batch's chunks), with the batch's other saves: one fsync per folder for them
+all. Then:
 
 * **Commit only after durable.** Until a session is saved, the offset of its first unsaved
   event is held (each :meth:`flush` tells the offsets' checkpoint): the runtime commits no
@@ -93,8 +96,8 @@ class SessionsService(Service):
 
     name = "sessions"
     reads_written = False  # events built straight from the bytes on the compiled path
-    #: each batch's saves are made durable together (one fsync per folder): smaller
-    #: batches mean more of those, and 250 halved its rate
+    #: each batch's saves are made durable together (one fsync per folder) at its tick:
+    #: smaller batches mean more of those, and 250 halved its rate
     batch_size = 2000
     keeps_state = True  # every session's event log, until it is evicted
     default_port = 9430
@@ -112,6 +115,8 @@ class SessionsService(Service):
         )
         self._evict_ms = int(self.settings.evict_after_s * 1000)
         self._sessions: dict[SessionKey, Tracked] = {}
+        #: the sessions the events processed since the last tick made due: saved there
+        self._due: dict[SessionKey, Tracked] = {}
         self._next_scan_ms = 0
         #: the last error of a store that could not take a write (None: it did)
         self._store_error: Exception | None = None
@@ -207,8 +212,11 @@ class SessionsService(Service):
 
     # --- events -------------------------------------------------------------------------------
     def process(self, batch: Sequence[Delivered]) -> None:
+        """Apply the events; the sessions they make due are saved at the next :meth:`tick`
+        (or :meth:`flush`), with the rest of the consumed batch's."""
         now = wall_ms()
         touched: dict[SessionKey, Tracked] = {}
+        due = self._due
         for delivered in batch:
             event = delivered.event
             if event.type == ContentErased.event_type:
@@ -226,8 +234,10 @@ class SessionsService(Service):
             if tracked.session.apply(event, source=source):
                 tracked.held(delivered.source, delivered.offset)
                 tracked.unsaved += 1
-                tracked.due = tracked.due or self.policy.after_event(tracked, event.type)
-        self._save_all(t for t in touched.values() if t.due)
+                if not tracked.due:
+                    tracked.due = self.policy.after_event(tracked, event.type)
+                if tracked.due:
+                    due[key] = tracked
 
     def _drop_erased(self, event: Event, touched: dict[SessionKey, Tracked]) -> None:
         """Drop, unsaved, the sessions an erasure covers, and delete their stored copies
@@ -237,6 +247,7 @@ class SessionsService(Service):
         for key in erased_sessions(self._sessions.items(), event):
             del self._sessions[key]
             touched.pop(key, None)
+            self._due.pop(key, None)
             try:
                 self.store.delete(*key)
                 if self.pointers is not None:
@@ -364,6 +375,7 @@ class SessionsService(Service):
         way the checkpoint then holds the first unsaved event of each partition."""
         try:
             self._store_error = None
+            self._due.clear()  # saved below with every other session due
             self._save_all(t for t in self._sessions.values() if t.due)
             if self._store_error is not None:
                 raise StoreUnavailable(
@@ -400,8 +412,12 @@ class SessionsService(Service):
         return held
 
     def tick(self, now_ms: int) -> None:
-        """Save sessions quiet with unsaved events; forget saved ones quiet for long; apply
-        the retention policy when due (snapshots, content store, checkpoints)."""
+        """Save the sessions the batch made due, together; save sessions quiet with unsaved
+        events; forget saved ones quiet for long; apply the retention policy when due
+        (snapshots, content store, checkpoints)."""
+        if self._due:
+            due, self._due = self._due, {}
+            self._save_all(due.values())
         for timer in self.retention:
             timer.tick(now_ms)
         if now_ms < self._next_scan_ms:
@@ -437,6 +453,8 @@ class SessionsService(Service):
         next owner loads them from the store)."""
         gone = set(partitions)
         leaving = {k: t for k, t in self._sessions.items() if t.partitions() & gone}
+        for key in leaving:
+            self._due.pop(key, None)  # saved now, as revoked
         self._save_all(leaving.values(), "revoke")
         try:
             self._publish(leaving.values())

@@ -74,7 +74,7 @@ from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
 from runtrail.runtime.retry import Problem, classify
 from runtrail.runtime.sequencing import new_sequence_checker
-from runtrail.runtime.service import RawService, Service, ServiceContext
+from runtrail.runtime.service import PROCESS_CHUNK, RawService, Service, ServiceContext
 from runtrail.runtime.unavailable import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -481,36 +481,51 @@ class ServiceRunner:
 
     # --- the loop --------------------------------------------------------------------------
     def _process(self, messages: list[Message]) -> None:
+        """Decode and hand over a consumed batch, at most :data:`PROCESS_CHUNK` messages at a
+        time, so that each chunk's events are processed while they are still in the CPU
+        caches (sessions, whose batches are larger for its per-batch saves at
+        :meth:`Service.tick`, ran at two thirds of the rate decoding and processing 2,000 at
+        once)."""
         if self._stopped:  # fetched before the pause: left for the next start
             messages = [m for m in messages if (m.topic(), m.partition()) not in self._stopped]
             if not messages:
                 return
-        limiter = self._dlq_limit
         with self.metrics.batch_seconds.time():
-            result = self._decode(messages)
-            batch = self._batch_of(result)
-            if batch:
-                try:
-                    self._handle(batch)
-                except StoreUnavailable:
-                    self._rewind(messages)
-                    raise
-                except Exception as exc:
-                    self.metrics.handler_errors.inc()
-                    log.warning(
-                        "%s: a batch of %d failed (%s: %s); processing it one event at a time",
-                        self.name,
-                        len(batch),
-                        type(exc).__name__,
-                        exc,
-                    )
-                    self._process_each(batch, messages)
-                else:
-                    if limiter.counting:
-                        limiter.succeeded_batch(batch)
-            if limiter.counting:  # no position passes an open run of handler errors
-                limiter.cap(result.positions)
-            self.checkpoint.reached(result.positions)
+            if len(messages) <= PROCESS_CHUNK:
+                self._process_chunk(messages, messages, 0)
+                return
+            for start in range(0, len(messages), PROCESS_CHUNK):
+                self._process_chunk(messages[start : start + PROCESS_CHUNK], messages, start)
+
+    def _process_chunk(self, chunk: list[Message], messages: list[Message], start: int) -> None:
+        """One chunk of the batch ``messages``, which it starts at ``start``: if the service's
+        store cannot take the chunk now, it and the rest of the batch are consumed again later
+        (the chunks before it were processed)."""
+        limiter = self._dlq_limit
+        result = self._decode(chunk)
+        batch = self._batch_of(result)
+        if batch:
+            try:
+                self._handle(batch)
+            except StoreUnavailable:
+                self._rewind(messages[start:])
+                raise
+            except Exception as exc:
+                self.metrics.handler_errors.inc()
+                log.warning(
+                    "%s: a batch of %d failed (%s: %s); processing it one event at a time",
+                    self.name,
+                    len(batch),
+                    type(exc).__name__,
+                    exc,
+                )
+                self._process_each(batch, messages[start:])
+            else:
+                if limiter.counting:
+                    limiter.succeeded_batch(batch)
+        if limiter.counting:  # no position passes an open run of handler errors
+            limiter.cap(result.positions)
+        self.checkpoint.reached(result.positions)
         self.metrics.consumed.inc(result.consumed)
         self.metrics.processed.inc(len(batch))
         for reason, count in result.dead.items():

@@ -53,6 +53,12 @@ from runtrail.config import Settings
 from runtrail.runtime.checkpoint import Checkpoint
 from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 
+#: The most events the runtime decodes and hands to :meth:`Service.process` at once: few
+#: enough that they are still in the CPU caches when the service reads them (with 2,000 the
+#: decode alone cost about twice as much an event, and capture ran at about half its rate;
+#: docs/PERFORMANCE.md, *Batches that fit the CPU caches*).
+PROCESS_CHUNK = 250
+
 #: extra dead-letter headers (name, value)
 Headers = list[tuple[str, str | bytes | None]]
 
@@ -98,12 +104,11 @@ class Service(ABC):
     #: the audit chain hashes). A service that does not sets False: the compiled consume
     #: path then builds its events straight from the bytes and hands ``written=None``.
     reads_written: ClassVar[bool] = True
-    #: Most messages taken per consume call, unless ``RUNTRAIL_BATCH_SIZE`` says otherwise.
-    #: Small enough that a batch's events are still in the CPU caches when :meth:`process`
-    #: reads them: with 2000 the decode alone cost about twice as much an event, and capture
-    #: ran at about half the rate it has at 250 (docs/PERFORMANCE.md). Per-batch
-    #: work stays per batch; a service whose batch pays for I/O (an fsync) sets a larger one.
-    batch_size: ClassVar[int] = 250
+    #: Most messages taken per consume call (one turn of the loop: :meth:`tick` follows it),
+    #: unless ``RUNTRAIL_BATCH_SIZE`` says otherwise. A service whose per-batch work pays for
+    #: I/O (sessions: one fsync per folder for all of a batch's saves, at its tick) sets a
+    #: larger one; :meth:`process` still gets at most :data:`PROCESS_CHUNK` events at a time.
+    batch_size: ClassVar[int] = PROCESS_CHUNK
     #: Whether the service keeps what it processes in memory long after its flush (the
     #: sessions service holds each session's event log): the runtime then freezes what
     #: survives each flush out of the cyclic GC's routine collections
@@ -120,7 +125,8 @@ class Service(ABC):
 
     @abstractmethod
     def process(self, batch: Sequence[Delivered]) -> None:
-        """Apply a batch (in partition order). Output may stay buffered until :meth:`flush`."""
+        """Apply a batch (in partition order; a consumed batch comes in chunks of at most
+        :data:`PROCESS_CHUNK`). Output may stay buffered until :meth:`flush`."""
 
     def flush(self) -> None:  # noqa: B027  (optional hook)
         """Make the output of everything processed so far durable; a service with open state
@@ -134,7 +140,9 @@ class Service(ABC):
         """Partitions are gone (after flush and commit): drop their in-memory state."""
 
     def tick(self, now_ms: int) -> None:  # noqa: B027
-        """Called once per loop iteration, with or without events (timers, idle expiry)."""
+        """Called once per turn of the loop, with or without events, after the batch taken in
+        it (if any) was processed and before a commit: timers, idle expiry, and work done once
+        per batch (a service whose ``process`` saw the batch in chunks)."""
 
     def close(self) -> None:  # noqa: B027
         """Release resources; called once at shutdown, after the last flush."""
