@@ -10,8 +10,9 @@ baseline), bare consume plus fastavro decode, runtrail ``noop`` through the runt
 Streams app doing the same decode, runtrail ``capture`` to JSONL (fsync before every commit)
 and a Quix app pairing the same nodes and writing the same JSONL lines (checked: the two
 outputs hold the same lines).
-Beside them, once: the ``audit``, ``projector``, ``resume-cache`` and ``sessions`` services,
-``replay projection --into sqlite``, and ``runtrail publish`` of a JSONL file. ``--profile``
+Beside them, once: the ``audit``, ``projector``, ``resume-cache`` and ``sessions`` services
+(each in a process of its own too, at its own defaults), ``replay projection --into sqlite``,
+and ``runtrail publish`` of a JSONL file. ``--profile``
 then runs ``noop`` and ``capture`` once more under pyinstrument and saves the profiles and
 their top entries under bench/results/. Needs the bench extra: ``pip install -e '.[bench]'``.
 """
@@ -34,7 +35,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
-from bench.contender import measure
+from bench.contender import SERVICES, measure
 from bench.contender import run as run_contender
 from bench.harness import (
     RESULTS,
@@ -50,13 +51,8 @@ from bench.workload import workload
 from runtrail.config import Settings
 from runtrail.persistence.urls import sqlite_url
 from runtrail.publisher import Publisher
-from runtrail_services.audit.service import AuditService
 from runtrail_services.capture.service import CaptureService
 from runtrail_services.noop.service import NoopService
-from runtrail_services.projector.service import ProjectorService
-from runtrail_services.resume_cache.service import ResumeCacheService
-from runtrail_services.sessions.service import SessionsService
-from runtrail_tools.kafka.ports import free_ports
 
 
 def publish_tight(settings: Settings, events: list[dict[str, Any]]) -> Rate:
@@ -186,10 +182,14 @@ def main() -> None:
                 extra["capture_lines"] = sum(a.values())
                 extra["capture_output_identical"] = a == b
                 print(f"  capture lines {sum(a.values())}, identical: {a == b}", flush=True)
-                shutil.rmtree(ours, ignore_errors=True)
-                shutil.rmtree(theirs, ignore_errors=True)
+                # the outputs stay until the end: on ext4 without a journal (this project's
+                # machine) files made within a minute of many deletions are made slowly, and
+                # the services after the rounds make thousands (docs/PERFORMANCE.md)
             if not args.skip_services:
-                others.extend(run_services(settings, args.events, work))
+                for name in SERVICES:  # each in a process of its own, as the rounds' contenders
+                    print(f"{name} …", flush=True)
+                    others.append(contend(name, bootstrap, topic, args.events, work / name))
+                    print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
                 print("replay projection --into sqlite …", flush=True)
                 others.append(replay_projection(settings, work))
                 print(f"  {others[-1].per_second:,.0f} events/s", flush=True)
@@ -238,59 +238,6 @@ def peer_rows(medians: dict[str, Rate]) -> list[Row]:
             Row(name, rate.per_second, peer[0] if peer else None, peer[1] if peer else None)
         )
     return rows
-
-
-def run_services(settings: Settings, expected: int, work: Path) -> list[Rate]:
-    """The other services through the runtime, each in its own group, once."""
-    (port,) = free_ports(1)
-    tenant = "bench"
-    runs: list[tuple[Any, str, str, dict[str, str], str]] = [
-        (
-            AuditService,
-            "audit",
-            "runtrail audit (SQLite, sealed links published)",
-            {
-                "store_url": sqlite_url(work / "audit.db"),
-                "tree_head_interval_s": "10",
-                "publish": "true",
-            },
-            "runtrail_audit_links_sealed_total",
-        ),
-        (
-            ProjectorService,
-            "projector",
-            "runtrail projector (SQLite)",
-            {"store_url": sqlite_url(work / "projection.db"), "snapshot_every": "100"},
-            "runtrail_processed_total",
-        ),
-        (
-            ResumeCacheService,
-            "resume-cache",
-            "runtrail resume-cache (SQLite, cache topic)",
-            {
-                "store_url": sqlite_url(work / "cache.db"),
-                "http_port": str(port),
-                "tokens": f'{{"{tenant}": "bench-token-0123456789abcdef"}}',
-            },
-            "runtrail_processed_total",
-        ),
-        (
-            SessionsService,
-            "sessions",
-            "runtrail sessions (file store)",
-            {},
-            "runtrail_processed_total",
-        ),
-    ]
-    rates = []
-    for factory, name, label, options, metric in runs:
-        print(f"{name} …", flush=True)
-        rate = run_service(
-            factory, name, settings, expected, label=label, options=options, done_metric=metric
-        ).rate
-        print(f"  {rate.per_second:,.0f} events/s", flush=True)
-        rates.append(rate)
-    return rates
 
 
 def replay_projection(settings: Settings, work: Path) -> Rate:

@@ -22,11 +22,15 @@ import sys
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from bench.harness import Rate
 
 #: the names :func:`run` knows, in the order a round runs them
 CONTENDERS = ("raw", "raw-decode", "noop", "quix-decode", "capture", "quix-capture")
+#: the services measured once after the rounds (no peer), in that order, each through the
+#: runtime at its own defaults
+SERVICES = ("audit", "projector", "resume-cache", "sessions")
 
 
 def run(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
@@ -49,7 +53,10 @@ def run(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
         return quix_capture(bootstrap, topic, events, work)
     if name in ("noop", "capture"):
         return _service(name, bootstrap, topic, events, work)
-    raise SystemExit(f"unknown contender {name!r}: one of {', '.join(CONTENDERS)}")
+    if name in SERVICES:
+        return _other_service(name, bootstrap, topic, events, work)
+    known = ", ".join(CONTENDERS + SERVICES)
+    raise SystemExit(f"unknown contender {name!r}: one of {known}")
 
 
 def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
@@ -81,6 +88,69 @@ def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> 
         label="runtrail capture to JSONL",
         options={"sink_url": work.as_uri(), "idle_flush_s": "3600"},
         group=group,
+    ).rate
+
+
+def _other_service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
+    """A service without a peer, at its own defaults (its commit interval included); the
+    audit publishes its sealed links to ``TOPIC.audit`` (made by the caller), resume-cache
+    writes ``TOPIC.cache`` (made by the service)."""
+    from bench.harness import run_service
+    from runtrail.config import Settings
+    from runtrail.persistence.urls import sqlite_url
+    from runtrail_services.audit.service import AuditService
+    from runtrail_services.projector.service import ProjectorService
+    from runtrail_services.resume_cache.service import ResumeCacheService
+    from runtrail_services.sessions.service import SessionsService
+    from runtrail_tools.kafka.ports import free_ports
+
+    settings = Settings(
+        bootstrap_servers=bootstrap,
+        events_topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        audit_topic=f"{topic}.audit",
+        resume_cache_topic=f"{topic}.cache",
+        spool_dir=work / "spool",
+        state_dir=work / "state",
+    )
+    (port,) = free_ports(1)
+    runs: dict[str, tuple[Any, str, dict[str, str], str]] = {
+        "audit": (
+            AuditService,
+            "runtrail audit (SQLite, sealed links published)",
+            {
+                "store_url": sqlite_url(work / "audit.db"),
+                "tree_head_interval_s": "10",
+                "publish": "true",
+            },
+            "runtrail_audit_links_sealed_total",
+        ),
+        "projector": (
+            ProjectorService,
+            "runtrail projector (SQLite)",
+            {"store_url": sqlite_url(work / "projection.db"), "snapshot_every": "100"},
+            "runtrail_processed_total",
+        ),
+        "resume-cache": (
+            ResumeCacheService,
+            "runtrail resume-cache (SQLite, cache topic)",
+            {
+                "store_url": sqlite_url(work / "cache.db"),
+                "http_port": str(port),
+                "tokens": '{"bench": "bench-token-0123456789abcdef"}',
+            },
+            "runtrail_processed_total",
+        ),
+        "sessions": (
+            SessionsService,
+            "runtrail sessions (file store)",
+            {},
+            "runtrail_processed_total",
+        ),
+    }
+    factory, label, options, metric = runs[name]
+    return run_service(
+        factory, name, settings, events, label=label, options=options, done_metric=metric
     ).rate
 
 
@@ -116,7 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("name", choices=CONTENDERS)
+    parser.add_argument("name", choices=CONTENDERS + SERVICES)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--events", type=int, required=True)
