@@ -3,7 +3,8 @@
 
 Small batches keep a batch's events in the CPU caches while the service works on them
 (capture ran at about twice the rate at 250 as at 2000); sessions, whose checkpoints are
-made durable once per batch, keeps large ones (docs/PERFORMANCE.md, Session 10).
+made durable once per batch, keeps large ones, which the runtime still hands to the service
+250 at a time (docs/PERFORMANCE.md, *Chunks that fit the CPU caches*).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from runtrail.runtime.delivery import Delivered, Partition, RawRecord
 #: The most events the runtime decodes and hands to :meth:`Service.process` at once: few
 #: enough that they are still in the CPU caches when the service reads them (with 2,000 the
 #: decode alone cost about twice as much an event, and capture ran at about half its rate;
-#: docs/PERFORMANCE.md, *Batches that fit the CPU caches*).
+#: docs/PERFORMANCE.md, *Chunks that fit the CPU caches*).
 PROCESS_CHUNK = 250
 
 #: extra dead-letter headers (name, value)
