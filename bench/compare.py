@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
-from bench.contender import SERVICES, measure
+from bench.contender import SERVICES, measure, topic_settings
 from bench.contender import run as run_contender
 from bench.harness import (
     RESULTS,
@@ -152,15 +152,7 @@ def main() -> None:
 
     with broker(args.bootstrap_servers) as bootstrap:
         topic = create_topic(bootstrap, args.partitions)
-        settings = Settings(
-            bootstrap_servers=bootstrap,
-            events_topic=topic,
-            dlq_topic=f"{topic}.dlq",
-            audit_topic=f"{topic}.audit",
-            resume_cache_topic=f"{topic}.cache",
-            spool_dir=work / "spool",
-            state_dir=work / "state",
-        )
+        settings = topic_settings(bootstrap, topic, work)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics(
             [NewTopic(f"{topic}.audit", args.partitions, 1)]

@@ -22,9 +22,12 @@ import sys
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.harness import Rate
+
+if TYPE_CHECKING:
+    from runtrail.config import Settings
 
 #: the names :func:`run` knows, in the order a round runs them
 CONTENDERS = ("raw", "raw-decode", "noop", "quix-decode", "capture", "quix-capture")
@@ -59,21 +62,32 @@ def run(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
     raise SystemExit(f"unknown contender {name!r}: one of {known}")
 
 
-def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
-    from bench.harness import run_service
-    from bench.quix_peers import COMMIT_INTERVAL_S
+def topic_settings(bootstrap: str, topic: str, work: Path, **extra: Any) -> Settings:
+    """The settings of every runtrail contender and of the benchmark itself: the topic and the
+    ones named after it (dead letters, audit, resume cache), spool and state under ``work``."""
     from runtrail.config import Settings
-    from runtrail_services.capture.service import CaptureService
-    from runtrail_services.noop.service import NoopService
 
-    settings = Settings(
+    return Settings(
         bootstrap_servers=bootstrap,
         events_topic=topic,
         dlq_topic=f"{topic}.dlq",
+        audit_topic=f"{topic}.audit",
+        resume_cache_topic=f"{topic}.cache",
         spool_dir=work / "spool",
         state_dir=work / "state",
-        # the Quix apps' commit interval: both flush (fsync) and commit equally often
-        commit_interval_ms=int(COMMIT_INTERVAL_S * 1000),
+        **extra,
+    )
+
+
+def _service(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
+    from bench.harness import run_service
+    from bench.quix_peers import COMMIT_INTERVAL_S
+    from runtrail_services.capture.service import CaptureService
+    from runtrail_services.noop.service import NoopService
+
+    # the Quix apps' commit interval: both flush (fsync) and commit equally often
+    settings = topic_settings(
+        bootstrap, topic, work, commit_interval_ms=int(COMMIT_INTERVAL_S * 1000)
     )
     group = f"bench-{name}-{uuid.uuid4().hex[:8]}"  # every run reads the topic from the start
     if name == "noop":
@@ -96,7 +110,6 @@ def _other_service(name: str, bootstrap: str, topic: str, events: int, work: Pat
     audit publishes its sealed links to ``TOPIC.audit`` (made by the caller), resume-cache
     writes ``TOPIC.cache`` (made by the service)."""
     from bench.harness import run_service
-    from runtrail.config import Settings
     from runtrail.persistence.urls import sqlite_url
     from runtrail_services.audit.service import AuditService
     from runtrail_services.projector.service import ProjectorService
@@ -104,15 +117,7 @@ def _other_service(name: str, bootstrap: str, topic: str, events: int, work: Pat
     from runtrail_services.sessions.service import SessionsService
     from runtrail_tools.kafka.ports import free_ports
 
-    settings = Settings(
-        bootstrap_servers=bootstrap,
-        events_topic=topic,
-        dlq_topic=f"{topic}.dlq",
-        audit_topic=f"{topic}.audit",
-        resume_cache_topic=f"{topic}.cache",
-        spool_dir=work / "spool",
-        state_dir=work / "state",
-    )
+    settings = topic_settings(bootstrap, topic, work)
     (port,) = free_ports(1)
     runs: dict[str, tuple[Any, str, dict[str, str], str]] = {
         "audit": (
