@@ -191,14 +191,7 @@ def main() -> None:
             if args.profile:
                 extra["profiles"] = profile(settings, args.events, work)
         finally:
-            delete_topic(bootstrap, topic)
-            made = [f"{topic}.audit"] + ([] if args.skip_services else [f"{topic}.cache"])
-            for name in made:
-                for future in admin.delete_topics([name]).values():
-                    try:
-                        future.result(60)
-                    except Exception as exc:  # best effort clean-up
-                        print(f"could not delete {name}: {exc}")
+            delete_topic(bootstrap, topic, f"{topic}.audit", f"{topic}.cache", f"{topic}.sessions")
     shutil.rmtree(work, ignore_errors=True)
     medians = {name: _median(rates) for name, rates in samples.items()}
     rows = peer_rows(medians) + [Row(r.name, r.per_second) for r in others]

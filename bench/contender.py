@@ -64,7 +64,8 @@ def run(name: str, bootstrap: str, topic: str, events: int, work: Path) -> Rate:
 
 def topic_settings(bootstrap: str, topic: str, work: Path, **extra: Any) -> Settings:
     """The settings of every runtrail contender and of the benchmark itself: the topic and the
-    ones named after it (dead letters, audit, resume cache), spool and state under ``work``."""
+    ones named after it (dead letters, audit, resume cache, sessions: deleted with it, so a
+    benchmark's broker does not keep every run's output), spool and state under ``work``."""
     from runtrail.config import Settings
 
     return Settings(
@@ -73,6 +74,7 @@ def topic_settings(bootstrap: str, topic: str, work: Path, **extra: Any) -> Sett
         dlq_topic=f"{topic}.dlq",
         audit_topic=f"{topic}.audit",
         resume_cache_topic=f"{topic}.cache",
+        sessions_topic=f"{topic}.sessions",
         spool_dir=work / "spool",
         state_dir=work / "state",
         **extra,

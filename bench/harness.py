@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from fastavro import schemaless_reader
 from prometheus_client import CollectorRegistry
@@ -79,13 +79,16 @@ def create_topic(bootstrap: str, partitions: int, prefix: str = "bench") -> str:
     return name
 
 
-def delete_topic(bootstrap: str, name: str) -> None:
+def delete_topic(bootstrap: str, name: str, *also: str) -> None:
+    """Delete a benchmark's topic, its dead-letter topic and the topics ``also`` named (those
+    a run did not make are passed over)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
+    for topic, future in admin.delete_topics([name, f"{name}.dlq", *also]).items():
         try:
             future.result(60)
-        except Exception as exc:  # best effort clean-up
-            print(f"could not delete {name}: {exc}")
+        except KafkaException as exc:  # best effort clean-up
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                print(f"could not delete {topic}: {exc}")
 
 
 def _fresh_consumer(bootstrap: str, topic: str, prefix: str) -> Consumer:

@@ -89,14 +89,14 @@ def _child(
     next: see :func:`_churn`)."""
     import importlib
 
+    from bench.contender import topic_settings
     from bench.harness import run_service
-    from runtrail.config import Settings
 
     target, options, metric = SERVICES[service]
     module, _, name = target.partition(":")
     factory = getattr(importlib.import_module(module), name)
     work = Path(folder)
-    settings = Settings(bootstrap_servers=bootstrap, events_topic=topic, state_dir=work)
+    settings = topic_settings(bootstrap, topic, work)
     done = "runtrail_processed_total" if metric == "processed" else metric
     profiler = None
     if profile:
@@ -201,22 +201,15 @@ def main() -> None:
     with broker(args.bootstrap_servers) as bootstrap:
         topic = create_topic(bootstrap, args.partitions, prefix="benchsvc")
         try:
-            from confluent_kafka import KafkaError, KafkaException
             from confluent_kafka.admin import AdminClient, NewTopic
-
-            from runtrail.config import Settings
 
             admin = AdminClient({"bootstrap.servers": bootstrap})
             audit = NewTopic(f"{topic}.audit", args.partitions, 1)
             for future in admin.create_topics([audit]).values():
                 future.result(60)
-            cache = NewTopic(Settings().resume_cache_topic, args.partitions, 1)
+            cache = NewTopic(f"{topic}.cache", args.partitions, 1)
             for future in admin.create_topics([cache]).values():
-                try:
-                    future.result(60)
-                except KafkaException as exc:  # there from an earlier run on this broker
-                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                        raise
+                future.result(60)
             print(f"filling {topic} with {args.events:,} events …", flush=True)
             _fill(bootstrap, topic, args.events)
             RESULTS.mkdir(exist_ok=True)
@@ -249,7 +242,7 @@ def main() -> None:
                     measure(service, HERE, str(path))
                     print(f"profile of {service}: {path}", flush=True)
         finally:
-            delete_topic(bootstrap, topic)
+            delete_topic(bootstrap, topic, f"{topic}.audit", f"{topic}.cache", f"{topic}.sessions")
             shutil.rmtree(scratch, ignore_errors=True)
     print(
         f"\n{'service':<12} {'baseline':>12} {'this checkout':>14} {'ratio':>7}"
