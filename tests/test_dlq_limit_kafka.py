@@ -310,3 +310,36 @@ def test_a_few_poison_events_among_many_are_dead_lettered_and_the_service_goes_o
     assert sorted(_noop_offsets(out)) == sorted(set(range(len(items))) - set(poison))
     assert committed_offsets(kafka_bootstrap, f"g-{topic}", topic, 1) == {0: len(items)}
     assert end_offsets(kafka_bootstrap, topic, 1) == {0: len(items)}
+
+
+def test_a_partition_stopped_in_a_batch_is_not_processed_in_the_batchs_later_chunks(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A batch larger than ``PROCESS_CHUNK`` (``RUNTRAIL_BATCH_SIZE`` 1000 here, as sessions
+    takes 2,000) is processed a chunk at a time: once a chunk trips a partition's dead-letter
+    limit, the batch's later chunks of that partition are left for the next start, as the
+    rest of the tripping chunk is, and nothing of it is committed past the first error."""
+    topic = _topic(kafka_bootstrap, "dlq-limit-chunks", 1)
+    items = [form(run_id=f"poison-{i}") for i in range(6)]
+    items += [form(run_id="good", sequence=i + 1) for i in range(594)]
+    _produce(kafka_bootstrap, topic, [(0, f) for f in items])
+    out = tmp_path / "noop.out"
+    log = tmp_path / "svc.log"
+    limit = {"batch_size": "1000", "dlq_max_consecutive": "3"}
+    proc = _service(
+        "noop",
+        kafka_bootstrap,
+        topic,
+        log,
+        options={"output": str(out)},
+        broken="poison",
+        limit=limit,
+    )
+    try:
+        wait_for(lambda: len(_stopped_lines(log)) == 1, 60, what="the partition stopped")
+        assert _tripped(proc) == {0: 1.0}
+        assert proc.terminate() == 0
+    finally:
+        proc.close()
+    assert _noop_offsets(out) == []  # neither the rest of its chunk nor the chunks after
+    assert committed_offsets(kafka_bootstrap, f"g-{topic}", topic, 1)[0] <= 0  # none, or 0

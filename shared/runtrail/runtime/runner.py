@@ -495,7 +495,12 @@ class ServiceRunner:
                 self._process_chunk(messages, messages, 0)
                 return
             for start in range(0, len(messages), PROCESS_CHUNK):
-                self._process_chunk(messages[start : start + PROCESS_CHUNK], messages, start)
+                chunk = messages[start : start + PROCESS_CHUNK]
+                if self._stopped:  # a chunk before tripped a partition's dead-letter limit
+                    chunk = [m for m in chunk if (m.topic(), m.partition()) not in self._stopped]
+                    if not chunk:
+                        continue
+                self._process_chunk(chunk, messages, start)
 
     def _process_chunk(self, chunk: list[Message], messages: list[Message], start: int) -> None:
         """One chunk of the batch ``messages``, which it starts at ``start``: if the service's
