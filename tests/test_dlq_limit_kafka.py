@@ -85,6 +85,16 @@ def _service(
     )
 
 
+def _poisoned_noop(
+    bootstrap: str, topic: str, log: Path, out: Path, limit: dict[str, str]
+) -> ServiceProcess:
+    """``runtrail run noop`` whose handler raises for runs named ``poison-*``, writing the
+    offsets it processed to ``out``."""
+    return _service(
+        "noop", bootstrap, topic, log, options={"output": str(out)}, broken="poison", limit=limit
+    )
+
+
 def _tripped(proc: ServiceProcess) -> dict[int, float]:
     """``runtrail_dlq_limit_tripped`` per partition, from the process's /metrics."""
     _, text = proc.get("/metrics")
@@ -229,15 +239,7 @@ def test_noop_failing_every_other_event_trips_the_ratio_and_resumes_from_the_eve
     log = tmp_path / "1.log"
     # at most 4 handler errors among the last 20 offsets: the 5th (offset 9) trips it
     limit = {"dlq_max_consecutive": "100", "dlq_max_ratio": "0.2", "dlq_ratio_window": "20"}
-    broken = _service(
-        "noop",
-        kafka_bootstrap,
-        topic,
-        log,
-        options={"output": str(out)},
-        broken="poison",
-        limit=limit,
-    )
+    broken = _poisoned_noop(kafka_bootstrap, topic, log, out, limit)
     try:
         wait_for(lambda: len(_stopped_lines(log)) == 1, 60, what="the partition stopped")
         (line,) = _stopped_lines(log)
@@ -287,15 +289,7 @@ def test_a_few_poison_events_among_many_are_dead_lettered_and_the_service_goes_o
     out = tmp_path / "noop.out"
     log = tmp_path / "svc.log"
     limit = {"dlq_max_consecutive": "2", "dlq_max_ratio": "0.1", "dlq_ratio_window": "100"}
-    proc = _service(
-        "noop",
-        kafka_bootstrap,
-        topic,
-        log,
-        options={"output": str(out)},
-        broken="poison",
-        limit=limit,
-    )
+    proc = _poisoned_noop(kafka_bootstrap, topic, log, out, limit)
     try:
         wait_for(lambda: len(read_lines(out)) == good, 60, what="every good event")
         dead = _handler_errors(kafka_bootstrap, topic, len(poison), timeout=30)
@@ -326,15 +320,7 @@ def test_a_partition_stopped_in_a_batch_is_not_processed_in_the_batchs_later_chu
     out = tmp_path / "noop.out"
     log = tmp_path / "svc.log"
     limit = {"batch_size": "1000", "dlq_max_consecutive": "3"}
-    proc = _service(
-        "noop",
-        kafka_bootstrap,
-        topic,
-        log,
-        options={"output": str(out)},
-        broken="poison",
-        limit=limit,
-    )
+    proc = _poisoned_noop(kafka_bootstrap, topic, log, out, limit)
     try:
         wait_for(lambda: len(_stopped_lines(log)) == 1, 60, what="the partition stopped")
         assert _tripped(proc) == {0: 1.0}
