@@ -15,8 +15,9 @@ service goes on. The producers' ``message.max.bytes`` is what ``runtrail topics 
 the topics to (``max_event_bytes`` plus headroom), so a legal event's content fits.
 
 A producer that has lost every broker for good (:mod:`runtrail.kafka.orphan_watch`, read from
-its statistics) is replaced at the next :meth:`OutputTopic.confirm`: its records are taken back
-and produced again, in order, by a new one that bootstraps afresh. As after a restart, a record
+its statistics) or that a fatal error ended (:mod:`runtrail.kafka.fatal`) is replaced at the
+next :meth:`OutputTopic.confirm`: its records are taken back and produced again, in order, by
+a new one that bootstraps afresh. As after a restart, a record
 the broker wrote just before its acknowledgement was lost can then be written twice.
 
 Records are kept, sent again and judged "too large" by the producer core all runtrail
@@ -38,6 +39,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
+from runtrail.kafka.fatal import fatal_error, is_fatal
 from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
@@ -196,6 +198,8 @@ class OutputTopic:
         else:
             self._unacked.fail(rid)
             self._errors.append(str(exc))
+            if isinstance(err, KafkaError) and is_fatal(err):
+                self._renew = self._renew or f"the producer failed fatally: {err.str()}"
 
     def _delivered(self, rid: int, err: KafkaError | None, msg: Any = None) -> None:
         if err is None:
@@ -206,8 +210,8 @@ class OutputTopic:
         else:
             self._unacked.fail(rid)
             self._errors.append(err.str())
-            if err.fatal():
-                self._renew = self._renew or "the producer failed fatally"
+            if is_fatal(err):
+                self._renew = self._renew or f"the producer failed fatally: {err.str()}"
 
     def _drop_too_large(self, rid: int, detail: str) -> None:
         record = self._unacked.drop(rid)
@@ -221,7 +225,33 @@ class OutputTopic:
 
     def poll(self) -> None:
         """Serve delivery reports that arrived (never waits)."""
-        self._producer.poll(0)
+        try:
+            self._producer.poll(0)
+        except Exception as exc:
+            if not self._ended(exc):
+                raise
+
+    def _flush(self, timeout_s: float) -> int:
+        """``flush``: how many records are still in flight. A fatal error it raises (the
+        client is finished; what it held is purged, each record reported failed) is noted
+        and the purge's reports are served."""
+        try:
+            return int(self._producer.flush(timeout_s))
+        except Exception as exc:
+            if not self._ended(exc):
+                raise
+        return int(self._producer.flush(min(timeout_s, 1.0)))
+
+    def _ended(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the producer's fatal error (then it is replaced before the
+        failed records are sent again)."""
+        err = fatal_error(exc)
+        if err is None:
+            return False
+        log.error("%s: fatal Kafka client error: %s", self.topic, err.str())
+        self._errors.append(err.str())
+        self._renew = self._renew or f"the producer failed fatally: {err.str()}"
+        return True
 
     # --- confirming ------------------------------------------------------------------------
     def confirm(self, timeout_s: float) -> None:
@@ -230,13 +260,13 @@ class OutputTopic:
         Records whose delivery failed are produced again first, in order, once nothing else
         is in flight (so none of them can be overtaken by a newer record).
         """
-        in_flight = self._producer.flush(timeout_s)
+        in_flight = self._flush(timeout_s)
         if in_flight and self._orphan.orphaned(time.monotonic()):
             in_flight = self._take_back()
         if not in_flight and self._unacked.failed:  # failed before this call or meanwhile
             self._unacked.drained()
             self._resend(timeout_s)
-            in_flight = self._producer.flush(timeout_s)
+            in_flight = self._flush(timeout_s)
         if in_flight or self._unacked.failed:
             raise self._unavailable(in_flight)
         self._unacked.clear()  # drained, and no record failed: all are acknowledged
@@ -252,7 +282,7 @@ class OutputTopic:
         self._renew = self._orphan.describe(time.monotonic())
         self._orphan.restart()
         self._producer.purge(in_queue=True, in_flight=True, blocking=True)
-        return int(self._producer.flush(1.0))  # serves the purge's failure reports
+        return self._flush(1.0)  # serves the purge's failure reports
 
     def _resend(self, timeout_s: float) -> None:
         if self._renew is not None:
@@ -260,7 +290,7 @@ class OutputTopic:
             self._producer = self._factory(self._config)
             self._renew = None
         log.info("%s: producing %d undelivered record(s) again", self.topic, self._unacked.failed)
-        resend(self._unacked, self._produce, self._producer.flush, timeout_s)
+        resend(self._unacked, self._produce, self._flush, timeout_s)
 
     def _unavailable(self, in_flight: int) -> StoreUnavailable:
         detail = (
@@ -279,7 +309,7 @@ class OutputTopic:
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Give in-flight records a last chance; what is left is logged (the next start resends)."""
-        left = self._producer.flush(timeout_s)
+        left = self._flush(timeout_s)
         if not left:
             self._unacked.drained()
         if left or self._unacked:

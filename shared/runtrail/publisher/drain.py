@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from runtrail.config import Settings
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
+from runtrail.kafka.fatal import is_fatal
 from runtrail.kafka.producer_config import too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
@@ -208,8 +209,6 @@ class Drain:
                 err = _kafka_error(exc)
                 if err is not None and _is_permanent(err):
                     raise Rejected("refused-by-producer", err.str()) from exc
-                if err is not None and err.fatal():
-                    self._sender.fatal = True
                 self._enter_draining(f"produce failed: {exc}")
         if self.draining:
             self._metrics.count("spooled")
@@ -292,7 +291,7 @@ class Drain:
 
     def _delivery_failed(self, err: KafkaError) -> None:
         self._metrics.delivery_error()
-        if err.fatal():
+        if is_fatal(err):
             self._sender.fatal = True
         level = logging.DEBUG if self._warned_failure else logging.WARNING
         self._warned_failure = True
@@ -469,14 +468,20 @@ class Drain:
         self._next_retry = time.monotonic() + self._backoff.next_delay()
 
     def _recreate_producer(self) -> None:
-        """After a fatal error (e.g. idempotence state lost) the producer is unusable."""
+        """After a fatal error the producer never works again: what it held goes back to the
+        spool (whatever reached the topic is found there before it is resent)."""
         with self._lock:
-            self._enter_draining("the producer hit a fatal error")
+            self._enter_draining("the Kafka client hit a fatal error")
         self._purge_and_collect()
         with self._lock:
             self._inflight.clear()
             self._sender.recreate()
-        log.warning("producer recreated after a fatal error")
+            pending = self._ledger.pending
+        self._metrics.client_replaced()
+        log.warning(
+            "a new Kafka client replaces the one a fatal error ended; %d event(s) in the spool",
+            pending,
+        )
 
     def _purge_and_collect(self) -> None:
         """Take back everything queued or in flight, and serve the resulting reports."""

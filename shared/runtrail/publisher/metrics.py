@@ -111,8 +111,9 @@ class _Exported:
         )
         self.client_replacements = prometheus.Counter(
             "runtrail_publisher_client_replacements",
-            "Kafka clients replaced by a new one because their statistics listed no broker for "
-            "10 s (a client that lost every broker does not find one again by itself).",
+            "Kafka clients replaced by a new one: a fatal error ended them, or their statistics "
+            "listed no broker for 10 s (a client that lost every broker does not find one again "
+            "by itself).",
             registry=registry,
         )
         self.spool_depth = prometheus.Gauge(

@@ -3,10 +3,10 @@
 Why apart from the drain: the drain decides what is sent and when; this is only how a record
 reaches librdkafka, byte-identical on every attempt (key, value, headers and its accept time
 as the Kafka timestamp, which the recovery scan searches by), and what the client says of
-itself: credentials the broker refuses (told once, then the events wait in the spool) and a
-fatal error (the producer is replaced; its idempotence state is lost), and whether it has lost
-every broker for good (:mod:`runtrail.kafka.orphan_watch`, from its statistics), which the
-drain answers with a new producer.
+itself: credentials the broker refuses (told once, then the events wait in the spool), a fatal
+error (raised by ``poll`` or ``produce``, never passed to ``error_cb``: :mod:`runtrail.kafka.
+fatal`), and whether it has lost every broker for good (:mod:`runtrail.kafka.orphan_watch`,
+from its statistics). The drain answers the last two with a new producer.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runtrail.config import Settings
 from runtrail.kafka.auth import describe, is_auth_failure, naming_options
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.fatal import fatal_error
 from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config
 from runtrail.publisher.spool_record import SpoolRecord
@@ -86,19 +87,39 @@ class Sender:
         self._producer = self._factory(self._config)
 
     def produce(self, record: SpoolRecord) -> None:
-        """Hand ``record`` to librdkafka (raises ``BufferError`` when its queue is full)."""
-        self._producer.produce(
-            self._topic,
-            value=record.value,
-            key=record.key,
-            headers=list(record.headers),
-            timestamp=record.timestamp_ms or 0,
-            on_delivery=self._on_report,
-        )
+        """Hand ``record`` to librdkafka (raises ``BufferError`` when its queue is full, and
+        ``KafkaException`` when it refuses the record or is finished: then :attr:`fatal`)."""
+        try:
+            self._producer.produce(
+                self._topic,
+                value=record.value,
+                key=record.key,
+                headers=list(record.headers),
+                timestamp=record.timestamp_ms or 0,
+                on_delivery=self._on_report,
+            )
+        except KafkaException as exc:
+            self._note_fatal(exc)
+            raise
 
     def poll(self, timeout: float) -> None:
-        """Serve delivery reports for up to ``timeout`` seconds."""
-        self._producer.poll(timeout)
+        """Serve delivery reports for up to ``timeout`` seconds; a fatal error the client
+        raises meanwhile sets :attr:`fatal` (the caller must not fail for it)."""
+        try:
+            self._producer.poll(timeout)
+        except Exception as exc:
+            if not self._note_fatal(exc):
+                raise
+
+    def _note_fatal(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the client's fatal error (noted: the drain replaces it)."""
+        err = fatal_error(exc)
+        if err is None:
+            return False
+        if not self.fatal:
+            self.fatal = True
+            log.error("fatal Kafka client error, a new producer replaces it: %s", err.str())
+        return True
 
     def purge(self) -> None:
         """Take back everything queued or in flight (each gets a purge report)."""
@@ -131,8 +152,4 @@ class Sender:
                 self.refused = describe(err, self._naming)
                 log.error("%s; events are kept in the spool %s", self.refused, self._spool_folder)
             return
-        if err.fatal():
-            self.fatal = True
-            log.error("fatal producer error, the producer will be recreated: %s", err.str())
-        else:
-            log.debug("kafka client error: %s", err.str())
+        log.debug("kafka client error: %s", err.str())
