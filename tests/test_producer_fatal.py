@@ -1,4 +1,5 @@
-"""A producer that a fatal error ended is replaced, and nothing it held is lost or doubled.
+"""A producer that a fatal error ended is replaced, and nothing it held is lost or doubled:
+the publisher's, an output topic's and the dead letters'.
 
 librdkafka's fatal error is provoked for real, against the real broker: the first client is
 told not to ask the broker's API versions and to assume 0.9.0, so with idempotence on (every
@@ -21,10 +22,13 @@ from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
 from runtrail.kafka.output_topic import OutputTopic
+from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.publisher import Publisher
+from runtrail.runtime.deadletter import H_OFFSET, DeadLetterProducer
 from tests.publisher_support import assert_in_order, contents
 from tests.support import consume_all, create_topic, unique_topic
 from tests.test_publisher_outage import SteadyAgent
+from tests.test_runtime_outage import _dead_letter
 
 pytestmark = pytest.mark.kafka
 
@@ -107,3 +111,25 @@ def test_an_output_topic_replaces_a_producer_a_fatal_error_ended_within_one_conf
     assert out.unacknowledged == 0
     found = [m.value() for m in consume_all(kafka_bootstrap, topic, expect=len(values))]
     assert found == values
+
+
+def test_the_dead_letters_replace_a_producer_a_fatal_error_ended_and_the_service_goes_on(
+    kafka_bootstrap: str,
+) -> None:
+    dlq = create_topic(kafka_bootstrap, unique_topic("fatal-dlq"), partitions=1)
+    factory = FirstClientDoomed()
+    config = dead_letter_config(Settings(bootstrap_servers=kafka_bootstrap), 8 * 1024 * 1024)
+    producer = DeadLetterProducer(config, dlq, "test", producer_factory=factory)
+
+    for offset in range(5):
+        _dead_letter(producer, offset, f"poison {offset}".encode())
+    time.sleep(1.0)  # the fatal error comes meanwhile: later sends are refused by the client
+    for offset in range(5, 10):
+        _dead_letter(producer, offset, f"poison {offset}".encode())
+    producer.flush(timeout=30)  # neither DeadLetterError nor the client's exception
+    producer.close()
+    assert factory.made == 2, f"{factory.made} Kafka clients made"
+    assert producer.pending == 0
+    dead = consume_all(kafka_bootstrap, dlq, expect=10, timeout=30)
+    offsets = sorted(int(dict(m.headers())[H_OFFSET]) for m in dead)
+    assert offsets == list(range(10)), offsets

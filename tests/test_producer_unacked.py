@@ -100,6 +100,20 @@ def test_resend_stops_at_a_record_that_fails_again_and_keeps_the_rest_in_order()
     assert unacked.take_failed() == ids
 
 
+def test_after_a_fatal_error_every_kept_record_is_sent_again_unless_its_report_came() -> None:
+    """A client a fatal error ended may lose the report it was serving: every record kept is
+    failed, in order; one whose acknowledgement still arrives is not sent again."""
+    unacked: Unacked[str] = Unacked()
+    ids = [unacked.add(value)[0] for value in "abcd"]
+    unacked.acked(ids[0])
+    unacked.fail_all()
+    unacked.acked(ids[2])  # its report came after all
+    assert unacked.failed == 2
+    produced: list[int] = []
+    resend(unacked, produced.append, lambda timeout: 0, 1.0)
+    assert produced == [ids[1], ids[3]]
+
+
 sizes = st.lists(st.integers(min_value=1, max_value=2 * LIMIT), min_size=1, max_size=12)
 
 

@@ -12,7 +12,19 @@ OutputTopic`); ``tests/test_producer_fatal.py`` provokes the real error against 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol
+
 from confluent_kafka import KafkaError, KafkaException
+
+
+class _Client(Protocol):
+    def poll(self, timeout: float = ...) -> int: ...
+    def flush(self, timeout: float = ...) -> int: ...
+
+
+#: told the fatal error, once per client; the client is to be replaced
+Ended = Callable[[KafkaError], Any]
 
 #: how far down ``__cause__``/``__context__`` a fatal error is looked for
 _DEPTH = 4
@@ -37,4 +49,29 @@ def fatal_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
-__all__ = ["fatal_error", "is_fatal"]
+def poll_through(client: _Client, timeout_s: float, ended: Ended) -> None:
+    """``client.poll(timeout_s)``; its fatal error goes to ``ended`` instead of the caller."""
+    try:
+        client.poll(timeout_s)
+    except Exception as exc:
+        err = fatal_error(exc)
+        if err is None:
+            raise
+        ended(err)
+
+
+def flush_through(client: _Client, timeout_s: float, ended: Ended) -> int:
+    """``client.flush(timeout_s)``: how many records are still in flight. Its fatal error goes
+    to ``ended``, and a second, short flush serves the reports of what the client purged
+    (each record it held reported failed, to be sent again by its successor)."""
+    try:
+        return int(client.flush(timeout_s))
+    except Exception as exc:
+        err = fatal_error(exc)
+        if err is None:
+            raise
+        ended(err)
+    return int(client.flush(min(timeout_s, 1.0)))
+
+
+__all__ = ["Ended", "fatal_error", "flush_through", "is_fatal", "poll_through"]

@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from runtrail.config import Settings
-from runtrail.kafka.fatal import fatal_error, is_fatal
+from runtrail.kafka.fatal import flush_through, is_fatal, poll_through
 from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import producer_config, too_large
 from runtrail.kafka.topics import max_message_bytes
@@ -199,7 +199,7 @@ class OutputTopic:
             self._unacked.fail(rid)
             self._errors.append(str(exc))
             if isinstance(err, KafkaError) and is_fatal(err):
-                self._renew = self._renew or f"the producer failed fatally: {err.str()}"
+                self._ended(err)
 
     def _delivered(self, rid: int, err: KafkaError | None, msg: Any = None) -> None:
         if err is None:
@@ -211,7 +211,7 @@ class OutputTopic:
             self._unacked.fail(rid)
             self._errors.append(err.str())
             if is_fatal(err):
-                self._renew = self._renew or f"the producer failed fatally: {err.str()}"
+                self._ended(err)
 
     def _drop_too_large(self, rid: int, detail: str) -> None:
         record = self._unacked.drop(rid)
@@ -225,33 +225,20 @@ class OutputTopic:
 
     def poll(self) -> None:
         """Serve delivery reports that arrived (never waits)."""
-        try:
-            self._producer.poll(0)
-        except Exception as exc:
-            if not self._ended(exc):
-                raise
+        poll_through(self._producer, 0, self._ended)
 
     def _flush(self, timeout_s: float) -> int:
-        """``flush``: how many records are still in flight. A fatal error it raises (the
-        client is finished; what it held is purged, each record reported failed) is noted
-        and the purge's reports are served."""
-        try:
-            return int(self._producer.flush(timeout_s))
-        except Exception as exc:
-            if not self._ended(exc):
-                raise
-        return int(self._producer.flush(min(timeout_s, 1.0)))
+        """``flush``: how many records are still in flight (a fatal error is noted)."""
+        return flush_through(self._producer, timeout_s, self._ended)
 
-    def _ended(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is the producer's fatal error (then it is replaced before the
-        failed records are sent again)."""
-        err = fatal_error(exc)
-        if err is None:
-            return False
-        log.error("%s: fatal Kafka client error: %s", self.topic, err.str())
-        self._errors.append(err.str())
-        self._renew = self._renew or f"the producer failed fatally: {err.str()}"
-        return True
+    def _ended(self, err: KafkaError) -> None:
+        """A fatal error ended the producer: every record it held is failed, and it is
+        replaced before they are sent again."""
+        if self._renew is None:
+            log.error("%s: fatal Kafka client error: %s", self.topic, err.str())
+            self._errors.append(err.str())
+            self._renew = f"the producer failed fatally: {err.str()}"
+        self._unacked.fail_all()
 
     # --- confirming ------------------------------------------------------------------------
     def confirm(self, timeout_s: float) -> None:

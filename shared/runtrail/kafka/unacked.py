@@ -83,14 +83,21 @@ class Unacked(Generic[R]):
         return rid, True
 
     def acked(self, rid: int) -> None:
-        """The broker acknowledged ``rid``."""
+        """The broker acknowledged ``rid`` (after :meth:`fail_all` too: its report came)."""
         self.records.pop(rid, None)
+        self._failed.discard(rid)
         self.suspects.discard(rid)
 
     def fail(self, rid: int) -> None:
         """``rid`` was not delivered: it is sent again by the next :func:`resend`."""
         if rid in self.records:
             self._failed.add(rid)
+
+    def fail_all(self) -> None:
+        """Every record kept is failed, to be sent again: the client that held them is gone
+        without a word on each (a fatal error; a report it was serving then is lost). One
+        it delivered just before may so be written twice, as after a restart."""
+        self._failed.update(self.records)
 
     def refused_too_large(self, rid: int) -> bool:
         """The broker refused ``rid`` as too large: True for the verdict (the caller drops or

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from runtrail.config import Settings
 from runtrail.kafka.auth import describe, is_auth_failure, naming_options
 from runtrail.kafka.client_log import client_logger
-from runtrail.kafka.fatal import fatal_error
+from runtrail.kafka.fatal import fatal_error, poll_through
 from runtrail.kafka.orphan_watch import STATISTICS_INTERVAL_MS, OrphanWatch
 from runtrail.kafka.producer_config import SIZE_ERRORS, producer_config
 from runtrail.publisher.spool_record import SpoolRecord
@@ -99,27 +99,21 @@ class Sender:
                 on_delivery=self._on_report,
             )
         except KafkaException as exc:
-            self._note_fatal(exc)
+            err = fatal_error(exc)
+            if err is not None:
+                self._ended(err)
             raise
 
     def poll(self, timeout: float) -> None:
         """Serve delivery reports for up to ``timeout`` seconds; a fatal error the client
         raises meanwhile sets :attr:`fatal` (the caller must not fail for it)."""
-        try:
-            self._producer.poll(timeout)
-        except Exception as exc:
-            if not self._note_fatal(exc):
-                raise
+        poll_through(self._producer, timeout, self._ended)
 
-    def _note_fatal(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is the client's fatal error (noted: the drain replaces it)."""
-        err = fatal_error(exc)
-        if err is None:
-            return False
+    def _ended(self, err: KafkaError) -> None:
+        """The client's fatal error: noted, the drain replaces the client."""
         if not self.fatal:
             self.fatal = True
             log.error("fatal Kafka client error, a new producer replaces it: %s", err.str())
-        return True
 
     def purge(self) -> None:
         """Take back everything queued or in flight (each gets a purge report)."""

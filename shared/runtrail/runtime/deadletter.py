@@ -7,7 +7,8 @@ flush, and the runtime backs off meanwhile without committing (the producer core
 producers share, :mod:`runtrail.kafka.unacked`, keeps them). A dead letter the broker refuses as
 too large, alone and not merely inside a refused batch, is sent again with its value replaced by
 a digest (sha256 and size headers, the reason kept), so no event can make the dead-letter path
-itself crash. Only errors waiting cannot
+itself crash. A producer that a fatal error ended (:mod:`runtrail.kafka.fatal`) is replaced at
+the next flush, and what it held is sent again by its successor. Only errors waiting cannot
 fix (authorization, a missing topic) raise :class:`DeadLetterError`, which stops the service.
 """
 
@@ -16,11 +17,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from runtrail.kafka.client_log import with_client_logger
+from runtrail.kafka.fatal import flush_through, is_fatal, poll_through
 from runtrail.kafka.producer_config import too_large
 from runtrail.kafka.retry import retryable_kafka_error
 from runtrail.kafka.topics import max_message_bytes
@@ -44,6 +47,9 @@ H_HEADERS_DROPPED = "rt.error.headers-dropped"
 
 MAX_DETAIL_BYTES = 2000
 MAX_COPIED_HEADER_BYTES = 64 * 1024
+
+#: what a purge reports for the records it took back (only a fatal error makes one here)
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 Headers = list[tuple[str, str | bytes | None]]
 #: a dead letter as produced: key, value (None once replaced by its digest) and headers
@@ -97,12 +103,17 @@ class DeadLetterProducer:
         service: str,
         *,
         max_event_bytes: int = 8 * 1024 * 1024,
+        producer_factory: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.topic = topic
         self.service = service
         self.max_message_bytes = max_message_bytes(max_event_bytes)
         # built by ``dead_letter_config``: the invariants every runtrail producer keeps
-        self._producer = Producer(with_client_logger(config))
+        self._config = with_client_logger(config)
+        self._factory = producer_factory or Producer
+        self._producer = self._factory(self._config)
+        #: why the producer must be replaced before the next resend (None: it need not)
+        self._renew: str | None = None
         #: every dead letter produced and not yet acknowledged; the failed ones are produced
         #: again at the next :meth:`flush`
         self._unacked: Unacked[DeadLetter] = Unacked()
@@ -148,7 +159,7 @@ class DeadLetterProducer:
         rid, now = self._unacked.add(self._fitted(key, value, out_headers))
         if now:
             self._produce(rid)
-        self._producer.poll(0)
+        poll_through(self._producer, 0, self._ended)
 
     @property
     def pending(self) -> int:
@@ -181,14 +192,29 @@ class DeadLetterProducer:
                 )
                 return
             except BufferError:
-                self._producer.poll(0.1)
+                poll_through(self._producer, 0.1, self._ended)
             except KafkaException as exc:
                 err = exc.args[0]
                 if too_large(err) and value is not None:
                     self._unacked.records[rid] = self._digest_of((key, value, headers))
                     continue
+                if is_fatal(err):  # kept: the next flush's new producer sends it
+                    self._ended(err)
+                    self._unacked.fail(rid)
+                    return
                 self._unacked.drop(rid)
                 raise
+
+    def _ended(self, err: KafkaError) -> None:
+        """A fatal error ended the producer: it is replaced before the next resend."""
+        if self._renew is None:
+            log.error("dead-letter topic %s: fatal Kafka client error: %s", self.topic, err.str())
+        self._last_error = f"{err.name()}: {err.str()}"
+        self._renew = self._renew or err.str()
+        self._unacked.fail_all()
+
+    def _flush(self, timeout: float) -> int:
+        return flush_through(self._producer, timeout, self._ended)
 
     def _on_delivery(self, rid: int, err: KafkaError | None, msg: Message) -> None:
         if err is None:
@@ -203,8 +229,8 @@ class DeadLetterProducer:
         if too_large(err) and record[1] is not None:  # refused alone: send its digest
             self._unacked.records[rid] = self._digest_of(record)
             self._unacked.fail(rid)
-        elif retryable_kafka_error(err):
-            self._unacked.fail(rid)
+        elif retryable_kafka_error(err) or err.code() in _PURGED or is_fatal(err):
+            self._unacked.fail(rid)  # purged: a fatal error ended the producer
         else:
             self._unacked.drop(rid)
             self._fatal.append(self._last_error)
@@ -218,8 +244,9 @@ class DeadLetterProducer:
         """
         for _ in range(3):
             if self._unacked.failed:
-                resend(self._unacked, self._produce, self._producer.flush, timeout)
-            remaining = self._producer.flush(timeout)
+                self._renewed()
+                resend(self._unacked, self._produce, self._flush, timeout)
+            remaining = self._flush(timeout)
             if remaining:
                 raise StoreUnavailable(
                     f"dead-letter topic {self.topic}",
@@ -238,5 +265,15 @@ class DeadLetterProducer:
             f"({self._last_error})",
         )
 
+    def _renewed(self) -> None:
+        """A new producer in place of one a fatal error ended, once the old one's last
+        reports are served (it purged what it held: each is failed, to be sent again)."""
+        if self._renew is None:
+            return
+        self._flush(1.0)
+        log.warning("dead-letter topic %s: %s; starting a new producer", self.topic, self._renew)
+        self._producer = self._factory(self._config)
+        self._renew = None
+
     def close(self, timeout: float = 5.0) -> None:
-        self._producer.flush(timeout)
+        self._flush(timeout)
