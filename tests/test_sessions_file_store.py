@@ -14,7 +14,7 @@ import pytest
 from runtrail.persistence import SESSION_SNAPSHOTS, open_store
 from runtrail.sessions import AgentSessionSnapshot, CorruptSnapshot, SessionStoreError
 from runtrail.sessions.snapshot import parse_snapshot
-from runtrail.sessions.store_file import FileSessionStore
+from runtrail.sessions.store_file import LOCK_STRIPES, FileSessionStore
 from tests.sessions_support import REPO, built_snapshot, writer_command
 
 KILLS = 14
@@ -201,6 +201,27 @@ def test_saves_swap_two_files_and_a_delete_removes_both(tmp_path: Path) -> None:
     assert store.delete("t1", "s1")
     assert not path.exists() and not spare.exists()
     assert not store.delete("t1", "s1")
+    store.close()
+
+
+def test_a_folder_holds_a_bounded_number_of_lock_files_whatever_its_sessions(
+    tmp_path: Path,
+) -> None:
+    """Writers of a session lock one of the folder's ``LOCK_STRIPES`` lock files, so a new
+    session is one file (and its spare) more, and deleting sessions leaves no lock behind: a
+    lock file of one session alone (the layout before) goes with its session."""
+    store = FileSessionStore(tmp_path / "sessions")
+    sessions = [f"s{n}" for n in range(150)]
+    outcomes = store.save_all_if((built_snapshot(2, session=s), None) for s in sessions)
+    assert outcomes == [True] * len(sessions)
+    folder = store.path_of("t1", "s0").parent
+    locks = sorted(p.name for p in folder.iterdir() if "lock" in p.name)
+    assert 1 < len(locks) <= LOCK_STRIPES and all(n.startswith(".lock-") for n in locks), locks
+    assert [s.session_id for s in store.list("t1")] == sorted(sessions)
+    own = folder / ".s0.json.lock"
+    own.touch()
+    assert store.delete("t1", "s0")
+    assert not own.exists()
     store.close()
 
 

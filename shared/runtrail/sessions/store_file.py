@@ -5,8 +5,9 @@ writer dies: the snapshot is written to the session's hidden spare file in the s
 fsynced, and swapped with the stored file in one step (``renameat2(RENAME_EXCHANGE)``; a
 rename where that is not possible), and the folder is fsynced so the swap itself survives a
 power cut. A reader therefore sees the old snapshot or the new one. Writers of one session
-take an exclusive ``flock`` on a hidden lock file beside it, so the newest-wins check and the
-swap happen as one step between processes. The spare (``.<session>.json.spare``) holds the
+take an exclusive ``flock`` on one of the folder's hidden lock files (``.lock-NN``, chosen by
+the session's file name: at most :data:`LOCK_STRIPES` a folder, shared by its sessions), so
+the newest-wins check and the swap happen as one step between processes. The spare (``.<session>.json.spare``) holds the
 snapshot last replaced, or a killed writer's partial one; nothing reads it, the next save
 overwrites it, and deleting the session deletes it too.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -44,6 +46,9 @@ SUFFIX = ".json"
 #: Saves of one :meth:`FileSessionStore.save_all_if` in flight at once: each waits mostly on
 #: its file's fsync, and fsyncs in flight together cost little more than one.
 SAVE_THREADS = 4
+#: Lock files a folder holds at most: a session locks the one its file name hashes to. (One
+#: per session was one more file created for each new session, and never deleted.)
+LOCK_STRIPES = 64
 #: Digest of a stored file that cannot be read: it never equals an expected digest.
 UNREADABLE = "unreadable"
 #: Reads of a snapshot tried again, at most, when a failed one finds the file changed
@@ -184,6 +189,8 @@ class FileSessionStore(AgentSessionStore):
         with self._locked(path):
             with contextlib.suppress(FileNotFoundError):
                 _spare(path).unlink()  # it holds an older snapshot of the session
+            with contextlib.suppress(FileNotFoundError):
+                _own_lock(path).unlink()  # a lock file of this session alone (earlier layout)
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -220,7 +227,7 @@ class FileSessionStore(AgentSessionStore):
         if not folder.exists():
             private_dir(folder)
             fsync_dir(folder.parent)  # the new tenant folder's entry must survive too
-        with exclusive_lock(folder / f".{path.name}.lock"):
+        with exclusive_lock(_lock_file(path)):
             yield
 
     def _peek(self, path: Path) -> tuple[int, str] | None:
@@ -317,6 +324,18 @@ def _searched(data: bytes) -> tuple[bytes, str, Any]:
     session ID and its last applied sequence per run (unverified)."""
     document = orjson.loads(data)
     return data, str(document["sessionId"]), document["lastAppliedSequence"]
+
+
+def _lock_file(path: Path) -> Path:
+    """The lock file writers of ``path`` take: one of the folder's :data:`LOCK_STRIPES`, by a
+    hash of the file's name that every process and version computes alike (CRC-32)."""
+    stripe = zlib.crc32(path.name.encode()) % LOCK_STRIPES
+    return path.parent / f".lock-{stripe:02d}"
+
+
+def _own_lock(path: Path) -> Path:
+    """A lock file of ``path`` alone, as an earlier layout made one per session."""
+    return path.parent / f".{path.name}.lock"
 
 
 def _spare(path: Path) -> Path:
