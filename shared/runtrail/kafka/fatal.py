@@ -6,8 +6,9 @@ producer not supported by any of the connected brokers"). confluent-kafka never 
 ``error_cb``: the ``poll`` or ``flush`` that meets it raises it, as a ``KafkaException`` or,
 when a delivery callback ran while it was pending, as a ``SystemError`` caused by one. After it
 every ``produce`` raises ``_FATAL`` and what was queued is purged. Such a client never works
-again: its owner replaces it (the publisher's sender, :class:`~runtrail.kafka.output_topic.
-OutputTopic`); ``tests/test_producer_fatal.py`` provokes the real error against a real broker.
+again: its owner replaces it (the publisher's sender, the output topics, the dead letters), and
+sends again every record the old one still held; ``tests/test_producer_fatal.py`` provokes the
+real error against a real broker.
 """
 
 from __future__ import annotations
