@@ -7,9 +7,9 @@ rename where that is not possible), and the folder is fsynced so the swap itself
 power cut. A reader therefore sees the old snapshot or the new one. Writers of one session
 take an exclusive ``flock`` on one of the folder's hidden lock files (``.lock-NN``, chosen by
 the session's file name: at most :data:`LOCK_STRIPES` a folder, shared by its sessions), so
-the newest-wins check and the swap happen as one step between processes. The spare (``.<session>.json.spare``) holds the
-snapshot last replaced, or a killed writer's partial one; nothing reads it, the next save
-overwrites it, and deleting the session deletes it too.
+the newest-wins check and the swap happen as one step between processes. The spare
+(``.<session>.json.spare``) holds the snapshot last replaced, or a killed writer's partial one;
+nothing reads it, the next save overwrites it, and deleting the session deletes it too.
 """
 
 from __future__ import annotations
