@@ -1,4 +1,5 @@
-"""librdkafka configuration of every runtrail producer, and the one set of size errors.
+"""librdkafka configuration of every runtrail producer, and the one set each of size errors and
+of purge reports.
 
 The publisher, the output topics (:mod:`runtrail.kafka.output_topic`) and the dead letters
 (:mod:`runtrail.runtime.deadletter`) build their config here, so each gets the invariants.
@@ -44,6 +45,15 @@ SIZE_ERRORS: frozenset[int] = frozenset(
 def too_large(err: KafkaError) -> bool:
     """Whether ``err`` says the record (or its batch) is too large for the topic."""
     return err.code() in SIZE_ERRORS
+
+
+#: What a purge reports for each record it took back: nothing failed, it is to be sent again.
+PURGE_REPORTS: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+
+def purged(err: KafkaError) -> bool:
+    """Whether ``err`` reports a record a purge took back (a timeout's, or a fatal error's)."""
+    return err.code() in PURGE_REPORTS
 
 
 #: Batching and buffering defaults; ``kafka_options`` may override them.

@@ -44,7 +44,7 @@ from confluent_kafka import KafkaError, KafkaException
 from runtrail.config import Settings
 from runtrail.kafka.durability import CHECK_TIMEOUT_S, start_durability_check
 from runtrail.kafka.fatal import is_fatal
-from runtrail.kafka.producer_config import too_large
+from runtrail.kafka.producer_config import purged, too_large
 from runtrail.kafka.retry import Backoff
 from runtrail.kafka.unacked import SizeSuspects
 from runtrail.publisher.inflight import InFlight
@@ -57,9 +57,6 @@ from runtrail.publisher.spool_record import SpoolRecord
 from runtrail.publisher.wal import Wal, WalEntry
 
 log = logging.getLogger(__name__)
-
-#: What a purge reports for the events it took back (they are resent from the spool).
-_PURGED: frozenset[int] = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 
 def _never() -> bool:
@@ -276,7 +273,7 @@ class Drain:
                 self._metrics.count("rejected")
                 log.error("broker refused an event for good: %s", err.str())
             else:
-                if err.code() in _PURGED:
+                if purged(err):
                     self._metrics.delivery_error()  # taken back: resent from the spool
                 else:
                     self._delivery_failed(err)

@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from runtrail.kafka.client_log import with_client_logger
 from runtrail.kafka.fatal import flush_through, is_fatal, poll_through
-from runtrail.kafka.producer_config import too_large
+from runtrail.kafka.producer_config import purged, too_large
 from runtrail.kafka.retry import retryable_kafka_error
 from runtrail.kafka.topics import max_message_bytes
 from runtrail.kafka.unacked import Unacked, resend
@@ -47,9 +47,6 @@ H_HEADERS_DROPPED = "rt.error.headers-dropped"
 
 MAX_DETAIL_BYTES = 2000
 MAX_COPIED_HEADER_BYTES = 64 * 1024
-
-#: what a purge reports for the records it took back (only a fatal error makes one here)
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 
 Headers = list[tuple[str, str | bytes | None]]
 #: a dead letter as produced: key, value (None once replaced by its digest) and headers
@@ -229,8 +226,8 @@ class DeadLetterProducer:
         if too_large(err) and record[1] is not None:  # refused alone: send its digest
             self._unacked.records[rid] = self._digest_of(record)
             self._unacked.fail(rid)
-        elif retryable_kafka_error(err) or err.code() in _PURGED or is_fatal(err):
-            self._unacked.fail(rid)  # purged: a fatal error ended the producer
+        elif retryable_kafka_error(err) or purged(err) or is_fatal(err):
+            self._unacked.fail(rid)  # purged: only a fatal error purges this producer
         else:
             self._unacked.drop(rid)
             self._fatal.append(self._last_error)
