@@ -6,13 +6,22 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer
 
+from runtrail.config import Settings
 from runtrail.events import Event, EventCodec
 
 CODEC = EventCodec()
+
+
+def agent_settings(bootstrap: str, topic: str, spool: Path, **more: Any) -> Settings:
+    """The settings of an agent's publisher in these tests: tenant ``t1``, its spool in ``spool``."""
+    return Settings(
+        bootstrap_servers=bootstrap, spool_dir=spool, tenant="t1", events_topic=topic, **more
+    )
 
 
 def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 60.0) -> list[Any]:

@@ -25,7 +25,7 @@ from runtrail.kafka.output_topic import OutputTopic
 from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.publisher import Publisher
 from runtrail.runtime.deadletter import H_OFFSET, DeadLetterProducer
-from tests.publisher_support import assert_in_order, contents
+from tests.publisher_support import agent_settings, assert_in_order, contents
 from tests.support import consume_all, create_topic, unique_topic
 from tests.test_publisher_outage import SteadyAgent
 from tests.test_runtime_outage import _dead_letter
@@ -51,13 +51,7 @@ def test_the_publisher_replaces_a_client_a_fatal_error_ended_and_loses_nothing(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
     topic = create_topic(kafka_bootstrap, unique_topic("fatal"), partitions=3)
-    settings = Settings(
-        bootstrap_servers=kafka_bootstrap,
-        spool_dir=tmp_path / "spool",
-        tenant="t1",
-        events_topic=topic,
-        delivery_timeout_ms=3000,
-    )
+    settings = agent_settings(kafka_bootstrap, topic, tmp_path / "spool", delivery_timeout_ms=3000)
     registry = CollectorRegistry()
     factory = FirstClientDoomed()
     runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]

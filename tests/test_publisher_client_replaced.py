@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from runtrail.config import Settings
 from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.orphan_support import Orphaned
-from tests.publisher_support import assert_in_order, contents
+from tests.publisher_support import agent_settings, assert_in_order, contents
 from tests.support import create_topic, unique_topic, wait_for
 from tests.test_publisher_outage import SteadyAgent
 from tests.test_runtime_outage import _kill
@@ -37,13 +36,7 @@ def test_a_client_that_lost_every_broker_is_replaced_and_nothing_is_lost_or_doub
 ) -> None:
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("replaced"), partitions=3)
-    settings = Settings(
-        bootstrap_servers=bootstrap,
-        spool_dir=tmp_path / "spool",
-        tenant="t1",
-        events_topic=topic,
-        delivery_timeout_ms=3000,
-    )
+    settings = agent_settings(bootstrap, topic, tmp_path / "spool", delivery_timeout_ms=3000)
     registry = CollectorRegistry()
     runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(4)]
     publisher = Publisher(settings, retry_backoff_s=0.2, retry_backoff_max_s=1.0, registry=registry)

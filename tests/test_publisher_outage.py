@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runtrail.config import Settings
 from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
-from tests.publisher_support import assert_in_order, contents
+from tests.publisher_support import agent_settings, assert_in_order, contents
 from tests.support import create_topic, unique_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -62,12 +61,8 @@ def test_per_run_order_survives_an_outage_under_steady_publishing(
 ) -> None:
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("outage"), partitions=3)
-    settings = Settings(
-        bootstrap_servers=bootstrap,
-        spool_dir=tmp_path / "spool",
-        tenant="t1",
-        events_topic=topic,
-        delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+    settings = agent_settings(
+        bootstrap, topic, tmp_path / "spool", delivery_timeout_ms=DELIVERY_TIMEOUT_MS
     )
     runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(8)]
     publisher = Publisher(settings, retry_backoff_s=0.2, retry_backoff_max_s=1.0)

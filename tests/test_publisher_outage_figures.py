@@ -24,7 +24,7 @@ from runtrail.persistence import PROJECTIONS, open_store
 from runtrail.publisher import Publisher
 from runtrail_tools.kafka.broker import LocalBroker
 from tests.projector_support import caught_up, sqlite_url
-from tests.publisher_support import assert_in_order, contents
+from tests.publisher_support import agent_settings, assert_in_order, contents
 from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
 from tests.test_publisher_outage import SteadyAgent
 from tests.test_publisher_wal import Agent
@@ -60,12 +60,7 @@ def test_a_30s_kafka_down_under_steady_publishing_keeps_order_and_halts_no_proje
     bootstrap = restartable_broker.bootstrap_servers
     topic = create_topic(bootstrap, unique_topic("down30"), partitions=PARTITIONS)
     create_topic(bootstrap, f"{topic}.dlq", partitions=PARTITIONS)
-    settings = Settings(
-        bootstrap_servers=bootstrap,
-        spool_dir=tmp_path / "spool",
-        tenant="t1",
-        events_topic=topic,
-    )
+    settings = agent_settings(bootstrap, topic, tmp_path / "spool")
     assert settings.delivery_timeout_ms == DEFAULT_DELIVERY_TIMEOUT_MS == 30000
     runs = [f"run-{i}-{uuid.uuid4().hex[:6]}" for i in range(8)]
     publisher = Publisher(settings, retry_backoff_s=0.2, retry_backoff_max_s=1.0)

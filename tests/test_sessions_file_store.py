@@ -225,6 +225,40 @@ def test_a_folder_holds_a_bounded_number_of_lock_files_whatever_its_sessions(
     store.close()
 
 
+def test_writers_of_one_session_take_turns_so_one_compare_and_set_wins(tmp_path: Path) -> None:
+    """Four writers of one session, each on its own thread (each opens the lock file, and a
+    ``flock`` is held per open file, so threads exclude each other as processes do), replace
+    the same stored snapshot with snapshots of their own at once: in every round exactly one
+    compare-and-set wins."""
+    store = FileSessionStore(tmp_path / "sessions")
+    assert store.save(built_snapshot(2))
+
+    def write(
+        snapshot: AgentSessionSnapshot, expected: str, start: threading.Barrier, wins: list[bool]
+    ) -> None:
+        start.wait()
+        wins.append(store.save_if(snapshot, expected))
+
+    for round_no in range(25):
+        stored = store.load("t1", "s1")
+        assert stored is not None
+        start = threading.Barrier(4)
+        wins: list[bool] = []
+        writers = [
+            threading.Thread(
+                target=write,
+                args=(built_snapshot(3 + 4 * round_no + i), stored.digest, start, wins),
+            )
+            for i in range(4)
+        ]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join(30)
+        assert sorted(wins) == [False, False, False, True], (round_no, wins)
+    store.close()
+
+
 def test_without_the_swap_a_save_renames_its_spare_into_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
