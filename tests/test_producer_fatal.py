@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from prometheus_client import CollectorRegistry
 
 from runtrail.config import Settings
+from runtrail.kafka.fatal import fatal_error
 from runtrail.kafka.output_topic import OutputTopic
 from runtrail.kafka.producer_config import dead_letter_config
 from runtrail.publisher import Publisher
@@ -30,10 +31,31 @@ from tests.support import consume_all, create_topic, unique_topic
 from tests.test_publisher_outage import SteadyAgent
 from tests.test_runtime_outage import _dead_letter
 
-pytestmark = pytest.mark.kafka
-
 #: a client that cannot learn the broker's features: fatal at once with idempotence on
 DOOMED = {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+
+
+def test_every_form_the_client_raises_its_fatal_error_in_is_recognised() -> None:
+    """The forms met against the real broker: the error itself; a ``SystemError`` caused by it
+    (a delivery callback ran while it was pending); a ``SystemError`` with no trace of it (the
+    client's log callback ran and cleared it, seen in CI); ``_FATAL`` from a later call."""
+    error = KafkaError(
+        KafkaError._UNSUPPORTED_FEATURE, "Idempotent producer not supported", fatal=True
+    )
+    caused = SystemError(
+        "<method 'name' of 'KafkaError' objects> returned a result with an exception set"
+    )
+    caused.__cause__ = KafkaException(error)
+    cleared = SystemError(
+        "<method 'flush' of 'Producer' objects> returned NULL without setting an exception"
+    )
+    refused = KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message"))
+    assert fatal_error(KafkaException(error)) is error
+    assert fatal_error(caused) is error
+    assert (found := fatal_error(cleared)) is not None and found.fatal()
+    assert (found := fatal_error(refused)) is not None and found.code() == KafkaError._FATAL
+    assert fatal_error(KafkaException(KafkaError(KafkaError._TRANSPORT, "down"))) is None
+    assert fatal_error(ValueError("not the client")) is None
 
 
 class FirstClientDoomed:
@@ -47,6 +69,7 @@ class FirstClientDoomed:
         return Producer({**config, **DOOMED} if self.made == 1 else config)
 
 
+@pytest.mark.kafka
 def test_the_publisher_replaces_a_client_a_fatal_error_ended_and_loses_nothing(
     tmp_path: Path, kafka_bootstrap: str
 ) -> None:
@@ -81,6 +104,7 @@ def test_the_publisher_replaces_a_client_a_fatal_error_ended_and_loses_nothing(
     assert_in_order(found)
 
 
+@pytest.mark.kafka
 def test_an_output_topic_replaces_a_producer_a_fatal_error_ended_within_one_confirm(
     kafka_bootstrap: str,
 ) -> None:
@@ -107,6 +131,7 @@ def test_an_output_topic_replaces_a_producer_a_fatal_error_ended_within_one_conf
     assert found == values
 
 
+@pytest.mark.kafka
 def test_the_dead_letters_replace_a_producer_a_fatal_error_ended_and_the_service_goes_on(
     kafka_bootstrap: str,
 ) -> None:

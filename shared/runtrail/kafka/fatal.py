@@ -4,8 +4,10 @@ librdkafka raises a fatal error once, e.g. for an idempotent producer that lost 
 one that reached a broker still starting up and could not learn its features ("Idempotent
 producer not supported by any of the connected brokers"). confluent-kafka never passes it to
 ``error_cb``: the ``poll`` or ``flush`` that meets it raises it, as a ``KafkaException`` or,
-when a delivery callback ran while it was pending, as a ``SystemError`` caused by one. After it
-every ``produce`` raises ``_FATAL`` and what was queued is purged. Such a client never works
+when a Python callback ran while it was pending, as a ``SystemError``: caused by it, or, when
+that callback cleared it (the client's log callback, logging the fatal error, does), "returned
+NULL without setting an exception" with no trace of it at all. After it every ``produce``
+raises ``_FATAL`` and what was queued is purged. Such a client never works
 again: its owner replaces it (the publisher's sender, the output topics, the dead letters), and
 sends again every record the old one still held; ``tests/test_producer_fatal.py`` provokes the
 real error against a real broker.
@@ -37,7 +39,9 @@ def is_fatal(err: KafkaError) -> bool:
 
 
 def fatal_error(exc: BaseException) -> KafkaError | None:
-    """The fatal client error ``exc`` stands for, or None when it is some other exception."""
+    """The fatal client error ``exc`` (raised by a client's call) stands for, or None when it is
+    some other exception. A ``SystemError`` with no fatal error behind it is the client failing
+    inside its own call: it is not trusted again either."""
     seen: BaseException | None = exc
     for _ in range(_DEPTH):
         if seen is None:
@@ -47,6 +51,10 @@ def fatal_error(exc: BaseException) -> KafkaError | None:
             if isinstance(err, KafkaError) and is_fatal(err):
                 return err
         seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, SystemError):
+        return KafkaError(
+            KafkaError._FATAL, f"the Kafka client failed in its call: {exc}", fatal=True
+        )
     return None
 
 
