@@ -6,9 +6,9 @@ The services' rates through the runtime (``bench.services_baseline``) say how fa
 what each event costs in each stage, unprofiled (``time.process_time`` around each stage, so
 C work such as SQLite's counts at its real weight, which cProfile shrinks beside Python calls):
 
-* **audit**: the decode with the written form (the runtime's path for a service that reads
-  it), sealing (the store's lookups for eventIds already sealed, RFC 8785, SHA-256, the
-  bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
+* **audit**: the decode straight to events (the runtime's path for a service that does not
+  read the written form), sealing (the store's lookups for eventIds already sealed, the
+  RFC 8785 bytes of the form as written from each body, SHA-256, the bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
   export lines sent to the audit topic (built, not produced);
 * **sessions**: the compiled decode straight to events, applying them to their sessions
   (each event's RFC 8785 bytes, written from the event and kept for the snapshot), both a
@@ -72,8 +72,11 @@ class Stages:
 
 
 def audit(values: list[bytes], flush: int, batch: int) -> Stages:
+    from confluent_kafka import Message
+
     from runtrail.audit.store_sqlite import SqliteLinkStore
     from runtrail.runtime.delivery import Delivered
+    from runtrail.runtime.gc_tuning import service_gc
     from runtrail_services.audit.heads import HeadCache
     from runtrail_services.audit.messages import link_messages
     from runtrail_services.audit.sealing import Sealer
@@ -83,23 +86,30 @@ def audit(values: list[bytes], flush: int, batch: int) -> Stages:
     with tempfile.TemporaryDirectory() as scratch:
         store = SqliteLinkStore(Path(scratch) / "audit.db")
         store.find_events = stages.wrap("seal: sealed? (store)", store.find_events)  # type: ignore[method-assign]
-        sealer = Sealer(store, HeadCache(store, 1_000_000), lambda *args: None)
-        for start in range(0, len(values), flush):
-            delivered = []
-            with stages.stage("decode+written"):
-                for offset, value in enumerate(values[start : start + flush], start):
-                    event, written, _ = codec.decode_parts(value, RECORDED_AT, 64)
-                    delivered.append(Delivered(event, written, "t", 0, offset, 0, None, None))
-            with stages.stage("seal (all)"):
-                for first in range(0, len(delivered), batch):
-                    sealer.seal_batch(delivered[first : first + batch])
-            pending = sealer.pending
-            with stages.stage("append"):
-                store.append_batch(pending.new_links(), {("t", 0): start + len(delivered)})
-            with stages.stage("export lines"):
-                for _ in link_messages(pending.all_links()):
-                    pass
-            sealer.flushed()
+        sealer = Sealer(
+            store, HeadCache(store, 1_000_000), lambda *args: None, codec.written_canonical
+        )
+        messages = [Message(value=value) for value in values]  # as consumed, made untimed
+        with service_gc() as paced:  # the runtime's policy for a service (gc_tuning)
+            for start in range(0, len(values), flush):
+                delivered = []
+                with stages.stage("decode"):
+                    for offset, message in enumerate(messages[start : start + flush], start):
+                        event = codec.decode_event_only(message.value(), RECORDED_AT)
+                        delivered.append(Delivered(event, None, "t", 0, offset, 0, None, message))
+                with stages.stage("seal (all)"):
+                    for first in range(0, len(delivered), batch):
+                        sealer.seal_batch(delivered[first : first + batch])
+                pending = sealer.pending
+                with stages.stage("append"):
+                    store.append_batch(pending.new_links(), {("t", 0): start + len(delivered)})
+                with stages.stage("export lines"):
+                    for _ in link_messages(pending.all_links()):
+                        pass
+                sealer.flushed()
+                del delivered, pending  # the runtime holds neither past its flush
+                with stages.stage("gc at flush"):
+                    paced.after_flush()
         store.close()
     return stages
 

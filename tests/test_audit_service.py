@@ -9,6 +9,7 @@ real PostgreSQL and SIGKILLs are in tests/test_audit_service_e2e.py.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING
+from confluent_kafka import OFFSET_BEGINNING, Message
 from prometheus_client import CollectorRegistry
 
 from runtrail.audit import (
@@ -30,7 +31,8 @@ from runtrail.audit import (
 )
 from runtrail.audit.store import LinkStore
 from runtrail.config import Settings
-from runtrail.events import validate_json_form
+from runtrail.events import EventCodec, validate_json_form
+from runtrail.events.jsonform import canonical_bytes_reference
 from runtrail.persistence import AUDIT_LINKS, open_store
 from runtrail.persistence.urls import file_path, sqlite_url
 from runtrail.runtime import Delivered, ServiceContext
@@ -46,6 +48,7 @@ from tests.support import form
 
 TOPIC = "events"
 AUDIT_TOPIC = "audit"
+CODEC = EventCodec()
 
 
 class Harness:
@@ -112,15 +115,25 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
 
 
 def delivered(f: dict[str, Any], offset: int, partition: int = 0) -> Delivered:
+    """``f`` as the runtime hands it to the audit: the event read from its body, which the
+    sealer writes the canonical form of (no written form: ``reads_written = False``)."""
+    value, key = CODEC.encode_json_form(f), f["runId"].encode()
     return Delivered(
-        event=validate_json_form(f),
-        written=f,
-        topic=TOPIC,
-        partition=partition,
-        offset=offset,
-        timestamp_ms=0,
-        key=f["runId"].encode(),
+        CODEC.decode_event_only(value),
+        None,
+        TOPIC,
+        partition,
+        offset,
+        0,
+        key,
+        Message(value=value, key=key, topic=TOPIC, partition=partition, offset=offset),
     )
+
+
+def delivered_with_written(f: dict[str, Any], offset: int, partition: int = 0) -> Delivered:
+    """``f`` with its written form, as the runtime hands it when a depth walk read that form
+    (or as a replay builds it by hand)."""
+    return Delivered(validate_json_form(f), f, TOPIC, partition, offset, 0, f["runId"].encode())
 
 
 def run_forms(run: str, count: int, tenant: str = "t1", start: int = 1) -> list[dict[str, Any]]:
@@ -284,6 +297,38 @@ def test_an_event_id_reused_with_another_payload_is_dead_lettered(harness: Harne
         assert store.stored_offsets(TOPIC, [0]) == {0: 3}  # refused, not stuck
     finally:
         store.close()
+
+
+def test_the_consumed_body_and_the_written_form_seal_the_same_links_as_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forms = run_forms("run-a", 4)
+    # values the compiled writer leaves to Python: floats outside its exact range, a key
+    # beyond the Basic Multilingual Plane (UTF-16 order)
+    odd = {"tiny": 1e-7, "big": 1e300, "k\U0001f600": 1, "k\uffff": 2}
+    forms[2] = {**forms[2], "data": {"message": "odd", "raw": odd}}
+    chains = []
+    for make in (delivered, delivered_with_written):
+        h = Harness(tmp_path / make.__name__, monkeypatch)
+        h.service.on_assigned([(TOPIC, 0)])
+        h.service.process([make(f, i) for i, f in enumerate(forms)])
+        h.service.flush()
+        store = opened(h)
+        try:
+            chains.append(
+                [(link.hash, link.canonical()) for link in store.load_chain("t1", "run-a")]
+            )
+        finally:
+            store.close()
+            h.service.close()
+        assert h.dead == []
+    assert chains[0] == chains[1]
+    expected, prev = [], GENESIS_HASH
+    for f in forms:  # the rfc8785 package's bytes of each form, hashed as the format says
+        canonical = canonical_bytes_reference(f)
+        prev = hashlib.sha256(prev.encode() + b"|" + canonical).hexdigest()
+        expected.append((prev, canonical))
+    assert chains[0] == expected
 
 
 def test_an_event_with_no_canonical_form_is_dead_lettered(harness: Harness) -> None:

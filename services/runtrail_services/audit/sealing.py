@@ -26,14 +26,14 @@ is sealed after the first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from runtrail.audit.canonical import canonical_event
 from runtrail.audit.errors import MalformedLink
-from runtrail.audit.link import Link, RunHead, seal
+from runtrail.audit.link import Link, RunHead, seal_canonical
 from runtrail.audit.store import LinkStore
+from runtrail.events import Event
 from runtrail.events.errors import EventError
 from runtrail.runtime.decoding import SEQUENCE_CONFLICT, conflict_headers
 from runtrail.runtime.delivery import Delivered, Partition
@@ -91,15 +91,16 @@ class BatchCounts:
     refused: dict[str, int] = field(default_factory=dict)
 
 
-#: A delivered event to seal: its written form and its (tenantId, runId, eventId).
-_Item = tuple[Delivered, dict[str, Any], tuple[str, str, str]]
+#: A delivered event to seal and its (tenantId, runId, eventId).
+_Item = tuple[Delivered, tuple[str, str, str]]
+#: The RFC 8785 bytes of a body's JSON form as written (``EventCodec.written_canonical``).
+WrittenCanonical = Callable[[bytes | None], bytes]
 
 
-def _identity(written: dict[str, Any]) -> tuple[str, str, str] | None:
-    """(tenantId, runId, eventId) of the event as written, if all are usable text."""
-    tenant, run, event_id = written.get("tenantId"), written.get("runId"), written.get("eventId")
-    if not (isinstance(tenant, str) and isinstance(run, str) and isinstance(event_id, str)):
-        return None
+def _identity(event: Event) -> tuple[str, str, str] | None:
+    """(tenantId, runId, eventId) of the event, if all are usable text: those it was written
+    with (upcasters lift ``data`` and ``schemaVersion`` only)."""
+    tenant, run, event_id = event.tenant_id, event.run_id, event.event_id
     # ``not v or v.isspace()`` is ``not v.strip()`` without copying the strings
     if not tenant or not run or not event_id:
         return None
@@ -113,10 +114,17 @@ def _identity(written: dict[str, Any]) -> tuple[str, str, str] | None:
 class Sealer:
     """Turns delivered events into links on the right heads; keeps them pending until flush."""
 
-    def __init__(self, store: LinkStore, heads: HeadCache, dead_letter: DeadLetter) -> None:
+    def __init__(
+        self,
+        store: LinkStore,
+        heads: HeadCache,
+        dead_letter: DeadLetter,
+        written_canonical: WrittenCanonical,
+    ) -> None:
         self._store = store
         self._heads = heads
         self._dead_letter = dead_letter
+        self._written_canonical = written_canonical
         self.pending = PendingWork()
         #: Per partition, the sealed position found at assignment: events below it were
         #: sealed before and have their stored links published again.
@@ -129,22 +137,21 @@ class Sealer:
         items: list[_Item] = []
         for delivered in batch:
             offsets[delivered.source] = delivered.offset + 1
-            written = delivered.written_form()
-            identity = _identity(written)
+            identity = _identity(delivered.event)
             if identity is None:
                 self._refuse(delivered, UNSEALABLE, "no usable tenantId/runId/eventId", counts)
                 continue
-            items.append((delivered, written, identity))
+            items.append((delivered, identity))
         sealed = self._already_sealed(items)
         heads = self._heads
         heads.load(
-            (d.source, (ids[0], ids[1])) for d, _, ids in items if (ids[0], ids[2]) not in sealed
+            (d.source, (ids[0], ids[1])) for d, ids in items if (ids[0], ids[2]) not in sealed
         )
         # one loop per event: locals, not attribute lookups (the audit seals every event)
         event_ids = pending.event_ids
         outgoing = pending.outgoing
         head_of, advance = heads.get, heads.advance
-        for delivered, written, ids in items:
+        for delivered, ids in items:
             tenant, run, event_id = ids
             key = (tenant, event_id)
             earlier = event_ids.get(key) or sealed.get(key)
@@ -166,7 +173,7 @@ class Sealer:
                     )
                     continue
             try:
-                link = seal(head.length, head.hash, written, ids)
+                link = seal_canonical(head.length, head.hash, self._written(delivered), ids)
             except (MalformedLink, EventError) as exc:
                 self._refuse(delivered, UNSEALABLE, str(exc), counts)
                 continue
@@ -180,7 +187,7 @@ class Sealer:
         """Links already in the store for the batch's eventIds: one query per tenant."""
         wanted: dict[str, list[str]] = {}
         pending = self.pending.event_ids
-        for _, _, (tenant, _, event_id) in items:
+        for _, (tenant, _, event_id) in items:
             if (tenant, event_id) not in pending:
                 wanted.setdefault(tenant, []).append(event_id)
         found: dict[tuple[str, str], Link] = {}
@@ -194,8 +201,8 @@ class Sealer:
     ) -> None:
         """An eventId already sealed: a re-delivery, or a different event reusing the ID."""
         try:
-            same = canonical_event(earlier.event) == canonical_event(delivered.written_form())
-        except MalformedLink:
+            same = canonical_event(earlier.event) == self._written(delivered)
+        except (MalformedLink, EventError):
             same = False
         if not same:
             detail = (
@@ -208,6 +215,16 @@ class Sealer:
         if in_store and delivered.offset < self.replay_until.get(delivered.source, -1):
             self.pending.outgoing.append(Outgoing(delivered.source, earlier, new=False))
             counts.republished += 1
+
+    def _written(self, delivered: Delivered) -> bytes:
+        """The RFC 8785 bytes of the event as written: of the form the runtime decoded when it
+        did (a depth walk needed it, or the delivery was made by hand), else written from the
+        consumed body (the audit leaves the form unbuilt: ``reads_written = False``)."""
+        if delivered.written is not None:
+            return canonical_event(delivered.written)
+        if delivered.message is None:
+            raise TypeError("a delivery with neither its written form nor its message")
+        return self._written_canonical(delivered.message.value())
 
     def _sequence_holder(self, tenant: str, run: str, sequence: int) -> str | None:
         """The eventId sealed (or pending) at ``sequence`` of the run, if any: the first one."""

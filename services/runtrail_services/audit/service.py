@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from runtrail.audit.errors import ChainConflict
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import StoredTreeHead
+from runtrail.events import EventCodec
 from runtrail.persistence.kinds import AUDIT_LINKS, AUDIT_TILES
 from runtrail.persistence.registry import open_store
 from runtrail.persistence.urls import redact_url
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 class AuditService(Service):
     name = "audit"
     default_port = 9440
+    #: the sealer writes each event's canonical bytes from its body (``Sealer._written``)
+    reads_written = False
 
     def __init__(self, context: ServiceContext) -> None:
         super().__init__(context)
@@ -77,7 +80,10 @@ class AuditService(Service):
         self._stored: dict[Partition, int] = {}
         self.metrics = AuditMetrics(self.name, context.registry)
         self.heads = HeadCache(self.store, self.audit.max_cached_runs)
-        self.sealer = Sealer(self.store, self.heads, context.dead_letter)
+        # the chain hashes the form as written, made from the consumed body: the runtime
+        # hands the events without it (reads_written below)
+        codec = EventCodec(settings.extra_schema_dirs)
+        self.sealer = Sealer(self.store, self.heads, context.dead_letter, codec.written_canonical)
         self.topic = AuditTopic(settings, settings.audit_topic) if self.audit.publish else None
         self.outbox = Outbox(self.topic) if self.topic is not None else None
         self.signer: NoteSigner | None = None

@@ -154,7 +154,12 @@ def seal(
             _text_field(event, "runId"),
             _text_field(event, "eventId"),
         )
-    canonical = canonical_event(event)
+    return seal_canonical(index, prev_hash, canonical_event(event), ids)
+
+
+def seal_canonical(index: int, prev_hash: str, canonical: bytes, ids: tuple[str, str, str]) -> Link:
+    """:func:`seal` of an event given as its RFC 8785 bytes (the caller's own, such as
+    ``EventCodec.written_canonical`` wrote them) and its checked (tenantId, runId, eventId)."""
     link = Link(
         index,
         SealedEvent(canonical),
@@ -163,7 +168,7 @@ def seal(
         canonical,
         ids,
     )
-    object.__setattr__(link, "self_hashed", True)  # frozen: only seal() sets it
+    object.__setattr__(link, "self_hashed", True)  # frozen: only sealing sets it
     return link
 
 

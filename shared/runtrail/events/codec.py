@@ -28,6 +28,7 @@ from runtrail.events.errors import (
     UnknownEventType,
     UnknownSchema,
 )
+from runtrail.events.jsonform import canonical_bytes
 from runtrail.events.models import CURRENT_VERSIONS, EVENT_CLASSES, Event
 from runtrail.events.upcasting import check_chains, data_lift, upcast
 
@@ -135,6 +136,11 @@ class EventCodec:
             Callable[[bytes | None, str | None, int | None], tuple[Event, tuple[str, ...]] | None]
             | None
         ) = decoder.decode_event if decoder is not None else None
+        #: the RFC 8785 bytes of the written form straight from a body (None without
+        #: runtrail_native): ``value -> bytes | None``, see :meth:`written_canonical`
+        self._written_canonical: Callable[[bytes], bytes | None] | None = (
+            decoder.written_canonical if decoder is not None else None
+        )
         #: ``decode_event`` over a run of consumed messages, sequence checks included (see
         #: ``BatchDecoder.decode_batch``); None without runtrail_native
         self.decode_run: Callable[..., tuple[int, tuple[Event, Any] | None]] | None = (
@@ -186,6 +192,17 @@ class EventCodec:
     def decode_written(self, value: bytes | None) -> JsonDict:
         """The JSON form exactly as written (writer version), without upcasting or validation."""
         return self._decode_written(value, None)[0]
+
+    def written_canonical(self, value: bytes | None) -> bytes:
+        """The RFC 8785 bytes of the JSON form as written (what the audit chain hashes):
+        written by the compiled path straight from the body when it is sure, else those of
+        :meth:`decode_written`'s form, whose errors stand (:class:`InvalidEvent` also for a
+        form with no canonical bytes, such as an integer beyond ±2^53)."""
+        if self._written_canonical is not None and type(value) is bytes:
+            made = self._written_canonical(value)
+            if made is not None:
+                return made
+        return canonical_bytes(self.decode_written(value))
 
     def _decode_written(
         self, value: bytes | None, depth_limit: int | None

@@ -22,7 +22,7 @@ use crate::json_dump::{Dump, DumpModel};
 /// How deep a value of a field typed `Any` is written before the caller decides.
 const DEPTH: usize = 200;
 /// Integers JCS writes exactly (IEEE doubles' safe range), as the Python fast path bounds them.
-const SAFE: i64 = 1 << 53;
+pub(crate) const SAFE: i64 = 1 << 53;
 
 /// A JSON string: `"`, `\` and U+0000-U+001F escaped (short forms where JCS has them), the
 /// rest as it is.
@@ -70,7 +70,11 @@ fn write_int(v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> bool {
 }
 
 fn write_float(v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> PyResult<bool> {
-    let f = v.downcast::<PyFloat>()?.value();
+    write_f64(v.py(), v.downcast::<PyFloat>()?.value(), out)
+}
+
+/// A double as RFC 8785 writes it, where that is sure (see the module doc); false otherwise.
+pub(crate) fn write_f64(py: Python<'_>, f: f64, out: &mut Vec<u8>) -> PyResult<bool> {
     if !f.is_finite() {
         return Ok(false);
     }
@@ -83,7 +87,7 @@ fn write_float(v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> PyResult<bool> {
     if !(1e-4..1e16).contains(&f.abs()) {
         return Ok(false);
     }
-    let text = v.repr()?;
+    let text = PyFloat::new(py, f).repr()?;
     let digits = text.to_str()?;
     if digits.contains(['e', 'n', 'i']) {
         return Ok(false); // not fixed notation after all: the caller decides

@@ -25,6 +25,7 @@ mod json_canonical;
 mod json_dump;
 mod secret_scan;
 mod wal_frames;
+mod written_jcs;
 
 /// The interned copy of a name: dict keys that are the same object compare without a
 /// `memcmp`, and the decoder's record keys are then the builder's lookup keys.
@@ -883,6 +884,8 @@ struct EventSchema {
     upcast: Option<PyObject>,
     /// for a current version: the event built straight from the body, no JSON form between
     direct: Option<DirectModel>,
+    /// the RFC 8785 bytes of the JSON form as written, straight from the body
+    written: Option<written_jcs::Written>,
 }
 
 /// A record read straight into the model it is the wire form of (field i of the record is
@@ -1379,6 +1382,12 @@ impl EventDecoder {
                         };
                         direct_model(&t.get_item(1)?, &t.get_item(7)?, &names, true, lift).ok()
                     },
+                    written: {
+                        let names: Vec<String> = t.get_item(4)?.extract()?;
+                        let event_type: String = t.get_item(2)?.extract()?;
+                        let version: i64 = t.get_item(3)?.extract()?;
+                        written_jcs::plan(&t.get_item(1)?, &event_type, version, &names).ok()
+                    },
                 },
             );
         }
@@ -1386,6 +1395,28 @@ impl EventDecoder {
             schemas: out,
             loads,
         })
+    }
+
+    /// The RFC 8785 bytes of the event's JSON form as written (`EventCodec.written_canonical`),
+    /// read straight from the body; None when the Python path must decide.
+    fn written_canonical<'py>(
+        &self,
+        py: Python<'py>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyBytes>>> {
+        let Ok(bytes) = value.downcast::<pyo3::types::PyBytes>() else {
+            return Ok(None);
+        };
+        let b = bytes.as_bytes();
+        let Some(plan) = self.schema_of(b).and_then(|s| s.written.as_ref()) else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(b.len() + b.len() / 2);
+        let mut p = HEADER_LEN;
+        if written_jcs::write(py, plan, b, &mut p, &mut out)?.is_none() || p != b.len() {
+            return Ok(None);
+        }
+        Ok(Some(pyo3::types::PyBytes::new(py, &out)))
     }
 
     /// `(event, to_walk)`, read straight from the body (an old version's `data` lifted by
