@@ -7,7 +7,8 @@ Each measurement runs in a child process pinned to one CPU (``--cpu``), so librd
 threads share that core with Python: the rate is what one core gives. Reported per contender:
 events/s (wall, median of ``--rounds`` interleaved rounds) and CPU µs per event (all threads;
 1e6 / that is the one-core rate on an idle core, less sensitive to a busy machine than wall
-time). ``--baseline ROOT`` measures the code under ROOT/shared in the same run (before/after
+time), and for ``publish`` and ``submit`` that CPU thread by thread (the agent's thread is
+``MainThread``, librdkafka's are ``rdk:``). ``--baseline ROOT`` measures the code under ROOT/shared in the same run (before/after
 ratios from one run). Every event is acknowledged before the clock stops. ``--modes
 bare,bare-batch`` add the ceiling: the bare client producing the same records, pre-encoded.
 """
@@ -78,6 +79,23 @@ def _bare_child(mode: str, settings: Any, events: list[dict[str, Any]]) -> None:
     print(json.dumps({"seconds": elapsed, "cpu": used, "events": len(records)}))
 
 
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process so far (its schedstat), by name: a Python
+    thread's name without its ``[topic]`` suffix, else the kernel's (librdkafka's ``rdk:``)."""
+    import threading
+
+    names = {str(t.native_id): t.name.split("[")[0] for t in threading.enumerate()}
+    spent: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            ns = int((task / "schedstat").read_text().split()[0])
+            name = names.get(task.name) or (task / "comm").read_text().strip()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        spent[name] = spent.get(name, 0.0) + ns / 1e9
+    return spent
+
+
 def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None:
     """One measurement in this process (imports whichever runtrail is on sys.path)."""
     from runtrail.config import Settings
@@ -90,6 +108,7 @@ def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None
         return
     publisher = Publisher(settings, log_rejections=False)
     calls = [(e["type"], e["runId"], e["data"], e["step"], e["sessionId"]) for e in events]
+    threads = _thread_cpu()
     started, cpu = time.perf_counter(), time.process_time()
     if mode == "publish":
         for event_type, run, data, step, session in calls:
@@ -99,11 +118,23 @@ def _child(mode: str, bootstrap: str, topic: str, path: str, spool: str) -> None
             publisher.submit(event)
     left = publisher.flush(300)
     elapsed, used = time.perf_counter() - started, time.process_time() - cpu
+    threads = {name: s - threads.get(name, 0.0) for name, s in _thread_cpu().items()}
     stats = publisher.stats()
     publisher.close()
     if left or stats.rejected or stats.sent != len(events):
         raise SystemExit(f"not everything was delivered: {left} left, {stats}")
-    print(json.dumps({"seconds": elapsed, "cpu": used, "events": len(events)}))
+    print(json.dumps({"seconds": elapsed, "cpu": used, "events": len(events), "threads": threads}))
+
+
+def _per_thread(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median CPU µs an event of each thread over the runs that counted them (the publisher's
+    modes: the agent's thread is ``MainThread``)."""
+    counted = [r for r in runs if "threads" in r]
+    names = {name for r in counted for name in r["threads"]}
+    return {
+        name: statistics.median(r["threads"].get(name, 0.0) / r["events"] * 1e6 for r in counted)
+        for name in names
+    }
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -200,6 +231,10 @@ def main() -> None:
         cpu_us = statistics.median(r["cpu"] / r["events"] * 1e6 for r in runs)
         summary[name] = {"per_second": rate, "cpu_us_per_event": cpu_us, "runs": runs}
         print(f"{name:<30} {rate:>18,.0f} {cpu_us:>22.1f}")
+        by_thread = _per_thread(runs)
+        for thread, us in sorted(by_thread.items(), key=lambda item: -item[1]):
+            if us >= 0.05:
+                print(f"  {thread:<28} {'':>18} {us:>22.1f}")
     if args.baseline is not None:
         print()
         for mode in modes:
