@@ -20,7 +20,7 @@ from runtrail.events.codec import HEADER_LEN
 from runtrail.events.jsonform import canonical_bytes_reference
 from tests.examples import examples
 from tests.test_avro_fast import compiled, records
-from tests.test_native import CODEC, FORMS, SCHEMAS, _encode
+from tests.test_native import CODEC, FORMS, SCHEMAS, _encode, _with_data
 
 pytestmark = pytest.mark.skipif(
     CODEC._written_canonical is None, reason="runtrail_native is not installed"
@@ -166,13 +166,3 @@ def test_a_body_whose_record_names_another_type_or_version_is_left_to_python() -
         assert _reference(odd) == "InvalidEvent"
         with pytest.raises(EventError, match="but its schema is"):
             CODEC.written_canonical(odd)
-
-
-def _with_data(event_type: str, **data: Any) -> bytes:
-    """A fixture of ``event_type`` written with some of its data fields replaced, through
-    fastavro (so a JSON-text field can hold any text)."""
-    value = CODEC.encode_json_form(next(f for f in FORMS if f["type"] == event_type))
-    schema = _schema_of(value)
-    record = compiled(schema.parsed).decode_fast(value, HEADER_LEN)[0]
-    record["data"].update(data)
-    return value[:HEADER_LEN] + _encode(schema, record)
