@@ -3,7 +3,8 @@
 Each run: run.accepted, then per step MODEL_REQUEST (a prompt that grows with the
 conversation), MODEL_REASONING, three streamed MODEL_RESPONSE deltas (the raw payload with
 usage on the last), TOOL_CALL + TOOL_RESULT, STEP_END, and a model.operation_completed; the
-run ends with run.succeeded. Sizes land between ~150 bytes and ~2 KB per event, like real runs.
+run ends with run.succeeded. Sizes land between ~150 bytes and ~2 KB per event, like real runs;
+eventIds are version 7 UUIDs growing with the stream, as the publisher stamps them.
 Deterministic for a given seed, so every benchmark run measures the same bytes.
 """
 
@@ -199,7 +200,21 @@ def workload(total: int, *, seed: int = 42, concurrent_runs: int = 64) -> Iterat
             next_run += 1
         i = rng.randrange(len(active))
         try:
-            yield next(active[i])
-            produced += 1
+            event = next(active[i])
         except StopIteration:
             active.pop(i)
+            continue
+        event["eventId"] = _time_ordered(event["eventId"], _START_MS + produced // 10)
+        yield event
+        produced += 1
+
+
+#: 2026-11-29T10:00:00Z in Unix milliseconds: the stream's first eventId time
+_START_MS = 1_795_946_400_000
+
+
+def _time_ordered(event_id: str, ms: int) -> str:
+    """The random UUID ``event_id`` made a version 7 one of ``ms``, as the publisher stamps
+    them (``new_event_id``): the stream's IDs grow with it, ten a millisecond."""
+    random_part = uuid.UUID(event_id).int & ((1 << 76) - 1)  # below the version nibble
+    return str(uuid.UUID(int=(ms << 80) | (7 << 76) | random_part))

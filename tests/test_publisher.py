@@ -68,7 +68,7 @@ def headers(message: Sent) -> dict[str, bytes]:
 def test_publish_builds_the_envelope(pub: Publisher, fake: FakeProducer) -> None:
     event_id = pub.publish("TOOL_CALL", "run-1", {"callId": "c1", "toolName": "search"})
     assert event_id is not None
-    assert str(uuid.UUID(event_id, version=4)) == event_id
+    assert str(uuid.UUID(event_id)) == event_id and uuid.UUID(event_id).version == 7
     (message,) = sent(pub, fake)
     event = decoded(message)
     assert event.event_id == event_id

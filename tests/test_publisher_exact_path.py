@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -128,16 +129,32 @@ def test_snake_case_names_and_odd_json_values_leave_the_fast_path() -> None:
     assert CODEC.encode_exact(dict(exact[1])) is None
 
 
-def test_event_ids_are_canonical_random_uuids() -> None:
+def test_event_ids_are_canonical_time_ordered_uuids() -> None:
     seen = set()
     for _ in range(2000):
+        before = time.time_ns() // 1_000_000
         text = new_event_id()
+        after = time.time_ns() // 1_000_000
         parsed = uuid.UUID(text)
         assert str(parsed) == text
-        assert parsed.version == 4
+        assert parsed.version == 7
         assert parsed.variant == uuid.RFC_4122
+        assert before <= parsed.int >> 80 <= after  # RFC 9562: the Unix time in milliseconds
         seen.add(text)
     assert len(seen) == 2000
+    # an ID of a later millisecond sorts after every earlier one, as text and as a UUID
+    first = new_event_id()
+    time.sleep(0.002)
+    later = new_event_id()
+    assert first < later and uuid.UUID(first) < uuid.UUID(later)
+    # each of the 74 random bits (rand_a, rand_b) is 1 in some ID and 0 in another
+    random_bits = (0xFFF << 64) | ((1 << 62) - 1)
+    ones = zeros = 0
+    for text in seen:
+        bits = uuid.UUID(text).int & random_bits
+        ones |= bits
+        zeros |= ~bits & random_bits
+    assert ones == zeros == random_bits
 
 
 def test_a_forked_child_never_hands_out_the_ids_its_parent_made_ahead() -> None:

@@ -1,6 +1,6 @@
 """Fill the envelope fields a producer may leave out, as the publisher's contract promises.
 
-``eventId`` (a uuid4), ``occurredAt`` (UTC, milliseconds, ``Z``), ``tenantId`` (the
+``eventId`` (a time-ordered version 7 UUID), ``occurredAt`` (UTC, milliseconds, ``Z``), ``tenantId`` (the
 publisher's tenant), ``correlationId`` (the run ID) and ``actor`` (this publisher, as an
 agent). ``sequence`` is left to :mod:`runtrail.publisher.sequencing`, which numbers runs.
 """
@@ -15,42 +15,60 @@ from typing import Any
 DEFAULT_ACTOR: dict[str, str] = {"kind": "agent", "id": "runtrail-publisher"}
 
 
-#: Event IDs made ahead, from one ``os.urandom`` call per batch; ``list.pop`` is atomic, so
-#: threads publishing at once never take the same one. Emptied in a forked child, whose copy
-#: would otherwise hand out the parent's IDs again.
-_IDS: list[str] = []
+#: The random parts of event IDs, made ahead from one ``os.urandom`` call per batch;
+#: ``list.pop`` is atomic, so threads publishing at once never take the same one. Emptied in a
+#: forked child, whose copy would otherwise hand out the parent's again.
+_TAILS: list[str] = []
 _IDS_PER_CALL = 256
 
 
-def _make_ids() -> list[str]:
-    """``_IDS_PER_CALL`` random (version 4) UUIDs in their canonical text form."""
-    h = os.urandom(16 * _IDS_PER_CALL).hex()
+def _make_tails() -> list[str]:
+    """``_IDS_PER_CALL`` tails of version 7 UUIDs, ``7xxx-Vxxx-xxxxxxxxxxxx``: the version,
+    12 random bits, the variant with 14 random bits, 48 random bits (74 in all)."""
+    h = os.urandom(10 * _IDS_PER_CALL).hex()
     return [
-        f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-4{h[i + 13 : i + 16]}-"
-        f"{_VARIANT[h[i + 16]]}{h[i + 17 : i + 20]}-{h[i + 20 : i + 32]}"
-        for i in range(0, len(h), 32)
+        f"7{h[i : i + 3]}-{_VARIANT[h[i + 3]]}{h[i + 4 : i + 7]}-{h[i + 7 : i + 19]}"
+        for i in range(0, len(h), 20)
     ]
 
 
-#: The RFC 4122 variant: the top two bits of the variant nibble are 10, the other two random.
+#: The RFC 9562 variant: the top two bits of the variant nibble are 10, the other two random.
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
 def new_event_id() -> str:
-    """A random (version 4) UUID in its canonical text form.
+    """A version 7 UUID (RFC 9562) in its canonical text form: the Unix time in milliseconds,
+    then 74 random bits from the OS generator.
 
-    Why a batch: one ``os.urandom`` per event was a system call, and a release of the GIL
-    that let another thread in, on every event ``publish`` stamps. 122 random bits from the
-    OS generator either way, as ``uuid.uuid4()`` (which also builds a UUID object per call).
+    Why time-ordered: stores index events by eventId (the audit's links, unique per tenant),
+    and IDs that grow with time are written at the end of those indexes, where random ones
+    scatter every transaction's writes across all of them (the audit service took 26-28 µs of
+    CPU an event on such IDs against 29.5-41.7 on random ones, docs/PERFORMANCE.md). The time
+    is no secret: the event carries ``occurredAt``. Why a batch of random parts: one
+    ``os.urandom`` per event was a system call, and a release of the GIL that let another
+    thread in, on every event ``publish`` stamps.
     """
+    global _stamp
     try:
-        return _IDS.pop()
+        tail = _TAILS.pop()
     except IndexError:
-        _IDS.extend(_make_ids())
-        return _IDS.pop()
+        _TAILS.extend(_make_tails())
+        tail = _TAILS.pop()
+    ms = time.time_ns() // 1_000_000
+    last, head = _stamp
+    if last != ms:
+        text = f"{ms:012x}"
+        head = f"{text[:8]}-{text[8:]}-"
+        _stamp = (ms, head)
+    return head + tail
 
 
-os.register_at_fork(after_in_child=_IDS.clear)
+#: (the last millisecond, its text as the first two groups of an ID): one tuple, swapped
+#: whole, so a thread never pairs one millisecond with another's text.
+_stamp: tuple[int, str] = (-1, "")
+
+
+os.register_at_fork(after_in_child=_TAILS.clear)
 
 
 #: (the last second formatted, its text up to the seconds): one tuple, swapped whole, so a
