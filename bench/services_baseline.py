@@ -17,7 +17,8 @@ A checkout for the baseline: ``git worktree add /tmp/base <commit>``.
 Every measurement writes to a folder of its own, all deleted after the last round: a folder
 deleted between rounds made the next round's file creations slow on ext4 without a journal
 (sessions: 20,000 instead of 42,000 events/s). ``--deleted-before N`` makes that state on
-purpose before each measurement, to compare checkouts there.
+purpose before each measurement, to compare checkouts there. ``--random-event-ids`` fills the
+topic with random eventIds instead of time-ordered ones (the stores index events by ID).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-def _fill(bootstrap: str, topic: str, events: int) -> None:
+def _fill(bootstrap: str, topic: str, events: int, *, time_ordered_ids: bool = True) -> None:
     """The benchmark workload on ``topic``, encoded by this checkout's codec, with headers."""
     from confluent_kafka import Producer
 
@@ -151,7 +152,7 @@ def _fill(bootstrap: str, topic: str, events: int) -> None:
 
     codec = EventCodec()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for form in workload(events):
+    for form in workload(events, time_ordered_ids=time_ordered_ids):
         value = codec.encode_json_form(form)
         while True:
             try:
@@ -188,6 +189,12 @@ def main() -> None:
         help="create and delete N files beside the service's folder before each measurement "
         "(what a file system looks like after a cleanup or a retention pass)",
     )
+    parser.add_argument(
+        "--random-event-ids",
+        action="store_true",
+        help="random (version 4) eventIds, as writers other than runtrail's publisher may "
+        "stamp them, instead of the publisher's time-ordered ones",
+    )
     args = parser.parse_args()
     services = args.services.split(",")
     unknown = [s for s in services if s not in SERVICES]
@@ -211,7 +218,7 @@ def main() -> None:
             for future in admin.create_topics([cache]).values():
                 future.result(60)
             print(f"filling {topic} with {args.events:,} events …", flush=True)
-            _fill(bootstrap, topic, args.events)
+            _fill(bootstrap, topic, args.events, time_ordered_ids=not args.random_event_ids)
             RESULTS.mkdir(exist_ok=True)
 
             def measure(service: str, root: Path, profile: str = "") -> tuple[float, float]:

@@ -188,8 +188,12 @@ def run_events(
     )
 
 
-def workload(total: int, *, seed: int = 42, concurrent_runs: int = 64) -> Iterator[dict[str, Any]]:
-    """``total`` events from interleaved runs (``concurrent_runs`` in flight at once)."""
+def workload(
+    total: int, *, seed: int = 42, concurrent_runs: int = 64, time_ordered_ids: bool = True
+) -> Iterator[dict[str, Any]]:
+    """``total`` events from interleaved runs (``concurrent_runs`` in flight at once); their
+    eventIds random version 4 UUIDs when not ``time_ordered_ids`` (as writers other than
+    runtrail's publisher may stamp them), all else the same."""
     rng = random.Random(seed)
     active: list[Iterator[dict[str, Any]]] = []
     next_run = 0
@@ -204,7 +208,8 @@ def workload(total: int, *, seed: int = 42, concurrent_runs: int = 64) -> Iterat
         except StopIteration:
             active.pop(i)
             continue
-        event["eventId"] = _time_ordered(event["eventId"], _START_MS + produced // 10)
+        if time_ordered_ids:
+            event["eventId"] = _time_ordered(event["eventId"], _START_MS + produced // 10)
         yield event
         produced += 1
 
