@@ -8,8 +8,9 @@ C work such as SQLite's counts at its real weight, which cProfile shrinks beside
 
 * **audit**: the decode straight to events (the runtime's path for a service that does not
   read the written form), sealing (the store's lookups for eventIds already sealed, the
-  RFC 8785 bytes of the form as written from each body, SHA-256, the bookkeeping), the store's append (one transaction per flush of ``--flush`` links), the
-  export lines sent to the audit topic (built, not produced);
+  RFC 8785 bytes of the form as written from each body, SHA-256, the bookkeeping), the
+  store's append (one transaction per flush of ``--flush`` links), the export lines sent to
+  the audit topic (built, not produced), under the runtime's collector policy;
 * **sessions**: the compiled decode straight to events, applying them to their sessions
   (each event's RFC 8785 bytes, written from the event and kept for the snapshot), both a
   chunk of 250 at a time as the runtime hands a batch over (``PROCESS_CHUNK``), building

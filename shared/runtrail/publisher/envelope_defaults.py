@@ -1,8 +1,9 @@
 """Fill the envelope fields a producer may leave out, as the publisher's contract promises.
 
-``eventId`` (a time-ordered version 7 UUID), ``occurredAt`` (UTC, milliseconds, ``Z``), ``tenantId`` (the
-publisher's tenant), ``correlationId`` (the run ID) and ``actor`` (this publisher, as an
-agent). ``sequence`` is left to :mod:`runtrail.publisher.sequencing`, which numbers runs.
+``eventId`` (a time-ordered version 7 UUID), ``occurredAt`` (UTC, milliseconds, ``Z``),
+``tenantId`` (the publisher's tenant), ``correlationId`` (the run ID) and ``actor`` (this
+publisher, as an agent). ``sequence`` is left to :mod:`runtrail.publisher.sequencing`, which
+numbers runs.
 """
 
 from __future__ import annotations

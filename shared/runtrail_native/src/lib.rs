@@ -7,7 +7,9 @@
 //! - [`ModelBuilder`] builds a pydantic model instance from a JSON-form dict, as pydantic-core's
 //!   lax `validate_python` would, for models whose core schema uses only what the plan knows;
 //! - [`json_dump::JsonDumper`] gives an instance's JSON form, as pydantic's serializer would,
-//!   and its RFC 8785 bytes (`json_canonical`).
+//!   and its RFC 8785 bytes (`json_canonical`);
+//! - [`EventDecoder`] decodes whole events straight from their bodies, and writes the RFC 8785
+//!   bytes of an event as its writer wrote it, what the audit chain hashes (`written_jcs`).
 //!
 //! All only *accept*: on anything they are not sure of (a truncated body, a long varint, a
 //! value of another type, a constraint not met, an unknown key) they return `None`, and the
