@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from runtrail.audit import verify_stored
 from runtrail.config import Settings
+from runtrail.events import EventCodec
+from runtrail.events.jsonform import canonical_bytes_reference
 from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.runtime import Delivered, Service, ServiceContext
 from runtrail.runtime.deadletter import (
@@ -159,12 +162,19 @@ def test_the_corpus_through_audit(kafka_bootstrap: str, tmp_path: Path) -> None:
     finally:
         proc.close()
     store = open_store(AUDIT_LINKS, url)
+    codec = EventCodec()
     try:
-        processed = {
-            offset
-            for record, offset in zip(records, offsets, strict=True)
-            if record.event_id and store.find_event(record.tenant, record.event_id) is not None
-        }
+        processed = set()
+        for record, offset in zip(records, offsets, strict=True):
+            link = store.find_event(record.tenant, record.event_id) if record.event_id else None
+            if link is None:
+                continue
+            processed.add(offset)
+            # sealed as written (5 MB, a megabyte of escapes): the bytes the rfc8785 package
+            # makes of the form the Python path decodes, and a chain that verifies
+            written = canonical_bytes_reference(codec.decode_written(record.value))
+            assert link.canonical() == written, record.name
+            assert verify_stored(store, record.tenant, record.run_id).valid, record.name
     finally:
         store.close()
     assert outcome_failures(records, offsets, processed, dead) == []

@@ -137,9 +137,10 @@ class EventCodec:
             | None
         ) = decoder.decode_event if decoder is not None else None
         #: the RFC 8785 bytes of the written form straight from a body (None without
-        #: runtrail_native): ``value -> bytes | None``, see :meth:`written_canonical`
-        self._written_canonical: Callable[[bytes], bytes | None] | None = (
-            decoder.written_canonical if decoder is not None else None
+        #: runtrail_native, or from one built before it): ``value -> bytes | None``, see
+        #: :meth:`written_canonical`
+        self.written_canonical_native: Callable[[bytes], bytes | None] | None = getattr(
+            decoder, "written_canonical", None
         )
         #: ``decode_event`` over a run of consumed messages, sequence checks included (see
         #: ``BatchDecoder.decode_batch``); None without runtrail_native
@@ -198,8 +199,8 @@ class EventCodec:
         written by the compiled path straight from the body when it is sure, else those of
         :meth:`decode_written`'s form, whose errors stand (:class:`InvalidEvent` also for a
         form with no canonical bytes, such as an integer beyond ±2^53)."""
-        if self._written_canonical is not None and type(value) is bytes:
-            made = self._written_canonical(value)
+        if self.written_canonical_native is not None and type(value) is bytes:
+            made = self.written_canonical_native(value)
             if made is not None:
                 return made
         return canonical_bytes(self.decode_written(value))

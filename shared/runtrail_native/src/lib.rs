@@ -110,9 +110,20 @@ fn read_long(b: &[u8], p: &mut usize) -> Option<i64> {
     Some(((n >> 1) as i64) ^ -((n & 1) as i64))
 }
 
+/// The bytes of a string (or bytes) value: its length, then that many bytes (None when the
+/// body cannot hold them).
+#[inline]
+fn read_bytes<'b>(b: &'b [u8], p: &mut usize) -> Option<&'b [u8]> {
+    let n = usize::try_from(read_long(b, p)?).ok()?;
+    let end = p.checked_add(n)?;
+    let text = b.get(*p..end)?;
+    *p = end;
+    Some(text)
+}
+
 /// The branch a union's index selects: the index as its one-byte varint (zig-zag 2n), as the
 /// generated decoder reads it (None for anything else).
-fn union_branch<'a>(branches: &'a [Avro], b: &[u8], p: &mut usize) -> Option<&'a Avro> {
+fn union_branch<'a, T>(branches: &'a [T], b: &[u8], p: &mut usize) -> Option<&'a T> {
     let x = *b.get(*p)?;
     *p += 1;
     if x & 1 == 1 || x >= 0x80 {
@@ -154,16 +165,7 @@ fn read_value(py: Python<'_>, s: &Avro, b: &[u8], p: &mut usize) -> Option<PyObj
                 .into_any()
                 .unbind()
         }
-        Avro::Str => {
-            let n = read_long(b, p)?;
-            if n < 0 {
-                return None;
-            }
-            let end = p.checked_add(n as usize)?;
-            let text = b.get(*p..end)?;
-            *p = end;
-            utf8_str(py, text)?
-        }
+        Avro::Str => utf8_str(py, read_bytes(b, p)?)?,
         Avro::Union(branches) => read_value(py, union_branch(branches, b, p)?, b, p)?,
         Avro::Record(fields) => {
             let out = unsafe {
@@ -212,10 +214,7 @@ fn skip_value(s: &Avro, b: &[u8], p: &mut usize) -> Option<()> {
         }
         Avro::Double => *p = p.checked_add(8).filter(|e| *e <= b.len())?,
         Avro::Str => {
-            let n = read_long(b, p)?;
-            *p = p
-                .checked_add(usize::try_from(n).ok()?)
-                .filter(|e| *e <= b.len())?;
+            read_bytes(b, p)?;
         }
         Avro::Union(branches) => {
             skip_value(union_branch(branches, b, p)?, b, p)?;
@@ -1142,13 +1141,9 @@ fn read_json_text<'py>(
             None => Ok(None),
         },
         Avro::Str => {
-            let Some(n) = read_long(b, p).filter(|n| *n >= 0) else {
+            let Some(text) = read_bytes(b, p) else {
                 return Ok(None);
             };
-            let Some(text) = p.checked_add(n as usize).and_then(|end| b.get(*p..end)) else {
-                return Ok(None);
-            };
-            *p += text.len();
             if ctx.depth_limit.is_some_and(|limit| opens(text) >= limit) {
                 ctx.deep = true;
             }

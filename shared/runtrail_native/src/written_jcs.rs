@@ -20,7 +20,7 @@ use pyo3::types::PyTuple;
 use serde_json::Value;
 
 use crate::json_canonical::{write_f64, write_str, SAFE};
-use crate::read_long;
+use crate::{read_bytes, read_long, union_branch};
 
 /// How one value of the body is written.
 pub(crate) enum Written {
@@ -181,15 +181,6 @@ fn node(node_: &Bound<'_, PyAny>, fields_role: Role, expect: &Expect<'_>) -> PyR
     })
 }
 
-/// The bytes of a string of the body (its length, then its bytes), if they are there.
-fn read_bytes<'b>(b: &'b [u8], p: &mut usize) -> Option<&'b [u8]> {
-    let n = usize::try_from(read_long(b, p)?).ok()?;
-    let end = p.checked_add(n)?;
-    let text = b.get(*p..end)?;
-    *p = end;
-    Some(text)
-}
-
 /// Write one value of the body; None when the caller must decide.
 pub(crate) fn write(
     py: Python<'_>,
@@ -266,15 +257,7 @@ pub(crate) fn write(
             _ => return Ok(None),
         },
         Written::Union(branches) => {
-            let Some(&x) = b.get(*p) else {
-                return Ok(None);
-            };
-            *p += 1;
-            // the index as its one-byte varint (zig-zag 2n), as the generated decoder reads it
-            if x & 1 == 1 || x >= 0x80 {
-                return Ok(None);
-            }
-            let Some(branch) = branches.get((x >> 1) as usize) else {
+            let Some(branch) = union_branch(branches, b, p) else {
                 return Ok(None);
             };
             return write(py, branch, b, p, out);
