@@ -27,6 +27,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,14 @@ def published(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) ->
     topic = create_topic(kafka_bootstrap, unique_topic("ai4j-adapter"), partitions=PARTITIONS)
     create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=PARTITIONS)
     ai4j_dir = tmp_path_factory.mktemp("ai4j-records")
+    started_ms = int(time.time() * 1000)
     stats = adapter().run("run", kafka_bootstrap, topic, TENANT, str(ai4j_dir), *RUNS)
+    ended_ms = int(time.time() * 1000)
     ai4j = {
         run: [json.loads(line) for line in (ai4j_dir / f"{run}.jsonl").read_text().splitlines()]
         for run in RUNS
     }
-    return {"topic": topic, "stats": stats, "ai4j": ai4j}
+    return {"topic": topic, "stats": stats, "ai4j": ai4j, "window_ms": (started_ms, ended_ms)}
 
 
 def test_every_event_is_published_and_none_is_lost(published: dict[str, Any]) -> None:
@@ -125,6 +128,26 @@ def test_records_decode_keyed_by_run_on_the_python_partition(
     for run, events in by_run.items():  # per (tenant, run) sequence 1..n, in topic order
         assert [e.sequence for e in events] == list(range(1, len(events) + 1)), run
     assert sorted(by_run) == sorted(RUNS)
+
+
+def test_the_adapters_own_events_get_time_ordered_ids(
+    kafka_bootstrap: str, published: dict[str, Any]
+) -> None:
+    """The events the adapter makes itself (run.accepted, the first state transition) get
+    version 7 eventIds (RFC 9562) stamped while it ran, as the Python publisher stamps them."""
+    msgs = consume_all(kafka_bootstrap, published["topic"], expect=published["stats"]["published"])
+    codec = EventCodec()
+    started_ms, ended_ms = published["window_ms"]
+    ids = [
+        uuid.UUID(event.event_id)
+        for event in (codec.decode(m.value()).event for m in msgs)
+        if event.type == "run.accepted"
+    ]
+    assert len(ids) == len(RUNS)
+    for stamped in ids:
+        assert (stamped.version, stamped.variant) == (7, uuid.RFC_4122), stamped
+        assert started_ms <= stamped.int >> 80 <= ended_ms, stamped
+    assert len({stamped.int & ((1 << 74) - 1) for stamped in ids}) == len(ids)
 
 
 def test_capture_service_records_equal_ai4js_own(

@@ -9,7 +9,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -270,7 +269,7 @@ public final class EventMapper {
       AgentEvent event, String runId, String type, int version, Map<String, Object> data, boolean derived) {
     Map<String, Object> form = new LinkedHashMap<>();
     String eventId = derived ? null : event.getEventId();
-    form.put("eventId", eventId == null || eventId.isBlank() ? UUID.randomUUID().toString() : eventId);
+    form.put("eventId", eventId == null || eventId.isBlank() ? EventIds.next() : eventId);
     form.put("runId", runId);
     form.put("tenantId", tenant);
     long sequence = nextSequence.computeIfAbsent(runId, k -> new AtomicLong()).incrementAndGet();
