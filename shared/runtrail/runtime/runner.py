@@ -72,6 +72,7 @@ from runtrail.runtime.gc_tuning import FlushPacedGc, service_gc
 from runtrail.runtime.group_watch import GroupWatch
 from runtrail.runtime.http import EndpointAuth, HealthState, HttpEndpoint
 from runtrail.runtime.metrics import HANDLER_ERROR, RuntimeMetrics
+from runtrail.runtime.rebalance_window import RebalanceWindow, partition_of
 from runtrail.runtime.retry import Problem, classify
 from runtrail.runtime.sequencing import new_sequence_checker
 from runtrail.runtime.service import PROCESS_CHUNK, RawService, Service, ServiceContext
@@ -108,6 +109,8 @@ class ServiceRunner:
         #: collections paced by flushes while run() consumes (see runtime.gc_tuning)
         self._gc: FlushPacedGc | None = None
         self._assigned: set[Partition] = set()
+        #: what the rebalance callbacks of the current consume() call did (see _consume)
+        self._window = RebalanceWindow()
         self._sequences = new_sequence_checker()
         self._limits = EventLimits.from_settings(settings)
         #: handler errors per partition against the dead-letter limit, and the partitions it
@@ -371,6 +374,7 @@ class ServiceRunner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "assign").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        self._window.gave(parts)
         self.checkpoint.assigned(parts)
         self.service.on_assigned(parts)
         starts = self.checkpoint.starts(parts)
@@ -405,6 +409,7 @@ class ServiceRunner:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(self.name, "revoke").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        self._window.took_away(parts)
         outcome = "not committed: stopping or waiting out a failure"
         try:
             if not self._failed and self._problem is None:
@@ -431,6 +436,7 @@ class ServiceRunner:
         so committing would be wrong. Output already written stays (it is idempotent)."""
         self.metrics.rebalances.labels(self.name, "lost").inc()
         parts = [(p.topic, p.partition) for p in partitions]
+        self._window.took_away(parts)
         self.checkpoint.lost(parts)
         self._release(consumer, partitions, parts)
         log.warning("%s lost %s (not committed)", self.name, _fmt(parts))
@@ -475,7 +481,7 @@ class ServiceRunner:
         """Serve the client's callbacks (the commit result) while waiting. Messages it hands
         out meanwhile are processed and held like any others; at the final commit they are
         dropped instead (never committed: the next start reads them again)."""
-        messages = self._consumer.consume(num_messages=self._batch_size, timeout=timeout)
+        messages = self._consume(self._batch_size, timeout)
         if messages and keep_messages:
             self._process(messages)
 
@@ -631,19 +637,40 @@ class ServiceRunner:
         for a whole batch, so a slow stream is still gathered into batches, not handed over
         (decoded, processed, made durable by a service that does so per batch) one by one.
         """
-        consume = self._consumer.consume
+        consume = self._consume
         size = self._batch_size
-        messages = consume(num_messages=size, timeout=0)
+        messages = consume(size, 0)
         reading_backlog, self._reading_backlog = self._reading_backlog, bool(messages)
         if messages:
             return messages
         wait = self.settings.batch_timeout_ms / 1000
         if not reading_backlog:
-            return consume(num_messages=size, timeout=wait)
-        messages = consume(num_messages=1, timeout=wait)
+            return consume(size, wait)
+        messages = consume(1, wait)
         if messages and size > 1:
-            messages.extend(consume(num_messages=size - 1, timeout=0))
+            more = consume(size - 1, 0)
+            messages = self._left_by_rebalance(messages, self._window.from_before(messages))
+            messages.extend(more)
         return messages
+
+    def _consume(self, size: int, timeout: float) -> list[Message]:
+        """One ``consume()`` call, without the messages it hands back for partitions its own
+        rebalance took away (runtime.rebalance_window): their next owner reads them."""
+        self._window.opened()
+        messages = self._consumer.consume(num_messages=size, timeout=timeout)
+        return self._left_by_rebalance(messages, self._window.from_the_call(messages))
+
+    def _left_by_rebalance(self, messages: list[Message], kept: list[Message]) -> list[Message]:
+        if len(kept) < len(messages):
+            left = {partition_of(m) for m in messages} - {partition_of(m) for m in kept}
+            log.info(
+                "%s: %d messages fetched before %s was revoked: left to the next owner, which "
+                "reads them from the commit",
+                self.name,
+                len(messages) - len(kept),
+                _fmt(list(left)),
+            )
+        return kept
 
     def _step(self) -> None:
         messages = self._take()
@@ -679,7 +706,7 @@ class ServiceRunner:
         """Keep polling (membership, callbacks) until the backoff ends, then flush and commit."""
         wait = self._retry_at - time.monotonic()
         if wait > 0:
-            messages = self._consumer.consume(num_messages=self._batch_size, timeout=min(wait, 1.0))
+            messages = self._consume(self._batch_size, min(wait, 1.0))
             if messages:  # fetched before the pause: processed and held like the rest
                 self._process(messages)
             return
