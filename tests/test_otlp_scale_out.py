@@ -207,21 +207,38 @@ def written(settings: Settings, events: int) -> list[Any]:
     return found
 
 
-def as_services_read(messages: list[Any]) -> tuple[dict[str, list[Any]], Counter[str]]:
+def as_services_read(
+    messages: list[Any], notes: list[str] | None = None
+) -> tuple[dict[str, list[Any]], Counter[str]]:
     """Each run's events as a service takes them (the runtime's sequence checks, in partition
-    order: duplicates skipped, conflicts dropped), and the verdicts."""
+    order: duplicates skipped, conflicts dropped), and the verdicts; ``notes`` gets a line per
+    event that is not its run's next (where it is, what it is, the eventId it met there)."""
     checker = SequenceChecker()
     verdicts: Counter[str] = Counter()
     runs: dict[str, list[Any]] = {}
     for msg in sorted(messages, key=lambda m: (m.partition(), m.offset())):
         event = CODEC.decode(msg.value()).event
-        verdict = checker.check(
-            msg.partition(), event.tenant_id, event.run_id, event.sequence, event.event_id
-        )
+        at = (msg.partition(), event.tenant_id, event.run_id, event.sequence)
+        held_by = checker.holder(*at)
+        verdict = checker.check(*at, event.event_id)
         verdicts[verdict.value] += 1
+        if notes is not None and verdict is not Verdict.NEXT:
+            notes.append(
+                f"{verdict.value}: events[{msg.partition()}]@{msg.offset()} run {event.run_id} "
+                f"#{event.sequence} {event.type} {event.event_id} (held by {held_by})"
+            )
         if verdict not in (Verdict.DUPLICATE, Verdict.CONFLICT):
             runs.setdefault(event.run_id, []).append(event)
     return runs, verdicts
+
+
+def what_happened(messages: list[Any], *logs: Path) -> str:
+    """For a failure: each event a service would not take as its run's next, then the logs."""
+    lines: list[str] = []
+    as_services_read(messages, lines)
+    for log in logs:
+        lines += [f"--- {log.name}", log.read_text()[-6000:] if log.exists() else "(none)"]
+    return "\n".join(lines)
 
 
 def one_receiver(
@@ -493,8 +510,9 @@ def test_two_receivers_two_mappers_one_killed_mid_load_every_span_mapped_once(
         survivor.send_signal(signal.SIGTERM)
         assert survivor.wait(30) == 0, (tmp_path / "survivor.log").read_text()[-3000:]
     runs, verdicts = as_services_read(messages)
+    evidence = what_happened(messages, tmp_path / "survivor.log", tmp_path / "doomed.log")
+    assert verdicts["conflict"] == verdicts["gap"] == verdicts["reordered"] == 0, evidence
     assert_mapped_once(runs, run_ids, spans)
-    assert verdicts["conflict"] == verdicts["gap"] == verdicts["reordered"] == 0
     assert verdicts["next"] == 8 * EVENTS_PER_RUN
     assert no_dead_letters(settings)
 
