@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -152,3 +153,67 @@ class SqliteDatabase:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+# --- rebuilding a file with other pages --------------------------------------------------------
+#: the page sizes SQLite takes
+PAGE_SIZES: Final = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+#: how many SQLite VM steps between two calls of a rebuild's progress callback
+PROGRESS_STEPS = 200_000
+
+
+class InUse(Exception):
+    """Another connection holds the database: it cannot be rebuilt now."""
+
+
+@dataclass(frozen=True)
+class Repaged:
+    """A database's page size and file size before and after :func:`repage`."""
+
+    page_size_before: int
+    page_size: int
+    bytes_before: int
+    bytes: int
+
+
+def repage(
+    path: str | Path, page_size: int, *, progress: Callable[[], None] | None = None
+) -> Repaged:
+    """Rebuild the existing database at ``path`` with ``page_size`` pages (SQLite's
+    ``VACUUM``: every table, index and trigger copied as they are; rowids of tables without an
+    ``INTEGER PRIMARY KEY`` may be renumbered, which no runtrail store reads).
+
+    Only alone: leaving WAL needs every other connection closed, so a service still writing
+    the file (or a reader) makes this raise :class:`InUse`, the file untouched. The journal
+    mode the file had is set again after, also when the rebuild failed. ``progress`` is
+    called every :data:`PROGRESS_STEPS` steps of the rebuild (it cannot say how far it is)."""
+    if page_size not in PAGE_SIZES:
+        raise ValueError(f"a page size is one of {', '.join(map(str, PAGE_SIZES))}")
+    target = Path(path)
+    if not target.is_file():
+        raise FileNotFoundError(f"no SQLite database at {target}")
+    bytes_before = target.stat().st_size
+    conn = sqlite3.connect(str(target), isolation_level=None, timeout=1.0)
+    try:
+        before = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        if before == page_size:
+            return Repaged(before, before, bytes_before, bytes_before)
+        journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+        try:
+            left = str(conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0])
+        except sqlite3.OperationalError as exc:  # "database is locked"
+            raise InUse(f"{target} is open elsewhere ({exc})") from exc
+        if left.lower() != "delete":
+            raise InUse(f"{target} is open elsewhere (it stays in {left} mode)")
+        try:
+            conn.execute(f"PRAGMA page_size = {page_size}")
+            if progress is not None:
+                conn.set_progress_handler(lambda: progress() or 0, PROGRESS_STEPS)
+            conn.execute("VACUUM")
+        finally:
+            conn.set_progress_handler(None, 0)
+            conn.execute(f"PRAGMA journal_mode = {journal}")
+        after = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+    return Repaged(before, after, bytes_before, target.stat().st_size)

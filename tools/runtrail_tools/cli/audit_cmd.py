@@ -14,6 +14,7 @@ import base64
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,13 +24,15 @@ from runtrail.audit.errors import AuditError
 from runtrail.audit.export import export_lines, read_export, verify_export, write_export
 from runtrail.audit.link import Link, genesis_head
 from runtrail.audit.store import LinkStore, verify_stored
+from runtrail.audit.store_sqlite import PAGE_SIZE, path_from_url
 from runtrail.audit.tree_head import verify_tree_head
 from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.config import Settings
 from runtrail.files import private_dir
 from runtrail.persistence.kinds import AUDIT_LINKS
 from runtrail.persistence.registry import open_store
-from runtrail.persistence.urls import redact_url
+from runtrail.persistence.sqlite import PAGE_SIZES, InUse, repage
+from runtrail.persistence.urls import redact_url, scheme_of
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
 if TYPE_CHECKING:  # the service package is imported only when a command runs
@@ -38,6 +41,8 @@ if TYPE_CHECKING:  # the service package is imported only when a command runs
 log = logging.getLogger(__name__)
 
 VALID, INVALID, UNUSABLE = 0, 1, 2
+#: how often a long ``audit repage`` says it is still working
+PROGRESS_EVERY_S = 5.0
 
 
 class Unusable(Exception):
@@ -170,6 +175,21 @@ def register(subparsers: Any) -> None:
     chain.add_argument("--run", required=True, help="run ID")
     bundle.add_argument("-o", "--output", type=Path, required=True, help="the bundle file")
     bundle.set_defaults(func=cmd_bundle)
+
+    repage = _command(
+        commands,
+        "repage",
+        "rebuild an SQLite store with larger pages (every audit member stopped)",
+    )
+    repage.add_argument(
+        "--page-size",
+        type=int,
+        default=PAGE_SIZE,
+        choices=PAGE_SIZES,
+        metavar="BYTES",
+        help=f"the new page size (default: {PAGE_SIZE}, what a new store gets)",
+    )
+    repage.set_defaults(func=cmd_repage)
 
     keygen = _command(commands, "keygen", "generate the Ed25519 tree head signing key")
     keygen.add_argument("--format", choices=["pem", "raw"], default="pem")
@@ -552,6 +572,54 @@ def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
             "proven": len(bundle["proofs"]),
             "treeSize": bundle["treeSize"],
             "keys": bundle["keys"],
+        }
+    )
+    return VALID
+
+
+@_guarded
+def cmd_repage(args: argparse.Namespace, settings: Settings) -> int:
+    """Rebuild the SQLite store with ``--page-size`` pages (a store made before new stores got
+    16 KiB pages keeps SQLite's 4 KiB: more CPU and more writes an event on random eventIds)."""
+    url = _store_url(args, settings)
+    if scheme_of(url) != "sqlite":
+        raise Unusable(
+            f"audit repage rebuilds an SQLite store; {redact_url(url)} is not one "
+            "(PostgreSQL's page size is fixed when the server is built)"
+        )
+    path = Path(path_from_url(url))
+    if not path.is_file():
+        raise Unusable(f"no audit store at {path} (check --store or RUNTRAIL_AUDIT_STORE_URL)")
+    started = time.monotonic()
+    said = [started]
+
+    def still_working() -> None:
+        now = time.monotonic()
+        if now - said[0] >= PROGRESS_EVERY_S:
+            said[0] = now
+            print(
+                f"audit repage: rebuilding {path} ({path.stat().st_size / 1e6:,.0f} MB), "
+                f"{now - started:.0f} s so far",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    try:
+        result = repage(path, args.page_size, progress=still_working)
+    except InUse as exc:
+        raise Unusable(
+            f"audit repage: {exc}: stop every audit member and reader of this store, then run "
+            "it again (nothing was changed)"
+        ) from exc
+    _emit(
+        {
+            "store": str(path),
+            "changed": result.page_size != result.page_size_before,
+            "pageSizeBefore": result.page_size_before,
+            "pageSize": result.page_size,
+            "bytesBefore": result.bytes_before,
+            "bytes": result.bytes,
+            "seconds": round(time.monotonic() - started, 1),
         }
     )
     return VALID
