@@ -1,0 +1,175 @@
+"""A message fetched before a rebalance took its partition never reaches the service after
+``on_revoked`` (runtime.rebalance_window), on the real broker with the real client.
+
+The loop gathers a batch over more than one ``consume()`` call right after a backlog: a wait
+for the first message, then what came with it. Here the machine stalls between the two calls
+(the real client, held for a few seconds after it handed the first message over: a busy host),
+a second member joins the group meanwhile, and the next call serves the revoke. The message of
+the first call belongs to the assignment that ended: the service must not see it then, and
+whoever owns the partition next must (nothing lost).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState
+from confluent_kafka.admin import AdminClient
+
+from runtrail.config import Settings
+from runtrail.runtime import Delivered, Service, ServiceContext
+from runtrail.runtime import runner as runner_module
+from runtrail.runtime.delivery import Partition
+from runtrail.runtime.runner import ServiceRunner
+from tests.support import create_topic, form, produce_forms, unique_topic, wait_for
+
+pytestmark = pytest.mark.kafka
+
+BACKLOG = 3000  # past one fetch: the loop reads its end without waiting, then waits for one
+#: how long the held caller waits after the group began to rebalance: past the runner's next
+#: heartbeat (``heartbeat.interval.ms`` 2 s), whose answer queues the revoke
+AFTER_REBALANCE_S = 3.0
+
+
+class Stalling(Consumer):
+    """The real client; once armed, the first call for one message that returns it holds the
+    caller after it until ``released`` (the calls are counted, so the test can tell which call
+    served the revoke)."""
+
+    armed = threading.Event()
+    stalled = threading.Event()
+    released = threading.Event()
+    calls = 0
+    #: the number of the call that stalled
+    stall_call = 0
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> Any:
+        type(self).calls += 1
+        messages = super().consume(num_messages=num_messages, timeout=timeout)
+        if messages and num_messages == 1 and self.armed.is_set():
+            self.armed.clear()
+            type(self).stall_call = type(self).calls
+            self.stalled.set()
+            self.released.wait(60)
+        return messages
+
+
+class Ledger(Service):
+    """Records assignments, revokes and each processed offset, with the consume call count."""
+
+    name = "ledger"
+
+    def __init__(self, context: ServiceContext) -> None:
+        super().__init__(context)
+        self.entries: list[tuple[str, int, int]] = []
+
+    def on_assigned(self, partitions: Sequence[Partition]) -> None:
+        self.entries += [("assigned", p, Stalling.calls) for _, p in partitions]
+
+    def on_revoked(self, partitions: Sequence[Partition]) -> None:
+        self.entries += [("revoked", p, Stalling.calls) for _, p in partitions]
+
+    def process(self, batch: Sequence[Delivered]) -> None:
+        self.entries += [("processed", d.offset, Stalling.calls) for d in batch]
+
+    def processed(self) -> list[int]:
+        return [offset for what, offset, _ in self.entries if what == "processed"]
+
+
+@pytest.fixture
+def stalling(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[Stalling]]:
+    monkeypatch.setattr(runner_module, "Consumer", Stalling)
+    Stalling.armed.clear()
+    Stalling.stalled.clear()
+    Stalling.released.clear()
+    Stalling.calls = Stalling.stall_call = 0
+    yield Stalling
+
+
+def rebalancing(bootstrap: str, group: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(10)
+    return described.state in (
+        ConsumerGroupState.PREPARING_REBALANCING,
+        ConsumerGroupState.COMPLETING_REBALANCING,
+    )
+
+
+def joiner(bootstrap: str, group: str, topic: str, stop: threading.Event, got: list[int]) -> None:
+    """A second member of the group: what it is given, it reads (and records)."""
+    member = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "partition.assignment.strategy": "range",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    member.subscribe([topic])
+    try:
+        while not stop.is_set():
+            for msg in member.consume(num_messages=100, timeout=0.2):
+                if msg.error() is None:
+                    got.append(int(msg.offset()))  # type: ignore[arg-type]
+    finally:
+        member.close()
+
+
+def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
+    kafka_bootstrap: str, tmp_path: Path, stalling: type[Stalling]
+) -> None:
+    topic = create_topic(kafka_bootstrap, unique_topic("stale"), partitions=1)
+    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=1)
+    produce_forms(kafka_bootstrap, topic, [form(sequence=i) for i in range(1, BACKLOG + 1)])
+    group = f"g-{topic}"
+    settings = Settings(
+        bootstrap_servers=kafka_bootstrap,
+        events_topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        batch_timeout_ms=5_000,  # after the backlog the loop waits this long for one message
+        commit_interval_ms=100,
+        group=group,
+        state_dir=tmp_path / "state",
+    )
+    runner = ServiceRunner(Ledger, settings, service_name="ledger", metrics_port=0)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    stop, got = threading.Event(), list[int]()
+    member = threading.Thread(target=joiner, args=(kafka_bootstrap, group, topic, stop, got))
+    try:
+        ledger: Ledger = runner.service  # type: ignore[assignment]
+        wait_for(lambda: len(ledger.processed()) == BACKLOG, 60, what="the backlog")
+        time.sleep(0.5)  # the loop is now in its wait for the first message after the backlog
+        stalling.armed.set()
+        produce_forms(kafka_bootstrap, topic, [form(sequence=BACKLOG + 1)])
+        assert stalling.stalled.wait(30), "the loop did not take the message after the backlog"
+        member.start()  # joins while the loop is held: the next call serves the revoke
+        wait_for(lambda: rebalancing(kafka_bootstrap, group), 30, 0.2, what="a rebalance")
+        time.sleep(AFTER_REBALANCE_S)
+        stalling.released.set()
+        last = BACKLOG  # the offset of the message taken by the stalled call
+        wait_for(
+            lambda: last in ledger.processed() or last in got, 60, what="its next owner reading it"
+        )
+    finally:
+        stop.set()
+        stalling.released.set()
+        runner.request_stop()
+        thread.join(30)
+        if member.ident is not None:
+            member.join(30)
+    revoked = [call for what, _, call in ledger.entries if what == "revoked"]
+    # the precondition: the revoke was served by the call right after the stalled one
+    assert revoked and revoked[0] == stalling.stall_call + 1, (revoked, ledger.entries[-5:])
+    owned = True
+    for what, offset, _ in ledger.entries:
+        if what in ("assigned", "revoked"):
+            owned = what == "assigned"
+        else:
+            assert owned, f"offset {offset} processed after its partition was revoked"
