@@ -3,13 +3,14 @@
 A rebalance runs inside ``consume()``. librdkafka pauses the assigned partitions before it hands
 the revoke over, so what it dequeues after that is dropped; but a message it dequeued just
 before can still come back from that call (the version barrier that would purge it is served
-later), and one may have come back from an earlier call of a batch still being gathered (the
-runner's ``_take`` gathers a batch in up to three calls). Such a message belongs to the
-assignment that ended. Processed after ``Service.on_revoked`` it would be handled without the
-partition's state (a service that rebuilds its state from the commit, such as the OTLP mapper,
-would map it in the middle of a trace and number its events again), and the partition would
-get a position, and a commit, again. It is left to the partition's next owner, which reads it
-from the commit (this process as well, when the partition comes back).
+later), and one may have come back from an earlier call of a batch still being gathered (after
+a backlog the runner's ``_take`` waits for a first message, then takes what came with it in a
+second call). Such a message belongs to the assignment that ended. Processed after
+``Service.on_revoked`` it would be handled without the partition's state (a service that
+rebuilds its state from the commit, such as the OTLP mapper, would map it in the middle of a
+trace and number its events again), and the partition would get a position, and a commit,
+again. It is left to the partition's next owner, which reads it from the commit (this process
+as well, when the partition comes back).
 
 A partition revoked and assigned again within one call keeps that call's messages: the new
 assignment's fetch starts behind a barrier which, served in that same call before any of its

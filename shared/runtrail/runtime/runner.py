@@ -664,11 +664,11 @@ class ServiceRunner:
         if len(kept) < len(messages):
             left = {partition_of(m) for m in messages} - {partition_of(m) for m in kept}
             log.info(
-                "%s: %d messages fetched before %s was revoked: left to the next owner, which "
+                "%s: messages fetched before %s was revoked (%d) left to the next owner, which "
                 "reads them from the commit",
                 self.name,
-                len(messages) - len(kept),
                 _fmt(list(left)),
+                len(messages) - len(kept),
             )
         return kept
 
