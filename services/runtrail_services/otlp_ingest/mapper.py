@@ -68,8 +68,12 @@ class OtlpMapperService(RawService):
     def process_raw(self, batch: Sequence[RawRecord]) -> None:
         for record in batch:
             mapping = self._partitions.get(record.source)
-            if mapping is None:  # a record of a partition assigned before the hook ran
-                mapping = self._partitions[record.source] = self._mapping(record.source)
+            if mapping is None:  # the runtime assigns a partition before any of its records
+                topic, partition = record.source
+                raise LookupError(
+                    f"a record of {topic}[{partition}], which this mapper does not hold: a "
+                    "partition's traces are mapped only from where its assignment starts"
+                )
             mapping.apply(record, self.events)
         self.events.poll()
 
