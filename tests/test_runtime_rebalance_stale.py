@@ -34,14 +34,17 @@ BACKLOG = 3000  # past one fetch: the loop reads its end without waiting, then w
 #: how long the held caller waits after the group began to rebalance: past the runner's next
 #: heartbeat (``heartbeat.interval.ms`` 2 s), whose answer queues the revoke
 AFTER_REBALANCE_S = 3.0
+#: the longest wait of a call once the hold is over
+AFTER_RELEASE_WAIT_S = 0.5
 
 
 class Stalling(Consumer):
-    """The real client; once armed, the first call for one message that returns it holds the
-    caller after it until ``released`` (the calls are counted, so the test can tell which call
-    served the revoke)."""
+    """The real client. The first call for one message (the loop's wait after a backlog) that
+    returns it holds the caller after it until ``released``; after that no call waits more
+    than :data:`AFTER_RELEASE_WAIT_S` (the test ends sooner). The calls are counted, so the
+    test can tell which call served the revoke."""
 
-    armed = threading.Event()
+    waiting = threading.Event()
     stalled = threading.Event()
     released = threading.Event()
     calls = 0
@@ -49,13 +52,17 @@ class Stalling(Consumer):
     stall_call = 0
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> Any:
-        type(self).calls += 1
+        cls = type(self)
+        cls.calls += 1
+        if num_messages == 1:
+            cls.waiting.set()
+        if cls.released.is_set() and not 0 <= timeout <= AFTER_RELEASE_WAIT_S:
+            timeout = AFTER_RELEASE_WAIT_S
         messages = super().consume(num_messages=num_messages, timeout=timeout)
-        if messages and num_messages == 1 and self.armed.is_set():
-            self.armed.clear()
-            type(self).stall_call = type(self).calls
-            self.stalled.set()
-            self.released.wait(60)
+        if messages and num_messages == 1 and not cls.stalled.is_set():
+            cls.stall_call = cls.calls
+            cls.stalled.set()
+            cls.released.wait(60)
         return messages
 
 
@@ -84,7 +91,7 @@ class Ledger(Service):
 @pytest.fixture
 def stalling(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[Stalling]]:
     monkeypatch.setattr(runner_module, "Consumer", Stalling)
-    Stalling.armed.clear()
+    Stalling.waiting.clear()
     Stalling.stalled.clear()
     Stalling.released.clear()
     Stalling.calls = Stalling.stall_call = 0
@@ -132,7 +139,7 @@ def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
         bootstrap_servers=kafka_bootstrap,
         events_topic=topic,
         dlq_topic=f"{topic}.dlq",
-        batch_timeout_ms=5_000,  # after the backlog the loop waits this long for one message
+        batch_timeout_ms=30_000,  # after the backlog the loop waits this long for one message
         commit_interval_ms=100,
         group=group,
         state_dir=tmp_path / "state",
@@ -145,8 +152,7 @@ def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
     try:
         ledger: Ledger = runner.service  # type: ignore[assignment]
         wait_for(lambda: len(ledger.processed()) == BACKLOG, 60, what="the backlog")
-        time.sleep(0.5)  # the loop is now in its wait for the first message after the backlog
-        stalling.armed.set()
+        wait_for(stalling.waiting.is_set, 30, what="the loop's wait for one message")
         produce_forms(kafka_bootstrap, topic, [form(sequence=BACKLOG + 1)])
         assert stalling.stalled.wait(30), "the loop did not take the message after the backlog"
         member.start()  # joins while the loop is held: the next call serves the revoke
