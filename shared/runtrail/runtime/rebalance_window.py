@@ -54,8 +54,10 @@ class RebalanceWindow:
 
     def from_the_call(self, messages: list[Message]) -> list[Message]:
         """The call's own messages, without those of partitions it took away for good."""
+        if not self.revoked or not messages:
+            return messages
         gone = self.revoked - self.assigned
-        return without(messages, gone) if gone and messages else messages
+        return without(messages, gone) if gone else messages
 
     def from_before(self, messages: list[Message]) -> list[Message]:
         """Messages of earlier calls, without those of partitions this call took away."""
