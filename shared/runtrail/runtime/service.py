@@ -137,7 +137,8 @@ class Service(ABC):
         checkpoint where they start if the store keeps positions (:meth:`Checkpoint.start_at`)."""
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:  # noqa: B027
-        """Partitions are gone (after flush and commit): drop their in-memory state."""
+        """Partitions are gone (after flush and commit): drop their in-memory state. No
+        event of them comes after this until they are assigned again."""
 
     def tick(self, now_ms: int) -> None:  # noqa: B027
         """Called once per turn of the loop, with or without events, after the batch taken in
