@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -16,18 +15,13 @@ from runtrail.audit.store import TopicPartition
 from runtrail.audit.store_sqlite import SqliteLinkStore
 from runtrail.persistence.sqlite import connect
 from runtrail.persistence.urls import sqlite_url
-from tests.support import form
+from tests.support import form, runtrail_cli
 
 LINKS = 300
 
 
 def runtrail(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtrail_tools.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return runtrail_cli({}, *args, timeout=120)
 
 
 def page_size(path: Path) -> int:

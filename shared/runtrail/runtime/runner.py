@@ -620,7 +620,7 @@ class ServiceRunner:
         first: dict[Partition, int] = {}
         for msg in messages:
             if msg.error() is None:
-                first.setdefault((cast(str, msg.topic()), cast(int, msg.partition())), msg.offset())  # type: ignore[arg-type]
+                first.setdefault(partition_of(msg), msg.offset())  # type: ignore[arg-type]
         for (topic, partition), offset in first.items():
             self._consumer.seek(TopicPartition(topic, partition, offset))
         self._sequences.drop([p for _, p in first])
