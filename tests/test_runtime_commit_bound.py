@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.runtime import Delivered, Service
@@ -292,5 +292,40 @@ def test_output_flushed_before_a_dead_letter_failed_is_where_a_lost_partition_re
         procedure.skip_durable(runner._consumer, back)
         assert back[0].offset == 40
         assert runner.checkpoint.restart_points([tp]) == {}  # applied once
+    finally:
+        _close(runner)
+
+
+def _refused(runner: ServiceRunner, offset: int) -> None:
+    """A commit of this assignment the coordinator refused: the group was rebalancing."""
+    request = CommitRequest([TopicPartition("t", 0, offset)], generation=0)
+    request.error = KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION))
+    request.done.set()
+    runner.commits._committer.requests.append(request)
+
+
+def test_a_commit_refused_while_the_group_rebalances_stays_due_and_is_no_outage(
+    tmp_path: Path,
+) -> None:
+    """With incremental assignment a member keeps partitions through a rebalance, and its
+    commit meets ``ILLEGAL_GENERATION`` (librdkafka #4059): the offsets are committed again
+    after the rebalance, with no outage (which reported 503 and skipped the revoke's commit,
+    ``test_runtime_reliability``). Refused for longer than the commit bound, it is one."""
+    runner = _runner_with_a_silent_request(tmp_path, generation=0)
+    runner.commits._committer.requests.clear()
+    tp = ("t", 0)
+    try:
+        runner.checkpoint.assigned([tp])
+        runner.checkpoint.reached({tp: 74})
+        assert runner.checkpoint.due() == {tp: (74, None)}
+        _refused(runner, 74)
+        assert runner.commits.finish(None, keep_messages=True) is True
+        assert runner.checkpoint.due() == {tp: (74, None)}, "the refused offset is due again"
+        runner.commits._refused_since = time.monotonic() - runner.commits.bound()
+        _refused(runner, 74)
+        with pytest.raises(KafkaException) as raised:
+            runner.commits.finish(None, keep_messages=True)
+        problem = classify(raised.value)
+        assert problem is not None and "ILLEGAL_GENERATION" in problem.detail
     finally:
         _close(runner)

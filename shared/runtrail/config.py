@@ -126,8 +126,8 @@ class Settings(BaseSettings):
     )
     assignment_strategy: str = Field(
         default="range",
-        description="partition.assignment.strategy; eager 'range' keeps commits in the revoke "
-        "path safe (librdkafka #4059).",
+        description="partition.assignment.strategy: eager 'range', or 'cooperative-sticky' "
+        "(incremental: only the partitions that change owner are revoked).",
     )
     auto_offset_reset: str = Field(default="earliest", description="Where a new group starts.")
     dlq_max_consecutive: int = Field(

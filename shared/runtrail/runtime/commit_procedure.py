@@ -39,6 +39,15 @@ from runtrail.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger(__name__)
 
+#: What the group coordinator answers a commit sent while the group rebalances: the member's
+#: generation is changing under it. With incremental (cooperative) assignment a member keeps
+#: its other partitions through a rebalance and its loop's commits meet this (librdkafka
+#: #4059); as Java's ``RebalanceInProgressException`` says, the commit is to be made again
+#: once the rebalance is done. Not an outage: the offsets stay due and the next commit takes
+#: them, or the revoke's when the partitions go. Past the commit bound it is one (see
+#: :meth:`CommitProcedure._refused_in_rebalance`).
+REFUSED_IN_REBALANCE = frozenset({KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION})
+
 #: how long a commit waits for the dead letters to be delivered
 DLQ_FLUSH_S = 30.0
 #: the same while waiting out a failure or stopping: a short wait keeps within the bounds
@@ -65,6 +74,8 @@ class CommitProcedure:
     stopping: Callable[[], bool]
     _committer: Committer = field(init=False)
     _last_commit: float = field(default_factory=time.monotonic, init=False)
+    #: when commits began to be refused because the group rebalances (None: the last was not)
+    _refused_since: float | None = field(default=None, init=False)
     #: bumped whenever partitions are given up: a commit result from an older
     #: generation confirms nothing (its partitions may belong to someone else now)
     generation: int = field(default=0, init=False)
@@ -182,10 +193,34 @@ class CommitProcedure:
             )
             return
         if request.error is not None:
+            if self._refused_in_rebalance(request):
+                return
             raise request.error
+        self._refused_since = None
         for o in request.offsets:
             self.checkpoint.confirmed((o.topic, o.partition), o.offset, o.metadata)
         self.metrics.commits.inc()
+
+    def _refused_in_rebalance(self, request: CommitRequest) -> bool:
+        """Whether the request was refused because the group rebalances, for less than the
+        commit bound so far: its offsets stay due, for the next commit (True). A refusal for
+        longer is an outage like any other (False: the error is raised)."""
+        assert request.error is not None
+        err = request.error.args[0] if request.error.args else None
+        if not isinstance(err, KafkaError) or err.code() not in REFUSED_IN_REBALANCE:
+            return False
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        elif now - self._refused_since >= self.bound():
+            return False
+        log.info(
+            "%s: commit of %s refused while the group rebalances (%s); committed again after it",
+            self.name,
+            ", ".join(f"{o.topic}[{o.partition}]@{o.offset}" for o in request.offsets),
+            err.name(),
+        )
+        return True
 
     # --- restart points ---------------------------------------------------------------------
     def skip_durable(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

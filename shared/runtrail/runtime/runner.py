@@ -4,10 +4,9 @@ Guarantees:
 - offsets are committed only after the service's :meth:`~Service.flush` and the dead-letter
   flush returned, and never past an offset the service still holds: what to commit is the
   :class:`~runtrail.runtime.checkpoint.Checkpoint`'s answer (the runner only sends it);
-- on revoke (eager ``range`` assignment by default; see librdkafka #4059 for why not
-  cooperative-sticky) the runtime flushes and sends the revoked partitions' commit before
-  giving them up, then the service drops their state; on *lost* partitions nothing is
-  committed;
+- on revoke (eager ``range`` assignment by default, incremental ``cooperative-sticky`` if
+  set) the runtime flushes and sends the revoked partitions' commit before giving them up,
+  then the service drops their state; on *lost* partitions nothing is committed;
 - every commit is bounded (:mod:`.commits`): asynchronous, one in flight, its result awaited
   at most ``commit_timeout_s``; no result in time is retryable like any broker failure;
 - on SIGTERM/SIGINT it stops fetching, flushes, commits and exits 0 within a bounded time,
