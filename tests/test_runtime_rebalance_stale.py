@@ -1,5 +1,7 @@
 """A message fetched before a rebalance took its partition never reaches the service after
-``on_revoked`` (runtime.rebalance_window), on the real broker with the real client.
+``on_revoked`` (runtime.rebalance_window), on the real broker with the real client, with eager
+``range`` assignment (every partition revoked) and incremental ``cooperative-sticky`` (only the
+partition that moves: the member keeps reading the other one).
 
 The loop gathers a batch over more than one ``consume()`` call right after a backlog: a wait
 for the first message, then what came with it. Here the machine stalls between the two calls
@@ -22,6 +24,7 @@ from confluent_kafka import Consumer, ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from runtrail.config import Settings
+from runtrail.resume.partitioning import partition_for
 from runtrail.runtime import Delivered, Service, ServiceContext
 from runtrail.runtime import runner as runner_module
 from runtrail.runtime.delivery import Partition
@@ -67,25 +70,26 @@ class Stalling(Consumer):
 
 
 class Ledger(Service):
-    """Records assignments, revokes and each processed offset, with the consume call count."""
+    """Records assignments, revokes and each processed (partition, offset), with the consume
+    call count."""
 
     name = "ledger"
 
     def __init__(self, context: ServiceContext) -> None:
         super().__init__(context)
-        self.entries: list[tuple[str, int, int]] = []
+        self.entries: list[tuple[str, int, int, int]] = []
 
     def on_assigned(self, partitions: Sequence[Partition]) -> None:
-        self.entries += [("assigned", p, Stalling.calls) for _, p in partitions]
+        self.entries += [("assigned", p, -1, Stalling.calls) for _, p in partitions]
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
-        self.entries += [("revoked", p, Stalling.calls) for _, p in partitions]
+        self.entries += [("revoked", p, -1, Stalling.calls) for _, p in partitions]
 
     def process(self, batch: Sequence[Delivered]) -> None:
-        self.entries += [("processed", d.offset, Stalling.calls) for d in batch]
+        self.entries += [("processed", d.source[1], d.offset, Stalling.calls) for d in batch]
 
-    def processed(self) -> list[int]:
-        return [offset for what, offset, _ in self.entries if what == "processed"]
+    def processed(self) -> list[tuple[int, int]]:
+        return [(p, offset) for what, p, offset, _ in self.entries if what == "processed"]
 
 
 @pytest.fixture
@@ -107,13 +111,20 @@ def rebalancing(bootstrap: str, group: str) -> bool:
     )
 
 
-def joiner(bootstrap: str, group: str, topic: str, stop: threading.Event, got: list[int]) -> None:
+def joiner(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    strategy: str,
+    stop: threading.Event,
+    got: list[tuple[int, int]],
+) -> None:
     """A second member of the group: what it is given, it reads (and records)."""
     member = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
-            "partition.assignment.strategy": "range",
+            "partition.assignment.strategy": strategy,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
         }
@@ -123,17 +134,35 @@ def joiner(bootstrap: str, group: str, topic: str, stop: threading.Event, got: l
         while not stop.is_set():
             for msg in member.consume(num_messages=100, timeout=0.2):
                 if msg.error() is None:
-                    got.append(int(msg.offset()))  # type: ignore[arg-type]
+                    got.append((int(msg.partition()), int(msg.offset())))  # type: ignore[arg-type]
     finally:
         member.close()
 
 
+#: per strategy: the topic's partitions, and the one the joiner takes (cooperative-sticky moves
+#: the first partition of the member that holds them all, as librdkafka's assignor does)
+CASES = {"range": (1, 0), "cooperative-sticky": (2, 0)}
+
+
+def _run_on(partition: int, partitions: int) -> str:
+    """A run ID whose events go to ``partition``."""
+    return next(
+        run
+        for run in (f"run-{i}" for i in range(1000))
+        if partition_for(run, partitions) == partition
+    )
+
+
+@pytest.mark.parametrize("strategy", list(CASES))
 def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
-    kafka_bootstrap: str, tmp_path: Path, stalling: type[Stalling]
+    kafka_bootstrap: str, tmp_path: Path, stalling: type[Stalling], strategy: str
 ) -> None:
-    topic = create_topic(kafka_bootstrap, unique_topic("stale"), partitions=1)
-    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=1)
-    produce_forms(kafka_bootstrap, topic, [form(sequence=i) for i in range(1, BACKLOG + 1)])
+    partitions, moved = CASES[strategy]
+    run = _run_on(moved, partitions)
+    topic = create_topic(kafka_bootstrap, unique_topic("stale"), partitions=partitions)
+    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=partitions)
+    backlog = [form(run_id=run, sequence=i) for i in range(1, BACKLOG + 1)]
+    produce_forms(kafka_bootstrap, topic, backlog)
     group = f"g-{topic}"
     settings = Settings(
         bootstrap_servers=kafka_bootstrap,
@@ -141,25 +170,28 @@ def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
         dlq_topic=f"{topic}.dlq",
         batch_timeout_ms=30_000,  # after the backlog the loop waits this long for one message
         commit_interval_ms=100,
+        assignment_strategy=strategy,
         group=group,
         state_dir=tmp_path / "state",
     )
     runner = ServiceRunner(Ledger, settings, service_name="ledger", metrics_port=0)
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
-    stop, got = threading.Event(), list[int]()
-    member = threading.Thread(target=joiner, args=(kafka_bootstrap, group, topic, stop, got))
+    stop, got = threading.Event(), list[tuple[int, int]]()
+    member = threading.Thread(
+        target=joiner, args=(kafka_bootstrap, group, topic, strategy, stop, got)
+    )
     try:
         ledger: Ledger = runner.service  # type: ignore[assignment]
         wait_for(lambda: len(ledger.processed()) == BACKLOG, 60, what="the backlog")
         wait_for(stalling.waiting.is_set, 30, what="the loop's wait for one message")
-        produce_forms(kafka_bootstrap, topic, [form(sequence=BACKLOG + 1)])
+        produce_forms(kafka_bootstrap, topic, [form(run_id=run, sequence=BACKLOG + 1)])
         assert stalling.stalled.wait(30), "the loop did not take the message after the backlog"
         member.start()  # joins while the loop is held: the next call serves the revoke
         wait_for(lambda: rebalancing(kafka_bootstrap, group), 30, 0.2, what="a rebalance")
         time.sleep(AFTER_REBALANCE_S)
         stalling.released.set()
-        last = BACKLOG  # the offset of the message taken by the stalled call
+        last = (moved, BACKLOG)  # the message taken by the stalled call
         wait_for(
             lambda: last in ledger.processed() or last in got, 60, what="its next owner reading it"
         )
@@ -170,12 +202,15 @@ def test_a_message_fetched_before_the_revoke_is_left_to_the_next_owner(
         thread.join(30)
         if member.ident is not None:
             member.join(30)
-    revoked = [call for what, _, call in ledger.entries if what == "revoked"]
-    # the precondition: the revoke was served by the call right after the stalled one
-    assert revoked and revoked[0] == stalling.stall_call + 1, (revoked, ledger.entries[-5:])
-    owned = True
-    for what, offset, _ in ledger.entries:
+    revoked = [(p, call) for what, p, _, call in ledger.entries if what == "revoked"]
+    # the precondition: the call right after the stalled one revoked the partition of its
+    # message (eager: every partition; cooperative: that one alone, the other stays)
+    gone = range(partitions) if strategy == "range" else [moved]
+    expected = [(p, stalling.stall_call + 1) for p in gone]
+    assert revoked[: len(expected)] == expected, (revoked, ledger.entries[-5:])
+    owned: dict[int, bool] = {}
+    for what, p, offset, _ in ledger.entries:
         if what in ("assigned", "revoked"):
-            owned = what == "assigned"
+            owned[p] = what == "assigned"
         else:
-            assert owned, f"offset {offset} processed after its partition was revoked"
+            assert owned.get(p), f"{p}@{offset} processed after its partition was revoked"
