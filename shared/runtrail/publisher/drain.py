@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -104,6 +105,8 @@ class Drain:
         self._next_retry = 0.0
         self._warned_failure = False
         self._purge_wanted = False
+        #: reports that found the lock taken, for the holder or the next poll (:meth:`_on_report`)
+        self._deferred: deque[tuple[KafkaError | None, Any]] = deque()
         self._sender = Sender(
             settings, topic, self._on_report, wal.folder, producer_overrides, producer_factory
         )
@@ -157,7 +160,7 @@ class Drain:
             remaining = deadline - time.monotonic()
             if left == 0 or remaining <= 0 or interrupted():
                 return left
-            self._sender.poll(min(remaining, 0.05))
+            self._poll(min(remaining, 0.05))
 
     def wait_drained(self, timeout: float) -> bool:
         """Wait (bounded) until the spool is sent and direct mode is back."""
@@ -217,7 +220,7 @@ class Drain:
         at an agent's pace an event's acknowledgement usually comes within ``linger.ms``, so it
         is served here, its batch needs no fsync, and this thread is never woken for it (one
         thread woken per event, not two)."""
-        self._sender.poll(0)
+        self._poll(0)
         with self._lock:
             if self._inflight:
                 self._to_poll.set()
@@ -237,7 +240,7 @@ class Drain:
                     deadline = now + self._max_block_s
                 elif now >= deadline:
                     return False
-                self._sender.poll(0.005)
+                self._poll(0.005)
                 if self.draining:  # a report served meanwhile failed: this one must wait too
                     return False
 
@@ -255,30 +258,58 @@ class Drain:
         self._to_poll.set()
 
     # --- delivery reports (called from poll, in whichever thread polled) ---------------------
+    def _poll(self, timeout: float) -> None:
+        """Serve delivery reports for up to ``timeout`` seconds, then those left for later."""
+        self._sender.poll(timeout)
+        if self._deferred:
+            with self._lock:
+                self._settle_deferred()
+
     def _on_report(self, err: KafkaError | None, msg: Any) -> None:
-        with self._lock:
-            index = self._inflight.take(msg)
-            if index is None:
-                return  # abandoned after a purge that did not report it
-            if err is None:
-                self._ledger.settle(index)
-                self._note_ack(msg)
-            elif too_large(err) and not self._size_suspects.refused(index):
-                # maybe refused only beside the large one in a batch: resent alone, from the
-                # spool, before it is judged
-                self._enter_draining("the broker refused a batch as too large", purge=True)
-            elif _is_permanent(err):
-                self._size_suspects.discard(index)
-                self._ledger.settle(index)
-                self._metrics.count("rejected")
-                log.error("broker refused an event for good: %s", err.str())
+        """The client's delivery callback. A report that finds the lock held by another
+        thread is left for it (or the next poll) instead of waiting: librdkafka frees a
+        batch's messages only once all its reports returned, and an agent waiting for room
+        in a full queue holds the lock while it serves reports, so a report waiting for the
+        lock kept the queue full for as long as the agent waited (the events then went
+        through the spool, ``tests/test_publisher_full_queue.py``)."""
+        if not self._lock.acquire(blocking=False):
+            self._deferred.append((err, msg))
+            return
+        try:
+            self._settle_deferred()
+            self._report(err, msg)
+        finally:
+            self._lock.release()
+
+    def _settle_deferred(self) -> None:
+        """The reports left for later, in the order they came (caller holds the lock)."""
+        while self._deferred:
+            self._report(*self._deferred.popleft())
+
+    def _report(self, err: KafkaError | None, msg: Any) -> None:
+        """One delivery report (caller holds the lock)."""
+        index = self._inflight.take(msg)
+        if index is None:
+            return  # abandoned after a purge that did not report it
+        if err is None:
+            self._ledger.settle(index)
+            self._note_ack(msg)
+        elif too_large(err) and not self._size_suspects.refused(index):
+            # maybe refused only beside the large one in a batch: resent alone, from the
+            # spool, before it is judged
+            self._enter_draining("the broker refused a batch as too large", purge=True)
+        elif _is_permanent(err):
+            self._size_suspects.discard(index)
+            self._ledger.settle(index)
+            self._metrics.count("rejected")
+            log.error("broker refused an event for good: %s", err.str())
+        else:
+            if purged(err):
+                self._metrics.delivery_error()  # taken back: resent from the spool
             else:
-                if purged(err):
-                    self._metrics.delivery_error()  # taken back: resent from the spool
-                else:
-                    self._delivery_failed(err)
-                # nothing queued behind it may go first: purge and resend from the spool
-                self._enter_draining(f"delivery failed: {err.str()}", purge=True)
+                self._delivery_failed(err)
+            # nothing queued behind it may go first: purge and resend from the spool
+            self._enter_draining(f"delivery failed: {err.str()}", purge=True)
 
     def _note_ack(self, msg: Any) -> None:
         partition, offset = msg.partition(), msg.offset()
@@ -309,17 +340,23 @@ class Drain:
                     # nothing waits for a report: no wake-ups until a group commit leaves events
                     # in flight (reports and client errors are served within the second anyway)
                     self._to_poll.wait(1.0)
-                self._sender.poll(0.05)
+                # a drain step due now must not wait for reports first: with nothing in flight
+                # between two chunks the wait was the whole timeout, 50 ms a chunk
+                self._poll(0 if self._drain_due() else 0.05)
                 if self._purge_wanted:
                     self._purge_and_collect()
                 if self._sender.fatal:
                     self._recreate_producer()
                 self._check_stall()
-                if self.draining and time.monotonic() >= self._next_retry:
+                if self._drain_due():
                     self._drain_step()
             except Exception:
                 log.exception("publisher background thread error")
                 self._stop.wait(0.5)
+
+    def _drain_due(self) -> bool:
+        """Draining, and its next step is not held back by a retry's backoff."""
+        return self.draining and time.monotonic() >= self._next_retry
 
     def _check_stall(self) -> None:
         """No acknowledgement for ``delivery_timeout_ms`` while events are in flight: the
