@@ -188,6 +188,7 @@ class Drain:
     def leave_in_spool(self) -> None:
         """At close (caller holds the lock): what stays unreported, and the spool from the
         first unsettled event, is left for the next publisher on the same folder."""
+        self._settle_deferred()  # reports that came last settle their events first
         if self._inflight:
             log.warning("%d events unconfirmed at close stay in the spool", len(self._inflight))
             self._inflight.clear()
