@@ -41,10 +41,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.checkout import checkout_env
 from bench.harness import broker, create_topic, delete_topic
 
 MODES = ("publish", "handler")
-HERE = Path(__file__).resolve().parent.parent
 
 
 def thread_cpu_ns() -> Counter[str]:
@@ -164,10 +164,7 @@ def measure(
 ) -> dict:
     """One measurement in a fresh process (``bootstrap`` None: without runtrail), with the
     library of the checkout at ``root`` (None: this one)."""
-    env = dict(os.environ)
-    if root is not None:
-        parts = [root / "shared", root / "services", root / "schemas", HERE]
-        env["PYTHONPATH"] = os.pathsep.join(map(str, parts))
+    env = dict(os.environ) if root is None else checkout_env(root)
     topic = None
     if bootstrap is not None:
         topic = create_topic(bootstrap, 3, prefix="bench-agent")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from bench.checkout import checkout_paths
 from bench.contender import measure
 from bench.harness import Rate, broker, create_topic, delete_topic
 from bench.workload import workload
@@ -109,9 +110,7 @@ def main() -> None:
     variants = [(DEFAULTS, {})] + [variant_env(v) for v in args.variant]
     if args.baseline is not None:
         root = args.baseline.resolve()
-        paths = [root / "shared", root / "services", root / "tools", root / "schemas"]
-        here = Path(__file__).resolve().parent.parent
-        variants.append((f"{root}", {"PYTHONPATH": os.pathsep.join(map(str, [*paths, here]))}))
+        variants.append((f"{root}", {"PYTHONPATH": checkout_paths(root)}))
     work = Path(tempfile.mkdtemp(prefix="bench-catch-up-"))
     rows: list[tuple[str, int, Rate, Rate]] = []
     with broker(args.bootstrap_servers) as bootstrap:

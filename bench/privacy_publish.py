@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from bench.checkout import HERE, checkout_env
 from bench.harness import RESULTS, broker, create_topic, delete_topic
-from bench.publisher_loop import HERE, _env
 from bench.workload import workload
 
 
@@ -30,7 +30,7 @@ def _measure(mode: str, bootstrap: str, path: Path, cpu: int, scratch: Path) -> 
     topic = create_topic(bootstrap, 6, prefix="benchprivacy")
     try:
         with tempfile.TemporaryDirectory(dir=scratch) as work:
-            env = _env(HERE)
+            env = checkout_env(HERE)
             if mode == "by-reference":
                 env["RUNTRAIL_CONTENT_STORE_URL"] = Path(work, "content").as_uri()
                 env["RUNTRAIL_KEY_STORE_URL"] = Path(work, "keys").as_uri()

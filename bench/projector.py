@@ -104,15 +104,10 @@ def _child(bootstrap: str, topic: str, snapshot_every: str, store_path: str) -> 
     print(json.dumps({**figures, "runs": summary.runs}))
 
 
-def _env(root: Path) -> dict[str, str]:
-    from bench.services_baseline import _env as env
-
-    return env(root)
-
-
 def compare_replay(args: argparse.Namespace, bootstrap: str) -> None:
     """The rebuild of ``--baseline`` and of this checkout, interleaved, on one topic."""
-    from bench.services_baseline import HERE, _fill
+    from bench.checkout import HERE, checkout_env
+    from bench.services_baseline import _fill
 
     topic = args.topic or create_topic(bootstrap, args.partitions, prefix="benchreplay")
     roots = {"baseline": Path(args.baseline).resolve(), "this checkout": HERE}
@@ -129,7 +124,7 @@ def compare_replay(args: argparse.Namespace, bootstrap: str) -> None:
                 store = work / f"{len(stores)}.db"
                 cmd = [sys.executable, "-m", "bench.projector", "--child"]
                 cmd += [bootstrap, topic, str(args.snapshot_every), str(store)]
-                done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
+                done = subprocess.run(cmd, env=checkout_env(root), capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"replay ({root}) failed: {done.stderr[-3000:]}")
                 m = json.loads(done.stdout.strip().splitlines()[-1])

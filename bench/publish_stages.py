@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+from bench.checkout import HERE, checkout_env
+
 STEPS = ("envelope", "prepare", "validate", "encode")
 
 
@@ -63,8 +63,7 @@ def _child(events: int) -> None:
 
 
 def _measure(root: Path, events: int) -> dict[str, float]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root / "shared"), str(HERE)])
+    env = checkout_env(root)
     cmd = [sys.executable, "-m", "bench.publish_stages", "--child", str(events)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:

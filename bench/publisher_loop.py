@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -29,10 +28,9 @@ from typing import Any
 
 import orjson
 
+from bench.checkout import HERE, checkout_env
 from bench.harness import RESULTS, broker, create_topic, delete_topic
 from bench.workload import workload
-
-HERE = Path(__file__).resolve().parent.parent
 
 
 def _bare_child(mode: str, settings: Any, events: list[dict[str, Any]]) -> None:
@@ -137,14 +135,6 @@ def _per_thread(runs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def _env(root: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(root / "shared"), str(root / "services"), str(root / "schemas"), str(HERE)]
-    )
-    return env
-
-
 def _measure(
     root: Path, mode: str, bootstrap: str, partitions: int, path: Path, cpu: int
 ) -> dict[str, float]:
@@ -157,7 +147,7 @@ def _measure(
                 started = time.perf_counter()
                 cmd = [sys.executable, "-m", "runtrail_tools.cli.main", "publish", str(path)]
                 cmd += ["--topic", topic]
-                env = _env(root) | {
+                env = checkout_env(root) | {
                     "RUNTRAIL_BOOTSTRAP_SERVERS": bootstrap,
                     "RUNTRAIL_SPOOL_DIR": spool,
                 }
@@ -173,7 +163,7 @@ def _measure(
                 return {"seconds": elapsed, "cpu": used, "events": events}
             cmd = [sys.executable, "-m", "bench.publisher_loop", "--child", mode]
             cmd += [bootstrap, topic, str(path), spool]
-            done = subprocess.run(pin + cmd, env=_env(root), capture_output=True, text=True)
+            done = subprocess.run(pin + cmd, env=checkout_env(root), capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"child failed: {done.stderr[-2000:]}")
             result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -36,9 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.checkout import HERE, checkout_env
 from bench.harness import RESULTS, broker, create_topic, delete_topic
-
-HERE = Path(__file__).resolve().parent.parent
 
 #: service -> (module:class, options builder(work dir), metric that counts its done events)
 SERVICES: dict[str, tuple[str, Any, str]] = {
@@ -135,13 +133,6 @@ def _churn(folder: Path, count: int) -> None:
     shutil.rmtree(folder)
 
 
-def _env(root: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [str(root / "shared"), str(root / "services"), str(root / "schemas"), str(HERE)]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
 def _fill(bootstrap: str, topic: str, events: int, *, time_ordered_ids: bool = True) -> None:
     """The benchmark workload on ``topic``, encoded by this checkout's codec, with headers."""
     from confluent_kafka import Producer
@@ -226,7 +217,7 @@ def main() -> None:
                 _churn(folder.with_name(folder.name + "-churn"), args.deleted_before)
                 cmd = [sys.executable, "-m", "bench.services_baseline", "--child"]
                 cmd += [service, bootstrap, topic, str(args.events), profile, str(folder)]
-                done = subprocess.run(cmd, env=_env(root), capture_output=True, text=True)
+                done = subprocess.run(cmd, env=checkout_env(root), capture_output=True, text=True)
                 if done.returncode != 0:
                     raise SystemExit(f"{service} ({root}) failed: {done.stderr[-3000:]}")
                 m = json.loads(done.stdout.strip().splitlines()[-1])

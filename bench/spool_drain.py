@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -23,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.checkout import HERE, checkout_env
 from bench.harness import broker, create_topic, delete_topic
 
-HERE = Path(__file__).resolve().parent.parent
 MODES = ("drain", "direct")
 
 
@@ -70,8 +69,7 @@ def _child(mode: str, bootstrap: str, topic: str, events: int, spool: str) -> di
 
 def _measure(root: Path, mode: str, bootstrap: str, events: int) -> float:
     """Events/s of one measurement in a child process importing the library under ``root``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root / "shared"), str(HERE)])
+    env = checkout_env(root)
     topic = create_topic(bootstrap, 3, prefix="bench-drain")
     try:
         with tempfile.TemporaryDirectory() as spool:
