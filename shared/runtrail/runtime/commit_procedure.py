@@ -94,8 +94,11 @@ class CommitProcedure:
         self._committer.on_commit(err, partitions)
 
     def given_up(self) -> None:
-        """Partitions were revoked or lost: results of earlier requests confirm nothing."""
+        """Partitions were revoked or lost: results of earlier requests confirm nothing (and
+        a refusal during the rebalance that ends here does not count toward a later one's
+        bound)."""
         self.generation += 1
+        self._refused_since = None
 
     def bound(self) -> float:
         """How long a commit may go without a result before it is a failure."""
