@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.scale_support import outages
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -247,11 +248,6 @@ def test_instances_join_and_leave_while_events_flow(
     assert set(counts) == {e["eventId"] for e in events}
     # a commit refused while the group rebalances (every cooperative run meets one) is made
     # again after it, not taken for an outage: that reported 503 and skipped the revoke's commit
-    outages = [
-        line
-        for log in sorted(tmp_path.glob("svc-*.log"))
-        for line in log.read_text().splitlines()
-        if "pausing consumption and retrying" in line
-    ]
-    assert not outages, outages
+    found = outages(sorted(tmp_path.glob("svc-*.log")))
+    assert not found, found
     assert max(counts.values()) == 1, "a clean rebalance re-delivered events"

@@ -10,9 +10,6 @@ outage (a commit refused while the group rebalances).
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +17,9 @@ import pytest
 
 from runtrail.persistence import SESSION_SNAPSHOTS, open_store
 from runtrail_services.sessions.settings import default_store_url
+from tests.scale_support import SteadyStream, hand_over, outages
 from tests.sessions_support import session_forms
-from tests.support import ServiceProcess, create_topic, produce_forms, unique_topic, wait_for
+from tests.support import ServiceProcess, create_topic, unique_topic, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -49,17 +47,9 @@ def test_sessions_members_join_and_leave_with_cooperative_assignment_and_save_ev
         kafka_bootstrap, f"{topic}.sessions", partitions=2, **{"cleanup.policy": "compact"}
     )
     state = tmp_path / "state"
-    produced: Counter[str] = Counter()
-    scaled_in = threading.Event()
 
-    def produce_until_scaled_in() -> None:
-        k = 0
-        while not scaled_in.is_set() or k < 20:
-            batch = _round(k)
-            produce_forms(kafka_bootstrap, topic, batch)
-            produced.update(f["sessionId"] for f in batch)
-            k += 1
-            time.sleep(0.3)
+    def log_of(i: int) -> Path:
+        return tmp_path / f"sessions-{i}.log"
 
     def member(i: int) -> ServiceProcess:
         return ServiceProcess(
@@ -74,48 +64,30 @@ def test_sessions_members_join_and_leave_with_cooperative_assignment_and_save_ev
                 "RUNTRAIL_STATE_DIR": str(state),
                 "RUNTRAIL_SESSIONS_TOPIC": pointers,
             },
-            log_path=tmp_path / f"sessions-{i}.log",
+            log_path=log_of(i),
         )
-
-    def log(i: int) -> str:
-        path = tmp_path / f"sessions-{i}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
 
     store = open_store(SESSION_SNAPSHOTS, default_store_url(state))
 
-    def revisions() -> dict[str, int]:
+    def revisions(sessions: list[str]) -> dict[str, int]:
         found = {}
-        for session in list(produced):
+        for session in sessions:
             snapshot = store.load("t1", session)
             found[session] = snapshot.revision if snapshot is not None else 0
         return found
 
-    producer = threading.Thread(target=produce_until_scaled_in)
-    producer.start()
     members: list[ServiceProcess] = []
     try:
-        for i in range(3):
-            members.append(member(i))
-            wait_for(lambda i=i: "assigned" in log(i), 60, what=f"member {i} assigned")
-            time.sleep(2)
-            if i:
-                assert members[i - 1].terminate() == 0
-        scaled_in.set()
-        producer.join(120)
-        assert not producer.is_alive()
-        wait_for(lambda: revisions() == dict(produced), 120, what="every event saved")
-        assert members[2].terminate() == 0
-        assert revisions() == dict(produced)
+        with SteadyStream(kafka_bootstrap, topic, _round, "sessionId") as stream:
+            members = hand_over(member, log_of)
+            stream.stop()
+        produced = dict(stream.produced)
+        wait_for(lambda: revisions(list(produced)) == produced, 120, what="every event saved")
+        assert members[-1].terminate() == 0
+        assert revisions(list(produced)) == produced
     finally:
-        scaled_in.set()
-        producer.join(5)
         for m in members:
             m.close()
         store.close()
-    outages = [
-        line
-        for i in range(3)
-        for line in log(i).splitlines()
-        if "pausing consumption and retrying" in line
-    ]
-    assert not outages, outages
+    found = outages(map(log_of, range(len(members))))
+    assert not found, found
