@@ -227,13 +227,6 @@ def test_broker_sigkill_45s_service_keeps_pid_and_catches_up(
     _outage(restartable_broker, tmp_path, 45)
 
 
-@pytest.mark.slow
-def test_broker_sigkill_120s_service_keeps_pid_and_catches_up(
-    restartable_broker: LocalBroker, tmp_path: Path
-) -> None:
-    _outage(restartable_broker, tmp_path, 120)
-
-
 def test_dead_letters_wait_for_the_broker_and_are_sent_again(
     restartable_broker: LocalBroker,
 ) -> None:
