@@ -129,7 +129,13 @@ class Settings(BaseSettings):
         description="partition.assignment.strategy: eager 'range', or 'cooperative-sticky' "
         "(incremental: only the partitions that change owner are revoked).",
     )
-    auto_offset_reset: str = Field(default="earliest", description="Where a new group starts.")
+    auto_offset_reset: str = Field(
+        default="earliest",
+        description="Where a new group starts a partition it has no committed offset for "
+        "(earliest or latest). The projector and the audit start where their store says, or "
+        "at the beginning: a projection or a chain is never started midway; the resume cache "
+        "uses it for partitions its store holds no position of.",
+    )
     dlq_max_consecutive: int = Field(
         default=100,
         ge=0,

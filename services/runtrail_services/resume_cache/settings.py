@@ -37,7 +37,11 @@ class ResumeCacheSettings(TenantTokenSettings, service="resume-cache"):
     publish_topic: bool = Field(
         default=True, description="Also write entries to the compacted cache topic."
     )
-    readers: int = Field(default=8, ge=1, description="Store connections for lookups.")
+    readers: int = Field(
+        default=8,
+        ge=1,
+        description="Store connections for lookups (PostgreSQL; the SQLite store reads through one).",
+    )
 
     def resolved_store_url(self, state_dir: Path) -> str:
         return self.store_url or sqlite_url(state_dir / "resume-cache.db")
