@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import AdminClient
+
 from tests.support import ServiceProcess, produce_forms, wait_for
 
 #: what the runner logs when it enters an outage (pauses, answers 503, commits nothing)
@@ -77,11 +80,15 @@ class SteadyStream:
 
 
 def hand_over(
-    start: Callable[[int], ServiceProcess], log_of: Callable[[int], Path], count: int = 3
+    start: Callable[[int], ServiceProcess],
+    log_of: Callable[[int], Path],
+    count: int = 3,
+    leaving: Callable[[int, ServiceProcess], None] | None = None,
 ) -> list[ServiceProcess]:
     """``count`` members one after another: each joins (its log shows an assignment), works two
-    seconds beside the one before, which then leaves (SIGTERM, exit 0). The last keeps running;
-    the caller closes them all."""
+    seconds beside the one before, which then leaves (SIGTERM, exit 0). ``leaving(i, member)``
+    is called just before member ``i`` is asked to leave (to read its /metrics while it runs).
+    The last keeps running; the caller closes them all."""
     members: list[ServiceProcess] = []
     try:
         for i in range(count):
@@ -89,9 +96,26 @@ def hand_over(
             wait_for(lambda i=i: "assigned" in log_text(log_of(i)), 60, what=f"member {i} assigned")
             time.sleep(2)
             if i:
+                if leaving is not None:
+                    leaving(i - 1, members[i - 1])
                 assert members[i - 1].terminate() == 0
     except BaseException:
         for member in members:
             member.close()
         raise
     return members
+
+
+def assignor(bootstrap: str, group: str, timeout: float = 30.0) -> str:
+    """The assignment strategy the group's members agreed on (the broker's word), read once
+    the group is stable (while it rebalances the broker may not name one yet)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found: list[str] = []
+
+    def stable() -> bool:
+        described = admin.describe_consumer_groups([group])[group].result(10)
+        found[:] = [str(described.partition_assignor)]
+        return bool(described.state == ConsumerGroupState.STABLE)
+
+    wait_for(stable, timeout, 0.2, what=f"group {group} stable")
+    return found[0]

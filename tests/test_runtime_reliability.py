@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
-from tests.scale_support import outages
+from tests.scale_support import assignor, outages
 from tests.support import (
     ServiceProcess,
     committed_offsets,
@@ -54,12 +53,6 @@ def _all_committed(bootstrap: str, group: str, topic: str) -> bool:
     return committed_offsets(bootstrap, group, topic, PARTITIONS) == end_offsets(
         bootstrap, topic, PARTITIONS
     )
-
-
-def _assignor(bootstrap: str, group: str) -> str:
-    """The assignment strategy the group's members agreed on (the broker's word)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    return str(admin.describe_consumer_groups([group])[group].result(10).partition_assignor)
 
 
 def _paced(
@@ -224,7 +217,7 @@ def test_instances_join_and_leave_while_events_flow(
         wait_for(lambda: total() > 0, 60, what="first member working")
         b = member(1)
         wait_for(lambda: len(read_lines(outs[1])) > 0, 60, what="second member working")
-        assert _assignor(kafka_bootstrap, group) == strategy
+        assert assignor(kafka_bootstrap, group) == strategy
         c = member(2)
         wait_for(lambda: len(read_lines(outs[2])) > 0, 60, what="third member working")
         assert a.terminate() == 0

@@ -113,9 +113,10 @@ class ProjectorService(Service):
                     start[tp] = OFFSET_BEGINNING
         for tp, offset in start.items():
             self.context.checkpoint.start_at(tp, offset)
-        log.info(
-            "projector starts at %s", ", ".join(_fmt(tp, o) for tp, o in sorted(start.items()))
-        )
+        if start:  # an incremental rebalance may add nothing to this member
+            log.info(
+                "projector starts at %s", ", ".join(_fmt(tp, o) for tp, o in sorted(start.items()))
+            )
 
     def on_revoked(self, partitions: Sequence[Partition]) -> None:
         """After a clean revoke the runtime flushed first; after a lost partition it did not,
