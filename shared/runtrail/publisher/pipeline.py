@@ -113,9 +113,9 @@ def prepare(
 ) -> JsonDict:
     """The checked, redacted JSON form with envelope defaults filled in.
 
-    The form's JSON text is made once and serves both the limits check and the default
-    redactor's prefilter. The defaults are filled before it is made (a shallow copy and a few
-    lookups, safe on any value), so the text the prefilter scans is the form it clears."""
+    The defaults are filled before the limits are checked and the form's JSON text is made
+    for the default redactor's prefilter (a shallow copy and a few lookups, safe on any
+    value), so the text the prefilter scans is the form it clears."""
     if isinstance(event, Event):
         form = event.json_form()
     elif isinstance(event, Mapping):
@@ -127,16 +127,18 @@ def prepare(
     if current is not None and form.get("schemaVersion") is None:
         form["schemaVersion"] = current  # writers that do not know ours
     form = fill_defaults(form, tenant)
-    text = json_text(form)
     # first: a value nested 5,000 deep must be measured here, not recursed into below
-    limits.check_form(form, text)
+    limits.check_form(form)
     if isinstance(event_type, str) and current is None:
         raise UnknownEventType(f"unknown event type {event_type!r}; known types: {known_types()}")
     if form.get("runId") is None:
         raise InvalidEvent("runId: Field required")
     try:
-        # the default redactor's prefilter scans the text made above, not a second one
-        redacted = redact_scanned(form, text) if redactor is default_redactor else redactor(form)
+        redacted = (
+            redact_scanned(form, json_text(form))
+            if redactor is default_redactor
+            else redactor(form)
+        )
     except SecretInIdentifier as exc:  # its message names the field, never the value
         raise Rejected("secret-in-identifier", str(exc)) from exc
     except Exception as exc:

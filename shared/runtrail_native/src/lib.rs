@@ -744,9 +744,24 @@ fn scalar_ok(v: &Bound<'_, PyAny>) -> Option<bool> {
 /// RFC 8785 form. None when unsure (a key with lone surrogates): the Python check decides.
 #[pyfunction]
 fn jcs_fast_ok(value: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-    let mut stack = vec![value.clone()];
-    while let Some(item) = stack.pop() {
+    fast_ok(value, usize::MAX)
+}
+
+/// `jcs_fast_ok`, and no object or array nested `max_depth` or more levels down (the value
+/// itself is level 0): `EventLimits.check_form`'s proof that its walk cannot raise, in the one
+/// pass that checks the types and floats.
+#[pyfunction]
+fn jcs_fast_ok_within(value: &Bound<'_, PyAny>, max_depth: usize) -> PyResult<Option<bool>> {
+    fast_ok(value, max_depth)
+}
+
+fn fast_ok(value: &Bound<'_, PyAny>, max_depth: usize) -> PyResult<Option<bool>> {
+    let mut stack = vec![(value.clone(), 0usize)];
+    while let Some((item, depth)) = stack.pop() {
         if item.is_exact_instance_of::<PyDict>() {
+            if depth >= max_depth {
+                return Ok(Some(false));
+            }
             for (key, child) in item.downcast::<PyDict>()?.iter() {
                 if !key.is_exact_instance_of::<PyString>() {
                     return Ok(Some(false));
@@ -759,15 +774,18 @@ fn jcs_fast_ok(value: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
                 match scalar_ok(&child) {
                     Some(true) => {}
                     Some(false) => return Ok(Some(false)),
-                    None => stack.push(child),
+                    None => stack.push((child, depth + 1)),
                 }
             }
         } else if item.is_exact_instance_of::<PyList>() {
+            if depth >= max_depth {
+                return Ok(Some(false));
+            }
             for child in item.downcast::<PyList>()?.iter() {
                 match scalar_ok(&child) {
                     Some(true) => {}
                     Some(false) => return Ok(Some(false)),
-                    None => stack.push(child),
+                    None => stack.push((child, depth + 1)),
                 }
             }
         } else if item.is_exact_instance_of::<PyFloat>() {
@@ -864,6 +882,7 @@ fn runtrail_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EventDecoder>()?;
     m.add_class::<SequenceState>()?;
     m.add_function(wrap_pyfunction!(jcs_fast_ok, m)?)?;
+    m.add_function(wrap_pyfunction!(jcs_fast_ok_within, m)?)?;
     m.add_function(wrap_pyfunction!(json_copy, m)?)?;
     m.add_function(wrap_pyfunction!(wal_frames::wal_frames, m)?)?;
     Ok(())

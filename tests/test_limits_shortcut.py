@@ -1,7 +1,7 @@
-"""The publisher's limits check skips the walk when the event's JSON text (made anyway for
-the redaction prefilter) and the compiled plain-JSON check show no limit can be crossed; that
-never changes a verdict: for any value, ``check_form`` with its text accepts and refuses
-exactly as the walk, with the same message."""
+"""The publisher's limits check skips the walk when one compiled pass (plain JSON types, finite
+floats, nested less deep than the limit) shows no limit can be crossed; that never changes a
+verdict: for any value, ``check_form`` accepts and refuses exactly as the walk, with the same
+message."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from runtrail.events import EventError
 from runtrail.events import limits as limits_module
 from runtrail.events.limits import EventLimits
-from runtrail.publisher.redaction import json_text
 from tests.examples import examples
 
 LIMITS = EventLimits(max_json_depth=5)
@@ -48,19 +47,16 @@ def _verdict(check: Any) -> str:
 
 @settings(max_examples=examples(400), deadline=None)
 @given(value=json_values)
-def test_the_text_shortcut_decides_as_the_walk(value: Any) -> None:
+def test_the_shortcut_decides_as_the_walk(value: Any) -> None:
     form = {"type": "TOOL_RESULT", "data": {"output": value}}
-    assert _verdict(lambda: LIMITS.check_form(form, json_text(form))) == _verdict(
-        lambda: LIMITS.check_value(form)
-    )
+    assert _verdict(lambda: LIMITS.check_form(form)) == _verdict(lambda: LIMITS.check_value(form))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_a_non_finite_float_is_refused_though_its_text_reads_null(bad: float) -> None:
+def test_a_non_finite_float_is_refused(bad: float) -> None:
     form = {"data": {"scores": [0.5, {"x": bad}]}}
-    assert json_text(form) == b'{"data":{"scores":[0.5,{"x":null}]}}'
     with pytest.raises(EventError, match=r"data\.scores\[1\]\.x is"):
-        LIMITS.check_form(form, json_text(form))
+        LIMITS.check_form(form)
 
 
 def test_as_deep_as_the_limit_passes_one_deeper_is_refused_and_5000_deep_is_measured() -> None:
@@ -70,18 +66,24 @@ def test_as_deep_as_the_limit_passes_one_deeper_is_refused_and_5000_deep_is_meas
             value = [value]
         return {"data": value}
 
-    LIMITS.check_form(nested(4), json_text(nested(4)))
+    LIMITS.check_form(nested(4))  # the event, then four lists: levels 0 to 4
     for depth in (5, 5000):
         with pytest.raises(EventError, match="nested deeper than 5 levels"):
-            LIMITS.check_form(nested(depth), json_text(nested(depth)))
+            LIMITS.check_form(nested(depth))
 
 
-def test_a_plain_event_skips_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert limits_module._plain_finite is not None, "the suite runs with runtrail_native"
+def test_a_plain_event_skips_the_walk_and_one_nested_past_the_limit_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert limits_module._plain_within is not None, "the suite runs with runtrail_native"
     walked: list[Any] = []
     monkeypatch.setattr(EventLimits, "check_value", lambda self, value: walked.append(value))
-    plain = {"data": {"a": [1, "x", {"b": 0.25}], "c": None}}
-    LIMITS.check_form(plain, json_text(plain))
+    plain = {"data": {"a": [1, "x", {"b": [0.25]}], "c": None}}  # levels 0 to 4
+    LIMITS.check_form(plain)
     assert walked == []
-    LIMITS.check_form(plain, None)
-    assert walked == [plain]
+    deep = {"data": {"a": [[{"b": []}]]}}  # the last list at level 5: the walk decides
+    LIMITS.check_form(deep)
+    assert walked == [deep]
+    monkeypatch.setattr(limits_module, "_plain_within", None)  # without runtrail_native
+    LIMITS.check_form(plain)
+    assert walked == [deep, plain]
