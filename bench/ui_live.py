@@ -36,7 +36,7 @@ from runtrail.audit.link import genesis_head, seal
 from runtrail.events.codec import EventCodec, validate_json_form
 from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail.projection.replay import replay
+from runtrail.projection.replaying import replay
 from runtrail.projection.store import ProjectionBatch
 from runtrail.resume.partitioning import partition_for
 

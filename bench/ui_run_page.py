@@ -37,7 +37,7 @@ from runtrail.capture.pairer import NodePairer
 from runtrail.events.codec import validate_json_form
 from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail.projection.replay import replay
+from runtrail.projection.replaying import replay
 from runtrail.projection.store import ProjectionBatch
 
 TENANT = "bench"

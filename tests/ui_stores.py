@@ -21,7 +21,7 @@ from runtrail.audit.link import genesis_head, seal
 from runtrail.events import Event
 from runtrail.persistence import AUDIT_LINKS, PROJECTIONS, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail.projection.replay import replay
+from runtrail.projection.replaying import replay
 from runtrail.projection.store import ProjectionBatch
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer

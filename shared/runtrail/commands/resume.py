@@ -35,7 +35,7 @@ from runtrail.commands.store import EventStore
 from runtrail.events import Actor, EventError
 from runtrail.projection.errors import ProjectionError, SnapshotMismatch
 from runtrail.projection.model import RunProjection
-from runtrail.projection.replay import replay
+from runtrail.projection.replaying import replay
 
 #: Commands still offered while an invocation's outcome is unknown.
 WHILE_UNRESOLVED = frozenset(

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         ToolOutcome,
     )
     from runtrail.projection.projector import PROJECTOR_VERSION, RULES, apply_event, rule_for
-    from runtrail.projection.replay import RunsReplay, replay, replay_runs
+    from runtrail.projection.replaying import RunsReplay, replay, replay_runs
     from runtrail.projection.snapshot import ProjectionSnapshot, from_snapshot, take_snapshot
     from runtrail.projection.store import (
         EventCoordinates,
@@ -82,7 +82,7 @@ __getattr__ = lazy_exports(
             "ToolOutcome",
         ),
         ".projector": ("PROJECTOR_VERSION", "RULES", "apply_event", "rule_for"),
-        ".replay": ("RunsReplay", "replay", "replay_runs"),
+        ".replaying": ("RunsReplay", "replay", "replay_runs"),
         ".snapshot": ("ProjectionSnapshot", "from_snapshot", "take_snapshot"),
         ".store": (
             "EventCoordinates",
