@@ -147,7 +147,10 @@ def _cancel(args: argparse.Namespace) -> int:
 @_guarded
 def _send(args: argparse.Namespace) -> int:
     client = _client(args)
-    data = json.loads(args.data)
+    try:
+        data = json.loads(args.data)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--data is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("--data must be a JSON object")
     version = (

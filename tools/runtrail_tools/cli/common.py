@@ -34,6 +34,18 @@ def add_common_flags(parser: argparse.ArgumentParser, *, tenant: bool = True) ->
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for a count such as ``--limit``: a whole number, at least 1 (0 or a
+    negative number would otherwise mean nothing, everything, or a database error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the environment, overridden by whatever flags were given."""
     overrides: dict[str, Any] = {

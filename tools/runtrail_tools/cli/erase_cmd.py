@@ -96,6 +96,11 @@ def run_erase(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if not args.tenant:
         return _fail(EXIT_USAGE, "--tenant is required")
+    if args.run and args.record_run:
+        return _fail(
+            EXIT_USAGE,
+            "--record-run goes with --subject: a run's erasure is recorded in its own history",
+        )
     vault = vault_from_settings(settings)
     if vault is None:
         return _fail(EXIT_USAGE, "no content store configured (RUNTRAIL_CONTENT_STORE_URL)")

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.cli.common import add_common_flags, positive_int, settings_from_args
 from runtrail_tools.cli.replay_projection_cmd import parse_timestamp
 from runtrail_tools.cli.store_open import open_store_or_explain
 
@@ -47,7 +47,9 @@ def register(subparsers: Any) -> None:
     drops.add_argument(
         "--since", type=since_ms, metavar="WHEN", help="last seen at or after WHEN (time or age)"
     )
-    drops.add_argument("--limit", type=int, default=1000, help="at most N rows (default 1000)")
+    drops.add_argument(
+        "--limit", type=positive_int, default=1000, help="at most N rows (default 1000)"
+    )
     drops.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     drops.add_argument(
         "--store-url", help="sqlite:///path.db or postgresql://… (default: the ingest's)"

@@ -23,7 +23,7 @@ from runtrail.persistence.kinds import PROJECTIONS
 from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.projection.display import row_json
-from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.cli.common import add_common_flags, positive_int, settings_from_args
 from runtrail_tools.cli.replay_projection_cmd import add_replay_parser
 from runtrail_tools.cli.store_open import open_store_or_explain
 
@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
     _tenant_flag(listing.add_argument_group("runs", "which runs"))
     listing.add_argument("--status", choices=STATUSES, help="only runs in this status")
     listing.add_argument("--halted", action="store_true", help="only halted runs")
-    listing.add_argument("--limit", type=int, help="at most this many runs")
+    listing.add_argument("--limit", type=positive_int, help="at most this many runs")
     listing.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     _store_flag(listing)
     listing.set_defaults(func=run_list)

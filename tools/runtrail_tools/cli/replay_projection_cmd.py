@@ -18,7 +18,12 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from runtrail_tools.cli.common import add_common_flags, replay_group, settings_from_args
+from runtrail_tools.cli.common import (
+    add_common_flags,
+    positive_int,
+    replay_group,
+    settings_from_args,
+)
 
 if TYPE_CHECKING:
     from runtrail_services.projector.rebuild import Comparison
@@ -71,7 +76,7 @@ def add_replay_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--workers",
-        type=_workers,
+        type=positive_int,
         metavar="N",
         help="processes folding disjoint partitions in parallel (default: one per CPU, at most "
         "one per partition holding events; 1: fold in this process)",
@@ -80,16 +85,6 @@ def add_replay_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     add_common_flags(parser)
     parser.set_defaults(func=run_replay)
     return parser
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a number of workers (1 or more): {text!r}")
-    return value
 
 
 def parse_timestamp(text: str) -> int:
