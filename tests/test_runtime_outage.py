@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -75,8 +76,11 @@ def _forms(count: int, tag: str, runs: int = 30) -> list[dict[str, object]]:
     return out
 
 
-def _produce_patiently(bootstrap: str, topic: str, forms: list[dict[str, object]]) -> None:
-    """Publish while the broker may be down: librdkafka holds the messages until it is back."""
+def _produce_patiently(
+    bootstrap: str, topic: str, forms: list[dict[str, Any]], poison: bool = True
+) -> None:
+    """Publish while the broker may be down: librdkafka holds the messages until it is back
+    (with ``poison``, a garbage value after every 500th form from the 250th)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -87,7 +91,7 @@ def _produce_patiently(bootstrap: str, topic: str, forms: list[dict[str, object]
     )
     for i, f in enumerate(forms):
         producer.produce(topic, value=encode(f), key=str(f["runId"]))
-        if i % 500 == 250:  # poison too: its dead letter is produced into the outage
+        if poison and i % 500 == 250:  # its dead letter is produced into the outage
             producer.produce(topic, value=b"garbage " + str(i).encode(), key=str(f["runId"]))
         producer.poll(0)
         time.sleep(0.002)
