@@ -6,8 +6,6 @@ test_settings_prune_log.py.)"""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from runtrail.persistence import (
@@ -25,20 +23,12 @@ from tests.commands_support import command
 from tests.projection_support import full_run
 from tests.sessions_support import built_snapshot
 from tests.ui_stores import seed, serving
+from tests.ui_support import get_page
 
 TENANT = "acme"
 TOKENS = {TENANT: "acme-token-0123456789"}
 RUN = "run-elsewhere"
 KEY = "ab" * 32
-
-
-def _get(url: str) -> str:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKENS[TENANT]}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return str(answer.read().decode())
-    except urllib.error.HTTPError as exc:
-        raise AssertionError(f"{url}: {exc.code} {exc.read()[:300]!r}") from None
 
 
 def _files(folder: Path) -> list[str]:
@@ -109,10 +99,10 @@ def test_the_explorer_reads_every_store_from_the_url_the_environment_names(
         "RUNTRAIL_OTLP_DROPS_STORE_URL": sqlite_url(shared / "drops.db"),
     }
     with serving(state, TOKENS, tmp_path / "ui.log", **env) as url:
-        listing = _get(f"{url}/runs")
-        page = _get(f"{url}/runs/{RUN}")
-        chain = _get(f"{url}/runs/{RUN}/export.jsonl").splitlines()
-        node = json.loads(_get(f"{url}/runs/{RUN}/nodes/{record.record_id}"))
+        listing = get_page(f"{url}/runs", TOKENS[TENANT])
+        page = get_page(f"{url}/runs/{RUN}", TOKENS[TENANT])
+        chain = get_page(f"{url}/runs/{RUN}/export.jsonl", TOKENS[TENANT]).splitlines()
+        node = json.loads(get_page(f"{url}/runs/{RUN}/nodes/{record.record_id}", TOKENS[TENANT]))
     assert RUN in listing  # projection store
     assert len(chain) == len(run.events)  # audit store
     assert [json.loads(line)["event"]["eventId"] for line in chain] == [

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,19 +21,11 @@ from runtrail_services.capture.service import CaptureService
 from runtrail_tools.cli.main import main
 from tests.projection_support import Run
 from tests.ui_stores import seed, serving
+from tests.ui_support import get_page
 
 TENANT = "acme"
 TOKENS = {TENANT: "acme-token-0123456789"}
 RUN = "run-old"
-
-
-def _get(url: str) -> str:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKENS[TENANT]}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return str(answer.read().decode())
-    except urllib.error.HTTPError as exc:
-        raise AssertionError(f"{url}: {exc.code} {exc.read()[:300]!r}") from None
 
 
 def _old_run() -> Run:
@@ -102,7 +92,7 @@ def test_prunes_are_logged_where_the_environment_says_and_the_explorer_shows_the
 
     seed(state, [_old_run()])
     with serving(state, TOKENS, tmp_path / "ui.log", RUNTRAIL_PRUNE_LOG_URL=log_url) as url:
-        page = _get(f"{url}/runs/{RUN}")
+        page = get_page(f"{url}/runs/{RUN}", TOKENS[TENANT])
     counts = re.findall(r'<td class="count">([^<]*)</td>', page)
     panel = page[page.find('id="pruned"') :][:400]
     assert sorted(counts) == ["1 capture records files", "2 capture records files"], panel

@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -177,3 +179,14 @@ class OtherModel:
 
 def other_model() -> OtherModel:
     return OtherModel()
+
+
+def get_page(url: str, token: str) -> str:
+    """The text of an explorer page or API answer, asked with ``token`` as a bearer; an error
+    status fails the test, naming the URL and the start of the answer."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return str(answer.read().decode())
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(f"{url}: {exc.code} {exc.read()[:300]!r}") from None
