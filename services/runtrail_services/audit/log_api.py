@@ -26,6 +26,7 @@ from runtrail.audit.store import LinkStore
 from runtrail.audit.tile_store import TileStore
 from runtrail.audit.tlog import TILE_WIDTH, LogTree
 from runtrail.http_server import BackgroundServer, QuietHandler
+from runtrail.whole_numbers import MAX_INT64, whole_number
 
 #: (status, content type, body, cache control)
 Response = tuple[int, str, bytes, str]
@@ -57,14 +58,14 @@ class LogApi(BackgroundServer):
             if path == "/v1/log/inclusion":
                 return self._prove(
                     lambda tree: prove_link(
-                        self.store, tree, query["tenant"], query["run"], int(query["index"]),
-                        _size(query.get("size")),
+                        self.store, tree, query["tenant"], query["run"],
+                        _required(query, "index"), _number(query, "size"),
                     )
                 )  # fmt: skip
             if path == "/v1/log/consistency":
                 return self._prove(
                     lambda tree: prove_consistency(
-                        self.store, tree, int(query["old"]), _size(query.get("new"))
+                        self.store, tree, _required(query, "old"), _number(query, "new")
                     )
                 )
         except (KeyError, ValueError) as exc:
@@ -110,5 +111,19 @@ class LogApi(BackgroundServer):
         return Handler
 
 
-def _size(text: str | None) -> int | None:
-    return None if text is None else int(text)
+def _required(query: dict[str, str], name: str) -> int:
+    number = _number(query, name)
+    if number is None:
+        raise ValueError(f"{name} is required")
+    return number
+
+
+def _number(query: dict[str, str], name: str) -> int | None:
+    """``name`` as a whole number a store can hold (None: absent); ValueError naming it."""
+    text = query.get(name)
+    if text is None:
+        return None
+    number = whole_number(text)
+    if number is None:
+        raise ValueError(f"{name} must be a whole number from 0 to {MAX_INT64}, not {text!r}")
+    return number

@@ -29,6 +29,7 @@ from runtrail.commands.catalog import allowed_commands
 from runtrail.commands.resume import ResumeRefused, resume_run
 from runtrail.events import loads_strict
 from runtrail.http_server import TokenAuth
+from runtrail.whole_numbers import whole_number
 
 #: Refusal codes answered 409 (the caller reloads and decides); every other refusal is 422.
 CONFLICT_CODES = frozenset({"stale", "idempotency-conflict"})
@@ -71,11 +72,11 @@ def build_app(
         tenant = tenant_of(request)
         if tenant is None:
             return _error(401, "unauthorized", "a valid bearer token is required")
-        after = request.query_params.get("after", "0")
-        if not after.isdigit():
+        after = whole_number(request.query_params.get("after", "0"))
+        if after is None:
             return _error(400, "bad-request", "after must be a sequence number")
         forms = await run_in_threadpool(
-            store.stored_events, tenant, request.path_params["run"], int(after)
+            store.stored_events, tenant, request.path_params["run"], after
         )
         return JSONResponse({"events": forms})
 

@@ -27,6 +27,7 @@ from runtrail.adapters.otel_publish import PublishOutcome, Submitter, publish_ma
 from runtrail.adapters.otel_spans import SpanView
 from runtrail.drops.tally import DropTally
 from runtrail.http_server import BackgroundServer, KeepAliveHandler, TokenAuth, send_body
+from runtrail.whole_numbers import whole_number
 from runtrail_services.otlp_ingest.decoding import (
     JSON,
     PROTOBUF,
@@ -157,17 +158,16 @@ def _handler(
                 self._error(500, "error", "internal error", close=True)
 
         def _drain_or_close(self) -> None:
-            length = self.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) <= max_body:
-                self.rfile.read(int(length))
+            length = whole_number(self.headers.get("Content-Length"))
+            if length is not None and length <= max_body:
+                self.rfile.read(length)
             else:
                 self.close_connection = True
 
         def _export(self, *, logs: bool) -> None:
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
+            size = whole_number(self.headers.get("Content-Length"))
+            if size is None:
                 return self._error(411, "bad_request", "Content-Length is required", close=True)
-            size = int(length)
             if size > max_body:
                 return self._error(
                     413, "too_large", f"body of {size} bytes is over {max_body}", close=True

@@ -118,9 +118,12 @@ def _handler(
         def _barrier(self, query: dict[str, list[str]]) -> tuple[dict[int, int], float]:
             try:
                 offsets = parse_offsets(_one(query, "offsets"))
+            except ValueError as exc:
+                raise _BadRequest(f"offsets is PARTITION:OFFSET[,...]: {exc}") from exc
+            try:
                 wait = int(_one(query, "wait_ms") or max_wait_ms)
             except ValueError as exc:
-                raise _BadRequest(str(exc)) from exc
+                raise _BadRequest("wait_ms is a whole number of milliseconds") from exc
             return offsets, max(0, min(wait, max_wait_ms)) / 1000
 
     return Handler

@@ -34,6 +34,8 @@ from runtrail.sessions import AgentSessionStore, SessionStoreError, UntrustedSna
 log = logging.getLogger(__name__)
 
 PREFIX = "/v1/sessions"
+#: The values of ``?resolve=`` and what they mean (empty: absent).
+RESOLVE_VALUES = {"true": True, "1": True, "false": False, "0": False, "": False}
 Response = tuple[int, bytes]
 
 
@@ -79,8 +81,10 @@ class SessionsApi(BackgroundServer):
         if route.startswith(PREFIX + "/"):
             session_id = unquote(route[len(PREFIX) + 1 :])
             if session_id and "/" not in route[len(PREFIX) + 1 :]:
-                resolve = parse_qs(query).get("resolve", [""])[-1].lower() in ("true", "1")
-                return self._get(tenant, session_id, resolve=resolve)
+                flag = parse_qs(query, keep_blank_values=True).get("resolve", [""])[-1].lower()
+                if flag not in RESOLVE_VALUES:  # never read an unknown value as "false"
+                    return _json(400, {"error": "resolve is true, 1, false or 0"})
+                return self._get(tenant, session_id, resolve=RESOLVE_VALUES[flag])
         return _json(404, {"error": "not found"})
 
     def _list(self, tenant: str) -> Response:

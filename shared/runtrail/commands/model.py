@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from runtrail.events.envelope import Actor, CamelModel, NonBlank
+from runtrail.whole_numbers import MAX_INT64
 
 #: Why a command was refused (stable, machine-readable); ``accepted`` when it was not.
 OutcomeCode = Literal[
@@ -35,7 +36,7 @@ class Command(CamelModel):
     name: NonBlank
     tenant_id: NonBlank
     run_id: NonBlank
-    expected_version: int = Field(ge=0)
+    expected_version: int = Field(ge=0, le=MAX_INT64)  # a store's 64-bit version column
     idempotency_key: NonBlank
     actor: Actor
     data: dict[str, Any] = Field(default_factory=dict)

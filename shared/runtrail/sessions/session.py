@@ -31,6 +31,7 @@ from runtrail.sessions.errors import UntrustedSnapshot
 from runtrail.sessions.event_log import JsonForm
 from runtrail.sessions.log_digest import LogDigest
 from runtrail.sessions.snapshot import CODE_VERSION, AgentSessionSnapshot, MemorySource, seal
+from runtrail.whole_numbers import whole_number
 
 SNAPSHOT_EVENT = "session.snapshot"
 STEP_END = "STEP_END"
@@ -264,6 +265,7 @@ class AgentSession:
 def _coordinates(form: JsonForm) -> tuple[str, int]:
     """(run ID, sequence) of a JSON-form event of a snapshot's log."""
     run_id, sequence = form.get("runId"), form.get("sequence")
-    if not isinstance(run_id, str) or not isinstance(sequence, str) or not sequence.isdigit():
+    number = whole_number(sequence) if isinstance(sequence, str) else None
+    if not isinstance(run_id, str) or number is None:
         raise UntrustedSnapshot(f"an event of the log has no run ID or sequence: {form!r:.200}")
-    return run_id, int(sequence)
+    return run_id, number

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from runtrail.audit.log_proofs import NoProof
 from runtrail.capture.reader import CaptureReadError
 from runtrail.capture.replay import ReplayError
 from runtrail.projection.display import row_json
+from runtrail.whole_numbers import whole_number
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
@@ -159,6 +161,11 @@ def logout(request: Request) -> Response:
 
 def runs_list(request: Request, tenant: str) -> Response:
     explorer = _explorer(request)
+    for name in ("since", "until"):  # compared as text, a non-time would match none or all
+        given = (request.query_params.get(name) or "").strip()
+        if given and not _is_time(given):
+            title = f"{name} is not a time: {given}"
+            return HTMLResponse(markup.layout("bad filter", f"<h1>{markup.e(title)}</h1>"), 400)
     listing = runs.Listing.of(request.query_params)
     page = runs.list_runs(
         explorer.sources,
@@ -169,6 +176,14 @@ def runs_list(request: Request, tenant: str) -> Response:
     )
     live_at = explorer.hub.positions() if explorer.partitions.of("") is not None else None
     return HTMLResponse(markup.runs_page(tenant, page, listing, live_at))
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 #: How many runs one runs-list stream follows at most (a page of the list).
@@ -297,7 +312,7 @@ def run_live_view(request: Request, tenant: str) -> Response:
     if parts is None:
         return JSONResponse({"error": "no such run"}, status_code=404)
     since = request.query_params.get("since", "")
-    first = int(since) if since.isdigit() else None
+    first = whole_number(since)
     steps = [
         s
         for s in parts.built.steps
@@ -344,7 +359,7 @@ async def run_command(request: Request) -> Response:
     run_id, verb = request.path_params["run_id"], form.get("verb", "")
     tenant = session[1].tenant
     version = form.get("version", "")
-    if verb not in VERBS or not version.isdigit() or not form.get("by"):
+    if verb not in VERBS or whole_number(version) is None or not form.get("by"):
         return PlainTextResponse("a command needs a verb, the observed version and --by\n", 400)
     if await run_in_threadpool(_run_row, explorer, tenant, run_id) is None:
         return _not_found(run_id)

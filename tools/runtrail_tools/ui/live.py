@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from runtrail.config import Settings
 from runtrail.events.codec import EventCodec
 from runtrail.resume.partitioning import partition_for
+from runtrail.whole_numbers import signed_number, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,10 @@ def parse_position(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
     partition, sep, offset = text.strip().partition(":")
-    if not sep or not partition.isdigit() or not offset.lstrip("-").isdigit():
+    at, position = whole_number(partition), signed_number(offset)
+    if not sep or at is None or position is None:
         return None
-    return int(partition), int(offset)
+    return at, position
 
 
 def format_positions(positions: dict[int, int]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from runtrail.whole_numbers import signed_number, whole_number
 from runtrail_tools.ui.timeline import Step, Timeline
 
 #: Events a page lists before it closes at the end of a step.
@@ -33,9 +34,9 @@ class TimelineQuery:
         page = params.get("page", "")
         step = params.get("step", "").strip()
         return cls(
-            int(page) - 1 if page.isdigit() and int(page) > 0 else 0,
+            max(0, (whole_number(page) or 0) - 1),
             tuple(t for t in dict.fromkeys(types) if t),
-            int(step) if step.lstrip("-").isdigit() else None,
+            signed_number(step),
         )
 
     def query(self, page: int | None = None) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from runtrail.adapters.otel_conventions import json_text
 from runtrail.adapters.otel_spans import SpanView
+from runtrail.whole_numbers import whole_number
 
 NAME = "openinference"
 KIND = "openinference.span.kind"
@@ -91,8 +92,9 @@ def _indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]
     for key, value in attributes.items():
         if key.startswith(head):
             index, _, rest = key[len(head) :].partition(".")
-            if index.isdigit() and rest:
-                groups.setdefault(int(index), {})[rest] = value
+            number = whole_number(index)
+            if number is not None and rest:
+                groups.setdefault(number, {})[rest] = value
     return [groups[i] for i in sorted(groups)]
 
 
