@@ -6,13 +6,9 @@ must get exactly a miss; a huge ``wait_ms`` must stay capped by the service's li
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -25,6 +21,7 @@ from runtrail.resume.builder import WriteBatch
 from runtrail_services.resume_cache.http_api import LookupServer
 from runtrail_services.resume_cache.index import LookupIndex
 from runtrail_services.resume_cache.metrics import ResumeCacheMetrics
+from tests.resume_support import get
 
 KEY = "f" * 64
 ENTRY = CacheEntry("acme", "run-1", Kind.TOOL, KEY, {"secret": "acme-only"}, tool_name="t")
@@ -54,29 +51,20 @@ def base(tmp_path: Path) -> Iterator[str]:
         store.close()
 
 
-def get(url: str, token: str = "a") -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 def test_another_tenants_entry_is_exactly_a_miss(base: str) -> None:
     """globex's token asking for acme's entry path must get the 404 a miss gets, never the
     entry (a tool result of another tenant) nor a different answer that confirms it exists."""
-    assert get(base + ACME_ENTRY)[0] == 200  # acme's own token sees it
+    assert get(base + ACME_ENTRY, "a")[0] == 200  # acme's own token sees it
     for scope in ("run", "tenant"):
-        status, body = get(f"{base}{ACME_ENTRY}&scope={scope}", token="g")
+        status, body = get(f"{base}{ACME_ENTRY}&scope={scope}", "g")
         assert (status, body) == (404, {"entry": None, "intent": None}), scope
 
 
 def test_another_tenants_run_state_is_exactly_a_miss(base: str) -> None:
     """globex's token asking for acme's run state must not get it (its open intents name
     acme's tool calls) and must get what a miss gets."""
-    assert get(f"{base}/v1/tenants/acme/runs/run-1")[0] == 200
-    status, body = get(f"{base}/v1/tenants/acme/runs/run-1", token="g")
+    assert get(f"{base}/v1/tenants/acme/runs/run-1", "a")[0] == 200
+    status, body = get(f"{base}/v1/tenants/acme/runs/run-1", "g")
     assert (status, body) == (404, {"entry": None, "intent": None})
 
 
@@ -84,7 +72,7 @@ def test_another_tenants_run_state_is_exactly_a_miss(base: str) -> None:
 def test_a_wait_ms_that_is_not_a_number_is_a_400_naming_it(base: str, wait_ms: str) -> None:
     """A malformed ``wait_ms`` must be refused naming it (the message said only "invalid
     literal for int()", leaving the user to guess which parameter)."""
-    status, body = get(f"{base}{ACME_ENTRY}&offsets=0:0&wait_ms={wait_ms}")
+    status, body = get(f"{base}{ACME_ENTRY}&offsets=0:0&wait_ms={wait_ms}", "a")
     assert status == 400, (wait_ms, status, body)
     assert "wait_ms" in body["error"]
 
@@ -93,7 +81,7 @@ def test_a_wait_ms_that_is_not_a_number_is_a_400_naming_it(base: str, wait_ms: s
 def test_malformed_offsets_are_a_400_naming_them(base: str, offsets: str) -> None:
     """A malformed ``offsets`` barrier must be refused naming it, never read as no barrier
     (which would answer a miss the client then trusts as final)."""
-    status, body = get(f"{base}{ACME_ENTRY}&offsets={offsets}")
+    status, body = get(f"{base}{ACME_ENTRY}&offsets={offsets}", "a")
     assert status == 400, (offsets, status, body)
     assert "offsets" in body["error"]
 
@@ -103,7 +91,7 @@ def test_a_huge_wait_ms_is_capped_by_the_service(base: str) -> None:
     server thread) for that long: an unreachable barrier answers 503 within the cap."""
     started = time.monotonic()
     huge = 10**30
-    status, body = get(f"{base}{ACME_MISS}&offsets=0:5&wait_ms={huge}")
+    status, body = get(f"{base}{ACME_MISS}&offsets=0:5&wait_ms={huge}", "a")
     elapsed = time.monotonic() - started
     assert status == 503 and body["error"] == "not caught up"
     assert elapsed < 3, elapsed
@@ -113,22 +101,22 @@ def test_a_negative_wait_ms_does_not_wait_and_a_reached_barrier_answers(base: st
     """A negative ``wait_ms`` means no wait (503 at once when not caught up), and a barrier
     already reached answers the miss as final whatever the wait."""
     started = time.monotonic()
-    status, _ = get(f"{base}{ACME_MISS}&offsets=0:5&wait_ms=-{MAX_WAIT_MS}")
+    status, _ = get(f"{base}{ACME_MISS}&offsets=0:5&wait_ms=-{MAX_WAIT_MS}", "a")
     assert status == 503 and time.monotonic() - started < MAX_WAIT_MS / 1000 / 2
-    status, body = get(f"{base}{ACME_MISS}&offsets=0:0&wait_ms=-100")
+    status, body = get(f"{base}{ACME_MISS}&offsets=0:0&wait_ms=-100", "a")
     assert (status, body) == (404, {"entry": None, "intent": None})
 
 
 def test_a_huge_offset_is_a_503_not_a_500(base: str) -> None:
     """An offset past any the service consumed is a barrier not reached (503), not a crash."""
-    status, body = get(f"{base}{ACME_MISS}&offsets=0:{10**30}&wait_ms=0")
+    status, body = get(f"{base}{ACME_MISS}&offsets=0:{10**30}&wait_ms=0", "a")
     assert status == 503, body
 
 
 def test_run_and_scope_are_checked(base: str) -> None:
     """An entry lookup without ``run`` or with an unknown ``scope`` must be a 400 naming it,
     not a miss the client takes as "never recorded"."""
-    status, body = get(f"{base}/v1/tenants/acme/entries/tool/{KEY}")
+    status, body = get(f"{base}/v1/tenants/acme/entries/tool/{KEY}", "a")
     assert status == 400 and "run" in body["error"]
-    status, body = get(f"{base}{ACME_ENTRY}&scope=everything")
+    status, body = get(f"{base}{ACME_ENTRY}&scope=everything", "a")
     assert status == 400 and "scope" in body["error"]

@@ -6,18 +6,15 @@ word).
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import pytest
 
 from runtrail.sessions.store_file import FileSessionStore
 from runtrail_services.sessions.http_api import SessionsApi
+from tests.resume_support import get
 from tests.sessions_support import built_snapshot
 
 TOKENS = {"acme": "token-acme", "globex": "token-globex"}
@@ -36,15 +33,6 @@ def base(tmp_path: Path) -> Iterator[str]:
         server.stop()
 
 
-def get(url: str, token: str = "token-acme") -> tuple[int, Any]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 @pytest.mark.parametrize(
     "session",
     [
@@ -57,7 +45,7 @@ def get(url: str, token: str = "token-acme") -> tuple[int, Any]:
 def test_an_encoded_session_id_cannot_reach_another_tenant(base: str, session: str) -> None:
     """A session ID holding ``../`` (percent-encoded past the route's ``/`` check) must not
     open another tenant's snapshot: it answers the 404 of a session that does not exist."""
-    status, body = get(f"{base}/v1/sessions/{session}")
+    status, body = get(f"{base}/v1/sessions/{session}", "token-acme")
     assert (status, body) == (404, {"error": "no such session", "sessionId": unquote(session)})
 
 
@@ -65,7 +53,7 @@ def test_an_encoded_session_id_cannot_reach_another_tenant(base: str, session: s
 def test_an_unknown_resolve_value_is_a_400_naming_it(base: str, value: str) -> None:
     """``resolve=yes`` used to answer the stored references as if resolve were false: the user
     who asked for the content got none and no sign why."""
-    status, body = get(f"{base}/v1/sessions/s-acme?resolve={value}")
+    status, body = get(f"{base}/v1/sessions/s-acme?resolve={value}", "token-acme")
     assert status == 400, (value, status, body)
     assert "resolve" in body["error"]
 
@@ -74,6 +62,6 @@ def test_an_unknown_resolve_value_is_a_400_naming_it(base: str, value: str) -> N
                                                  ("false", False), ("0", False), ("", False)])  # fmt: skip
 def test_known_resolve_values_still_answer(base: str, value: str, resolved: bool) -> None:
     """The documented values keep working: ``true``/``1`` resolve, ``false``/``0``/empty not."""
-    status, body = get(f"{base}/v1/sessions/s-acme?resolve={value}")
+    status, body = get(f"{base}/v1/sessions/s-acme?resolve={value}", "token-acme")
     assert status == 200, (value, body)
     assert bool(body.get("resolved")) is resolved

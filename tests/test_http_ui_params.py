@@ -16,18 +16,9 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from tests.projection_support import Run
-from tests.ui_stores import seed, serving, sign_tree_head
+from tests.ui_stores import seed, serving, sign_tree_head, small_run
 
 TOKENS = {"acme": "acme-token", "globex": "globex-token"}
-
-
-def small_run(run_id: str, tenant: str) -> Run:
-    run = Run(run_id, tenant)
-    run.add("run.accepted", {"goalRef": "goal://1", "policyVersion": "p-1"})
-    run.add("MODEL_REQUEST", {"prompt": {"model": "m"}}, turn_id="turn-1", step=1)
-    run.add("MODEL_RESPONSE", {"message": "done", "raw": None}, turn_id="turn-1", step=1)
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ import pytest
 
 from runtrail_tools.ui.auth import Sessions
 from runtrail_tools.ui.guard import CSP, allowed_hosts, host_name
-from tests.projection_support import Run
-from tests.ui_stores import seed, serving, sign_tree_head
+from tests.ui_stores import seed, serving, sign_tree_head, small_run
 from tests.ui_support import shoot, sign_in, wait
 
 TOKENS = {"acme": "acme-token", "globex": "globex-token"}
@@ -34,14 +33,6 @@ class Explorer:
         port = urlsplit(self.url).port
         assert port is not None
         return port
-
-
-def small_run(run_id: str, tenant: str) -> Run:
-    run = Run(run_id, tenant)
-    run.add("run.accepted", {"goalRef": "goal://1", "policyVersion": "p-1"})
-    run.add("MODEL_REQUEST", {"prompt": {"model": "m"}}, turn_id="turn-1", step=1)
-    run.add("MODEL_RESPONSE", {"message": "done", "raw": None}, turn_id="turn-1", step=1)
-    return run
 
 
 @pytest.fixture(scope="module")

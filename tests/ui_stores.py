@@ -26,6 +26,7 @@ from runtrail.projection.store import ProjectionBatch
 from runtrail_services.audit.settings import AuditSettings
 from runtrail_services.audit.signing import load_or_create_signer
 from runtrail_services.audit.tree_heads import sign_and_store
+from tests.projection_support import Run
 from tests.ui_support import explorer, ui_env
 
 #: A port nothing listens on: the explorer renders pages without live updates.
@@ -39,6 +40,15 @@ class SeededRun(Protocol):
     tenant: str
     run_id: str
     events: list[Event]
+
+
+def small_run(run_id: str, tenant: str) -> Run:
+    """A run of three events (accepted, one model request and its response) of ``tenant``."""
+    run = Run(run_id, tenant)
+    run.add("run.accepted", {"goalRef": "goal://1", "policyVersion": "p-1"})
+    run.add("MODEL_REQUEST", {"prompt": {"model": "m"}}, turn_id="turn-1", step=1)
+    run.add("MODEL_RESPONSE", {"message": "done", "raw": None}, turn_id="turn-1", step=1)
+    return run
 
 
 def seed(state_dir: Path, runs: Iterable[SeededRun]) -> None:
