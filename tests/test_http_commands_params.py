@@ -149,6 +149,35 @@ def test_a_command_body_over_the_limit_is_a_413_and_changes_nothing(api: str) ->
     assert shown["version"] == 1
 
 
+def test_a_body_sent_in_chunks_is_read_only_up_to_the_limit(api: str) -> None:
+    """A body without a Content-Length (chunked) is refused once it passes the limit: the
+    server stops reading there instead of holding whatever the client keeps sending."""
+    import http.client
+
+    host, port = api.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    chunk = b"x" * (256 * 1024)
+    sent = 0
+    try:
+        connection.putrequest("POST", "/v1/runs/run-1/commands")
+        connection.putheader("Authorization", f"Bearer {TOKENS['acme']}")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Transfer-Encoding", "chunked")
+        connection.endheaders()
+        try:
+            for _ in range(64):  # 16 MiB offered, 1 MiB allowed
+                connection.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
+            connection.send(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered and closed while the client was still sending
+        response = connection.getresponse()
+        assert response.status == 413, response.read()[:200]
+        assert json.loads(response.read())["code"] == "too-large"
+    finally:
+        connection.close()
+
+
 def test_every_run_route_refuses_another_tenants_run(api: str) -> None:
     """globex's token naming acme's run must see nothing of it and change nothing of it."""
     accept(api, "run-a")

@@ -30,6 +30,7 @@ from runtrail.commands.resume import ResumeRefused, resume_run
 from runtrail.events import loads_strict
 from runtrail.http_server import TokenAuth
 from runtrail.whole_numbers import whole_number
+from runtrail_services.http_body import body_within
 
 #: Refusal codes answered 409 (the caller reloads and decides); every other refusal is 422.
 CONFLICT_CODES = frozenset({"stale", "idempotency-conflict"})
@@ -84,9 +85,9 @@ def build_app(
         tenant = tenant_of(request)
         if tenant is None:
             return _error(401, "unauthorized", "a valid bearer token is required")
-        body = await request.body()
-        if len(body) > max_body_bytes:
-            return _error(413, "too-large", f"body of {len(body)} bytes is over {max_body_bytes}")
+        body = await body_within(request, max_body_bytes)
+        if body is None:
+            return _error(413, "too-large", f"the body is over {max_body_bytes} bytes")
         try:
             given: Any = loads_strict(body)
             if not isinstance(given, dict):

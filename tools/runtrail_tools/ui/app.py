@@ -41,8 +41,10 @@ from runtrail.audit.link import LinkSummary
 from runtrail.audit.log_proofs import NoProof
 from runtrail.capture.reader import CaptureReadError
 from runtrail.capture.replay import ReplayError
+from runtrail.events.limits import DEFAULT_MAX_EVENT_BYTES
 from runtrail.projection.display import row_json
 from runtrail.whole_numbers import whole_number
+from runtrail_services.http_body import body_within
 from runtrail_tools.cli.capture_cmd import FactoryError, to_json
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.demo.tamper import independent_verifier
@@ -137,12 +139,19 @@ def _not_found(run_id: str) -> HTMLResponse:
 
 
 # --- pages --------------------------------------------------------------------------------------
+#: The largest form body the explorer reads (a sign-in or a command: a token, a few fields).
+FORM_BYTES = 64 * 1024
+
+
 def login_form(request: Request) -> Response:
     return HTMLResponse(markup.login_page())
 
 
 async def login(request: Request) -> Response:
-    body = (await request.body()).decode("utf-8", "replace")
+    raw = await body_within(request, FORM_BYTES)
+    if raw is None:
+        return PlainTextResponse(f"a form is at most {FORM_BYTES} bytes\n", 413)
+    body = raw.decode("utf-8", "replace")
     token = (parse_qs(body).get("token") or [""])[0].strip()
     session = _explorer(request).auth.sign_in(token)
     if session is None:
@@ -352,7 +361,10 @@ async def run_command(request: Request) -> Response:
     session = explorer.auth.session(request)
     if session is None:
         return PlainTextResponse("sign in first: commands come from the run page\n", 403)
-    body = (await request.body()).decode("utf-8", "replace")
+    raw = await body_within(request, FORM_BYTES)
+    if raw is None:
+        return PlainTextResponse(f"a form is at most {FORM_BYTES} bytes\n", 413)
+    body = raw.decode("utf-8", "replace")
     form = {k: v[0].strip() for k, v in parse_qs(body).items() if v}
     if not explorer.auth.form_token_valid(request, form.get("csrf")):
         return PlainTextResponse("this form is not from a page of your session\n", 403)
@@ -484,7 +496,9 @@ async def replay_node(request: Request) -> Response:
     tenant = _tenant(request)
     if tenant is None:
         return JSONResponse({"error": "a valid bearer token is required"}, status_code=401)
-    body = await request.body()
+    body = await body_within(request, DEFAULT_MAX_EVENT_BYTES)
+    if body is None:
+        return JSONResponse({"error": f"an edit is at most {DEFAULT_MAX_EVENT_BYTES} bytes"}, 413)
     edit = None
     if body:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
