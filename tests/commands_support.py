@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,11 @@ from typing import Any
 import pytest
 
 from runtrail.commands import Command, EventStore
+from runtrail.config import Settings
 from runtrail.events import Actor
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import sqlite_url
+from runtrail_services.command_api.service import CommandApiReceiver
 
 OPERATOR = Actor(kind="operator", id="op-1")
 
@@ -70,3 +75,21 @@ def command_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         made = StoreBackend("postgresql", request.getfixturevalue("postgres_url"))
     yield made
     made.close()
+
+
+@contextmanager
+def serving_command_api(store_url: str, tokens: Mapping[str, str]) -> Iterator[str]:
+    """The command API on a free port over ``store_url`` (tenant -> token), its base URL;
+    stopped on exit."""
+    receiver = CommandApiReceiver(
+        Settings(),
+        options={"store": store_url, "http_port": "0", "tokens": json.dumps(dict(tokens))},
+        metrics_port=0,
+    )
+    thread = threading.Thread(target=receiver.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{receiver.port}"
+    finally:
+        receiver.request_stop()
+        thread.join(15)

@@ -14,7 +14,6 @@ import itertools
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -32,8 +31,8 @@ from runtrail.persistence.urls import sqlite_url
 from runtrail.privacy.vault import ContentVault
 from runtrail.projection import ProjectionBatch, RunProjection, replay
 from runtrail.publisher import Publisher
-from runtrail_services.command_api.service import CommandApiReceiver
 from runtrail_tools.cli.main import main
+from tests.commands_support import serving_command_api
 from tests.projection_support import full_run
 from tests.support import consume_all, create_topic, unique_topic
 
@@ -52,22 +51,8 @@ TOKEN = "tok-acme"
 
 @pytest.fixture
 def command_api(tmp_path: Path) -> Iterator[str]:
-    receiver = CommandApiReceiver(
-        Settings(),
-        options={
-            "store": sqlite_url(tmp_path / "commands.db"),
-            "http_port": "0",
-            "tokens": json.dumps({"acme": TOKEN}),
-        },
-        metrics_port=0,
-    )
-    thread = threading.Thread(target=receiver.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{receiver.port}"
-    finally:
-        receiver.request_stop()
-        thread.join(15)
+    with serving_command_api(sqlite_url(tmp_path / "commands.db"), {"acme": TOKEN}) as url:
+        yield url
 
 
 def test_command_send_data_is_the_commands_data(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,9 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from runtrail.commands.client import CommandApiError, CommandClient
-from runtrail.config import Settings
-from runtrail_services.command_api.service import CommandApiReceiver
-from tests.commands_support import StoreBackend
+from tests.commands_support import StoreBackend, serving_command_api
 from tests.commands_support import command_backend as command_backend  # (a fixture)
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}
@@ -34,18 +31,8 @@ class Api:
 
 @pytest.fixture
 def api(command_backend: StoreBackend) -> Iterator[Api]:
-    receiver = CommandApiReceiver(
-        Settings(),
-        options={"store": command_backend.url, "http_port": "0", "tokens": json.dumps(TOKENS)},
-        metrics_port=0,
-    )
-    thread = threading.Thread(target=receiver.run, daemon=True)
-    thread.start()
-    try:
-        yield Api(f"http://127.0.0.1:{receiver.port}", command_backend.url)
-    finally:
-        receiver.request_stop()
-        thread.join(15)
+    with serving_command_api(command_backend.url, TOKENS) as url:
+        yield Api(url, command_backend.url)
 
 
 def _awaiting_approval(client: CommandClient, run: str) -> None:

@@ -9,8 +9,6 @@ retries and an operator chases as an outage) nor a silently empty answer.
 from __future__ import annotations
 
 import json
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,35 +18,17 @@ from urllib.parse import quote
 
 import pytest
 
-from runtrail.config import Settings
 from runtrail.persistence.urls import sqlite_url
-from runtrail_services.command_api.service import CommandApiReceiver
+from runtrail.whole_numbers import MAX_INT64
+from tests.commands_support import serving_command_api
 
 TOKENS = {"acme": "tok-acme", "globex": "tok-globex"}
-INT64_MAX = 2**63 - 1
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[str]:
-    receiver = CommandApiReceiver(
-        Settings(),
-        options={
-            "store": sqlite_url(tmp_path / "commands.db"),
-            "http_port": "0",
-            "tokens": json.dumps(TOKENS),
-        },
-        metrics_port=0,
-    )
-    thread = threading.Thread(target=receiver.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not getattr(receiver, "port", None) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{receiver.port}"
-    finally:
-        receiver.request_stop()
-        thread.join(15)
+    with serving_command_api(sqlite_url(tmp_path / "commands.db"), TOKENS) as url:
+        yield url
 
 
 def call(
@@ -102,10 +82,10 @@ def test_events_after_beyond_any_sequence_is_a_400_not_a_500(api: str) -> None:
     """An ``after`` past the store's 64-bit sequences crashed the query (OverflowError: 500)
     instead of telling the user the number is out of range."""
     accept(api, "run-1")
-    status, body = call(api, f"/v1/runs/run-1/events?after={INT64_MAX + 1}")
+    status, body = call(api, f"/v1/runs/run-1/events?after={MAX_INT64 + 1}")
     assert status == 400, (status, body)
     assert "after" in body["reason"]
-    status, body = call(api, f"/v1/runs/run-1/events?after={INT64_MAX}")
+    status, body = call(api, f"/v1/runs/run-1/events?after={MAX_INT64}")
     assert status == 200 and body == {"events": []}
 
 
@@ -120,7 +100,7 @@ def test_events_after_zero_and_n_pages_the_events_exactly(api: str) -> None:
     assert [int(e["sequence"]) for e in rest["events"]] == sequences[1:]
 
 
-@pytest.mark.parametrize("version", [-1, INT64_MAX + 1, 1.5, None, "one"])
+@pytest.mark.parametrize("version", [-1, MAX_INT64 + 1, 1.5, None, "one"])
 def test_expected_version_out_of_range_is_a_400_naming_it(api: str, version: Any) -> None:
     """An ``expectedVersion`` past 64 bits crashed the store (a 500, and the command's
     outcome unknown to the client); any out-of-range or mistyped one must be a 400 naming it."""

@@ -16,7 +16,6 @@ import os
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +26,10 @@ import pytest
 
 from runtrail.commands.client import CommandClient
 from runtrail.commands.model import CommandRefusal
-from runtrail.config import Settings
 from runtrail.events import Event, validate_json_form
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import sqlite_url
-from runtrail_services.command_api.service import CommandApiReceiver
+from tests.commands_support import serving_command_api
 from tests.ui_stores import seed, serving
 from tests.ui_support import shoot, sign_in, wait
 
@@ -76,19 +74,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     state = root / "state"
     state.mkdir()
     store = sqlite_url(root / "commands.db")
-    receiver = CommandApiReceiver(
-        Settings(),
-        options={
-            "store": store,
-            "http_port": "0",
-            "tokens": json.dumps(TOKENS),
-        },
-        metrics_port=0,
-    )
-    thread = threading.Thread(target=receiver.run, daemon=True)
-    thread.start()
-    try:
-        api = f"http://127.0.0.1:{receiver.port}"
+    with serving_command_api(store, TOKENS) as api:
         client = CommandClient(api, TOKENS[TENANT])
         for run_id in RUNS:
             awaiting_approval(client, run_id)
@@ -100,9 +86,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         flags = ("--command-url", api, "--command-store", store)
         with serving(state, TOKENS, root / "ui.log", *flags) as url:
             yield Served(url, api, store)
-    finally:
-        receiver.request_stop()
-        thread.join(15)
 
 
 def open_run(driver: Any, served: Served, run_id: str) -> None:

@@ -27,11 +27,13 @@ from typing import Any
 
 import orjson
 
+from runtrail.whole_numbers import MAX_INT64
+
 INPUT_KEYS: tuple[str, ...] = ("prompt_tokens", "promptTokens", "input", "input_tokens")
 OUTPUT_KEYS: tuple[str, ...] = ("completion_tokens", "completionTokens", "output", "output_tokens")
 
 Usage = tuple[int | None, int | None]
-_LONG_MAX = 2**63 - 1
+
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -46,11 +48,11 @@ def _long(value: Any) -> int | None:
     if isinstance(value, bool):
         raise _NotACount(value)
     if isinstance(value, int):
-        return max(-_LONG_MAX - 1, min(_LONG_MAX, value))
+        return max(-MAX_INT64 - 1, min(MAX_INT64, value))
     if isinstance(value, float):
         if not math.isfinite(value):
             raise _NotACount(value)
-        return max(-_LONG_MAX - 1, min(_LONG_MAX, int(value)))
+        return max(-MAX_INT64 - 1, min(MAX_INT64, int(value)))
     if isinstance(value, str):
         if not value or value.lower() == "null":
             return None
