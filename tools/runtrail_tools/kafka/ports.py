@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -35,9 +40,44 @@ def _outside_ephemeral() -> range | None:
     return above if len(above) >= _ENOUGH else None
 
 
+def _claims_dir() -> Path:
+    """Where the ports handed out are claimed, one file per port holding the picker's PID;
+    shared by every process of this user with this temporary directory."""
+    path = Path(tempfile.gettempdir()) / f"runtrail-ports-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+@contextmanager
+def _claims_locked() -> Iterator[Path]:
+    """The claims directory, with every other picker waiting until this one is done."""
+    path = _claims_dir()
+    with open(path / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _held(claim: Path) -> bool:
+    """Whether the process that claimed this port still runs (this one included)."""
+    try:
+        pid = int(claim.read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def free_ports(count: int = 1) -> list[int]:
     """``count`` distinct ports that were free on 127.0.0.1 a moment ago, below the kernel's
-    ephemeral range.
+    ephemeral range, and that no running process was handed out before.
 
     Why below it: a broker restarted on its port after a kill would otherwise race every
     client's outgoing connection for it, and a client that connects to a port of that range
@@ -45,28 +85,42 @@ def free_ports(count: int = 1) -> list[int]:
     which then holds it. Where the ephemeral range leaves too few ports on either side, the
     kernel picks them (from that range, with its race). All sockets stay bound until every port
     is picked, so the ports differ from each other.
+
+    Why claimed: a port is free while the broker on it is down (killed for a fault test, or
+    stopped for a restart), and another picker would take it then; the broker could not come
+    back. A port stays claimed, so out of every later pick, while the process it was handed
+    to runs.
     """
     pool = _outside_ephemeral()
     sockets: list[socket.socket] = []
-    try:
-        for _ in range(1000):
-            if len(sockets) == count:
-                break
-            candidate = 0 if pool is None else random.choice(pool)
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((LOOPBACK, candidate))
-            except OSError:
+    with _claims_locked() as claims:
+        try:
+            for _ in range(1000):
+                if len(sockets) == count:
+                    break
+                candidate = 0 if pool is None else random.choice(pool)
+                if candidate and _held(claims / str(candidate)):
+                    continue
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind((LOOPBACK, candidate))
+                except OSError:
+                    sock.close()
+                    continue
+                if not candidate and _held(claims / str(sock.getsockname()[1])):
+                    sock.close()
+                    continue
+                sockets.append(sock)
+            if len(sockets) < count:
+                where = "" if pool is None else f" in {pool.start}-{pool.stop - 1}"
+                raise OSError(f"no {count} free ports on {LOOPBACK}{where}")
+            picked = [int(s.getsockname()[1]) for s in sockets]
+            for port in picked:
+                (claims / str(port)).write_text(str(os.getpid()))
+            return picked
+        finally:
+            for sock in sockets:
                 sock.close()
-                continue
-            sockets.append(sock)
-        if len(sockets) < count:
-            where = "" if pool is None else f" in {pool.start}-{pool.stop - 1}"
-            raise OSError(f"no {count} free ports on {LOOPBACK}{where}")
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def port_accepts(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
