@@ -1,6 +1,6 @@
 """The explorer's query parameters and tenant scoping over real HTTP (a real ``runtrail ui``
 process on seeded stores, no browser): the run page's ``page``/``step``, ``view.json``'s
-``since``, the runs list's time filters, and every per-run JSON route asked with another
+``since``, the runs list's time filters and cursors, and every per-run JSON route asked with another
 tenant's token.
 
 A number in a form the handler half-checks (``²`` passes ``str.isdigit`` but not ``int``)
@@ -92,6 +92,26 @@ def test_a_time_filter_that_is_not_a_time_is_refused_naming_it(port: int, name: 
     status, body = call(port, f"/runs?{name}=yesterday")
     assert status == 400, (name, status, body[:300])
     assert name.encode() in body
+
+
+@pytest.mark.parametrize("cursor", ["after", "before"])
+@pytest.mark.parametrize("at", ["abc", SUPERSCRIPT_TWO, str(10**30), "-1"])
+def test_a_cursor_that_is_no_position_in_the_order_is_refused_naming_it(
+    port: int, cursor: str, at: str
+) -> None:
+    """A page link by event count whose position is not a count (a hand-edited or truncated
+    link) was read with ``int()`` (a 500) or sent past 2^63 to the store (its overflow)."""
+    status, body = call(port, f"/runs?sort=events&{cursor}=a-1&at={at}")
+    assert status == 400, (cursor, at, status, body[:300])
+    assert b"at is not an event count" in body
+
+
+def test_a_cursor_by_event_count_pages_on(port: int) -> None:
+    """The check above refuses no real position: the page after a count lists the runs
+    past it."""
+    status, body = call(port, "/runs?sort=events&dir=asc&after=a-0&at=0")
+    assert status == 200, body[:300]
+    assert b"a-1" in body
 
 
 def test_a_sign_in_form_over_the_limit_is_a_413_and_is_not_read_whole(port: int) -> None:

@@ -8,11 +8,11 @@ never to links still waiting in a service's memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from runtrail.audit.note import NoteSigner
 from runtrail.audit.store import LinkStore, StoredTreeHead
 from runtrail.audit.tree_head import TreeHead, sign_tree_head, tree_head_for
+from runtrail.instants import utc_instant
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,7 @@ def sign_and_store(
 
 def tree_head_age_s(stored: StoredTreeHead, now: float) -> float:
     """Seconds from when ``stored`` was made to ``now`` (epoch seconds; 0 if unreadable)."""
-    try:
-        created = datetime.fromisoformat(stored.created_at)
-    except ValueError:
+    created = utc_instant(stored.created_at)
+    if created is None:
         return 0.0
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
     return max(0.0, now - created.timestamp())

@@ -33,6 +33,7 @@ from runtrail.commands.catalog import Refused, allowed_commands
 from runtrail.commands.model import Command
 from runtrail.commands.store import EventStore
 from runtrail.events import Actor, EventError
+from runtrail.instants import utc_instant
 from runtrail.projection.errors import ProjectionError, SnapshotMismatch
 from runtrail.projection.model import RunProjection
 from runtrail.projection.replaying import replay
@@ -270,5 +271,7 @@ def _record(
 
 
 def _parse(text: str) -> datetime:
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    value = utc_instant(text)
+    if value is None:
+        raise ValueError(f"not an ISO-8601 time: {text!r}")
+    return value

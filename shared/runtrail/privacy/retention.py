@@ -21,6 +21,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtrail.instants import utc_instant
 from runtrail.privacy.content_store import StoredObject
 
 if TYPE_CHECKING:
@@ -86,7 +87,11 @@ def prune_sessions(
     service's sessions in memory: their next save expects the stored snapshot)."""
     doomed = []
     for summary in store.list(tenant):
-        updated = datetime.fromisoformat(summary.updated_at.replace("Z", "+00:00"))
+        updated = utc_instant(summary.updated_at)
+        if updated is None:
+            raise ValueError(
+                f"session {summary.session_id!r} has no time as updatedAt: {summary.updated_at!r}"
+            )
         key = (summary.tenant_id, summary.session_id)
         if updated.timestamp() < cutoff_s and not (spare is not None and spare(key)):
             doomed.append(key)

@@ -9,12 +9,13 @@ send and answer); a tool by ``tool.invocation_requested``, TOOL_CALL or TOOL_RES
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from runtrail.events import Event
 from runtrail.events.domain_events import ModelOperationCompleted, ToolInvocationRequested
 from runtrail.events.runtime_events import ModelRequest, ModelResponse, ToolCall, ToolResult
+from runtrail.instants import utc_instant
 from runtrail.projection.model import RunProjection
 
 #: Names kept per kind: a run naming more keeps its first ones (a list row stays small).
@@ -27,12 +28,9 @@ def utc_text(timestamp: str) -> str:
     """``timestamp`` as UTC text of one fixed form (``2026-11-29T10:00:00.000000Z``), so text
     order is time order whatever offset or precision the writer used; kept as written when it
     does not parse."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+    moment = utc_instant(timestamp)
+    if moment is None:
         return timestamp
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

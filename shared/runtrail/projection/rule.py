@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from runtrail.events import Event, EventData
 from runtrail.events.upcasting import upcast
+from runtrail.instants import utc_instant
 from runtrail.projection.errors import InvalidEventData, InvalidTransition
 from runtrail.projection.model import RunProjection, RunStatus
 
@@ -43,13 +44,10 @@ class Rule(Generic[D]):
 
 def instant(event: Event, name: str, text: str) -> datetime:
     """An ISO-8601 timestamp from an event (naive means UTC); parsing only, never the clock."""
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidTransition(
-            f"{name} is not an ISO-8601 timestamp: {text!r}", event=event
-        ) from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    value = utc_instant(text)
+    if value is None:
+        raise InvalidTransition(f"{name} is not an ISO-8601 timestamp: {text!r}", event=event)
+    return value
 
 
 def as_current(model: type[D], event: Event) -> D:

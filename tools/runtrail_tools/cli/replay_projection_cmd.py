@@ -18,6 +18,8 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from runtrail.instants import utc_epoch_ms
+from runtrail.whole_numbers import whole_number
 from runtrail_tools.cli.common import (
     add_common_flags,
     positive_int,
@@ -89,15 +91,11 @@ def add_replay_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 def parse_timestamp(text: str) -> int:
     """Epoch milliseconds from ``1764410400000`` or ``2026-11-29T10:00:00Z`` (naive = UTC)."""
-    if text.strip().isdigit():
-        return int(text)
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a timestamp: {text!r}") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return int(value.timestamp() * 1000)
+    given = text.strip()
+    moment = whole_number(given) if given.isdigit() else utc_epoch_ms(given)
+    if moment is None:
+        raise argparse.ArgumentTypeError(f"not a timestamp: {text!r}")
+    return moment
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from runtrail.instants import utc_epoch_ms
 from runtrail_tools.offsets.group import OffsetsError, Watermarks
 
 
@@ -35,15 +36,10 @@ class Target:
 
 def parse_time(text: str) -> int:
     """ISO 8601 to epoch milliseconds; a time without a zone is UTC."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise OffsetsError(
-            f"--to-time expects ISO 8601 (2026-12-01T09:30:00Z), got {text!r}"
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    moment = utc_epoch_ms(text)
+    if moment is None:
+        raise OffsetsError(f"--to-time expects ISO 8601 (2026-12-01T09:30:00Z), got {text!r}")
+    return moment
 
 
 def current_position(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from runtrail.instants import utc_epoch_ms
 from runtrail.privacy.prune_log import PruneFact
 from runtrail_tools.cli.store_open import StoreUnreachable
 from runtrail_tools.ui.markup import e
@@ -56,10 +57,7 @@ def _started_ms(run: dict[str, Any]) -> int:
     """When the run started (its projection's ``startedAt``); 0 when unknown: every pass may
     have touched it."""
     started = ((run.get("projection") or {}).get("startedAt")) or ""
-    try:
-        return int(datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return 0
+    return utc_epoch_ms(started) or 0
 
 
 def _panel(inner: str) -> str:

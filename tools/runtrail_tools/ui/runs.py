@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import get_args
 
 from runtrail.events.domain_events import RunStatus
+from runtrail.instants import utc_instant
 from runtrail.projection.names import utc_text
 from runtrail.projection.store import SORT_KEYS, RunQuery, SortKey, StoredProjection, sort_value
+from runtrail.whole_numbers import whole_number
 from runtrail_tools.ui.proof import Verdict, Verdicts
 from runtrail_tools.ui.sources import Sources
 from runtrail_tools.ui.times import event_time, seconds, short
@@ -58,6 +60,10 @@ class RunPage:
     prev_before: tuple[str, str] | None
 
 
+class BadListing(ValueError):
+    """A runs-list parameter that cannot mean what its name says (the page answers 400)."""
+
+
 @dataclass(frozen=True)
 class Listing:
     """What the list was asked for (the page's query string, parsed)."""
@@ -76,12 +82,23 @@ class Listing:
 
     @classmethod
     def of(cls, params: Mapping[str, str]) -> Listing:
+        """The listing ``params`` ask for; :class:`BadListing` names a time bound that is no
+        time (compared as text it would keep none or all runs) and a cursor that is no
+        position in the order asked for."""
+
         def given(name: str) -> str | None:
             return (params.get(name) or "").strip() or None
 
+        for bound in ("since", "until"):
+            value = given(bound)
+            if value is not None and utc_instant(value) is None:
+                raise BadListing(f"{bound} is not a time: {value}")
         sort = given("sort")
+        sort = sort if sort in SORT_KEYS else "updated"
         at = params.get("at") or ""
         after, before = given("after"), given("before")
+        if (after or before) and sort == "events" and whole_number(at) is None:
+            raise BadListing(f"at is not an event count: {at}")
         return cls(
             text=given("q"),
             status=given("status"),
@@ -89,7 +106,7 @@ class Listing:
             resumed=given("resumed") == "1",
             since=given("since"),
             until=given("until"),
-            sort=sort if sort in SORT_KEYS else "updated",
+            sort=sort,
             descending=given("dir") != "asc",
             after=(at, after) if after else None,
             before=(at, before) if before and not after else None,
