@@ -11,6 +11,7 @@ import contextlib
 import faulthandler
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -222,7 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from runtrail_tools.cli.store_open import StoreUnreachable
 
     try:
-        return int(func(args) or 0)
+        status = int(func(args) or 0)
+        if status != 0 and command == "run" and argv is None:  # the process is the service
+            _exit_now(status)
+        return status
     except (StoreUnreachable, KafkaAuthError, KafkaOptionFileError) as exc:
         sys.stderr.write(f"runtrail: {exc}\n")
         return 2
@@ -241,6 +245,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a tool a closed pipe stopped
+
+
+def _exit_now(status: int) -> None:
+    """End a service's process that stopped on a fatal error with its status, skipping the
+    interpreter's teardown: a Kafka client whose close was given up on (the broker refused it,
+    a record still unacknowledged) would be destroyed during that teardown, after OpenSSL's
+    own, which can crash the process (SIGSEGV) and lose the status a supervisor acts on."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":
