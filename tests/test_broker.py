@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from runtrail.kafka.topics import wait_for_topics
 from runtrail_tools.cli.main import main
-from runtrail_tools.kafka.broker import BrokerError, LocalBroker, _pid_alive, new_cluster_id
+from runtrail_tools.kafka.broker import BrokerError, LocalBroker, new_cluster_id
 from runtrail_tools.kafka.deploy import (
     DEPLOY_DIR_ENV,
     kafka_deploy_dir,
@@ -22,6 +22,7 @@ from runtrail_tools.kafka.deploy import (
 )
 from runtrail_tools.kafka.jars import distribution_libs, fetch_jars, find_java, parse_java_version
 from runtrail_tools.kafka.ports import free_ports, port_accepts
+from runtrail_tools.pids import pid_alive
 
 # --- without a JVM ------------------------------------------------------------------------
 
@@ -181,7 +182,7 @@ def test_broker_starts_logs_stops_and_restarts_with_its_data(
 
     broker.stop()
     assert not broker.is_running()
-    assert not _pid_alive(pid)
+    assert not pid_alive(pid)
     assert not port_accepts(broker.port)
     assert not port_accepts(broker.controller_port)
     assert not broker.pid_file.exists()
@@ -222,7 +223,7 @@ def test_cli_sees_and_stops_a_broker_it_did_not_start(
     assert main(["kafka", "down", "--state-dir", str(tmp_path)]) == 0
     assert f"stopped (pid {pid})" in capsys.readouterr().out
     assert not broker.is_running()
-    assert not _pid_alive(pid)
+    assert not pid_alive(pid)
     assert main(["kafka", "status", "--state-dir", str(tmp_path)]) == 3
 
 

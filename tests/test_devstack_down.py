@@ -20,9 +20,9 @@ import pytest
 from runtrail.config import Settings
 from runtrail_tools.cli.main import build_parser
 from runtrail_tools.devstack.ports import find_free_base
-from runtrail_tools.devstack.procs import pid_alive
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
 from runtrail_tools.kafka.ports import free_ports, port_accepts, port_bindable
+from runtrail_tools.pids import pid_alive
 from tests.kafka_fixture import unavailable
 from tests.test_devstack_e2e import processes_of
 

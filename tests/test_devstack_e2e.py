@@ -18,11 +18,12 @@ import pytest
 
 from runtrail.config import Settings
 from runtrail_tools.devstack.ports import find_free_base
-from runtrail_tools.devstack.procs import cmdline, pid_alive
+from runtrail_tools.devstack.procs import cmdline
 from runtrail_tools.devstack.service_settings import STACK_RECEIVERS
 from runtrail_tools.devstack.stack import stack_names
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
 from runtrail_tools.kafka.ports import free_ports, port_accepts, port_bindable
+from runtrail_tools.pids import pid_alive
 from tests.kafka_fixture import unavailable
 
 pytestmark = [pytest.mark.kafka]

@@ -18,24 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runtrail.files import open_private, private_dir
+from runtrail_tools.pids import pid_alive
 
 log = logging.getLogger(__name__)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie counts as gone: it holds no port and does no work)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return True  # no procfs: trust kill(0)
-    fields = stat.rsplit(")", 1)[-1].split()
-    return not fields or fields[0] not in ("Z", "X")
 
 
 def cmdline(pid: int) -> list[str] | None:

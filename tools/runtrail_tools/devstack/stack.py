@@ -51,6 +51,7 @@ from runtrail_tools.devstack.state import ProcessRecord, StackState
 from runtrail_tools.kafka.broker import BrokerError, LocalBroker
 from runtrail_tools.kafka.cluster import LocalCluster, LocalKafka, local_kafka
 from runtrail_tools.kafka.ports import port_accepts, port_bindable, wait_port_closed
+from runtrail_tools.pids import pid_alive
 
 #: Runtime settings the stack lowers for quick feedback unless the environment sets them.
 DEV_RUNTIME_ENV: dict[str, str] = {
@@ -435,7 +436,7 @@ class DevStack:
         pid = self._spawn(argv, env=env, log_path=log, cwd=self.state_dir)
         deadline = time.monotonic() + 30
         while not port_accepts(port):
-            if not procs.pid_alive(pid) or time.monotonic() >= deadline:
+            if not pid_alive(pid) or time.monotonic() >= deadline:
                 raise StackError(f"the ui did not start; last lines of {log}:\n{_tail(log)}")
             time.sleep(0.2)
         self.say(f"  started ui (pid {pid}, http://127.0.0.1:{port}/, log {log})")
@@ -470,7 +471,7 @@ class DevStack:
         pid = self._spawn(argv, env=dict(os.environ), log_path=log, cwd=folder)
         deadline = time.monotonic() + 30
         while not port_accepts(port):
-            if not procs.pid_alive(pid) or time.monotonic() >= deadline:
+            if not pid_alive(pid) or time.monotonic() >= deadline:
                 raise StackError(f"prometheus did not start; last lines of {log}:\n{_tail(log)}")
             time.sleep(0.2)
         self.say(f"  started prometheus (pid {pid}, http://127.0.0.1:{port})")

@@ -47,6 +47,7 @@ from runtrail_tools.kafka.ports import (
     port_bindable,
     wait_port_closed,
 )
+from runtrail_tools.pids import pid_alive
 
 __all__ = ["BrokerError", "BrokerState", "LocalBroker", "Quorum"]
 
@@ -124,33 +125,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process; an unreaped zombie counts as gone.
-
-    Every thread is looked at, not the leader alone: when a JVM's main thread has exited
-    during shutdown the leader already shows ``Z`` while other threads still run.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return True  # no procfs: trust kill(0)
-    for task in tasks:
-        try:
-            stat = (task / "stat").read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue  # that thread just ended
-        fields = stat.rsplit(")", 1)[-1].split()
-        if fields and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -279,7 +253,7 @@ class LocalBroker:
             pid = int(self.pid_file.read_text(encoding="ascii").strip())
         except (OSError, ValueError):
             return None
-        if not _pid_alive(pid) or not self._is_our_process(pid):
+        if not pid_alive(pid) or not self._is_our_process(pid):
             return None
         return pid
 
@@ -573,7 +547,7 @@ class LocalBroker:
                 return False
             return True
         deadline = time.monotonic() + timeout
-        while _pid_alive(pid):
+        while pid_alive(pid):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from runtrail_tools.pids import pid_alive
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -66,13 +68,7 @@ def _held(claim: Path) -> bool:
         pid = int(claim.read_text())
     except (OSError, ValueError):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def free_ports(count: int = 1) -> list[int]:
