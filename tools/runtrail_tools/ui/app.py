@@ -390,12 +390,18 @@ def verify(request: Request, tenant: str) -> Response:
     return JSONResponse({**result.to_json(), "inclusion": inclusion})
 
 
+def _file_name(run_id: str) -> str:
+    """The run ID as a download's file name: ASCII letters and digits and ``-_.``, anything
+    else ``_`` (a header is Latin-1: ``str.isalnum`` is true of ``日`` and ``²`` too)."""
+    return "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in run_id)
+
+
 def export(request: Request, tenant: str) -> Response:
     run_id = request.path_params["run_id"]
     links = _explorer(request).sources.audit().load_chain(tenant, run_id)
     if not links:
         return JSONResponse({"error": "no such run"}, status_code=404)
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    name = _file_name(run_id)
     return Response(
         b"".join(export_lines(links)),
         media_type="application/x-ndjson",
@@ -410,7 +416,7 @@ def bundle(request: Request, tenant: str) -> Response:
         body = proof.bundle_bytes(_explorer(request).sources, tenant, run_id)
     except NoProof as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    name = _file_name(run_id)
     return Response(
         body,
         media_type="application/json",
@@ -421,10 +427,11 @@ def bundle(request: Request, tenant: str) -> Response:
 def link_json(request: Request, tenant: str) -> Response:
     """One sealed link (its event as written), for the timeline's data on demand."""
     run_id = request.path_params["run_id"]
+    index = whole_number(request.path_params["index"])
+    if index is None:  # a number the store's integer column cannot hold is no link either
+        return JSONResponse({"error": "index is not a link index (0, 1, …)"}, status_code=400)
     try:
-        link = (
-            _explorer(request).sources.audit().link_at(tenant, run_id, request.path_params["index"])
-        )
+        link = _explorer(request).sources.audit().link_at(tenant, run_id, index)
     except MalformedLink as exc:
         return JSONResponse({"error": str(exc)}, status_code=422)
     if link is None:
@@ -462,11 +469,27 @@ def verifier_download(request: Request, tenant: str) -> Response:
     return FileResponse(path, media_type="text/x-python", filename="verify_audit_export.py")
 
 
+class NodesUnreadable(Exception):
+    """The run's captured records cannot be read (a line that is no record, a file the
+    explorer may not open): the node routes answer 500 naming it, not a bare traceback."""
+
+
 def _record(explorer: Explorer, tenant: str, run_id: str, record_id: str) -> Any:
-    for record in timeline.node_records(explorer.sources, tenant, run_id):
+    try:
+        records = timeline.node_records(explorer.sources, tenant, run_id)
+    except (CaptureReadError, OSError) as exc:
+        log.warning("ui: capture records of %s: %s", run_id, exc)
+        raise NodesUnreadable(
+            f"the captured records of run {run_id} cannot be read: {exc}"
+        ) from exc
+    for record in records:
         if record.record_id == record_id:
             return record
     return None
+
+
+def _nodes_unreadable(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": str(exc)}, status_code=500)
 
 
 def node_editable(request: Request, tenant: str) -> Response:
@@ -579,7 +602,7 @@ def build_app(
         Route("/runs/{run_id}/bundle.json", _api_auth(bundle)),
         Route("/runs/{run_id}/live", live_stream),
         Route("/runs/{run_id}/view.json", _api_auth(run_live_view)),
-        Route("/runs/{run_id}/links/{index:int}", _api_auth(link_json)),
+        Route("/runs/{run_id}/links/{index}", _api_auth(link_json)),
         Route("/runs/{run_id}/nodes/{record_id}", _api_auth(node_io)),
         Route("/runs/{run_id}/nodes/{record_id}/prompt", _api_auth(node_prompt)),
         Route("/runs/{run_id}/nodes/{record_id}/editable", _api_auth(node_editable)),
@@ -599,7 +622,12 @@ def build_app(
         hub.close()
         sources.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, hosts=hosts)])
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(Guard, hosts=hosts)],
+        exception_handlers={NodesUnreadable: _nodes_unreadable},
+    )
     app.state.explorer = Explorer(
         sources,
         auth,
