@@ -346,6 +346,23 @@ def test_another_runs_chain_or_a_bad_proof_does_not_pass(
     assert result.reason == "head not in checkpoint"
 
 
+def test_a_proof_held_to_a_later_tree_head_says_which_tree_head_it_needs(
+    anchored: tuple[HashChainedEventLog, TreeHead, HeadProof], signer: NoteSigner
+) -> None:
+    """Following the docs with a fresh ``audit tree-head`` beside an older ``audit prove``
+    answered only "inclusion proof does not verify", which reads as tampering: the proof
+    answers for the tree head it was made against, and the verdict says so."""
+    log, _, proof = anchored
+    grown = runs()
+    grown[("acme", "run-9")] = chain(1, run="run-9")
+    later = verify_tree_head(sign_tree_head(heads(grown), signer, ORIGIN), signer.verifier)
+    result = verify_against_tree_head(log.links, later, proof)
+    assert (result.valid, result.reason) == (False, "head not in checkpoint")
+    assert result.detail is not None
+    assert f"a tree head of {proof.tree_size} run heads" in result.detail
+    assert f"this tree head has {later.size}" in result.detail
+
+
 def test_against_several_checkpoints(signer: NoteSigner) -> None:
     log = chain(3)
     anchors = []

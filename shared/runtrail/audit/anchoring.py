@@ -41,6 +41,19 @@ def verify_against_tree_head(
     verify_tree_head`); the proof is checked here.
     """
     head = proof.head
+    if proof.tree_size != tree_head.size:
+        # not evidence of tampering: a proof answers for the one tree head it was made against
+        return ChainVerification(
+            False,
+            len(links),
+            None,
+            NOT_IN_TREE_HEAD,
+            detail=(
+                f"the proof is for a tree head of {proof.tree_size} run heads and this tree head "
+                f"has {tree_head.size}: verify with the tree head the proof was made against "
+                "(a bundle or proof file holds it), or prove the run again against this one"
+            ),
+        )
     if not verify_head_proof(proof, tree_head):
         return ChainVerification(
             False, len(links), None, NOT_IN_TREE_HEAD, detail="inclusion proof does not verify"
