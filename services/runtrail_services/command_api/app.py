@@ -6,7 +6,9 @@
   correlationId?, causationEventId?}``: 200 accepted (or the first outcome of a duplicate),
   409 stale or idempotency conflict (the body carries the current version), 422 refused
   (invalid transition, terminal or cancelled run, malformed data), 400 a body that is not a
-  command, 401 without a valid token, 413 a body over the limit;
+  command (not UTF-8 JSON, an object nested deeper or a number larger than an event holds,
+  NaN or Infinity), 401 without a valid token, 413 a body over the limit, 415 a body declared
+  as another media type than JSON or sent compressed;
 * ``POST /v1/runs/{run}/resume`` — the resume protocol (:mod:`runtrail.commands.resume`):
   422 for a run that cannot resume.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -28,6 +31,8 @@ from runtrail.commands import Command, EventStore
 from runtrail.commands.catalog import allowed_commands
 from runtrail.commands.resume import ResumeRefused, resume_run
 from runtrail.events import loads_strict
+from runtrail.events.errors import EventError
+from runtrail.events.limits import EventLimits
 from runtrail.http_server import TokenAuth
 from runtrail.whole_numbers import whole_number
 from runtrail_services.http_body import body_within
@@ -42,10 +47,50 @@ def _error(status: int, code: str, reason: str) -> JSONResponse:
     return JSONResponse({"code": code, "reason": reason}, status_code=status, headers=headers)
 
 
+def _not_json(request: Request) -> str | None:
+    """Why the body is not to be read as JSON (a declared media type other than JSON, a
+    Content-Encoding); None to read it. A body without a Content-Type is read as JSON."""
+    declared = request.headers.get("content-type")
+    kind = (declared or "").split(";", 1)[0].strip().lower()
+    if declared is not None and kind != "application/json" and not kind.endswith("+json"):
+        return f"Content-Type {declared!r}: a command is application/json"
+    coding = request.headers.get("content-encoding")
+    if coding is not None and coding.strip().lower() != "identity":
+        return f"Content-Encoding {coding!r}: a command is sent uncompressed"
+    return None
+
+
+def _parse_json(body: bytes) -> Any:
+    """The body as JSON, or ValueError/EventError saying why not: UTF-8 only (a leading byte
+    order mark is skipped, UTF-16 is not guessed); duplicate keys and NaN/Infinity refused by
+    :func:`loads_strict`; a body nested deeper than the parser recurses (100,000 ``[``)."""
+    try:
+        return loads_strict(body.decode("utf-8-sig"))
+    except RecursionError:
+        raise ValueError("the JSON is nested too deep") from None
+
+
+def _check_holdable(given: Any, limits: EventLimits) -> None:
+    """ValueError/EventError for what the store cannot keep as written: a number that
+    overflowed to Infinity (``1e400``), nesting past the event limit, an integer past 64 bits
+    or a lone surrogate (the store's encoder refuses those two)."""
+    limits.check_value(given, "body")
+    try:
+        orjson.dumps(given)
+    except orjson.JSONEncodeError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def build_app(
-    store: EventStore, auth: TokenAuth, *, max_body_bytes: int = 1024 * 1024
+    store: EventStore,
+    auth: TokenAuth,
+    *,
+    max_body_bytes: int = 1024 * 1024,
+    limits: EventLimits | None = None,
 ) -> Starlette:
-    """The API on ``store``; ``auth`` maps bearer tokens to tenants."""
+    """The API on ``store``; ``auth`` maps bearer tokens to tenants; a command's body must fit
+    ``limits`` (nesting depth; the default limits when None)."""
+    limits = limits or EventLimits()
 
     def tenant_of(request: Request) -> str | None:
         return auth.tenant_of(request.headers.get("authorization"))
@@ -85,11 +130,14 @@ def build_app(
         tenant = tenant_of(request)
         if tenant is None:
             return _error(401, "unauthorized", "a valid bearer token is required")
+        refused = _not_json(request)
+        if refused is not None:
+            return _error(415, "unsupported-media-type", refused)
         body = await body_within(request, max_body_bytes)
         if body is None:
             return _error(413, "too-large", f"the body is over {max_body_bytes} bytes")
         try:
-            given: Any = loads_strict(body)
+            given: Any = _parse_json(body)
             if not isinstance(given, dict):
                 raise ValueError("a command is a JSON object")
             command = Command.model_validate(
@@ -100,7 +148,8 @@ def build_app(
                     "runId": request.path_params["run"],
                 }
             )
-        except (ValueError, ValidationError) as exc:
+            _check_holdable(given, limits)
+        except (ValueError, ValidationError, EventError) as exc:
             return _error(400, "bad-request", f"not a command: {exc}")
         outcome = await run_in_threadpool(store.execute, command)
         status = 200 if outcome.accepted else 409 if outcome.code in CONFLICT_CODES else 422

@@ -14,6 +14,7 @@ import threading
 
 import uvicorn
 
+from runtrail.events.limits import EventLimits
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.receiver import ServingReceiver, tenant_auth
@@ -59,7 +60,12 @@ class CommandApiReceiver(ServingReceiver[CommandApiSettings]):
     def open(self) -> None:
         auth = tenant_auth(self.name, self.own)
         self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(self.settings.state_dir))
-        app = build_app(self.store, auth, max_body_bytes=self.own.max_body_bytes)
+        app = build_app(
+            self.store,
+            auth,
+            max_body_bytes=self.own.max_body_bytes,
+            limits=EventLimits.from_settings(self.settings),
+        )
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
 
     def serving(self) -> str:

@@ -53,20 +53,29 @@ def media_type(content_type: str | None) -> str:
 
 
 def inflate(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """The body without its ``Content-Encoding``; never more than ``limit`` bytes of it."""
+    """The body without its ``Content-Encoding``; never more than ``limit`` bytes of it. Every
+    member of a gzip body is read (not the first alone), and one that ends before its trailer
+    (the checksum that says the data is whole) is refused as truncated."""
     coding = (encoding or "identity").strip().lower()
     if coding == "identity":
         return body
     if coding not in ("gzip", "deflate"):
         raise BodyError(415, f"Content-Encoding {encoding!r}: expected gzip, deflate or none")
-    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib, detected from the header
+    out = bytearray()
+    rest = body
     try:
-        out = inflater.decompress(body, limit + 1)
+        while True:  # a gzip body may be several members, one after another (RFC 1952 2.2)
+            inflater = zlib.decompressobj(wbits=47)  # gzip or zlib, detected from the header
+            out += inflater.decompress(rest, limit + 1 - len(out))
+            if len(out) > limit or inflater.unconsumed_tail:
+                raise BodyError(413, f"the body inflates past {limit} bytes")
+            if not inflater.eof:  # its end (and the checksum there) never came
+                raise BodyError(400, f"the {coding} body is truncated")
+            rest = inflater.unused_data
+            if not rest:
+                return bytes(out)
     except zlib.error as exc:
         raise BodyError(400, f"the {coding} body does not inflate: {exc}") from exc
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise BodyError(413, f"the body inflates past {limit} bytes")
-    return out
 
 
 def parse_request(body: bytes, kind: str) -> ExportTraceServiceRequest:
@@ -110,16 +119,24 @@ def _parse(
         document = orjson.loads(body)
         if not isinstance(document, dict):
             raise BodyError(400, "the JSON body is not an object")
-        for resource in document.get(resources) or ():
-            for scope in (resource or {}).get(scopes) or ():
-                for item in (scope or {}).get(items) or ():
+        for resource in _members(document, resources):
+            for scope in _members(resource, scopes):
+                for item in _members(scope, items):
                     for key in ids:
-                        value = item.get(key) if isinstance(item, dict) else None
+                        value = item.get(key)
                         if isinstance(value, str) and value:
                             item[key] = _hex_to_base64(value, key)
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (orjson.JSONDecodeError, json_format.ParseError) as exc:
         raise BodyError(400, f"not an OTLP JSON {name}: {exc}") from exc
+
+
+def _members(parent: Any, key: str) -> Iterator[dict[str, Any]]:
+    """The objects of the list ``parent[key]``; nothing where the document has another shape
+    (a string, a number, an object): the protobuf parser then refuses it, naming the field."""
+    found = parent.get(key) if isinstance(parent, dict) else None
+    if isinstance(found, list):
+        yield from (member for member in found if isinstance(member, dict))
 
 
 def _hex_to_base64(value: str, key: str) -> str:

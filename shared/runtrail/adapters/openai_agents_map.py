@@ -107,7 +107,7 @@ def parse_arguments(text: Any) -> Any:
         return jsonable(text)
     try:
         return jsonable(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return text
 
 

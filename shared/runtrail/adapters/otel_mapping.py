@@ -210,11 +210,12 @@ _STRUCTURED_EVENT_FIELDS = frozenset({"message", "tool_calls"})
 
 
 def _parsed(value: Any) -> Any:
-    """A structured attribute: its JSON text parsed (text that is not JSON stays text)."""
+    """A structured attribute: its JSON text parsed (text that is not JSON stays text, as does
+    JSON nested deeper than the parser recurses: 100,000 ``[`` crashed the mapping)."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     if isinstance(value, tuple):
         return [_parsed(v) for v in value]
