@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 
 from runtrail.events import Event, EventCodec, EventError
 from runtrail.events.limits import EventLimits, TooDeep, TooLarge
@@ -46,6 +46,8 @@ class BatchResult:
     consumed: int = 0
     dead: dict[str, int] = field(default_factory=dict)
     anomalies: dict[str, int] = field(default_factory=dict)
+    #: what the client handed over instead of messages (a topic that does not exist, …)
+    errors: list[KafkaError] = field(default_factory=list)
 
 
 def iso_from_ms(ms: int) -> str:
@@ -115,7 +117,8 @@ class BatchDecoder:
             index += 1
             if msg.error() is not None:
                 skipped += 1
-                continue  # partition EOF and transient errors: nothing to process
+                result.errors.append(msg.error())  # type: ignore[arg-type]
+                continue  # nothing to process: the runner reports what matters
             topic: str = msg.topic()  # type: ignore[assignment]
             partition: int = msg.partition()  # type: ignore[assignment]
             offset: int = msg.offset()  # type: ignore[assignment]
@@ -226,6 +229,7 @@ def raw_batch(messages: list[Message]) -> BatchResult:
     positions = result.positions
     for msg in messages:
         if msg.error() is not None:
+            result.errors.append(msg.error())  # type: ignore[arg-type]
             continue
         topic: str = msg.topic()  # type: ignore[assignment]
         partition: int = msg.partition()  # type: ignore[assignment]

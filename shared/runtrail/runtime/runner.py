@@ -326,6 +326,23 @@ class ServiceRunner:
         else:  # librdkafka logs these itself; they matter when all brokers are down
             log.debug("%s: Kafka client: %s", self.name, err)
 
+    def _on_consume_errors(self, errors: list[KafkaError]) -> None:
+        """What the client handed over instead of messages: a source topic that does not exist
+        is named by readiness and the log (the service waits for it), not passed over."""
+        for err in errors:
+            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                detail = (
+                    f"topic {self._topic} does not exist on "
+                    f"{self._connect_options.get('bootstrap.servers', '?')} (create it: "
+                    "runtrail topics ensure; or check the topic setting)"
+                )
+                if _TOPIC not in self.health.unavailable:
+                    log.warning("%s: %s; not ready until it does", self.name, detail)
+                self.health.unavailable[_TOPIC] = detail
+                self.metrics.unavailable(_TOPIC).set(1)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                log.debug("%s: Kafka client: %s", self.name, err)
+
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         self.commits.on_commit(err, partitions)
 
@@ -398,6 +415,9 @@ class ServiceRunner:
                 consumer.pause(stopped)
         self.metrics.assigned.set(len(self._assigned))
         self.health.ready = True
+        if parts and self.health.unavailable.pop(_TOPIC, None) is not None:
+            self.metrics.unavailable(_TOPIC).set(0)
+            log.info("%s: topic %s exists now", self.name, self._topic)
         log.info("%s assigned %s", self.name, _fmt(parts))
 
     def _group_commits(self, parts: Sequence[Partition]) -> dict[Partition, Committed]:
@@ -513,6 +533,8 @@ class ServiceRunner:
         (the chunks before it were processed)."""
         limiter = self._dlq_limit
         result = self._decode(chunk)
+        if result.errors:
+            self._on_consume_errors(result.errors)
         batch = self._batch_of(result)
         if batch:
             try:
@@ -946,6 +968,8 @@ _CLOSE_UNREACHABLE_S = 3.0
 _DLQ_CLOSE_FAILED_S = 1.0
 #: the health/metrics name of the Kafka link itself
 _KAFKA = "kafka"
+#: the health/metrics name of the source topic (while it does not exist)
+_TOPIC = "topic"
 #: the health/metrics name of the consumer group's coordinator (runtime.group_watch)
 _GROUP = "consumer group"
 #: replaced Kafka clients that may be closing at once (each close may wait for the broker)
