@@ -15,9 +15,10 @@ import os
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from runtrail.config import Settings
+from runtrail.kafka.admin import admin_client
 from runtrail.kafka.durability import cluster_replication, durability_configs
 from runtrail.kafka.output_topic import CONFIRM_TIMEOUT_S, OutputTopic, output_message_max_bytes
 from runtrail.kafka.topics import design_topic_names, list_topics_including
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 def ensure_cache_topic(settings: Settings, timeout: float = 30.0) -> None:
     """Create the compacted cache topic if it is missing (``runtrail topics ensure`` would too)."""
-    admin = AdminClient(settings.kafka_config())
+    admin = admin_client(settings.kafka_config())
     topic = settings.resume_cache_topic
     names = design_topic_names(settings)
     topics = list_topics_including(admin, names, timeout)

@@ -164,12 +164,12 @@ def verify_credentials(config: Mapping[str, Any], timeout: float) -> None:
     """Connect once with ``config`` before a client whose first call blocks long (the relay's
     ``init_transactions``): a refusal raises :class:`KafkaAuthError` within about a second, an
     unreachable cluster ``KafkaException`` at ``timeout``."""
-    from confluent_kafka.admin import AdminClient
+    from runtrail.kafka.admin import admin_client
 
     probe = {k: v for k, v in config.items() if not k.startswith("transactional.")}
     watch = AuthWatch(probe)
     probe["error_cb"] = watch
-    wait_connected(AdminClient(probe), watch, timeout)
+    wait_connected(admin_client(probe), watch, timeout)
 
 
 def wait_connected(admin: Any, watch: AuthWatch, timeout: float) -> None:

@@ -28,6 +28,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, TopicMetadata
 
 from runtrail.config import Settings
+from runtrail.kafka.admin import admin_client
 from runtrail.kafka.client_log import client_logger
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def warn_weak_topics(
     )
     config["socket.connection.setup.timeout.ms"] = int(timeout * 1000)
     try:
-        found = weak_topics(AdminClient(config), names, timeout, cancel)
+        found = weak_topics(admin_client(config), names, timeout, cancel)
     except (KafkaException, ValueError) as exc:
         log.debug("%s: durability check skipped: %s", who, exc)
         return []

@@ -240,11 +240,12 @@ def run_import(args: argparse.Namespace) -> int:
 def _events_partitions(settings: Settings, timeout: float = 10.0) -> int:
     """How many partitions the events topic has, from the broker (RuntimeError naming it)."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+
+    from runtrail.kafka.admin import admin_client
 
     topic = settings.events_topic
     try:
-        metadata = AdminClient(settings.kafka_config()).list_topics(topic, timeout=timeout)
+        metadata = admin_client(settings.kafka_config()).list_topics(topic, timeout=timeout)
     except KafkaException as exc:
         raise RuntimeError(
             f"cannot ask {settings.bootstrap_servers} how many partitions topic {topic!r} has: "

@@ -174,14 +174,13 @@ def _acls(args: argparse.Namespace) -> int:
     if not args.apply:
         print("\n".join(acls.kafka_acls_commands(role_list, settings.bootstrap_servers)))
         return 0
-    from confluent_kafka.admin import AdminClient
-
+    from runtrail.kafka.admin import admin_client
     from runtrail.kafka.auth import AuthWatch, wait_connected
     from runtrail.kafka.client_log import quiet_unless_verbose
 
     config = settings.kafka_config(logger=quiet_unless_verbose(args.verbose))
     config["error_cb"] = watch = AuthWatch(config)
-    admin = AdminClient(config)
+    admin = admin_client(config)
     wait_connected(admin, watch, timeout=args.timeout)
     try:
         count = acls.apply(admin, role_list, timeout=args.timeout)

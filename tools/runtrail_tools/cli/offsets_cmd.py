@@ -19,7 +19,9 @@ from runtrail.runtime.registry import SERVICES
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
 if TYPE_CHECKING:
+    from runtrail.config import Settings
     from runtrail_tools.offsets.plan import Target
+    from runtrail_tools.offsets.stores import StorePositions
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
@@ -58,6 +60,13 @@ def register(subparsers: Any) -> None:
         "--shift", type=int, metavar="±N", help="from the current position, N forward or back"
     )
     move.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    move.add_argument(
+        "--new-group",
+        action="store_true",
+        help="move although the group never committed on the topic while the store holds "
+        "positions (a group new to this store, or whose offsets expired); without it that "
+        "is refused as the wrong --group",
+    )
     move.set_defaults(func=run_set)
 
 
@@ -87,7 +96,6 @@ class _Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         from runtrail_tools.offsets.group import Broker, OffsetsError
-        from runtrail_tools.offsets.stores import open_store_positions
 
         if args.service not in SERVICES:
             raise OffsetsError(
@@ -98,7 +106,7 @@ class _Context:
         self.group = settings.group or f"runtrail.{args.service}"
         self.topic = settings.events_topic
         self.broker = Broker(settings)
-        existing = self.broker.partitions(self.topic)
+        self.all_partitions = existing = self.broker.partitions(self.topic)
         wanted = args.partition or existing
         unknown = sorted(set(wanted) - set(existing))
         if unknown:
@@ -108,11 +116,49 @@ class _Context:
         if malformed:
             raise OffsetsError(f"-o expects KEY=VALUE, got {', '.join(malformed)}")
         options = dict(o.split("=", 1) for o in args.option)
-        self.store = open_store_positions(args.service, settings, options)
-        self.marks = self.broker.watermarks(self.topic, self.partitions)
-        self.committed = self.broker.committed(self.group, self.topic, self.partitions)
-        self.stored = self.store.read(self.topic, self.partitions) if self.store else None
+        self.store = _open_store(args.service, settings, options)
+        try:
+            self.marks = self.broker.watermarks(self.topic, self.partitions)
+            self.committed = self.broker.committed(self.group, self.topic, self.partitions)
+            self.stored = self.read_store(self.partitions) if self.store else None
+        except BaseException:
+            self.close()
+            raise
         self.falls_back = self.store.falls_back_to_group if self.store else True
+
+    def read_store(self, partitions: list[int]) -> dict[int, int]:
+        """The store's positions for ``partitions``; a store that cannot be read (locked, gone,
+        unreachable) is a :class:`StoreUnreachable` naming it, not a traceback."""
+        from runtrail_tools.cli.store_open import open_store_or_explain
+
+        store = self.store
+        assert store is not None
+        return open_store_or_explain(
+            self.service, store.where, lambda: store.read(self.topic, partitions)
+        )
+
+    def foreign_store(self) -> str | None:
+        """Why this store is almost surely not the named group's, or None.
+
+        Every service commits its group's offsets as it goes, also those that keep their own
+        positions (audit, projector, resume-cache). A store that holds positions on the topic
+        while the named group never committed an offset on any of its partitions was written
+        by a service reading as another group: a mistyped or forgotten ``--group``. Moving it
+        would move a store a live service (not a member of this group) keeps in memory and
+        writes back over the move."""
+        if self.store is None:
+            return None
+        held = sorted(self.read_store(self.all_partitions))
+        if not held or self.broker.committed(self.group, self.topic, self.all_partitions):
+            return None
+        return (
+            f"group {self.group!r} has no committed offset on topic {self.topic!r}, but "
+            f"the store {self.store.where} holds positions for partition(s) "
+            f"{', '.join(map(str, held))}: the {self.service} that wrote them reads as another "
+            f"group (every service commits its group's offsets; runtrail.{self.service} unless "
+            "it was started with --group). Give that group with --group; `runtrail offsets "
+            f"show {self.service} --group G` shows a group's offsets and members"
+        )
 
     def header(self) -> str:
         store = self.store.where if self.store else "none (the group's offsets are its positions)"
@@ -121,6 +167,20 @@ class _Context:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+
+
+def _open_store(service: str, settings: Settings, options: dict[str, str]) -> StorePositions | None:
+    """The service's store, as ``runtrail run`` opens it; a store that cannot be opened is a
+    :class:`StoreUnreachable` naming it (one line, exit 2, from ``cli.main``)."""
+    from runtrail_tools.cli.store_open import open_store_or_explain
+    from runtrail_tools.offsets.stores import open_store_positions, store_url
+
+    url = store_url(service, settings, options)
+    if url is None:
+        return None
+    return open_store_or_explain(
+        service, url, lambda: open_store_positions(service, settings, options)
+    )
 
 
 def _open(args: argparse.Namespace) -> _Context | None:
@@ -166,6 +226,9 @@ def run_show(args: argparse.Namespace) -> int:
                 }
             )
         members = ctx.broker.members(ctx.group)
+        foreign = ctx.foreign_store()
+        if foreign is not None:
+            sys.stderr.write(f"offsets show: warning: {foreign}\n")
         if args.json:
             document = {
                 "service": ctx.service,
@@ -233,6 +296,14 @@ def run_set(args: argparse.Namespace) -> int:
         except GroupActive as exc:
             sys.stderr.write(f"offsets set: refused: {exc}\n")
             return EXIT_REFUSED
+        foreign = None if args.new_group else ctx.foreign_store()
+        if foreign is not None:
+            sys.stderr.write(
+                f"offsets set: refused: {foreign}. If {ctx.group!r} is the service's group and "
+                "its offsets are gone (a new group for this store, or offsets the broker "
+                "expired while the service was stopped), add --new-group\n"
+            )
+            return EXIT_REFUSED
         if args.dry_run:
             return EXIT_OK
         offsets = {m.partition: m.to for m in moves}
@@ -245,9 +316,11 @@ def run_set(args: argparse.Namespace) -> int:
             try:
                 ctx.store.write(ctx.topic, offsets)
             except Exception as exc:
+                from runtrail.publisher.redaction import redact_text
+
                 sys.stderr.write(
                     f"offsets set: the group's offsets moved but the store's did not "
-                    f"({ctx.store.where}: {exc}); run the same command again\n"
+                    f"({ctx.store.where}: {redact_text(str(exc))}); run the same command again\n"
                 )
                 return EXIT_REFUSED
         print(

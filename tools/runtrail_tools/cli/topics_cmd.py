@@ -11,8 +11,7 @@ from runtrail_tools.cli.common import add_common_flags, settings_from_args
 
 
 def _topics_ensure(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import AdminClient
-
+    from runtrail.kafka.admin import admin_client
     from runtrail.kafka.auth import AuthWatch, wait_connected
     from runtrail.kafka.client_log import quiet_unless_verbose
     from runtrail.kafka.topics import TopicsError, ensure_design_topics
@@ -24,7 +23,7 @@ def _topics_ensure(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, **extra)
     config = settings.kafka_config(logger=quiet_unless_verbose(args.verbose))
     config["error_cb"] = watch = AuthWatch(config)
-    admin = AdminClient(config)
+    admin = admin_client(config)
     wait_connected(admin, watch, timeout=args.timeout)  # a refused login fails here, at once
     try:
         report = ensure_design_topics(admin, settings, timeout=args.timeout)

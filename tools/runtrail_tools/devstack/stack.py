@@ -24,10 +24,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
-
 from runtrail.config import Settings
 from runtrail.files import open_private, private_dir
+from runtrail.kafka.admin import admin_client
 from runtrail.kafka.topics import TopicsError, ensure_design_topics
 from runtrail.runtime.registry import SERVICES
 from runtrail_tools.demo.replay_model import FACTORY as REPLAY_MODEL
@@ -260,7 +259,7 @@ class DevStack:
         return broker.bootstrap_servers, "local"
 
     def _topics(self, settings: Settings) -> None:
-        admin = AdminClient(settings.kafka_config())
+        admin = admin_client(settings.kafka_config())
         try:
             report = ensure_design_topics(admin, settings, timeout=30.0)
         except TopicsError as exc:

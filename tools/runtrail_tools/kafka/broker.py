@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 
 from runtrail.config import read_option_files
 from runtrail.files import make_private, open_private
+from runtrail.kafka.admin import admin_client
 from runtrail.kafka.client_log import client_logger
 from runtrail.kafka.errors import BrokerError
 from runtrail_tools.kafka.class_archive import ClassArchive
@@ -486,7 +487,7 @@ class LocalBroker:
             admin = self.security.client(ADMIN_PRINCIPAL)
             config.update(admin.options)
             config.update(read_option_files(admin.option_files))
-        return AdminClient(config)
+        return admin_client(config)
 
     def _lists_this_broker(self, admin: AdminClient) -> bool:
         try:

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
 from runtrail.config import Settings
+from runtrail.kafka.admin import admin_client
 
 #: What librdkafka reports for a partition the group never committed.
 NO_OFFSET = -1001
@@ -31,12 +32,14 @@ class Watermarks:
 
 class Broker:
     """One AdminClient for one command: every call bounded by ``timeout``, every failure an
-    :class:`OffsetsError` naming the topic or group."""
+    :class:`OffsetsError` naming the topic or group. Looking a topic up never creates it
+    (:func:`runtrail.kafka.admin.admin_client`): a mistyped ``--events-topic`` is an error,
+    not a new empty topic."""
 
     def __init__(self, settings: Settings, timeout: float = 15.0) -> None:
         self.settings = settings
         self.timeout = timeout
-        self.admin = AdminClient(settings.kafka_config())
+        self.admin = admin_client(settings.kafka_config())
 
     def partitions(self, topic: str) -> list[int]:
         try:

@@ -10,7 +10,7 @@ sessions) have none: their group's committed offsets are their positions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from runtrail.config import Settings
@@ -62,15 +62,19 @@ class _AuditPositions:
 
     falls_back_to_group = False
 
-    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+    @staticmethod
+    def resolve(settings: Settings, options: Mapping[str, str]) -> str:
+        from runtrail_services.audit.settings import AuditSettings
+
+        return AuditSettings.load(options).resolved_store_url(settings.state_dir)
+
+    def __init__(self, url: str, options: Mapping[str, str]) -> None:
         from runtrail.persistence.kinds import AUDIT_LINKS
         from runtrail.persistence.registry import open_store
         from runtrail.persistence.urls import redact_url, sqlite_path
         from runtrail_services.audit.settings import AuditSettings
 
-        audit = AuditSettings.load(options)
-        url = audit.resolved_store_url(settings.state_dir)
-        self.publishing = audit.publish
+        self.publishing = AuditSettings.load(options).publish
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
             _require_file(sqlite_path(url), "audit", self.where)
@@ -102,14 +106,18 @@ class _AuditPositions:
 class _ProjectorPositions:
     falls_back_to_group = False
 
-    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+    @staticmethod
+    def resolve(settings: Settings, options: Mapping[str, str]) -> str:
+        from runtrail_services.projector.settings import ProjectorSettings
+
+        return ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
+
+    def __init__(self, url: str, options: Mapping[str, str]) -> None:
         from runtrail.persistence.kinds import PROJECTIONS
         from runtrail.persistence.registry import open_store
         from runtrail.persistence.urls import redact_url
         from runtrail.projection.store_sqlite import path_of
-        from runtrail_services.projector.settings import ProjectorSettings
 
-        url = ProjectorSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
             _require_file(path_of(url), "projector", self.where)
@@ -128,13 +136,17 @@ class _ProjectorPositions:
 class _ResumeCachePositions:
     falls_back_to_group = True
 
-    def __init__(self, settings: Settings, options: Mapping[str, str]) -> None:
+    @staticmethod
+    def resolve(settings: Settings, options: Mapping[str, str]) -> str:
+        from runtrail_services.resume_cache.settings import ResumeCacheSettings
+
+        return ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
+
+    def __init__(self, url: str, options: Mapping[str, str]) -> None:
         from runtrail.persistence.kinds import RESUME_ENTRIES
         from runtrail.persistence.registry import open_store
         from runtrail.persistence.urls import redact_url, sqlite_path
-        from runtrail_services.resume_cache.settings import ResumeCacheSettings
 
-        url = ResumeCacheSettings.load(options).resolved_store_url(settings.state_dir)
         self.where = redact_url(url)
         if url.startswith("sqlite:"):
             _require_file(sqlite_path(url), "resume-cache", self.where)
@@ -151,16 +163,27 @@ class _ResumeCachePositions:
         self._store.close()
 
 
-_ADAPTERS: dict[str, Callable[[Settings, Mapping[str, str]], StorePositions]] = {
+_ADAPTERS: dict[str, type[_AuditPositions | _ProjectorPositions | _ResumeCachePositions]] = {
     "audit": _AuditPositions,
     "projector": _ProjectorPositions,
     "resume-cache": _ResumeCachePositions,
 }
 
 
+def store_url(service: str, settings: Settings, options: Mapping[str, str]) -> str | None:
+    """The URL of the store ``runtrail run SERVICE`` would open with these options (None for
+    a service that keeps no positions of its own)."""
+    adapter = _ADAPTERS.get(service)
+    return adapter.resolve(settings, options) if adapter is not None else None
+
+
 def open_store_positions(
     service: str, settings: Settings, options: Mapping[str, str]
 ) -> StorePositions | None:
-    """The service's store positions, or None for a service that keeps none."""
-    adapter = _ADAPTERS.get(service)
-    return adapter(settings, options) if adapter is not None else None
+    """The service's store positions, or None for a service that keeps none.
+
+    :class:`StoreMissing` for an SQLite file that does not exist; the driver's own error
+    (``sqlite3.Error``, ``psycopg.Error``…) for a store that cannot be opened: the CLI names
+    the store (:func:`store_url`) around it."""
+    url = store_url(service, settings, options)
+    return _ADAPTERS[service](url, options) if url is not None else None
