@@ -9,16 +9,16 @@ this rebuild, so the rebuild ends at a well-defined position it can store with i
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.kafka.consumer_config import consumer_config
+from runtrail.kafka.to_end import ReadTimeout, Span, read_to_end
 
 
 class TopicReadError(RuntimeError):
@@ -115,43 +115,26 @@ class BoundedTopicReader:
 
     def batches(self, size: int = 2000) -> Iterator[list[Message]]:
         """Batches of messages until every partition reached its captured end."""
-        todo = {r.partition: r for r in self.ranges if r.size > 0}
-        if not todo:
-            return
-        self._consumer.assign([TopicPartition(self.topic, p, r.start) for p, r in todo.items()])
-        last_progress = time.monotonic()
-        position = {p: r.start for p, r in todo.items()}
-        while todo:
-            out: list[Message] = []
-            # never more than are left: consume waits its whole timeout for a batch it cannot
-            # fill (200 ms at the end of each partition read alone, as a parallel rebuild does)
-            left = sum(r.end - position[p] for p, r in todo.items())
-            for msg in self._consumer.consume(num_messages=max(1, min(size, left)), timeout=0.2):
-                partition = msg.partition()
-                offset = msg.offset()
-                assert partition is not None and offset is not None
-                position[partition] = offset + 1
-                wanted = todo.get(partition)
-                error = msg.error()
-                if error is not None:
-                    if error.code() != KafkaError._PARTITION_EOF:
+        ranges = [Span(r.partition, r.start, r.end) for r in self.ranges]
+        try:
+            for batch in read_to_end(
+                self._consumer,
+                self.topic,
+                ranges,
+                timeout=None,
+                stall_timeout=self._stall_timeout,
+                max_batch=size,
+            ):
+                for msg in batch:
+                    error = msg.error()
+                    if error is not None:
                         raise KafkaException(error)
-                    if wanted is not None and offset >= wanted.end:
-                        del todo[partition]  # compacted or control records at the tail
-                    continue
-                if wanted is None or offset >= wanted.end:
-                    continue  # appended after the start: the live service's, not ours
-                out.append(msg)
-                if offset >= wanted.end - 1:
-                    del todo[partition]
-            if out:
-                last_progress = time.monotonic()
-                yield out
-            elif time.monotonic() - last_progress > self._stall_timeout:
-                raise TopicReadError(
-                    f"no message from {self.topic} for {self._stall_timeout:.0f}s; "
-                    f"partitions {sorted(todo)} not finished"
-                )
+                yield batch
+        except ReadTimeout as exc:
+            raise TopicReadError(
+                f"no message from {self.topic} for {self._stall_timeout:.0f}s; "
+                f"partitions {sorted(exc.left)} not finished"
+            ) from exc
 
     def close(self) -> None:
         self._consumer.close()

@@ -8,15 +8,16 @@ the same partition as the record it deletes, whatever partitioner wrote it.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from runtrail.config import Settings
+from runtrail.kafka import to_end
+from runtrail.kafka.to_end import spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,28 +70,14 @@ def read_to_end(
     """``apply(partition, key, value)`` for every record of ``partitions`` from the start to the
     end each has now, in offset order per partition; :class:`TimeoutError` past ``timeout``.
 
-    A partition is done at its last record, or once the position reaches the end seen at the
-    start (compaction may have removed the records just before it)."""
-    todo = {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-        for p in partitions
-    }
-    todo = {p: end for p, end in todo.items() if end > 0}
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-    deadline = time.monotonic() + timeout
-    while todo:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"reading {topic} {sorted(todo)} to its end took too long")
-        for msg in consumer.consume(1000, 0.2):
-            if msg.error() is not None:
-                continue
-            partition, offset = cast(int, msg.partition()), cast(int, msg.offset())
-            apply(partition, msg.key(), msg.value())
-            if offset + 1 >= todo.get(partition, 0):
-                todo.pop(partition, None)
-        for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
-            if tp.offset >= todo.get(tp.partition, 1 << 62):
-                todo.pop(tp.partition, None)  # the end is compaction's gap
+    Read by :func:`runtrail.kafka.to_end.read_to_end`: a partition is done once the position
+    reaches the end seen at the start, whatever compaction, retention or transaction markers
+    left just before it (a partition whose records were all deleted is not waited for)."""
+    ranges = spans(consumer, topic, partitions, timeout=timeout)
+    for batch in to_end.read_to_end(consumer, topic, ranges, timeout=timeout):
+        for msg in batch:
+            if msg.error() is None:
+                apply(cast(int, msg.partition()), msg.key(), msg.value())
 
 
 def _missing(error: KafkaError | None) -> bool:

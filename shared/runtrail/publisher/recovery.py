@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from runtrail.config import Settings
 from runtrail.kafka.client_log import client_logger
+from runtrail.kafka.to_end import ReadTimeout, Span, read_to_end
 from runtrail.publisher.sequencing import RunKey
 from runtrail.publisher.wal import Wal
 
@@ -138,8 +139,7 @@ def already_on_topic(
             [TopicPartition(topic, p, since) for p in described.partitions],
             timeout=max(1.0, deadline - time.monotonic()),
         )
-        todo: dict[int, int] = {}  # partition -> offset to read up to (exclusive)
-        assign = []
+        ranges = []
         for tp in starts:
             if tp.error is not None:
                 raise KafkaException(tp.error)
@@ -148,34 +148,23 @@ def already_on_topic(
             _, high = consumer.get_watermark_offsets(
                 tp, timeout=max(1.0, deadline - time.monotonic())
             )
-            if tp.offset < high:
-                todo[tp.partition] = high
-                assign.append(TopicPartition(topic, tp.partition, tp.offset))
-        if not assign:
-            return found
-        consumer.assign(assign)
+            ranges.append(Span(tp.partition, tp.offset, high))
         read = 0
-        while todo:
-            if time.monotonic() > deadline:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-            batch = consumer.consume(1000, 0.5)
-            if not batch:  # control records or compaction can hide the last offsets
-                for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
-                    if tp.offset >= todo[tp.partition]:
-                        del todo[tp.partition]
-            for msg in batch:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise KafkaException(err)
-                read += 1
-                event_id = _event_id(msg.headers())
-                if event_id is not None and event_id in wanted:
-                    found.add(event_id)
-                part, offset = msg.partition(), msg.offset()
-                if part is not None and part in todo and (offset or 0) >= todo[part] - 1:
-                    del todo[part]
+        try:
+            batches = read_to_end(
+                consumer, topic, ranges, timeout=max(0.0, deadline - time.monotonic()), poll_s=0.5
+            )
+            for batch in batches:
+                for msg in batch:
+                    err = msg.error()
+                    if err is not None:
+                        raise KafkaException(err)
+                    read += 1
+                    event_id = _event_id(msg.headers())
+                    if event_id is not None and event_id in wanted:
+                        found.add(event_id)
+        except ReadTimeout as exc:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, str(exc))) from exc
         log.info(
             "recovery scan of %s: %d of %d unconfirmed events already there (%d messages read)",
             topic,

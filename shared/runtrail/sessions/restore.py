@@ -14,16 +14,16 @@ a restored session must equal.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, Message
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.kafka.consumer_config import consumer_config
+from runtrail.kafka.to_end import ReadTimeout, read_to_end, spans
 from runtrail.runtime.decoding import BatchDecoder
 from runtrail.runtime.delivery import Delivered
 from runtrail.runtime.sequencing import new_sequence_checker
@@ -31,6 +31,9 @@ from runtrail.sessions.errors import SessionStoreError
 from runtrail.sessions.session import AgentSession
 from runtrail.sessions.snapshot import AgentSessionSnapshot
 from runtrail.sessions.store import AgentSessionStore
+
+#: How long reading the topic to its end may take before the restore gives up.
+READ_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,12 @@ def read_events(
     start: Mapping[int, int] | None = None,
     *,
     topic: str | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
 ) -> Iterator[Delivered]:
     """Every decodable event of ``topic`` from ``start`` (partition -> offset; the beginning
-    where absent) up to the end each partition had when reading began."""
+    where absent) up to the end each partition had when reading began
+    (:func:`runtrail.kafka.to_end.read_to_end`: transaction markers, aborted transactions'
+    records and compacted or deleted offsets at the end do not hold it)."""
     name = topic or settings.events_topic
     consumer = Consumer(
         consumer_config(
@@ -68,42 +73,19 @@ def read_events(
         metadata = consumer.list_topics(name, timeout=30).topics.get(name)
         if metadata is None or metadata.error is not None or not metadata.partitions:
             raise SessionStoreError(f"cannot read topic {name}: it does not exist")
-        remaining: dict[int, int] = {}  # partition -> end offset still to reach
-        assignment = []
-        for partition in sorted(metadata.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=30)
-            begin = max(low, (start or {}).get(partition, low))
-            if begin < high:
-                remaining[partition] = high
-                assignment.append(TopicPartition(name, partition, begin))
-        if not assignment:
-            return
-        consumer.assign(assignment)
+        ranges = spans(consumer, name, sorted(metadata.partitions), start)
         decoder = BatchDecoder(
             EventCodec(settings.extra_schema_dirs), new_sequence_checker(), _skip
         )
-        deadline = time.monotonic() + timeout_s
-        while remaining:
-            if time.monotonic() > deadline:
-                raise SessionStoreError(f"timed out reading {name} (left: {remaining})")
-            messages = [m for m in consumer.consume(1000, 0.5) if _within(m, remaining)]
-            for msg in messages:
-                end = remaining.get(_p(msg))
-                if msg.error() is None and end is not None and (msg.offset() or 0) + 1 >= end:
-                    del remaining[_p(msg)]
-            yield from decoder.decode_batch(messages).delivered
+        try:
+            for messages in read_to_end(
+                consumer, name, ranges, timeout=timeout_s or READ_TIMEOUT_S
+            ):
+                yield from decoder.decode_batch(messages).delivered
+        except ReadTimeout as exc:
+            raise SessionStoreError(str(exc)) from exc
     finally:
         consumer.close()
-
-
-def _p(msg: Message) -> int:
-    return int(msg.partition() or 0)
-
-
-def _within(msg: Message, remaining: Mapping[int, int]) -> bool:
-    """A message of a partition still being read, before the end it had at the start."""
-    end = remaining.get(_p(msg))
-    return end is not None and (msg.error() is not None or (msg.offset() or 0) < end)
 
 
 def _skip(msg: Message, reason: str, detail: str) -> None:
