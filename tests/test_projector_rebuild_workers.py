@@ -1,6 +1,6 @@
 """The rebuild folded by several processes (``replay projection --workers N``), over a real broker
 and real stores: it builds exactly what one process builds (rows, halts, snapshots, offsets and
-the summary); a run found in partitions of two processes fails the replay, naming the run; a
+the summary); a run found in two partitions fails the replay, naming the run; a
 worker that dies or raises fails the replay, and no worker outlives it.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -32,12 +31,9 @@ from runtrail.projection import (
 )
 from runtrail.projection import replay as pure_replay
 from runtrail.projection.store_sqlite import SqliteProjectionStore
-from runtrail_services.projector.rebuild import Progress, ReplaySummary, rebuild_projection
-from runtrail_services.projector.rebuild_workers import (
-    ReplayWorkerFailed,
-    RunInTwoWorkers,
-    plan,
-)
+from runtrail_services.projector.rebuild import RunInTwoPartitions, rebuild_projection
+from runtrail_services.projector.rebuild_workers import ReplayWorkerFailed, plan
+from runtrail_services.projector.replay_fold import Progress, ReplaySummary
 from runtrail_services.projector.topic_reader import PartitionRange
 from tests.projection_support import Run, full_run
 from tests.projector_support import forms, projection_at, replay, sqlite_url
@@ -282,8 +278,10 @@ def test_the_cli_folds_with_workers(kafka_bootstrap: str, topic: str, tmp_path: 
 def test_a_run_in_partitions_of_two_workers_fails_the_replay(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """Produced with two keys, one run's events sit in two partitions: each process would
-    fold its half as if it had the whole run."""
+    """Produced with two keys, one run's events sit in two partitions: no fold can order
+    them, so the replay fails naming the run and its two partitions, whether two processes
+    met it or one (one process folds each partition on its own too: it used to end with a row
+    both succeeded and halted, exit 0)."""
     name = create_topic(kafka_bootstrap, unique_topic("proj-split"), partitions=2)
     split = forms(full_run("split"))
     other = forms(full_run("alone"))
@@ -294,28 +292,16 @@ def test_a_run_in_partitions_of_two_workers_fails_the_replay(
         + [(1, encode(f)) for f in split[10:]]
         + [(1, encode(f)) for f in other],
     )
-    # workers take partitions from a queue: on a loaded machine the first can take both before
-    # the second has started, and then one process folds the whole run (rightly, no error);
-    # a replay where the two split the run must fail, so it is tried until they do
-    for attempt in range(5):
-        try:
-            _rebuild(kafka_bootstrap, name, tmp_path / f"two-{attempt}.db", 2)
-        except RunInTwoWorkers as exc:
-            assert re.search(r"run t1/split has events in partitions \[\d\]", str(exc)), exc
-            break
-    else:
-        pytest.fail("in 5 replays with 2 workers, never did each take a partition")
+    for count in (2, 1):
+        with pytest.raises(RunInTwoPartitions, match=r"run t1/split has events in partitions "):
+            _rebuild(kafka_bootstrap, name, tmp_path / f"two-{count}.db", count)
     assert multiprocessing.active_children() == []
-    for attempt in range(5):  # the CLI says so, with the way out (the same race as above)
+    for workers in ("2", "1"):  # the CLI says so, and that no --workers rebuilds it
         status, out, err = replay(
-            kafka_bootstrap, name, tmp_path / f"cli-{attempt}.db", "--workers", "2"
+            kafka_bootstrap, name, tmp_path / f"cli-{workers}.db", "--workers", workers
         )
-        if status != 0:
-            break
-    assert status == 2 and "run t1/split" in err and "--workers 1" in err, out + err
-    # one process folds it as it always did: no error (the run halts, visibly)
-    summary = _rebuild(kafka_bootstrap, name, tmp_path / "one.db", 1)
-    assert summary.workers == 1 and summary.runs == 2
+        assert status == 2 and "run t1/split has events in partitions [0, 1]" in err, out + err
+        assert "cannot be rebuilt from this topic" in err and "--workers 1" not in err
 
 
 @contextlib.contextmanager

@@ -16,22 +16,34 @@ With ``snapshots`` (a store holding the live service's snapshots) each run start
 latest trusted snapshot; an untrusted one is refused and that run is rebuilt from its events.
 With ``from_timestamp_ms`` the read starts at that time: runs that began earlier need a
 snapshot covering every event before it, or they halt (visibly) instead of being guessed.
+
+A run's events must all be in one partition (the publisher keys every event by run ID): a
+partition is folded in its order, but two partitions have no order between them, so a run met
+in a second partition fails the rebuild (:class:`RunInTwoPartitions`), whatever the number of
+processes, rather than leave a row folded from half its events.
+
+The rebuild marks the store it writes: :data:`REBUILD_MARK` is a position (in
+``runtrail_positions``, under the events topic; never a Kafka partition) that stands at
+:data:`STARTED` from before the first write until the last one, then at :data:`FINISHED`. A
+store left at :data:`STARTED` (Ctrl-C, a failure) is incomplete, and :func:`check_fresh` says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
 from runtrail.projection import (
+    ProjectionBatch,
     ProjectionDifference,
     ProjectionStore,
     compare_projections,
 )
 from runtrail.runtime.gc_tuning import service_gc
-from runtrail_services.projector.folder import FolderOptions
+from runtrail_services.projector.folder import FolderOptions, RunFolder, RunKey
 from runtrail_services.projector.replay_fold import (
     Progress,
     ReplayFold,
@@ -40,17 +52,102 @@ from runtrail_services.projector.replay_fold import (
 )
 from runtrail_services.projector.topic_reader import BoundedTopicReader
 
+#: The partition number of the rebuild's mark in the store's positions (no Kafka partition
+#: is negative, so nothing that reads a topic's partitions ever reads it).
+REBUILD_MARK = -1
+#: The mark's values: a rebuild has written (or is writing) into the store, and has not
+#: finished; the rebuild finished (every partition is at its captured end).
+STARTED, FINISHED = 0, 1
+
 
 class StoreNotEmpty(ValueError):
     """A rebuild goes into a new store; this one already holds projections or offsets."""
 
 
+class RunInTwoPartitions(RuntimeError):
+    """A run's events are in two partitions: no rebuild can fold them in order."""
+
+
+def split_run_message(topic: str, key: RunKey, partitions: Iterable[int]) -> str:
+    """What to tell about a run met in two partitions (the store being written is wrong)."""
+    return (
+        f"run {key[0]}/{key[1]} has events in partitions {sorted(set(partitions))} of {topic}. "
+        "A rebuild folds each partition in its own order, and events of one run in two "
+        "partitions have no order between them, so this run cannot be rebuilt from this topic "
+        "with any number of --workers (the live projector folds each partition on its own "
+        "too). The publisher keys every event by its run ID, so one partition holds a whole "
+        "run: the events in the other partition were produced by something else, with another "
+        "key or partitioner. Rebuild from a topic where each run's events are produced keyed "
+        "by run ID. The target store is incomplete and wrong: delete it"
+    )
+
+
 def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -> None:
     """Refuse a store that already holds rows or offsets: a rebuild starts from nothing."""
+    mark = store.stored_offsets(topic, [REBUILD_MARK]).get(REBUILD_MARK)
+    if mark == STARTED:
+        raise StoreNotEmpty(
+            f"the target store holds a rebuild of {topic} that never finished (interrupted, or "
+            "it failed): it is incomplete, some runs and partitions missing; delete it and "
+            "rebuild into a new store"
+        )
+    done = f" (a finished rebuild of {topic})" if mark == FINISHED else ""
     if store.list(limit=1):
-        raise StoreNotEmpty("the target store already holds projections; rebuild into a new one")
+        raise StoreNotEmpty(
+            f"the target store already holds projections{done}; rebuild into a new one"
+        )
     if store.stored_offsets(topic, partitions):
-        raise StoreNotEmpty(f"the target store already holds offsets of {topic}")
+        raise StoreNotEmpty(f"the target store already holds offsets of {topic}{done}")
+
+
+def mark_rebuild(store: ProjectionStore, topic: str, value: int) -> None:
+    """Set the store's rebuild mark (:data:`STARTED` or :data:`FINISHED`) in its own batch."""
+    store.apply_batch(ProjectionBatch(offsets={(topic, REBUILD_MARK): value}))
+
+
+class _RunsOfPartition(set[RunKey]):
+    """A partition folder's view of the fold's ``met`` runs: says whether a run was met, in
+    this partition; raises :class:`RunInTwoPartitions` for a run met in another one. A
+    folder asks only when a run is not in its cache (its first event here, or after a trim),
+    so this costs a lookup per run, not per event. The set itself stays empty."""
+
+    def __init__(
+        self, topic: str, partition: int, partition_of: dict[RunKey, int], met: set[RunKey]
+    ) -> None:
+        super().__init__()
+        self.topic = topic
+        self.partition = partition
+        self.partition_of = partition_of
+        self.met = met
+
+    def __contains__(self, key: object) -> bool:
+        owner = self.partition_of.get(key)  # type: ignore[call-overload]
+        if owner is None:
+            return False
+        if owner != self.partition:
+            assert isinstance(key, tuple)
+            raise RunInTwoPartitions(split_run_message(self.topic, key, [owner, self.partition]))
+        return True
+
+    def add(self, key: RunKey) -> None:
+        self.partition_of[key] = self.partition
+        self.met.add(key)
+
+
+class PartitionedFold(ReplayFold):
+    """A :class:`ReplayFold` that fails on a run met in two partitions (see the module doc);
+    ``partition_of`` holds where each run met was met."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.partition_of: dict[RunKey, int] = {}
+
+    def folder(self, partition: int) -> RunFolder:
+        folder = self.folders.get(partition)
+        if folder is None:
+            folder = super().folder(partition)
+            folder.met = _RunsOfPartition(self.topic, partition, self.partition_of, self.runs)
+        return folder
 
 
 def rebuild_projection(
@@ -83,12 +180,13 @@ def rebuild_projection(
     try:
         check_fresh(into, topic, [r.partition for r in reader.ranges])
         plan = rebuild_workers.plan(reader.ranges, workers, into, snapshots)
+        mark_rebuild(into, topic, STARTED)  # before anything else is written
     except BaseException:
         reader.close()
         raise
     if plan is not None:
         reader.close()  # it captured the ranges; each process reads with a consumer of its own
-        return rebuild_workers.rebuild_in_workers(
+        summary = rebuild_workers.rebuild_in_workers(
             settings,
             plan,
             into,
@@ -98,15 +196,18 @@ def rebuild_projection(
             on_progress=on_progress,
             progress_interval_s=progress_interval_s,
         )
-    fold = ReplayFold(into, topic, **FolderOptions(**options, snapshots=snapshots))
-    return rebuild_here(
-        reader,
-        fold,
-        EventCodec(settings.extra_schema_dirs),
-        write_every=write_every,
-        on_progress=on_progress,
-        progress_interval_s=progress_interval_s,
-    )
+    else:
+        fold = PartitionedFold(into, topic, **FolderOptions(**options, snapshots=snapshots))
+        summary = rebuild_here(
+            reader,
+            fold,
+            EventCodec(settings.extra_schema_dirs),
+            write_every=write_every,
+            on_progress=on_progress,
+            progress_interval_s=progress_interval_s,
+        )
+    mark_rebuild(into, topic, FINISHED)
+    return summary
 
 
 def rebuild_here(

@@ -23,10 +23,11 @@ How
     of it in one process.
 
 What the caller checks
-  * a run met by two processes: the topic was not keyed by run ID (or a run's events were
-    produced with different keys). Each process folds as if it alone had the run, so the store
-    would be wrong: each reports the runs it met (before each write), and the first run met by
-    two fails the replay with :class:`RunInTwoWorkers` naming it and both partition sets.
+  * a run met in two partitions: the topic was not keyed by run ID (or a run's events were
+    produced with different keys). No fold can order them (see :mod:`.rebuild`): two
+    partitions of one process fail in that process's fold; for two processes each reports the
+    runs it met and the partition it met each in (before each write), and the first run met by
+    two fails the replay with :class:`RunInTwoWorkers` naming it and both partitions.
   * a worker that raises: its exception is raised here (its traceback as the cause); one that
     dies without a word (killed, out of memory): :class:`ReplayWorkerFailed`. Either way the
     other workers are terminated and nothing is reported as done.
@@ -60,9 +61,13 @@ from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.runtime.gc_tuning import service_gc
 from runtrail_services.projector.folder import FolderOptions, RunKey
+from runtrail_services.projector.rebuild import (
+    PartitionedFold,
+    RunInTwoPartitions,
+    split_run_message,
+)
 from runtrail_services.projector.replay_fold import (
     Progress,
-    ReplayFold,
     ReplaySummary,
     Unreadable,
     replay,
@@ -90,7 +95,7 @@ READER_CONFIG: dict[str, Any] = {"fetch.wait.max.ms": 50}
 _TAKE_TIMEOUT_S = 30.0
 
 
-class RunInTwoWorkers(RuntimeError):
+class RunInTwoWorkers(RunInTwoPartitions):
     """A run turned up in partitions of two processes: folded apart, its projection is wrong."""
 
 
@@ -173,27 +178,30 @@ def plan(
 class _MetRuns(set[RunKey]):
     """The fold's ``met`` set, also keeping the runs added since they were last reported."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition_of: dict[RunKey, int]) -> None:
         super().__init__()
         self.new: list[RunKey] = []
+        self.partition_of = partition_of
 
     def add(self, key: RunKey) -> None:
         super().add(key)
         self.new.append(key)
 
-    def take_new(self) -> list[RunKey]:
+    def take_new(self) -> list[tuple[RunKey, int]]:
+        """The runs met since the last call, each with the partition it was met in."""
         new, self.new = self.new, []
-        return new
+        where = self.partition_of
+        return [(key, where[key]) for key in new]
 
 
-class _ReportingFold(ReplayFold):
+class _ReportingFold(PartitionedFold):
     """A process's fold: reports the runs it met before each write. The report does not wait
     for the caller, so a run met by two processes fails the replay soon after, not before,
     both have written it (the error says to delete the store)."""
 
     def __init__(self, before_write: Callable[[], None], *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.runs: _MetRuns = _MetRuns()
+        self.runs: _MetRuns = _MetRuns(self.partition_of)
         self._before_write = before_write
 
     def write(self, offsets: dict[int, int]) -> None:
@@ -299,7 +307,9 @@ class _Caller:
     started: float
     on_progress: Callable[[Progress], None] | None
     progress_interval_s: float
-    owners: dict[RunKey, int] = field(default_factory=dict, init=False)
+    topic: str = ""
+    #: the process and the partition each run was first met in
+    owners: dict[RunKey, tuple[int, int]] = field(default_factory=dict, init=False)
     #: set by Ctrl-C (see ``_interrupt_at_ticks``): the next tick raises KeyboardInterrupt
     interrupted: threading.Event = field(default_factory=threading.Event, init=False)
     #: when the last progress line was reported (the start until the first)
@@ -334,18 +344,12 @@ class _Caller:
                 raise error
             raise ReplayWorkerFailed(f"{error} ({where})") from RemoteTraceback(text)
 
-    def _met(self, index: int, runs: Iterable[RunKey]) -> None:
+    def _met(self, index: int, runs: Iterable[tuple[RunKey, int]]) -> None:
         setdefault = self.owners.setdefault
-        for key in runs:
-            owner = setdefault(key, index)
+        for key, partition in runs:
+            owner, first = setdefault(key, (index, partition))
             if owner != index:
-                a, b = self.processes[owner].partitions, self.processes[index].partitions
-                raise RunInTwoWorkers(
-                    f"run {key[0]}/{key[1]} has events in partitions {a} and in partitions {b}, "
-                    "folded by two processes: the topic is not keyed by run ID, so its "
-                    "partitions cannot be folded apart. The target store is wrong: delete it "
-                    "and rebuild with --workers 1"
-                )
+                raise RunInTwoWorkers(split_run_message(self.topic, key, [first, partition]))
 
     def drain(self, seconds: float = 0.0) -> None:
         """Take the messages waiting (or arriving within ``seconds``)."""
@@ -435,7 +439,15 @@ def rebuild_in_workers(
     total = sum(r.size for r in plan.ranges)
     processes = [_Process(index) for index in range(plan.processes)]
     started = time.monotonic()
-    caller = _Caller(processes, messages, total, started, on_progress, progress_interval_s)
+    caller = _Caller(
+        processes,
+        messages,
+        total,
+        started,
+        on_progress,
+        progress_interval_s,
+        topic=settings.events_topic,
+    )
     reader: BoundedTopicReader | None = None
     # installed before the workers spawn: a Ctrl-C then is never lost in their start-up
     with _interrupt_at_ticks(caller):

@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtrail.instants import utc_epoch_ms
+from runtrail.persistence.urls import redact_url
 from runtrail.whole_numbers import whole_number
 from runtrail_tools.cli.common import (
     add_common_flags,
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from runtrail_services.projector.replay_fold import Progress, ReplaySummary
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
+#: Ctrl-C (128 + SIGINT), as ``runtrail`` exits on it elsewhere.
+EXIT_INTERRUPTED = 130
 
 
 def register(subparsers: Any) -> None:
@@ -105,11 +109,12 @@ def run_replay(args: argparse.Namespace) -> int:
     from runtrail.persistence.registry import open_store
     from runtrail.projection import ProjectionStore
     from runtrail_services.projector.rebuild import (
+        RunInTwoPartitions,
         StoreNotEmpty,
         compare_with_live,
         rebuild_projection,
     )
-    from runtrail_services.projector.rebuild_workers import ReplayWorkerFailed, RunInTwoWorkers
+    from runtrail_services.projector.rebuild_workers import ReplayWorkerFailed
     from runtrail_services.projector.settings import ProjectorSettings
     from runtrail_services.projector.topic_reader import TopicReadError
 
@@ -117,6 +122,13 @@ def run_replay(args: argparse.Namespace) -> int:
     projector = ProjectorSettings.load()
     every = projector.snapshot_every if args.snapshot_every is None else args.snapshot_every
     stores: list[ProjectionStore] = []
+    # stores this command only reads must exist: opening a SQLite URL would create an empty
+    # one, and compare every run as "only in the rebuild" (checked before any store is opened,
+    # so a refusal creates nothing, not even --into)
+    for flag, url in (("--compare-with", args.compare_with), ("--snapshots", args.snapshots)):
+        missing = None if url is None else missing_store(url)
+        if missing is not None:
+            return _fail(EXIT_USAGE, f"the {flag} store {redact_url(url)} {missing}")
     try:
         into = open_store(PROJECTIONS, args.into)
         stores.append(into)
@@ -145,14 +157,19 @@ def run_replay(args: argparse.Namespace) -> int:
                 on_progress=None if args.quiet else _print_progress,
                 workers=args.workers,
             )
-        except (
-            StoreNotEmpty,
-            TopicReadError,
-            KafkaException,
-            RunInTwoWorkers,
-            ReplayWorkerFailed,
-        ) as exc:
+        except StoreNotEmpty as exc:
+            return _fail(EXIT_USAGE, f"--into {redact_url(args.into)}: {exc}")
+        except (TopicReadError, KafkaException, RunInTwoPartitions, ReplayWorkerFailed) as exc:
             return _fail(EXIT_USAGE, str(exc))
+        except KeyboardInterrupt:
+            # what was written stays (each batch is one transaction), and the store is marked
+            # unfinished: a re-run into it is refused, saying so
+            return _fail(
+                EXIT_INTERRUPTED,
+                f"interrupted: the --into store {redact_url(args.into)} is incomplete (some "
+                "runs, and the offsets of some partitions only): delete it and run the replay "
+                "again",
+            )
         _print_summary(summary)
         if live is None:
             return EXIT_OK
@@ -163,6 +180,26 @@ def run_replay(args: argparse.Namespace) -> int:
     finally:
         for store in stores:
             store.close()
+
+
+def missing_store(url: str) -> str | None:
+    """Why the store at ``url`` cannot be read without creating it, or None when it exists
+    (or may: a server's database is never created by opening it; connecting says).
+
+    Kept here, by itself, until ``store_open`` checks this for every reading command; then
+    ``run_replay`` opens --compare-with and --snapshots through that check instead."""
+    from runtrail.persistence.urls import MEMORY, scheme_of
+    from runtrail.projection.store_sqlite import path_of
+
+    scheme = scheme_of(url)
+    if scheme not in ("sqlite", "memory"):
+        return None
+    path = path_of(url)
+    if path == MEMORY:
+        return "is in memory: a new, empty store, with nothing to read"
+    if not Path(path).is_file():
+        return f"does not exist (no file {path}); it is read, never created"
+    return None
 
 
 def _print_progress(p: Progress) -> None:
