@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import unavailable_on_store_errors
+from runtrail_services.noop.settings import NoopSettings
 
 
 class NoopService(Service):
@@ -26,7 +27,7 @@ class NoopService(Service):
 
     def __init__(self, context: ServiceContext) -> None:
         super().__init__(context)
-        path = context.options.get("output")
+        path = NoopSettings.load(context.options).output
         self._what = f"noop output {path}"
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
         #: lines processed, not yet flushed, per partition

@@ -12,8 +12,6 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from runtrail.runtime.registry import RAW_SERVICES, RECEIVERS, SERVICES
-
 
 def service_options_text(service: str) -> str | None:
     """The options of ``service`` as help text, or None if it has no settings class."""
@@ -53,8 +51,6 @@ class ServiceHelp(argparse.Action):
         if text is not None:
             print()
             print(text)
-        elif service in SERVICES or service in RAW_SERVICES or service in RECEIVERS:
-            print(f"\n{service} takes no options of its own")
         elif service is not None:
             print(f"\nno service named {service!r}")
         parser.exit()
