@@ -13,7 +13,16 @@ miss (counted in :attr:`lookup_failures` and logged); the decorators then degrad
 call, except where that could repeat a side effect (see :mod:`.tool_executor`).
 
 Open intents — tool calls started but not finished — are kept beside the entries, locally and in
-the service, so a re-run can tell "never ran" from "ran, outcome unknown".
+the service, so a re-run can tell "never ran" from "ran, outcome unknown". Those an earlier life
+of the run left (from :meth:`ResumeCache.resume`, a cache file, or a remote lookup) are
+*inherited*: :meth:`ResumeCache.inherited_intents` lists them by step, so the tool executor can
+hold every call of a step whose earlier call's outcome is unknown, whatever its arguments.
+
+References in what the remote answers (content published by reference) are opened with the
+``resolver`` given, else with the content store of the environment's settings
+(:func:`runtrail.privacy.resolve.resolver_from_settings`, built on the first reference met):
+the agent gets the model's answer, never a reference; content that cannot be opened here reads
+as the erased marker.
 
 First outcome wins: recording a key that already has an entry keeps the existing one, so a
 replayed run always sees what its first attempt saw. Failed tool calls and errored model calls
@@ -30,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtrail.privacy.reference import PREFIX
 from runtrail.resume.entry import CacheEntry, Intent, ModelResult, RunState
 from runtrail.resume.errors import CacheUnavailable
 from runtrail.resume.keys import Kind, Scope, intent_id, model_key, tool_key
@@ -98,8 +108,9 @@ class ResumeCache:
         :attr:`Scope.RUN` the remote is not asked at all and degrading is always safe.
         ``read_your_writes``: offsets (e.g. ``Publisher.acked_offsets``) every remote lookup
         carries, so entries published by this process are not missed because the service has
-        not consumed them yet. ``resolver``: opens the protected content of entries the remote
-        answers with (erased content reads as the erased marker, never a fresh call)."""
+        not consumed them yet. ``resolver``: opens the protected content of entries and intents
+        the remote answers with (erased content reads as the erased marker, never a fresh call);
+        by default the content store of :func:`runtrail.config.load_settings`."""
         if not run_id:
             raise ValueError("a resume cache belongs to a run: pass its run ID")
         self.run_id = run_id
@@ -115,6 +126,8 @@ class ResumeCache:
         self._latest: dict[tuple[str, Kind, str], CacheEntry] = {}
         self._model_order: list[EntryKey] = []
         self._intents: dict[tuple[str, str, str], Intent] = {}
+        #: keys of the open intents an earlier life of the run left (not this process's calls)
+        self._inherited: set[tuple[str, str, str]] = set()
         self.counters = Counters()
         #: The recorded state :meth:`resume` found when an earlier life left events (None for
         #: a new run): what the recorder's ``run.resumed`` says this process continues.
@@ -160,11 +173,11 @@ class ResumeCache:
         state = self.remote.run_state(
             tenant=self.tenant, run_id=self.run_id, min_offsets=self.min_offsets()
         )
+        if state.open_intents:
+            opened = tuple(self._opened_intent(i) for i in state.open_intents)
+            state = dataclasses.replace(state, open_intents=opened)
+        self._inherit(state.open_intents)
         with self._lock:
-            for intent in state.open_intents:
-                self._intents.setdefault(
-                    (intent.tenant_id, intent.run_id, intent.intent_id), intent
-                )
             if state.seen:
                 self.resumed = state
         return state
@@ -273,7 +286,33 @@ class ResumeCache:
     def resolve_intent(self, intent: Intent) -> None:
         """The call's outcome is known (recorded, or failed): it is no longer open."""
         with self._lock:
-            self._intents.pop((intent.tenant_id, intent.run_id, intent.intent_id), None)
+            key = (intent.tenant_id, intent.run_id, intent.intent_id)
+            self._intents.pop(key, None)
+            self._inherited.discard(key)
+
+    def inherited_intents(self, step: int | None, turn_id: str | None) -> list[Intent]:
+        """This run's open intents in ``step`` of ``turn_id`` that an earlier life left (not
+        the calls this process has in flight), oldest first. None for a call with no step."""
+        if step is None:
+            return []
+        turn = turn_id or None
+        with self._lock:
+            return [
+                intent
+                for key, intent in self._intents.items()
+                if key in self._inherited
+                and key[:2] == self._scope_id()
+                and intent.step == step
+                and (intent.turn_id or None) == turn
+            ]
+
+    def _inherit(self, intents: Iterable[Intent]) -> None:
+        with self._lock:
+            for intent in intents:
+                key = (intent.tenant_id, intent.run_id, intent.intent_id)
+                if key not in self._intents:
+                    self._intents[key] = intent
+                    self._inherited.add(key)
 
     def open_intents(self) -> list[Intent]:
         with self._lock:
@@ -319,12 +358,38 @@ class ResumeCache:
                         break
             return entry, intent
 
+    def _open(self, tenant: str, value: Any) -> Any:
+        """``value`` with its references opened (see the module docstring)."""
+        resolver = self._resolver
+        if resolver is None:
+            if not _holds_reference(value):
+                return value
+            resolver = self._default_resolver()
+        return resolver.value(tenant, value)
+
+    def _default_resolver(self) -> Resolver:
+        from runtrail.privacy.resolve import Resolver, resolver_from_settings
+
+        with self._lock:
+            if self._resolver is None:
+                try:
+                    from runtrail.config import load_settings
+
+                    self._resolver = resolver_from_settings(load_settings())
+                except Exception:  # no usable settings: nothing can be opened here
+                    log.exception("resume cache: no content store to open references with")
+                    self._resolver = Resolver(None)
+            return self._resolver
+
     def _opened(self, entry: CacheEntry) -> CacheEntry:
-        if self._resolver is None:
-            return entry
-        return dataclasses.replace(
-            entry, result=self._resolver.value(entry.tenant_id, entry.result)
-        )
+        result = self._open(entry.tenant_id, entry.result)
+        return entry if result is entry.result else dataclasses.replace(entry, result=result)
+
+    def _opened_intent(self, intent: Intent) -> Intent:
+        arguments = self._open(intent.tenant_id, intent.arguments)
+        if arguments is intent.arguments:
+            return intent
+        return dataclasses.replace(intent, arguments=arguments)
 
     def _find(self, kind: Kind, key: str) -> tuple[CacheEntry | None, Intent | None, bool]:
         entry, intent = self._local(kind, key)
@@ -355,7 +420,10 @@ class ResumeCache:
             return None, intent, False
         if answer.entry is not None:
             return self.put(self._opened(answer.entry)), None, True
-        return None, intent or answer.intent, True
+        if intent is None and answer.intent is not None:
+            intent = self._opened_intent(answer.intent)
+            self._inherit((intent,))
+        return None, intent, True
 
     def _reindex_latest(self, latest_key: tuple[str, Kind, str]) -> None:
         tenant, kind, key = latest_key
@@ -374,11 +442,7 @@ class ResumeCache:
     def load_entries(self, entries: Iterable[CacheEntry], intents: Iterable[Intent] = ()) -> None:
         for entry in entries:
             self.put(entry)
-        with self._lock:
-            for intent in intents:
-                self._intents.setdefault(
-                    (intent.tenant_id, intent.run_id, intent.intent_id), intent
-                )
+        self._inherit(intents)
 
     @classmethod
     def load_json(cls, path: Path | str, run_id: str, **options: Any) -> ResumeCache:
@@ -387,3 +451,14 @@ class ResumeCache:
         entries, intents = read_cache_file(path)
         cache.load_entries(entries, intents)
         return cache
+
+
+def _holds_reference(value: Any) -> bool:
+    kind = type(value)
+    if kind is str:
+        return PREFIX in value
+    if kind is dict:
+        return any(_holds_reference(v) for v in value.values())
+    if kind is list:
+        return any(_holds_reference(v) for v in value)
+    return False

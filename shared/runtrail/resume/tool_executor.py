@@ -9,7 +9,12 @@ For each call:
    (derived from the run ID and the original call ID, so the tool can de-duplicate); any other
    tool goes to the ``reconcile`` hook, whose outcome is published as the call's TOOL_RESULT —
    or, without a hook (or if it cannot tell), :class:`OutcomeUnknown` is raised, naming the
-   run, step and call.
+   run, step and call. The intent is found by the call's key (name and arguments) or, failing
+   that, by the step: an open intent an earlier life left in the call's step and turn (the
+   same call ID first, else one of a tool not declared idempotent) stands for *any* call of
+   that step the cache does not hold. A model re-asked after a crash may answer with other
+   arguments (or another call ID); the step's side effect may still have happened, so no
+   tool of that step runs until the intent is reconciled.
 3. **Untrusted miss** — the shared cache could not be reached, so nothing says whether the call
    ran in an earlier life of the run. Degrading to a real call is right for an idempotent tool
    or a run known to be fresh; for any other tool it could repeat a side effect, so it is
@@ -100,6 +105,14 @@ class ResumableToolExecutor(CachedDelegate[ToolExecutor]):
             return self._unknown(
                 call, lookup.intent, "its TOOL_CALL was recorded without a TOOL_RESULT"
             )
+        pending = self._pending_in_step(call)
+        if pending is not None:
+            return self._unknown(
+                call,
+                pending,
+                f"its TOOL_CALL was recorded without a TOOL_RESULT, so {call.tool_name} "
+                f"(call {call.call_id!r}) in the same step must not run before it is reconciled",
+            )
         if (
             not lookup.trusted
             and not self.cache.fresh_run
@@ -132,6 +145,20 @@ class ResumableToolExecutor(CachedDelegate[ToolExecutor]):
                 "idempotent" if self.is_idempotent(call.tool_name) else "fresh run",
             )
         return self._run(call)
+
+    def _pending_in_step(self, call: ToolInvocation) -> Intent | None:
+        """An earlier life's open intent in this call's step: the same call ID, else one of a
+        tool not declared idempotent (see the module docstring)."""
+        step, turn = self._coordinates(call.step, call.turn_id)
+        pending = self.cache.inherited_intents(step, turn)
+        if call.call_id is not None:
+            for intent in pending:
+                if intent.call_id == call.call_id:
+                    return intent
+        for intent in pending:
+            if intent.tool_name is None or not self.is_idempotent(intent.tool_name):
+                return intent
+        return None
 
     # --- a real call ----------------------------------------------------------------------
     def _run(self, call: ToolInvocation) -> Any:
@@ -186,7 +213,7 @@ class ResumableToolExecutor(CachedDelegate[ToolExecutor]):
     def _unknown(
         self, call: ToolInvocation, intent: Intent, reason: str, *, recorded: bool = True
     ) -> Any:
-        if self.is_idempotent(call.tool_name):
+        if self.is_idempotent(intent.tool_name or call.tool_name):
             self.reexecuted += 1
             log.info(
                 "run %s: %s (call %s, step %s) %s; idempotent, so executed again with the same "
