@@ -252,9 +252,19 @@ def test_sqlite_stores_open_and_a_postgres_url_names_its_extra(
 ) -> None:
     cli = services_venv / "bin" / "runtrail"
     store = f"sqlite:///{tmp_path / 'projection.db'}"
+    missing = run(cli, "projection", "list", "--store", store, cwd=tmp_path, check=False)
+    assert missing.returncode == 2 and "no SQLite database" in missing.stderr  # read: not made
+    assert not (tmp_path / "projection.db").exists()
+    run(  # what the projector does at its start: the store made, with its schema
+        services_venv / "bin" / "python",
+        "-I",
+        "-c",
+        "from runtrail.persistence.registry import open_store\n"
+        f"open_store('projection', {store!r}).close()",
+        cwd=tmp_path,
+    )
     listed = run(cli, "projection", "list", "--store", store, "--json", cwd=tmp_path)
     assert (listed.stdout, listed.stderr) == ("", "")
-    assert (tmp_path / "projection.db").exists()
     refused = run(
         cli,
         "projection",

@@ -28,7 +28,13 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from runtrail.persistence.migrations import Component, migrate, migrate_or_close
+from runtrail.persistence.migrations import (
+    Component,
+    check,
+    migrate,
+    migrate_or_close,
+    opening_mode,
+)
 from runtrail.persistence.urls import redact_url
 from runtrail.runtime.unavailable import StoreUnavailable
 
@@ -58,7 +64,8 @@ class PostgresDatabase:
         components: Sequence[Component] = (),
     ) -> None:
         """Open the pool and apply ``components``' pending migrations (closed again if they
-        fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`)."""
+        fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`); opened to read
+        (:func:`~runtrail.persistence.migrations.opening`), it only checks them."""
         self.url = url
         #: Names the store in errors, e.g. ``projection store postgresql://u:***@h/db``.
         self.what = f"{what} {redact_url(url)}"
@@ -75,7 +82,7 @@ class PostgresDatabase:
             name=self.what,
         )
         self._pool.open(wait=True, timeout=wait_s)
-        migrate_or_close(self, components)
+        migrate_or_close(self, components, opening_mode())
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -102,6 +109,11 @@ class PostgresDatabase:
         """Apply the components' pending migrations (see :mod:`runtrail.persistence.migrations`;
         put :data:`runtrail.persistence.tracking.TRACKING` first if the store keeps positions)."""
         return migrate(self.transaction, self.dialect, components, where=f"the {self.what}")
+
+    def check(self, components: Sequence[Component], *, older: bool = False) -> None:
+        """Raise unless every component's schema is here (see
+        :func:`runtrail.persistence.migrations.check`); reads only."""
+        check(self.query, self.dialect, components, where=f"the {self.what}", older=older)
 
     def close(self) -> None:
         self._pool.close()

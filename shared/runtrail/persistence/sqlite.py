@@ -18,6 +18,12 @@ first table, so an existing file keeps its own). SQLite's default is 4 KiB; a st
 of a kilobyte or more indexed by random keys takes less CPU and writes less with larger
 pages (the audit links, see its store).
 
+``create=False`` (a store opened to read, see :func:`~runtrail.persistence.migrations.opening`):
+the file must exist (:class:`NoDatabase` otherwise: no folder or file is made), no pragma that
+writes is set (journal mode, page size) and the connection is ``query_only``. It is opened
+read-write all the same (``mode=rw``, never created): a read-only connection cannot remove the
+WAL and shared-memory files it made when it closes, a read-write one, the last to close, does.
+
 ``synchronous``: ``NORMAL`` (the default) may lose the last transactions on a power cut —
 safe for a store that keeps its positions in the same transaction, since the lost events are
 consumed again; ``FULL`` for a store whose committed rows must survive (the audit chain).
@@ -32,9 +38,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
+from urllib.parse import quote
 
 from runtrail.files import open_private, private_dir
-from runtrail.persistence.migrations import Component, migrate, migrate_or_close
+from runtrail.persistence.migrations import (
+    Component,
+    check,
+    migrate,
+    migrate_or_close,
+    opening_mode,
+)
 from runtrail.persistence.urls import MEMORY
 
 Synchronous = Literal["NORMAL", "FULL"]
@@ -45,27 +58,48 @@ BUSY_TIMEOUT_MS = 10_000
 CACHE_KIB = 32 * 1024
 
 
+class NoDatabase(FileNotFoundError):
+    """An SQLite store that must exist (to be read, or moved) does not: a mistyped path must
+    not become a new, empty store."""
+
+
+def require_database(path: str | Path) -> None:
+    """:class:`NoDatabase` unless ``path`` is an existing file (or :data:`MEMORY`)."""
+    if str(path) != MEMORY and not Path(path).is_file():
+        raise NoDatabase(f"no SQLite database at {path}")
+
+
 def connect(
     path: str | Path,
     *,
     synchronous: Synchronous = "NORMAL",
     foreign_keys: bool = False,
     page_size: int | None = None,
+    create: bool = True,
 ) -> sqlite3.Connection:
-    """A new connection to the database at ``path`` (or :data:`MEMORY`), configured as above."""
+    """A new connection to the database at ``path`` (or :data:`MEMORY`), configured as above
+    (``create=False``: an existing file, only read: see the module doc)."""
     target = str(path)
     if synchronous not in ("NORMAL", "FULL"):
         raise ValueError(f"synchronous is NORMAL or FULL, not {synchronous!r}")
-    if target != MEMORY:
+    if not create:
+        require_database(target)
+    elif target != MEMORY:
         private_dir(Path(target).parent)
         _create_private(target)
+    uri = not create and target != MEMORY
     conn = sqlite3.connect(
-        target,
+        f"file:{quote(target)}?mode=rw" if uri else target,
         isolation_level=None,
         check_same_thread=False,
         timeout=BUSY_TIMEOUT_MS / 1000,
+        uri=uri,
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if not create:
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        conn.execute("PRAGMA query_only = ON")
+        return conn
     if page_size is not None:  # before WAL: a new database takes it with its first write
         conn.execute(f"PRAGMA page_size = {int(page_size)}")
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # negative: KiB, not pages
@@ -103,13 +137,21 @@ class SqliteDatabase:
         page_size: int | None = None,
     ) -> None:
         """Open the database and apply ``components``' pending migrations (closed again if
-        they fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`)."""
+        they fail, e.g. :class:`~runtrail.persistence.migrations.StoreTooNew`); opened to read
+        (:func:`~runtrail.persistence.migrations.opening`), it only checks them."""
         self.path = str(path)
+        mode = opening_mode()
+        if mode == "existing":  # written as by its service, but never made here
+            require_database(path)
         self._conn = connect(
-            path, synchronous=synchronous, foreign_keys=foreign_keys, page_size=page_size
+            path,
+            synchronous=synchronous,
+            foreign_keys=foreign_keys,
+            page_size=page_size,
+            create=mode != "read",
         )
         self._lock = threading.RLock()
-        migrate_or_close(self, components)
+        migrate_or_close(self, components, mode)
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -148,6 +190,13 @@ class SqliteDatabase:
         put :data:`runtrail.persistence.tracking.TRACKING` first if the store keeps positions)."""
         return migrate(
             self.transaction, self.dialect, components, where=f"the SQLite store {self.path}"
+        )
+
+    def check(self, components: Sequence[Component], *, older: bool = False) -> None:
+        """Raise unless every component's schema is here (see
+        :func:`runtrail.persistence.migrations.check`); reads only."""
+        check(
+            self.query, self.dialect, components, where=f"the SQLite store {self.path}", older=older
         )
 
     def close(self) -> None:
@@ -190,8 +239,7 @@ def repage(
     if page_size not in PAGE_SIZES:
         raise ValueError(f"a page size is one of {', '.join(map(str, PAGE_SIZES))}")
     target = Path(path)
-    if not target.is_file():
-        raise FileNotFoundError(f"no SQLite database at {target}")
+    require_database(target)
     bytes_before = target.stat().st_size
     conn = sqlite3.connect(str(target), isolation_level=None, timeout=1.0)
     try:

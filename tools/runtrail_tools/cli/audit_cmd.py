@@ -5,6 +5,13 @@ or a command found nothing to act on (``verify``/``export`` of a run with no cha
 the tenant and run looked up: verifying nothing is never "valid"), 2 when the input cannot be used (a missing file, an
 unreachable store, an untrusted tree head). ``--store URL`` (or ``RUNTRAIL_AUDIT_STORE_URL``)
 picks the link store; the default is the embedded ``sqlite:///<state dir>/audit.db``.
+
+A command that only reads (verify, export, head, prove, log-prove, log-consistency, bundle)
+never creates, migrates or changes the store; tree-head and log-checkpoint write into one that
+exists. A store that is missing, of another kind, or of another runtrail version exits 2 naming
+it (:mod:`runtrail_tools.cli.store_open`). A chain is selected by ``--run`` in ``--tenant``
+(else ``RUNTRAIL_TENANT``); with neither, in whichever tenant holds the run, as
+``projection show`` finds it (exit 2 naming them when several do).
 """
 
 from __future__ import annotations
@@ -30,10 +37,18 @@ from runtrail.audit.verify import ChainVerification, nothing_verified
 from runtrail.config import Settings
 from runtrail.files import private_dir
 from runtrail.persistence.kinds import AUDIT_LINKS
+from runtrail.persistence.migrations import Opening, opening
 from runtrail.persistence.registry import open_store
-from runtrail.persistence.sqlite import PAGE_SIZES, InUse, repage
+from runtrail.persistence.sqlite import PAGE_SIZES, InUse, NoDatabase, repage
 from runtrail.persistence.urls import redact_url, scheme_of
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.cli.store_open import (
+    AmbiguousRun,
+    explain_store_error,
+    is_store_error,
+    tenant_holding,
+    tenant_scope,
+)
 
 if TYPE_CHECKING:  # the service package is imported only when a command runs
     from runtrail_services.audit.settings import AuditSettings
@@ -229,7 +244,8 @@ def _chain_command(commands: Any, name: str, help_text: str) -> tuple[Any, Any]:
     def chain(parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("chain", "which run's chain: --tenant with --run")
         group.add_argument(
-            "--tenant", help="tenant ID of the run (RUNTRAIL_TENANT; default: default)"
+            "--tenant",
+            help="tenant ID of the run (RUNTRAIL_TENANT; default: the tenant holding the run)",
         )
         groups.append(group)
 
@@ -258,16 +274,46 @@ def _store_url(args: argparse.Namespace, settings: Settings) -> str:
 
 
 @contextmanager
-def _store(args: argparse.Namespace, settings: Settings) -> Iterator[LinkStore]:
+def _store(
+    args: argparse.Namespace, settings: Settings, mode: Opening = "read"
+) -> Iterator[LinkStore]:
+    """The link store, opened as ``mode`` says: ``"read"`` (nothing created, migrated or
+    changed) unless the command writes; a store error while it is used is :class:`Unusable`."""
     url = _store_url(args, settings)
     try:
-        store = open_store(AUDIT_LINKS, url)
+        with opening(mode):
+            store = open_store(AUDIT_LINKS, url)
     except Exception as exc:
-        raise Unusable(f"cannot open the audit store {redact_url(url)}: {exc}") from exc
+        raise Unusable(explain_store_error("audit", url, exc)) from exc
     try:
         yield store
+    except Exception as exc:
+        if isinstance(exc, OSError) or not is_store_error(exc):  # an OSError: a file of ours
+            raise
+        raise Unusable(explain_store_error("audit", url, exc, doing="read")) from exc
     finally:
         store.close()
+
+
+def _tenant(args: argparse.Namespace, settings: Settings, store: LinkStore) -> str:
+    """The tenant of ``--run``'s chain: ``--tenant`` (or ``RUNTRAIL_TENANT``) when given, else
+    the one tenant whose chains hold the run (as ``projection show`` finds it)."""
+    given = tenant_scope(args)
+    if given is not None:
+        return given
+    command = f"audit {args.audit_command}"
+    try:
+        found = tenant_holding(
+            args.run, [h.tenant_id for h in store.heads() if h.run_id == args.run]
+        )
+    except AmbiguousRun as exc:
+        raise Unusable(f"{command}: {exc}") from exc
+    if found is None:
+        raise NothingFound(
+            f"{command}: no audit chain of run {args.run!r} in any tenant of "
+            f"{redact_url(_store_url(args, settings))} (check --run)"
+        )
+    return found
 
 
 def _guarded(func: Callable[[argparse.Namespace, Settings], int]) -> Callable[..., int]:
@@ -297,13 +343,15 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             print(f"audit verify: {args.file} holds no links", file=sys.stderr)
             return _verdict(nothing_verified())
         return _verdict(result)
-    with _store(args, settings) as store:
-        result = verify_stored(store, settings.tenant, args.run)
+    try:
+        with _store(args, settings) as store:
+            tenant = _tenant(args, settings, store)
+            result = verify_stored(store, tenant, args.run)
+    except NothingFound as exc:  # in no tenant: nothing verified, as in the tenant given
+        print(exc, file=sys.stderr)
+        return _verdict(nothing_verified())
     if result.length == 0:
-        print(
-            _no_chain("verify", settings.tenant, args.run, _store_url(args, settings)),
-            file=sys.stderr,
-        )
+        print(_no_chain("verify", tenant, args.run, _store_url(args, settings)), file=sys.stderr)
         return _verdict(nothing_verified())
     return _verdict(result)
 
@@ -345,10 +393,9 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
         if len(proofs) == len(tree_heads):  # everything at hand: no store needed
             anchors = [Anchor(cp, pr) for cp, pr in zip(tree_heads, proofs, strict=True)]
             return _verdict(verify_anchored(links, tenant, run, anchors))
-    else:
-        tenant, run = settings.tenant, args.run
     with _store(args, settings) as store:
         if args.file is None:
+            tenant, run = _tenant(args, settings, store), args.run
             own = verify_stored(store, tenant, run)
             if not own.valid:
                 return _verdict(own)
@@ -363,9 +410,10 @@ def _verify_anchored(args: argparse.Namespace, settings: Settings) -> int:
 @_guarded
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     with _store(args, settings) as store:
-        links = store.load_chain(settings.tenant, args.run)
+        tenant = _tenant(args, settings, store)
+        links = store.load_chain(tenant, args.run)
     if not links:  # checked before writing: no empty file is left to pass for an export
-        raise _no_chain("export", settings.tenant, args.run, _store_url(args, settings))
+        raise _no_chain("export", tenant, args.run, _store_url(args, settings))
     if args.output is not None:
         count = write_export(args.output, links)
         _emit({"file": str(args.output), "links": count})
@@ -380,15 +428,17 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 @_guarded
 def cmd_head(args: argparse.Namespace, settings: Settings) -> int:
     with _store(args, settings) as store:
-        head = store.head(settings.tenant, args.run)
+        tenant = _tenant(args, settings, store)
+        head = store.head(tenant, args.run)
     if head is None:
         # the genesis head is still printed (what a first link would chain onto), but a run with
         # no links is not a head to trust: the wrong --tenant or a typo exits 1, like verify
         print(
-            f"audit head: run {settings.tenant}/{args.run} has no links in this store",
+            f"audit head: run {tenant}/{args.run} has no links in "
+            f"{redact_url(_store_url(args, settings))}",
             file=sys.stderr,
         )
-        _emit(genesis_head(settings.tenant, args.run).to_json())
+        _emit(genesis_head(tenant, args.run).to_json())
         return INVALID
     _emit(head.to_json())
     return VALID
@@ -400,6 +450,7 @@ def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
     from runtrail_services.audit.trust import proof_bundle
 
     with _store(args, settings) as store:
+        tenant = _tenant(args, settings, store)
         if args.tree_head_id is None:
             stored = store.latest_tree_head()
         else:
@@ -408,17 +459,15 @@ def cmd_prove(args: argparse.Namespace, settings: Settings) -> int:
             _emit({"error": "no such tree head in the store (see `runtrail audit tree-head`)"})
             return INVALID
         heads = store.committed_heads(stored.tree_head_id)
-        chain = store.head(settings.tenant, args.run)
+        chain = store.head(tenant, args.run)
     try:
-        proof = prove_head(heads, settings.tenant, args.run)
+        proof = prove_head(heads, tenant, args.run)
     except KeyError:
         if chain is None:  # no newer tree head can help: the run has no chain at all
-            raise _no_chain(
-                "prove", settings.tenant, args.run, _store_url(args, settings)
-            ) from None
+            raise _no_chain("prove", tenant, args.run, _store_url(args, settings)) from None
         _emit(
             {
-                "error": f"run {settings.tenant}/{args.run} is not in tree head "
+                "error": f"run {tenant}/{args.run} is not in tree head "
                 f"{stored.tree_head_id} (sign a newer one)"
             }
         )
@@ -436,8 +485,8 @@ def cmd_tree_head(args: argparse.Namespace, settings: Settings) -> int:
     from runtrail_services.audit.tree_heads import sign_and_store
 
     audit = _audit_settings(args)
-    signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
-    with _store(args, settings) as store:
+    with _store(args, settings, "existing") as store:  # signs what a service wrote
+        signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
         stored = sign_and_store(store, signer, audit.origin).stored
     assert stored is not None
     if args.output is not None:
@@ -482,9 +531,9 @@ def cmd_log_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     from runtrail_services.audit.transparency import LogPublisher
 
     audit = _audit_settings(args)
-    signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
-    tiles = open_store(AUDIT_TILES, audit.resolved_tiles_url(settings.state_dir))
-    with _store(args, settings) as store:
+    with _store(args, settings, "existing") as store:  # signs what a service wrote
+        signer = load_or_create_signer(audit.resolved_key_path(settings.state_dir), audit.key_name)
+        tiles = open_store(AUDIT_TILES, audit.resolved_tiles_url(settings.state_dir))
         signed = LogPublisher(store, signer, audit.log_origin, tiles).publish()
         stored = store.latest_log_checkpoint()
     if stored is None:
@@ -528,13 +577,14 @@ def cmd_log_prove(args: argparse.Namespace, settings: Settings) -> int:
     from runtrail.audit.tlog import LogTree
 
     def prove(store: LinkStore) -> dict[str, Any]:
+        tenant = _tenant(args, settings, store)
         index = args.index
         if index is None:
-            head = store.head(settings.tenant, args.run)
+            head = store.head(tenant, args.run)
             if head is None:
-                raise _no_chain("log-prove", settings.tenant, args.run, _store_url(args, settings))
+                raise _no_chain("log-prove", tenant, args.run, _store_url(args, settings))
             index = head.length - 1
-        return prove_link(store, LogTree(), settings.tenant, args.run, index, args.size)
+        return prove_link(store, LogTree(), tenant, args.run, index, args.size)
 
     return _log_proof(args, settings, prove)
 
@@ -562,7 +612,8 @@ def cmd_bundle(args: argparse.Namespace, settings: Settings) -> int:
     quorum = audit.witness_quorum if witnesses else 0
     with _store(args, settings) as store:
         try:
-            bundle = make_bundle(store, settings.tenant, args.run, vkey, witnesses, quorum)
+            tenant = _tenant(args, settings, store)
+            bundle = make_bundle(store, tenant, args.run, vkey, witnesses, quorum)
         except NoProof as exc:
             raise NothingFound(f"audit bundle: {exc}") from exc
     args.output.write_text(bundle_text(bundle), "utf-8")
@@ -588,8 +639,6 @@ def cmd_repage(args: argparse.Namespace, settings: Settings) -> int:
             "(PostgreSQL's page size is fixed when the server is built)"
         )
     path = Path(path_from_url(url))
-    if not path.is_file():
-        raise Unusable(f"no audit store at {path} (check --store or RUNTRAIL_AUDIT_STORE_URL)")
     started = time.monotonic()
     said = [started]
 
@@ -606,6 +655,8 @@ def cmd_repage(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         result = repage(path, args.page_size, progress=still_working)
+    except NoDatabase as exc:
+        raise Unusable(f"audit repage: {exc} (check --store or RUNTRAIL_AUDIT_STORE_URL)") from exc
     except InUse as exc:
         raise Unusable(
             f"audit repage: {exc}: stop every audit member and reader of this store, then run "

@@ -8,28 +8,37 @@ the tenants when more than one does (tenants never mix: pick one with ``--tenant
 ``replay`` is ``runtrail replay projection`` under this group too.
 
 The store defaults to the projector service's (``RUNTRAIL_PROJECTOR_STORE_URL``, else
-``sqlite:///<state dir>/projection.db``); ``--store URL`` reads another one (a rebuild).
+``sqlite:///<state dir>/projection.db``); ``--store URL`` reads another one (a rebuild). Both
+only read it: a store that is missing, of another kind, or of another runtrail version is one
+line naming it, exit 2 (never a new, empty store: :mod:`runtrail_tools.cli.store_open`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from runtrail.persistence.kinds import PROJECTIONS
 from runtrail.persistence.registry import open_store
+from runtrail.persistence.urls import redact_url
 from runtrail.projection import ProjectionStore
 from runtrail.projection.display import row_json
 from runtrail_tools.cli.common import add_common_flags, positive_int, settings_from_args
 from runtrail_tools.cli.replay_projection_cmd import add_replay_parser
-from runtrail_tools.cli.store_open import open_store_or_explain
+from runtrail_tools.cli.store_open import (
+    MAX_CANDIDATES,
+    AmbiguousRun,
+    open_store_or_explain,
+    store_errors_explained,
+    tenant_holding,
+    tenant_scope,
+)
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
-#: Tenants named when a run ID is in several (show without --tenant).
-MAX_CANDIDATES = 10
 
 STATUSES = (
     "received",
@@ -99,11 +108,6 @@ def _tenant_flag(group: Any) -> None:
     )
 
 
-def tenant_scope(args: argparse.Namespace) -> str | None:
-    """The one tenant to read (``--tenant``, else ``RUNTRAIL_TENANT`` if set), or None: all."""
-    return args.tenant or os.environ.get("RUNTRAIL_TENANT") or None
-
-
 def store_url(args: argparse.Namespace) -> str:
     """``--store``, else the projector service's configured store."""
     if args.store:
@@ -113,41 +117,51 @@ def store_url(args: argparse.Namespace) -> str:
     return ProjectorSettings.load().resolved_store_url(settings_from_args(args).state_dir)
 
 
-def _open(args: argparse.Namespace) -> ProjectionStore:
+@contextmanager
+def _reading(args: argparse.Namespace) -> Iterator[ProjectionStore]:
+    """The store, opened only to read (nothing created or changed); a store error while it is
+    read is one line too (:class:`~runtrail_tools.cli.store_open.StoreUnreachable`)."""
     url = store_url(args)
-    return open_store_or_explain("projection", url, lambda: open_store(PROJECTIONS, url))
+    store = open_store_or_explain(
+        "projection", url, lambda: open_store(PROJECTIONS, url), mode="read"
+    )
+    try:
+        with store_errors_explained("projection", url):
+            yield store
+    finally:
+        store.close()
 
 
 def run_show(args: argparse.Namespace) -> int:
     tenant = tenant_scope(args)
     try:
-        store = _open(args)
+        with _reading(args) as store:
+            if tenant is not None:
+                row = store.get(tenant, args.run)
+                elsewhere = [] if row else [r.tenant_id for r in store.list(run_id=args.run)]
+            else:
+                rows = store.list(run_id=args.run, limit=MAX_CANDIDATES + 1)
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
-    try:
-        if tenant is not None:
-            row = store.get(tenant, args.run)
-            elsewhere = [] if row else [r.tenant_id for r in store.list(run_id=args.run)]
-        else:
-            rows = store.list(run_id=args.run, limit=MAX_CANDIDATES + 1)
-    finally:
-        store.close()
+    where = redact_url(store_url(args))
     if tenant is not None:
         if row is None:
             hint = f" (it is in tenant {', '.join(map(repr, elsewhere))})" if elsewhere else ""
             return _fail(
-                EXIT_NOT_FOUND, f"no projection of run {args.run!r} in tenant {tenant!r}{hint}"
+                EXIT_NOT_FOUND,
+                f"no projection of run {args.run!r} in tenant {tenant!r}{hint} of the store "
+                f"{where}",
             )
-    elif not rows:
-        return _fail(EXIT_NOT_FOUND, f"no projection of run {args.run!r} in any tenant")
-    elif len(rows) > 1:
-        names = ", ".join(repr(r.tenant_id) for r in rows[:MAX_CANDIDATES])
-        more = " and more" if len(rows) > MAX_CANDIDATES else ""
-        return _fail(
-            EXIT_USAGE,
-            f"run {args.run!r} is in several tenants ({names}{more}): choose one with --tenant",
-        )
     else:
+        try:
+            found = tenant_holding(args.run, [r.tenant_id for r in rows])
+        except AmbiguousRun as exc:
+            return _fail(EXIT_USAGE, str(exc))
+        if found is None:
+            return _fail(
+                EXIT_NOT_FOUND,
+                f"no projection of run {args.run!r} in any tenant of the store {where}",
+            )
         row = rows[0]
     print(json.dumps(row_json(row), indent=2))
     return EXIT_OK
@@ -155,18 +169,15 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     try:
-        store = _open(args)
+        with _reading(args) as store:
+            rows = store.list(
+                args.status,
+                tenant_scope(args),
+                halted=True if args.halted else None,
+                limit=args.limit,
+            )
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
-    try:
-        rows = store.list(
-            args.status,
-            tenant_scope(args),
-            halted=True if args.halted else None,
-            limit=args.limit,
-        )
-    finally:
-        store.close()
     for row in rows:
         if args.json:
             summary = row_json(row)
