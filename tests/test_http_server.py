@@ -109,3 +109,18 @@ def test_a_server_stops_without_waiting_out_a_half_second_poll() -> None:
         server.stop()
         stops.append(time.perf_counter() - started)
     assert max(stops) < 0.25, stops
+
+
+def test_a_port_in_use_is_named_in_the_error() -> None:
+    """'cannot start: [Errno 98] Address already in use' named no port: a service started
+    with --metrics-port of another process left the operator guessing which one."""
+    import socket
+
+    from runtrail.http_server import BackgroundServer, QuietHandler
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: Address already"):
+            BackgroundServer("127.0.0.1", port, QuietHandler, "test")

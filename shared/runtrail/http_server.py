@@ -47,7 +47,10 @@ class BackgroundServer:
     def __init__(
         self, host: str, port: int, handler: type[BaseHTTPRequestHandler], name: str
     ) -> None:
-        self._server = ThreadingHTTPServer((host, port), handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:  # the errno's text alone does not say which address
+            raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(STOP_POLL_S,), name=name, daemon=True
