@@ -80,6 +80,10 @@ def log_verdicts(log: Log, vkey: str, *old: Path) -> tuple[tuple[int, Any], tupl
 def test_the_untouched_log_verifies(log: Log, signed: dict[str, Any], tmp_path: Path) -> None:
     (code, verdict), (go_code, err) = log_verdicts(log, signed["vkey"], tmp_path / "old.note")
     assert (code, verdict["valid"], verdict["size"], go_code) == (0, True, 600, 0), err
+    # the tiles as log-checkpoint names them (a file:// URL) verify the same
+    assert signed["second"]["tiles"].startswith("file://")
+    code, verdict = verifier("log", "--log", signed["second"]["tiles"], "--vkey", signed["vkey"])
+    assert (code, verdict["valid"], verdict["size"]) == (0, True, 600), verdict
 
 
 def test_a_fork_is_detected(log: Log, signed: dict[str, Any], tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -159,6 +160,9 @@ def included(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: b
 
 # --- the log ---------------------------------------------------------------------------------
 def _reader(base: str) -> Any:
+    if base.startswith("file://"):  # what `runtrail audit log-checkpoint` prints
+        base = urllib.request.url2pathname(urllib.parse.urlsplit(base).path)
+
     def read(path: str) -> bytes:
         if base.startswith(("http://", "https://")):
             try:
@@ -262,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Verify runtrail's transparency log or a bundle.")
     commands = parser.add_subparsers(dest="command", required=True)
     log = commands.add_parser("log", help="a log's checkpoint, tiles and entries")
-    log.add_argument("--log", required=True, help="folder or http(s) URL of the log")
+    log.add_argument("--log", required=True, help="folder, file:// or http(s) URL of the log")
     log.add_argument("--vkey", required=True, help="the log's verifier key")
     log.add_argument("--old", action="append", default=[], type=Path, help="older checkpoints")
     bundle = commands.add_parser("bundle", help="one run's offline proof bundle")
