@@ -1,7 +1,10 @@
 """The command API's routes (Starlette), every one scoped to the tenant of the bearer token.
 
 * ``GET /v1/runs/{run}`` — version, status, projection and the commands allowed from it;
-* ``GET /v1/runs/{run}/events?after=N`` — the run's events after sequence N, as written;
+* ``GET /v1/runs/{run}/events?after=N&resolve=…`` — the run's events after sequence N, their
+  protected content opened for the token's tenant (``[erased]`` where it was erased), or as
+  written (references) with ``resolve=false`` (or ``0``; any other value than ``true``, ``1``,
+  ``false``, ``0`` is a 400);
 * ``POST /v1/runs/{run}/commands`` — ``{name, expectedVersion, idempotencyKey, actor?, data,
   correlationId?, causationEventId?}``: 200 accepted (or the first outcome of a duplicate),
   409 stale or idempotency conflict (the body carries the current version), 422 refused
@@ -11,6 +14,12 @@
   as another media type than JSON or sent compressed;
 * ``POST /v1/runs/{run}/resume`` — the resume protocol (:mod:`runtrail.commands.resume`):
   422 for a run that cannot resume.
+
+The store protects what it records (:class:`~runtrail.commands.store.EventStore`'s
+``protector``): events are kept, relayed and sealed with references in place of protected
+content. The answers a caller reads — an outcome's events, the run's events — open them for
+the tenant of the token, with the same :class:`~runtrail.privacy.resolve.Resolver` every
+other reader uses.
 
 The store is synchronous (one transaction per command): calls run in Starlette's threadpool.
 """
@@ -34,12 +43,15 @@ from runtrail.events import loads_strict
 from runtrail.events.errors import EventError
 from runtrail.events.limits import EventLimits
 from runtrail.http_server import TokenAuth
+from runtrail.privacy.resolve import Resolver
 from runtrail.whole_numbers import whole_number
 from runtrail_services.http_body import body_within
 
 #: Refusal codes answered 409 (the caller reloads and decides); every other refusal is 422.
 CONFLICT_CODES = frozenset({"stale", "idempotency-conflict"})
 DEFAULT_ACTOR = {"kind": "service", "id": "command-api"}
+#: The values of ``?resolve=`` on the events route and what they mean (empty: absent, resolve).
+RESOLVE_VALUES = {"true": True, "1": True, "false": False, "0": False, "": True}
 
 
 def _error(status: int, code: str, reason: str) -> JSONResponse:
@@ -87,10 +99,18 @@ def build_app(
     *,
     max_body_bytes: int = 1024 * 1024,
     limits: EventLimits | None = None,
+    resolver: Resolver | None = None,
 ) -> Starlette:
     """The API on ``store``; ``auth`` maps bearer tokens to tenants; a command's body must fit
-    ``limits`` (nesting depth; the default limits when None)."""
+    ``limits`` (nesting depth; the default limits when None); ``resolver`` opens the protected
+    content of the events it answers with (None: no content store, a reference reads as
+    ``[erased]``)."""
     limits = limits or EventLimits()
+    opener = resolver or Resolver(None)
+
+    def opened(tenant: str, forms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The events with their references opened for ``tenant`` (a reader entitled to it)."""
+        return [opener.value(tenant, form) for form in forms]
 
     def tenant_of(request: Request) -> str | None:
         return auth.tenant_of(request.headers.get("authorization"))
@@ -121,9 +141,14 @@ def build_app(
         after = whole_number(request.query_params.get("after", "0"))
         if after is None:
             return _error(400, "bad-request", "after must be a sequence number")
+        flag = request.query_params.get("resolve", "").lower()
+        if flag not in RESOLVE_VALUES:  # never read an unknown value as either
+            return _error(400, "bad-request", "resolve is true, 1, false or 0")
         forms = await run_in_threadpool(
             store.stored_events, tenant, request.path_params["run"], after
         )
+        if RESOLVE_VALUES[flag]:
+            forms = await run_in_threadpool(opened, tenant, forms)
         return JSONResponse({"events": forms})
 
     async def execute(request: Request) -> Response:
@@ -153,7 +178,10 @@ def build_app(
             return _error(400, "bad-request", f"not a command: {exc}")
         outcome = await run_in_threadpool(store.execute, command)
         status = 200 if outcome.accepted else 409 if outcome.code in CONFLICT_CODES else 422
-        return JSONResponse(outcome.model_dump(mode="json", by_alias=True), status_code=status)
+        answer = outcome.model_dump(mode="json", by_alias=True)
+        if answer["events"]:  # kept with references: the caller reads them opened
+            answer["events"] = await run_in_threadpool(opened, tenant, answer["events"])
+        return JSONResponse(answer, status_code=status)
 
     async def resume(request: Request) -> Response:
         tenant = tenant_of(request)

@@ -3,6 +3,11 @@
 Not a topic consumer: ``runtrail run command-api`` starts it through
 :data:`runtrail.runtime.registry.RECEIVERS`. Accepted commands are in the store's outbox; the
 ``outbox-relay`` puts them on the events topic.
+
+With a content store configured (``RUNTRAIL_CONTENT_STORE_URL``), the store is opened with the
+publisher's protector built from the same settings (policy, content and key stores), so the
+events it records hold references only; the API opens them for the token's tenant with the
+readers' resolver (``docs/PRIVACY.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import uvicorn
 from runtrail.events.limits import EventLimits
 from runtrail.persistence import COMMAND_EVENTS, open_store
 from runtrail.persistence.urls import redact_url
+from runtrail.privacy.protect import ContentProtector, protector_from_settings
+from runtrail.privacy.resolve import resolver_from_settings
 from runtrail.runtime.receiver import ServingReceiver, tenant_auth
 from runtrail_services.command_api.app import build_app
 from runtrail_services.command_api.settings import CommandApiSettings
@@ -59,12 +66,18 @@ class CommandApiReceiver(ServingReceiver[CommandApiSettings]):
 
     def open(self) -> None:
         auth = tenant_auth(self.name, self.own)
-        self.store = open_store(COMMAND_EVENTS, self.own.resolved_store(self.settings.state_dir))
+        self.store = open_store(
+            COMMAND_EVENTS,
+            self.own.resolved_store(self.settings.state_dir),
+            protector=protector_from_settings(self.settings),
+        )
+        self.resolver = resolver_from_settings(self.settings)
         app = build_app(
             self.store,
             auth,
             max_body_bytes=self.own.max_body_bytes,
             limits=EventLimits.from_settings(self.settings),
+            resolver=self.resolver,
         )
         self.server = CommandApiServer(app, self.own.http_host, self.own.http_port)
 
@@ -76,3 +89,6 @@ class CommandApiReceiver(ServingReceiver[CommandApiSettings]):
     def shut_down(self) -> None:
         self.server.stop()
         self.store.close()
+        if isinstance(self.store.protector, ContentProtector):
+            self.store.protector.vault.close()
+        self.resolver.close()

@@ -27,6 +27,7 @@ OutcomeCode = Literal[
     "run-terminal",
     "cancellation-requested",
     "idempotency-conflict",
+    "protect-failed",
 ]
 
 

@@ -14,6 +14,17 @@ For every command, one transaction (seed 002, "Append events with optimistic con
    relay (``agent_outbox``), the projection and its version written, a sealed snapshot kept
    every ``snapshot_every`` events, the outcome recorded under the idempotency key; commit.
 
+Protected content (``docs/PRIVACY.md``): with a ``protector`` (the publisher's own
+:class:`~runtrail.privacy.protect.ContentProtector`, built from the same settings by
+:func:`~runtrail.privacy.protect.protector_from_settings`), each event's protected fields are
+replaced by references in step 3, before the event is validated and applied, exactly as the
+publisher does before it validates, spools and sends. So the appended events, the outbox, the
+projection, the recorded outcome — and from there the topic and the audit chain — hold
+references only, sealed with the data key of the policy's subject, which ``runtrail erase``
+destroys. The sealed content is made durable before the events are written (the publisher
+syncs it before its spool). A content store that fails refuses the command
+(``protect-failed``): nothing is appended and the content never goes inline as a fallback.
+
 PostgreSQL runs the transaction SERIALIZABLE; a serialization failure (or a concurrent insert
 of the same run or key) rolls it back and the whole transaction is run again from step 1, up to
 ``max_attempts`` times. SQLite takes the write lock at ``BEGIN IMMEDIATE``, so writers queue.
@@ -41,6 +52,7 @@ from runtrail.events import EventError, upcast, validate_json_form
 from runtrail.events.models import Event
 from runtrail.persistence.dialect import Database
 from runtrail.persistence.tracking import TRACKING, Tracking
+from runtrail.privacy.protect import Durable, ProtectFailed, Protector
 from runtrail.projection.errors import ProjectionError
 from runtrail.projection.model import RunProjection
 from runtrail.projection.projector import PROJECTOR_VERSION, apply_event
@@ -49,6 +61,9 @@ from runtrail.runtime.unavailable import StoreUnavailable
 
 JsonDict = dict[str, Any]
 RunKey = tuple[str, str]
+#: The protected data of the events a command sealed content for, by (event ID, data as JSON):
+#: a retried transaction reuses their references instead of sealing the same content again.
+_Protected = dict[tuple[str, bytes], JsonDict]
 #: An outbox entry: (tenant ID, run ID, sequence, event ID).
 OutboxKey = tuple[str, str, int, str]
 
@@ -96,8 +111,12 @@ class EventStore:
         snapshot_every: int = 50,
         max_attempts: int = 30,
         clock: Callable[[], datetime] = _utcnow,
+        protector: Protector | None = None,
     ) -> None:
+        """``protector``: replaces the protected fields of every event by references before
+        it is validated and written (None: no content store, events are kept as given)."""
         self.db = db
+        self.protector = protector
         self.dialect = db.dialect
         self.snapshot_every = snapshot_every
         self.max_attempts = max_attempts
@@ -135,12 +154,13 @@ class EventStore:
     def execute(self, command: Command) -> CommandOutcome:
         """Decide ``command`` (see the module docstring); never raises for a refusal."""
         last: Exception | None = None
+        protected: _Protected = {}
         for _ in range(self.max_attempts):
             try:
                 with self.db.transaction() as cur:
                     if self._pg:
                         cur.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-                    outcome = self._decide(cur, command)
+                    outcome = self._decide(cur, command, protected)
                     if not outcome.accepted:
                         self._keep_refusal(cur, command, outcome)
                     return outcome
@@ -162,7 +182,21 @@ class EventStore:
         cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
         return getattr(cause, "sqlstate", None) in _RETRY_SQLSTATES
 
-    def _decide(self, cur: Any, command: Command) -> CommandOutcome:
+    def _protect(self, form: JsonDict, protected: _Protected) -> JsonDict:
+        """``form`` with its protected fields by reference (the publisher's hook; the form
+        itself when nothing is protected). Raises :class:`ProtectFailed`."""
+        if self.protector is None:
+            return form
+        memo = (str(form["eventId"]), orjson.dumps(form["data"], option=orjson.OPT_SORT_KEYS))
+        earlier = protected.get(memo)
+        if earlier is not None:
+            return {**form, "data": earlier}
+        result = self.protector(form)
+        if result is not form:  # something was sealed: keep it for a retry, sync it later
+            protected[memo] = result["data"]
+        return result
+
+    def _decide(self, cur: Any, command: Command, protected: _Protected) -> CommandOutcome:
         tenant, run = command.tenant_id, command.run_id
         first = cur.execute(
             self._sql(
@@ -223,14 +257,22 @@ class EventStore:
                 "data": draft.data,
             }
             try:
-                event = validate_json_form(form)
+                event = validate_json_form(self._protect(form, protected))
                 new_state = apply_event(new_state, event)
+            except ProtectFailed as exc:
+                return _refused("protect-failed", f"{command.name}: {exc}", version)
             except EventError as exc:
                 return _refused("invalid-command", f"{command.name}: {exc}", version)
             except ProjectionError as exc:
                 return _refused(exc.code, str(exc), version)
             events.append(event)
         assert new_state is not None
+        if protected and isinstance(self.protector, Durable):
+            try:  # the content before the events that refer to it, as the publisher does
+                self.protector.sync()
+            except Exception as exc:
+                reason = f"{command.name}: the content store cannot make the content durable: "
+                return _refused("protect-failed", f"{reason}{type(exc).__name__}: {exc}", version)
         for event in events:
             self._append(cur, event)
         self._write_projection(cur, state, new_state, version)
