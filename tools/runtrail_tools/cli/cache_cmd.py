@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtrail.config import Settings
+from runtrail.persistence.migrations import Opening
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
 from runtrail_tools.cli.store_open import open_store_or_explain
 
@@ -94,14 +95,18 @@ def _store_url(args: argparse.Namespace, settings: Settings) -> str:
     return str(args.store_url or ResumeCacheSettings().resolved_store_url(settings.state_dir))
 
 
-def _open_store(args: argparse.Namespace, settings: Settings) -> CacheStore:
-    """The cache store, or a one-line answer naming it when it cannot be opened."""
+def _open_store(
+    args: argparse.Namespace, settings: Settings, mode: Opening = "existing"
+) -> CacheStore:
+    """The cache store, or a one-line answer naming it when it cannot be opened; a command
+    that reads never makes one (``mode``: the store keeps its own bookkeeping when opened, so
+    it is opened as an existing store rather than read-only)."""
     from runtrail.persistence import open_store
     from runtrail.persistence.kinds import RESUME_ENTRIES
 
     url = _store_url(args, settings)
     return open_store_or_explain(
-        "resume-cache", url, lambda: open_store(RESUME_ENTRIES, url, readers=1)
+        "resume-cache", url, lambda: open_store(RESUME_ENTRIES, url, readers=1), mode=mode
     )
 
 
@@ -211,7 +216,7 @@ def run_import(args: argparse.Namespace) -> int:
     if partitions is not None and partitions < 1:
         sys.stderr.write(f"cache import: --partitions must be at least 1, got {partitions}\n")
         return EXIT_USAGE
-    store = _open_store(args, settings)
+    store = _open_store(args, settings, mode="create")
     try:
         added = store.import_entries(entries)
         opened = store.import_intents(

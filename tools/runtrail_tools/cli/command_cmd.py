@@ -194,8 +194,12 @@ def _resume(args: argparse.Namespace) -> int:
                 raise CommandApiError(None, "--tenant (or RUNTRAIL_TENANT) is needed with --store")
             from runtrail.commands.resume import resume_run
             from runtrail.persistence import COMMAND_EVENTS, open_store
+            from runtrail_tools.cli.store_open import open_store_or_explain
 
-            store = open_store(COMMAND_EVENTS, args.store)
+            url = args.store
+            store = open_store_or_explain(  # it records outcomes, into the API's own store
+                "command", url, lambda: open_store(COMMAND_EVENTS, url), mode="existing"
+            )
             try:
                 report = resume_run(store, args.tenant, args.run).json_form()
             finally:

@@ -74,7 +74,9 @@ def run_drops(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     url = args.store_url or settings.resolved_otlp_drops_url()
-    store = open_store_or_explain("OTLP drops", url, lambda: open_store(OTLP_DROPS, url))
+    store = open_store_or_explain(
+        "OTLP drops", url, lambda: open_store(OTLP_DROPS, url), mode="read"
+    )
     try:
         rows = store.rows(
             tenant=args.tenant,
