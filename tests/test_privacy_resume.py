@@ -1,8 +1,9 @@
 """The resume cache with prompts, outputs and tool arguments and results by reference, against a
 real broker and ``runtrail run resume-cache``: the service keys entries by the plaintext an
 agent's lookup hashes (so a resumed run finds its answers by content), the entries keep the
-references, and the agent's cache opens them; after erasure a lookup answers the erased marker,
-never a fresh call."""
+references, and the agent's cache opens them; once their content no longer opens, the service
+serves no hit reading the erased marker: a model call is a miss, the run's tool call an
+outcome unknown (never a silent second call)."""
 
 from __future__ import annotations
 
@@ -98,9 +99,10 @@ def test_lookups_by_content_find_entries_published_by_reference(
             store.close()
         assert all(PREFIX in e and SENTINEL not in e for e in entries)
 
-        vault.erase("acme", "run-1")
+        vault.erase("acme", "run-1")  # the content only: the entries stay in the store
         model, tool = lookup()
-        assert model is not None and model.message == ERASED  # erased: no fresh call
-        assert tool.entry is not None and tool.entry.result == ERASED
+        assert model is None  # never "[erased]" handed over as the model's answer
+        assert tool.entry is None and tool.intent is not None  # the call's outcome: unknown
+        assert tool.intent.call_id == "c1" and ERASED not in json.dumps(tool.intent.to_json())
     finally:
         service.stop()

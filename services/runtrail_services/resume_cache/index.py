@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Unpack
+
+import orjson
 
 from runtrail.resume.builder import WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.errors import NotCaughtUp
 from runtrail.resume.keys import Kind, Scope
 from runtrail.resume.remote import Ask, Lookup
-from runtrail.resume.store import CacheStore
+from runtrail.resume.store import CacheErasure, CacheStore
 
 #: How often a waiting lookup re-reads the stored offsets (partitions owned by other instances).
 STORE_POLL_S = 0.05
@@ -38,9 +40,17 @@ STORE_POLL_S = 0.05
 class LookupIndex:
     """Thread-safe view for the HTTP threads; the consume thread feeds it (see the docstring)."""
 
-    def __init__(self, store: CacheStore, topic: str) -> None:
+    def __init__(
+        self,
+        store: CacheStore,
+        topic: str,
+        unanswerable: Callable[[CacheEntry], bool] | None = None,
+    ) -> None:
         self.store = store
         self.topic = topic
+        #: whether an entry's answer holds content that no longer opens (erased, pruned):
+        #: such an entry is never served, a lookup finding it is a miss
+        self.unanswerable = unanswerable
         self._cond = threading.Condition()
         self._pending = WriteBatch()
         self._latest: dict[tuple[str, Kind, str], CacheEntry] = {}
@@ -84,6 +94,22 @@ class LookupIndex:
                 self._pending.offsets[(self.topic, p)] = position
             self._cond.notify_all()
 
+    def erase(self, erasure: CacheErasure) -> None:
+        """An erasure was consumed: what the pending batch holds of it is dropped (its entries,
+        intents and open model nodes), so no lookup finds it and no flush stores it; the store
+        deletes its own at the next flush (:meth:`CacheStore.apply`)."""
+        with self._cond:
+            pending = self._pending
+            for ek in [k for k, e in pending.entries.items() if _covers(erasure, e)]:
+                entry = pending.entries.pop(ek)
+                latest = (entry.tenant_id, entry.kind, entry.key)
+                if self._latest.get(latest) is entry:
+                    del self._latest[latest]
+            for ik in [k for k, v in pending.intents.items() if _covers(erasure, v)]:
+                del pending.intents[ik]
+            for nk in [k for k, n in pending.models.items() if _covers(erasure, n)]:
+                del pending.models[nk]
+
     def pending(self) -> WriteBatch:
         with self._cond:
             return self._pending
@@ -112,6 +138,11 @@ class LookupIndex:
         if entry is None:
             entry = self.store.get_entry(tenant, run_id, kind, key, scope)
         return entry
+
+    def _answerable(self, entry: CacheEntry | None) -> bool:
+        """Whether ``entry`` may be served: its answer does not read ``[erased]`` (content
+        erased or pruned), which an agent would take for a model's or a tool's answer."""
+        return entry is not None and (self.unanswerable is None or not self.unanswerable(entry))
 
     def caught_up(self, min_offsets: Mapping[int, int], timeout_s: float) -> bool:
         """Wait until every partition is consumed past its offset; False on timeout."""
@@ -144,14 +175,16 @@ class LookupIndex:
         tenant, run_id, kind, key = ask["tenant"], ask["run_id"], ask["kind"], ask["key"]
         scope, min_offsets = ask["scope"], ask["min_offsets"]
         entry = self._find(tenant, run_id, kind, key, scope)
-        if entry is not None:
+        if entry is not None and self._answerable(entry):
             return Lookup(entry)
         if not self.caught_up(min_offsets, timeout_s):
             raise NotCaughtUp(f"not consumed up to {dict(min_offsets)} within {timeout_s:.1f}s")
         entry = self._find(tenant, run_id, kind, key, scope)
-        if entry is not None:
+        if entry is not None and self._answerable(entry):
             return Lookup(entry)
         intent = self.open_intent(tenant, run_id, key) if kind is Kind.TOOL else None
+        if intent is None and entry is not None and entry.kind is Kind.TOOL:
+            intent = _withheld(entry, run_id)
         return Lookup(None, intent)
 
     def open_intent(self, tenant: str, run_id: str, key: str) -> Intent | None:
@@ -190,3 +223,41 @@ class LookupIndex:
                 intents[iid] = value[0]
         last = max(stored.last_sequence, held[0] if held else 0)
         return RunState(tenant, run_id, last, tuple(intents[k] for k in sorted(intents)))
+
+
+def _covers(erasure: CacheErasure, held: object) -> bool:
+    """Whether a pending entry, intent (with its partition) or model node is the erasure's."""
+    if held is None:
+        return False
+    if isinstance(held, tuple):
+        held = held[0]
+    tenant, run_id = getattr(held, "tenant_id", None), getattr(held, "run_id", None)
+    if tenant != erasure.tenant or not isinstance(run_id, str):
+        return False
+    if run_id in erasure.runs:
+        return True
+    return erasure.marker is not None and erasure.holds(
+        tenant,
+        run_id,
+        orjson.dumps(held.to_json()),  # type: ignore[attr-defined]
+    )
+
+
+def _withheld(entry: CacheEntry, run_id: str) -> Intent | None:
+    """A tool call of ``run_id`` that completed but whose result no longer opens: its outcome
+    is unknown to the run again (an idempotent tool runs again with its idempotency key, any
+    other raises ``OutcomeUnknown``), never a result of ``[erased]`` and never a silent second
+    call. Another run's entry (a tenant-scoped lookup) is a plain miss: that call was not this
+    run's."""
+    if entry.run_id != run_id:
+        return None
+    return Intent(
+        entry.tenant_id,
+        entry.run_id,
+        entry.call_id or entry.key,
+        entry.key,
+        entry.tool_name,
+        entry.call_id,
+        step=entry.step,
+        turn_id=entry.turn_id,
+    )

@@ -8,6 +8,14 @@ without a result as open intents. At flush the batch goes to the compacted cache
 exactly-once however the process dies, and the open state of each partition is loaded back
 from the store with them.
 
+An erasure (``run.content_erased``) drops what the pending batch holds of it
+(:meth:`LookupIndex.erase`) and deletes the store's entries, intents and open model nodes of the
+erased run, or holding the destroyed key's references, in the transaction of the next flush
+(``CacheStore.apply``), tombstoning them on the cache topic first; ``runtrail erase`` deleted
+them already from the store it was given (:mod:`runtrail.privacy.erased_cache`), this catches
+what the service flushed since. A hit whose answer no longer opens is never served
+(``_unanswerable_check``).
+
 Lookups are served on their own port (:mod:`.http_api`), from the store plus what is consumed
 but not yet flushed (:mod:`.index`), with read-your-writes waits that end as soon as the
 checkpoint says the consume loop is past the named offsets (it counts dead-lettered and
@@ -20,23 +28,27 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import orjson
 
 from runtrail.config import Settings
+from runtrail.events import Event
+from runtrail.events.domain_events import ContentErased
 from runtrail.http_server import TokenAuth
 from runtrail.nodes import RunSequencer
 from runtrail.persistence import open_store, redact_url
 from runtrail.persistence.kinds import RESUME_ENTRIES
+from runtrail.privacy.reference import key_marker
 from runtrail.privacy.retention import prune_cache_entries
 from runtrail.privacy.retention_policy import retention_timer
 from runtrail.privacy.topic_tombstones import write_tombstones
 from runtrail.resume.builder import EntryBuilder, ModelNode, WriteBatch
-from runtrail.resume.entry import Intent
+from runtrail.resume.entry import CacheEntry, Intent
 from runtrail.resume.keys import Kind
-from runtrail.resume.records import entry_tombstone
-from runtrail.resume.store import CacheStore, StoredEntryKey
+from runtrail.resume.records import Record, entry_tombstone, intent_tombstone
+from runtrail.resume.store import CacheErasure, CacheStore, StoredEntryKey
 from runtrail.runtime import Delivered, Partition, Service, ServiceContext
 from runtrail.runtime.store_errors import unavailable_on_store_errors
 from runtrail_services.resume_cache.http_api import LookupServer
@@ -80,7 +92,11 @@ class ResumeCacheService(Service):
         )
         self.context.checkpoint.watch(self._reached)
         self._next_forget_ms = 0
-        self.index = LookupIndex(self.store, self.events_topic)
+        self.index = LookupIndex(
+            self.store, self.events_topic, _unanswerable_check(context.settings)
+        )
+        #: erasures consumed since the last flush, applied with it (one transaction)
+        self._erasures: list[CacheErasure] = []
         self.writer: CacheTopicWriter | None = None
         if self.settings.publish_topic:
             ensure_cache_topic(context.settings)
@@ -128,6 +144,14 @@ class ResumeCacheService(Service):
             if (len(entries), len(intents)) != made:  # only when an entry/intent appears
                 _remember(sources, entries, made[0], delivered)
                 _remember(sources, intents, made[1], delivered)
+            if delivered.event.type == ContentErased.event_type:
+                erasure = _erasure_of(delivered.event)
+                if erasure:
+                    self._publish(delta)  # what came before it, so it is dropped with it
+                    delta = WriteBatch()
+                    entries, intents = delta.entries, delta.intents
+                    self.index.erase(erasure)
+                    self._erasures.append(erasure)
         self._publish(delta)
 
     def _reached(self, positions: Mapping[Partition, int]) -> None:
@@ -189,21 +213,39 @@ class ResumeCacheService(Service):
 
     def flush(self) -> None:
         batch = self.index.pending()
-        if not batch:
+        erasures = list(self._erasures)
+        if not batch and not erasures:
             return
         if self.writer is not None:
             data, positions = batch_records(batch, self.events_topic)
+            if erasures:  # the topic's copies go too, before the store forgets which
+                data = self._erased_records(erasures) + data
             self.writer.write(data)
             self.writer.write(positions)
             self.metrics.topic_records.labels(self.name).inc(len(data) + len(positions))
         unavailable_on_store_errors(
             f"resume-cache store {self._store_name}",
-            lambda: self.store.apply(batch, self.events_topic),
+            lambda: self.store.apply(batch, self.events_topic, erasures),
         )
         if self.writer is not None:
             self.writer.batch_done()
         self.index.flushed(batch)
         self._sources.clear()
+        if erasures:
+            del self._erasures[: len(erasures)]
+            log.info("resume-cache: applied %d erasure(s) to the store", len(erasures))
+
+    def _erased_records(self, erasures: Sequence[CacheErasure]) -> list[Record]:
+        """Tombstones of the stored entries and intents ``erasures`` cover: one an erasure
+        command wrote may predate the service's own write of the same record."""
+        records: dict[bytes, bytes | None] = {}
+        for erasure in erasures:
+            held = unavailable_on_store_errors(
+                f"resume-cache store {self._store_name}", partial(self.store.holding, erasure)
+            )
+            records.update(entry_tombstone(*key) for key in held.entries)
+            records.update(intent_tombstone(*key) for key in held.intents)
+        return list(records.items())
 
     def _too_large(self, record_key: bytes, detail: str) -> None:
         """A record the cache topic refuses for its size: dead-letter the event behind it (the
@@ -281,6 +323,42 @@ def _remember(
     """Note ``delivered`` as the source of the keys added after the first ``before``."""
     for key in itertools.islice(reversed(keys.keys()), len(keys) - before):
         sources.setdefault(key, delivered)
+
+
+def _erasure_of(event: Event) -> CacheErasure:
+    """What a ``run.content_erased`` event covers in the cache: the run (a run's erasure) and
+    whatever holds the destroyed key's references (any erasure that destroyed a key)."""
+    data = event.data
+    if not isinstance(data, ContentErased):
+        return CacheErasure(event.tenant_id)
+    runs = (event.run_id,) if data.scope == "run" else ()
+    marker = key_marker(data.key_id) if data.key_id else None
+    return CacheErasure(event.tenant_id, runs, marker)
+
+
+def _unanswerable_check(settings: Settings) -> Callable[[CacheEntry], bool] | None:
+    """With a content store configured: whether an entry's answer holds content that no
+    longer opens (erased or pruned: it would read ``[erased]``), opened by a resolver of the
+    lookups' own (the HTTP threads take turns on it). Without one: None, nothing is checked
+    (the service cannot open references at all)."""
+    if not settings.content_store_url:
+        return None
+    import threading
+
+    from runtrail.privacy.reference import PREFIX
+    from runtrail.privacy.resolve import holds_erased, resolver_from_settings
+
+    resolver = resolver_from_settings(settings)
+    lock = threading.Lock()
+
+    def unanswerable(entry: CacheEntry) -> bool:
+        if PREFIX not in orjson.dumps(entry.result).decode():
+            return False
+        with lock:
+            opened = resolver.value(entry.tenant_id, entry.result)
+        return holds_erased(opened)
+
+    return unanswerable
 
 
 def _content_opener(settings: Settings) -> Callable[[str, Any], Any] | None:

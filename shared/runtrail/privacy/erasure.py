@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from runtrail.privacy.erasure_journal import ErasureJournal, PendingErasure
+from runtrail.privacy.erasure_journal import ErasureJournal, FinishedErasure, PendingErasure
 from runtrail.privacy.vault import ContentVault
 
 if TYPE_CHECKING:
@@ -73,8 +73,24 @@ class ErasureReport:
     copies_deleted: dict[str, int] = field(default_factory=dict)
     event_id: str | None = None
     signature: str | None = None
+    #: the subject was erased already (and has no data key since): nothing was done
+    already_erased: FinishedErasure | None = None
+
+    def finished(self) -> FinishedErasure:
+        """What the journal keeps of this erasure once it is recorded."""
+        from datetime import UTC, datetime
+
+        return FinishedErasure(
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            self.key_id,
+            self.event_id,
+            self.objects_deleted,
+            dict(self.copies_deleted),
+        )
 
     def as_json(self) -> dict[str, Any]:
+        if self.already_erased is not None:
+            return {"alreadyErased": True, **self.already_erased.as_json()}
         return {
             "keyId": self.key_id,
             "objectsDeleted": self.objects_deleted,
@@ -97,17 +113,34 @@ def erase(
 ) -> ErasureReport:
     """Search and record, destroy the key, delete the objects, then the copies (see the
     module doc). An unfinished erasure of the subject in ``journal`` gives the key and the
-    copies it found. Raises :class:`ErasureIncomplete` naming the step that failed; the
-    caller :meth:`~ErasureJournal.finish`es the journal once the erasure is recorded."""
+    copies it found, and what its steps deleted (counted in the report). Raises
+    :class:`ErasureIncomplete` naming the step that failed; the caller
+    :meth:`~ErasureJournal.finish`es the journal once the erasure is recorded.
+
+    A subject erased already (a finished erasure in ``journal``) that has no data key since
+    is not erased again: the report's ``already_erased`` says when it was, and nothing is
+    searched, deleted or to be recorded (an erasure is idempotent; copies rebuilt since hold
+    references that no longer open). A subject with a new data key (content sealed after the
+    erasure) is erased as usual."""
     tenant, subject = request.tenant, request.subject
     pending = journal.load(tenant, subject) if journal is not None else None
     recorded = pending.key_id if pending is not None else None
-    key_id = recorded or vault.keys.key_id_of(tenant, subject)
+    current = vault.keys.key_id_of(tenant, subject)
+    if journal is not None and pending is None and current is None:
+        done = journal.erased(tenant, subject)
+        if done is not None:
+            return ErasureReport(done.key_id, 0, already_erased=done)
+    key_id = recorded or current
+    report = ErasureReport(key_id, pending.objects if pending is not None else 0)
+    earlier = dict(pending.copies) if pending is not None else {}
 
     def note() -> None:
         if journal is not None:
             found = {name: sorted(s.found) for name, s in searches.items()}
-            journal.record(tenant, subject, PendingErasure(key_id, found))
+            done = {**earlier, **report.copies_deleted}
+            journal.record(
+                tenant, subject, PendingErasure(key_id, found, report.objects_deleted, done)
+            )
 
     for name, search in searches.items():
         if pending is not None:
@@ -115,9 +148,12 @@ def erase(
         _step(f"search {name}", partial(search.search, key_id))
     _step("journal", note)
     shredded = _step("key", partial(vault.erase, tenant, subject, key_id))
-    report = ErasureReport(shredded.key_id, shredded.objects)
+    report.key_id = shredded.key_id
+    report.objects_deleted += shredded.objects
+    _step("journal", note)
     for name, eraser in copies.items():
-        report.copies_deleted[name] = _step(name, partial(eraser, key_id))
+        deleted = _step(name, partial(eraser, key_id))
+        report.copies_deleted[name] = earlier.get(name, 0) + deleted
         _step("journal", note)
     return report
 

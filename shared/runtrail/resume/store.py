@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtrail.resume.builder import ModelNode, WriteBatch
@@ -18,6 +19,42 @@ from runtrail.resume.keys import Kind, Scope
 
 #: An entry's primary key: tenant, run, kind (``Kind.value``), key.
 StoredEntryKey = tuple[str, str, str, str]
+#: An open intent's primary key: tenant, run, intent ID.
+StoredIntentKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheErasure:
+    """What an erasure covers in a cache store: the tenant's entries, open intents and open
+    model nodes of the erased runs, and those whose stored form holds ``marker`` (the text
+    every reference sealed by the destroyed data key holds: a data subject's erasure spans
+    runs nobody names)."""
+
+    tenant: str
+    runs: tuple[str, ...] = ()
+    marker: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.marker)
+
+    def holds(self, tenant: str, run_id: str, stored: bytes) -> bool:
+        """Whether a record of ``tenant``'s ``run_id``, stored as ``stored``, is covered."""
+        return tenant == self.tenant and (
+            run_id in self.runs or (self.marker is not None and self.marker.encode() in stored)
+        )
+
+
+@dataclass(slots=True)
+class ErasedRows:
+    """The keys of what an erasure deleted (or would delete) from a cache store."""
+
+    entries: list[StoredEntryKey] = field(default_factory=list)
+    intents: list[StoredIntentKey] = field(default_factory=list)
+    models: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.entries) + len(self.intents) + self.models
 
 
 class CacheStore(ABC):
@@ -26,8 +63,20 @@ class CacheStore(ABC):
     dialect: str
 
     @abstractmethod
-    def apply(self, batch: WriteBatch, topic: str) -> None:
-        """Make one flush's changes and positions durable, atomically."""
+    def apply(self, batch: WriteBatch, topic: str, erasures: Sequence[CacheErasure] = ()) -> None:
+        """Make one flush's changes and positions durable, atomically; ``erasures`` (recorded
+        in the events the batch consumed) delete what they cover first, in the same
+        transaction, so an erasure is applied exactly once with the positions past it."""
+
+    @abstractmethod
+    def holding(self, erasure: CacheErasure) -> ErasedRows:
+        """The keys of the entries and open intents ``erasure`` covers (and how many open
+        model nodes)."""
+
+    @abstractmethod
+    def erase(self, erasure: CacheErasure) -> ErasedRows:
+        """Delete what ``erasure`` covers (entries, open intents, open model nodes; a run's
+        last sequence stays: it holds no content); what was deleted."""
 
     @abstractmethod
     def import_entries(self, entries: Iterable[CacheEntry]) -> int:

@@ -28,7 +28,12 @@ from runtrail.persistence.tracking import TRACKING, Tracking, offsets_into_track
 from runtrail.resume.builder import ModelNode, WriteBatch
 from runtrail.resume.entry import CacheEntry, Intent, RunState
 from runtrail.resume.keys import Kind, Scope
-from runtrail.resume.store import CacheStore, StoredEntryKey
+from runtrail.resume.store import (
+    CacheErasure,
+    CacheStore,
+    ErasedRows,
+    StoredEntryKey,
+)
 
 #: The component name of the resume-cache's migrations and positions.
 COMPONENT = "resume-cache"
@@ -113,13 +118,17 @@ class SqlCacheStore(CacheStore):
         return self._reads.query(self._sql(statement), params)
 
     # --- the write path -------------------------------------------------------------------
-    def apply(self, batch: WriteBatch, topic: str) -> None:
-        """Make one flush's changes and offsets durable, atomically."""
-        if not batch:
+    def apply(self, batch: WriteBatch, topic: str, erasures: Sequence[CacheErasure] = ()) -> None:
+        """Make one flush's changes and offsets durable, atomically; ``erasures`` first (what
+        the batch holds of an erased run was dropped before it was built, so what it holds
+        now came after the erasure)."""
+        if not batch and not erasures:
             return
         now = time.time_ns() // 1_000_000
         greatest = "MAX" if self.dialect == "sqlite" else "GREATEST"
         with self._db.transaction() as cur:
+            for erasure in erasures:
+                self._erase_in(cur, erasure)
             if batch.entries:
                 cur.executemany(
                     self._sql(
@@ -197,6 +206,63 @@ class SqlCacheStore(CacheStore):
                 )
             if batch.offsets:
                 self._tracking.record(cur, batch.offsets)
+
+    def holding(self, erasure: CacheErasure) -> ErasedRows:
+        if not erasure:
+            return ErasedRows()
+        where, params = self._covering(erasure)
+        entries = self._query(
+            f"SELECT tenant_id, run_id, kind, key FROM rc_entries WHERE {where}", params
+        )
+        intents = self._query(
+            f"SELECT tenant_id, run_id, intent_id FROM rc_intents WHERE {where}", params
+        )
+        models = self._query(f"SELECT COUNT(*) FROM rc_models WHERE {where}", params)
+        return ErasedRows(
+            [(str(t), str(r), str(k), str(key)) for t, r, k, key in entries],
+            [(str(t), str(r), str(i)) for t, r, i in intents],
+            int(models[0][0]) if models else 0,
+        )
+
+    def erase(self, erasure: CacheErasure) -> ErasedRows:
+        if not erasure:
+            return ErasedRows()
+        with self._db.transaction() as cur:
+            return self._erase_in(cur, erasure)
+
+    def _erase_in(self, cur: Any, erasure: CacheErasure) -> ErasedRows:
+        """Delete what ``erasure`` covers in the open transaction; what was deleted."""
+        if not erasure:
+            return ErasedRows()
+        where, params = self._covering(erasure)
+        erased = ErasedRows()
+        cur.execute(
+            self._sql(f"SELECT tenant_id, run_id, kind, key FROM rc_entries WHERE {where}"), params
+        )
+        erased.entries = [(str(t), str(r), str(k), str(key)) for t, r, k, key in cur.fetchall()]
+        cur.execute(
+            self._sql(f"SELECT tenant_id, run_id, intent_id FROM rc_intents WHERE {where}"), params
+        )
+        erased.intents = [(str(t), str(r), str(i)) for t, r, i in cur.fetchall()]
+        for table in ("rc_entries", "rc_intents"):
+            cur.execute(self._sql(f"DELETE FROM {table} WHERE {where}"), params)
+        cur.execute(self._sql(f"DELETE FROM rc_models WHERE {where}"), params)
+        erased.models = max(cur.rowcount, 0)
+        return erased
+
+    def _covering(self, erasure: CacheErasure) -> tuple[str, list[Any]]:
+        """The condition on a table's ``tenant_id``, ``run_id`` and ``body`` that selects what
+        ``erasure`` covers, with its parameters."""
+        params: list[Any] = [erasure.tenant]
+        covered: list[str] = []
+        if erasure.runs:
+            covered.append(f"run_id IN ({', '.join('?' for _ in erasure.runs)})")
+            params.extend(erasure.runs)
+        if erasure.marker is not None:
+            contains = "instr(body, ?)" if self.dialect == "sqlite" else "strpos(body, ?)"
+            covered.append(f"{contains} > 0")
+            params.append(erasure.marker)
+        return f"tenant_id = ? AND ({' OR '.join(covered)})", params
 
     def import_entries(self, entries: Iterable[CacheEntry]) -> int:
         """Insert entries (first wins); returns how many were new."""

@@ -3,7 +3,10 @@
 ``runtrail erase --tenant T --run R --reason "…"`` destroys the run's data key, deletes its
 sealed objects from the content store, writes tombstones over the run's records on the
 compacted resume-cache and sessions topics (unless ``--no-topics``: no broker to reach),
-deletes the snapshots and large snapshots' blobs of every session that holds the run or the
+deletes the run's entries, open intents and open model nodes (and those holding the destroyed
+key's references) from the resume-cache store (``--cache-store``, default the service's;
+:mod:`runtrail.privacy.erased_cache`), deletes the snapshots and large snapshots' blobs of
+every session that holds the run or the
 destroyed key's references — found in the session store and on the sessions topic
 (:mod:`runtrail.privacy.erased_sessions`), plus any named with ``--session`` — and the
 LangGraph checkpoint threads that hold them — found in the checkpoint store
@@ -17,10 +20,14 @@ The stores that can tell which sessions and threads hold the erasure are searche
 key is destroyed, and what they found is kept in an erasure journal beside the key store
 (:mod:`runtrail.privacy.erasure_journal`) until the erasure is recorded: an erasure that
 stopped half-way (exit status 3: a store or the broker unreachable) is finished by running the
-same command again.
+same command again. Its event then counts what every attempt deleted.
 
-Exit status: 0 erased, 1 nothing to erase (no key for the subject), 2 could not run as asked,
-3 stopped before it finished (run it again).
+Erasing a subject erased already (no data key since) does nothing: it prints the earlier
+erasure's record (``"alreadyErased": true``, ``erasedAt``, its key and event), says when it
+was erased and exits 1 (nothing to erase), with no second event and nothing deleted.
+
+Exit status: 0 erased, 1 nothing to erase (no key for the subject, or erased already), 2
+could not run as asked, 3 stopped before it finished (run it again).
 """
 
 from __future__ import annotations
@@ -67,6 +74,11 @@ def register(subparsers: Any) -> None:
     )
     erase.add_argument(
         "--session-blobs", metavar="URL", help="the large snapshots' store (default: the service's)"
+    )
+    erase.add_argument(
+        "--cache-store",
+        metavar="URL",
+        help="the resume-cache store (default: the resume-cache service's)",
     )
     erase.add_argument(
         "--checkpoints-store",
@@ -119,10 +131,21 @@ def run_erase(args: argparse.Namespace) -> int:
             report = erase(vault, request, copies, searches, journal)
         finally:
             vault.close()
+        if report.already_erased is not None:
+            sys.stdout.write(orjson.dumps(report.as_json()).decode() + "\n")
+            return _fail(
+                EXIT_NOTHING,
+                f"nothing to erase for {f'run {args.run}' if args.run else 'that subject'} "
+                f"of {args.tenant}: "
+                f"erased already, at {report.already_erased.at} (event "
+                f"{report.already_erased.event_id or 'none'}); nothing done, nothing recorded",
+            )
         if report.key_id is None and not any(report.copies_deleted.values()):
             journal.finish(request.tenant, request.subject)
             return _fail(
-                EXIT_NOTHING, f"nothing to erase for that {request.scope} of {args.tenant}"
+                EXIT_NOTHING,
+                f"nothing to erase for {f'run {args.run}' if args.run else 'that subject'} "
+                f"of {args.tenant}",
             )
         if not args.no_event:
             try:
@@ -136,20 +159,23 @@ def run_erase(args: argparse.Namespace) -> int:
             f"{journal.path(request.tenant, request.subject)}: once the store or broker is "
             "reachable, run the same command again to finish the erasure",
         )
-    journal.finish(request.tenant, request.subject)
+    journal.finish(request.tenant, request.subject, report.finished())
     sys.stdout.write(orjson.dumps(report.as_json()).decode() + "\n")
     return EXIT_OK
 
 
 def _steps(args: argparse.Namespace, settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The derived plaintext copies to delete, each a function counting what it deleted, in
-    the order they run: the topics' records first (the sessions step finds its sessions
-    there too), then the sessions' snapshots and blobs, then the checkpoint threads (found in
+    the order they run: the cache topic's records, then the resume-cache store's (its entries
+    answer lookups), then the sessions' (the sessions topic first: the sessions step finds its
+    sessions there too), snapshots and blobs, then the checkpoint threads (found in
     the checkpoint store: ``--checkpoints-store``, else the sessions service's, else the
     session store, as the service's retention finds it); and the stores searched before the
     key is destroyed (the session store, the checkpoint store)."""
+    from runtrail.privacy.erased_cache import cache_store_exists, erase_cache_store
     from runtrail.privacy.erased_sessions import ErasedSessions
     from runtrail.privacy.erased_threads import ErasedThreads
+    from runtrail_services.resume_cache.settings import ResumeCacheSettings
     from runtrail_services.sessions.settings import SessionsSettings
 
     runs = [args.run] if args.run else []
@@ -174,6 +200,11 @@ def _steps(args: argparse.Namespace, settings: Any) -> tuple[dict[str, Any], dic
 
         copies["cacheTopic"] = lambda key_id: tombstone_cache(
             settings, ErasedScope(args.tenant, runs=runs, key_id=key_id)
+        )
+    cache_store = args.cache_store or ResumeCacheSettings().resolved_store_url(settings.state_dir)
+    if args.cache_store or cache_store_exists(cache_store):  # the default: if there is one
+        copies["cacheStore"] = lambda key_id: erase_cache_store(
+            cache_store, args.tenant, runs, key_id
         )
     copies.update(sessions.erasers(None if args.no_topics else settings))
     copies["checkpoints"] = threads.delete
