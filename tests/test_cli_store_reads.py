@@ -392,3 +392,30 @@ def test_the_held_lock_helper_really_holds(tmp_path: Path) -> None:
         thread.start()
         thread.join()
     assert refused and "locked" in str(refused[0])
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["erase", "--tenant", "acme", "--run", "r", "--reason", "x", "--no-topics"],
+         "--sessions-store"),
+        (["erase", "--tenant", "acme", "--run", "r", "--reason", "x", "--no-topics"],
+         "--cache-store"),
+        (["prune", "--older-than", "30"], "--sessions-store"),
+        (["prune", "--older-than", "30"], "--cache-store"),
+        (["prune", "--older-than", "30"], "--capture-sink"),
+    ],
+)  # fmt: skip
+def test_a_store_named_to_erase_or_prune_from_that_does_not_exist_is_refused(
+    tmp_path: Path, command: list[str], flag: str
+) -> None:
+    """A tester's typo in --sessions-store made an empty folder and the erasure answered
+    ``"sessions": 0`` (the real snapshots were left); prune did the same for three stores.
+    Refused now, naming the store, before anything is destroyed or made."""
+    where = tmp_path / "typo"
+    url = where.as_uri() if flag != "--cache-store" else f"sqlite:///{where}.db"
+    env = {"RUNTRAIL_CONTENT_STORE_URL": (tmp_path / "content").as_uri()}
+    done = runtrail(tmp_path, *command, flag, url, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the {flag} store" in done.stderr and "does not exist" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made, no key either

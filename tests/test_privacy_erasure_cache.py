@@ -204,6 +204,7 @@ def test_the_service_erases_on_the_event_and_serves_no_unopenable_answer(
 
         # the command is given another store: only the service can delete the entries
         elsewhere = sqlite_url(tmp_path / "elsewhere.db")
+        open_store(RESUME_ENTRIES, elsewhere).close()  # another, empty cache store
         erased = runtrail_cli(
             stack.env,
             *("erase", "--tenant", "acme", "--run", "R1", "--reason", "x"),
@@ -267,9 +268,11 @@ def test_a_rerun_records_every_attempt_and_erasing_again_records_nothing(
         assert publisher.flush(60) == 0
     command = ("erase", "--tenant", "t1", "--run", "R5", "--reason", "t")
 
-    stopped = runtrail_cli(env, *command, "--bootstrap-servers", "127.0.0.1:1")
+    broken = tmp_path / "cache.db"  # a cache store that cannot be opened (no SQLite file):
+    broken.write_text("not a database")  # the step after the objects and topics stops it
+    stopped = runtrail_cli(env, *command, "--cache-store", f"sqlite:///{broken}")
     assert stopped.returncode == 3, stopped.stdout + stopped.stderr
-    assert "stopped before it finished, at cacheTopic" in stopped.stderr
+    assert "stopped before it finished, at cacheStore" in stopped.stderr
     finished = runtrail_cli(env, *command)
     assert finished.returncode == 0, finished.stderr
     report = json.loads(finished.stdout)

@@ -39,7 +39,9 @@ from typing import Any
 
 import orjson
 
+from runtrail.persistence.urls import redact_url
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.cli.store_open import missing_store
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -113,6 +115,16 @@ def run_erase(args: argparse.Namespace) -> int:
             EXIT_USAGE,
             "--record-run goes with --subject: a run's erasure is recorded in its own history",
         )
+    named = (
+        ("--sessions-store", args.sessions_store),
+        ("--session-blobs", args.session_blobs),
+        ("--cache-store", args.cache_store),
+        ("--checkpoints-store", args.checkpoints_store),
+    )
+    for flag, url in named:  # before anything is destroyed: a typo must not read as "0 deleted"
+        missing = None if url is None else missing_store(url)
+        if missing is not None:
+            return _fail(EXIT_USAGE, f"the {flag} store {redact_url(url)} {missing}; nothing done")
     vault = vault_from_settings(settings)
     if vault is None:
         return _fail(EXIT_USAGE, "no content store configured (RUNTRAIL_CONTENT_STORE_URL)")

@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from runtrail.persistence.urls import redact_url
 from runtrail_tools.cli.common import add_common_flags, settings_from_args
+from runtrail_tools.cli.store_open import missing_store
 
 EXIT_OK, EXIT_USAGE = 0, 2
 DAY_S = 86_400
@@ -85,6 +87,17 @@ def run_prune(args: argparse.Namespace) -> int:
         return _fail("--keep-checkpoints and --checkpoints-store go together")
     if not aged and args.keep_checkpoints is None:
         return _fail("name a store to prune")
+    named = (
+        ("--sessions-store", args.sessions_store),
+        ("--session-blobs", args.session_blobs),
+        ("--cache-store", args.cache_store),
+        ("--capture-sink", args.capture_sink),
+        ("--checkpoints-store", args.checkpoints_store),
+    )
+    for flag, url in named:  # a typo must not be made into an empty store and pruned as one
+        missing = None if url is None else missing_store(url)
+        if missing is not None:
+            return _fail(f"the {flag} store {redact_url(url)} {missing}; nothing pruned")
     settings = settings_from_args(args)
     cutoff = time.time() - (args.older_than or 0) * DAY_S
     done: dict[str, int] = {}

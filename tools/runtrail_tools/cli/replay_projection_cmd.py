@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtrail.instants import utc_epoch_ms
@@ -28,6 +27,7 @@ from runtrail_tools.cli.common import (
     replay_group,
     settings_from_args,
 )
+from runtrail_tools.cli.store_open import missing_store
 
 if TYPE_CHECKING:
     from runtrail_services.projector.rebuild import Comparison
@@ -126,7 +126,7 @@ def run_replay(args: argparse.Namespace) -> int:
     # one, and compare every run as "only in the rebuild" (checked before any store is opened,
     # so a refusal creates nothing, not even --into)
     for flag, url in (("--compare-with", args.compare_with), ("--snapshots", args.snapshots)):
-        missing = None if url is None else missing_store(url)
+        missing = None if url is None else missing_store(url, three_slashes="relative")
         if missing is not None:
             return _fail(EXIT_USAGE, f"the {flag} store {redact_url(url)} {missing}")
     try:
@@ -180,26 +180,6 @@ def run_replay(args: argparse.Namespace) -> int:
     finally:
         for store in stores:
             store.close()
-
-
-def missing_store(url: str) -> str | None:
-    """Why the store at ``url`` cannot be read without creating it, or None when it exists
-    (or may: a server's database is never created by opening it; connecting says).
-
-    Kept here, by itself, until ``store_open`` checks this for every reading command; then
-    ``run_replay`` opens --compare-with and --snapshots through that check instead."""
-    from runtrail.persistence.urls import MEMORY, scheme_of
-    from runtrail.projection.store_sqlite import path_of
-
-    scheme = scheme_of(url)
-    if scheme not in ("sqlite", "memory"):
-        return None
-    path = path_of(url)
-    if path == MEMORY:
-        return "is in memory: a new, empty store, with nothing to read"
-    if not Path(path).is_file():
-        return f"does not exist (no file {path}); it is read, never created"
-    return None
 
 
 def _print_progress(p: Progress) -> None:

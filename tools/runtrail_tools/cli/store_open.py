@@ -83,6 +83,33 @@ def open_store_or_explain(
         return opener()
 
 
+def missing_store(url: str, three_slashes: str = "absolute") -> str | None:
+    """Why there is no store at ``url`` to use without making one, or None when there is (or
+    may be: a server's database is never created by opening it; connecting says). A flag that
+    names a store to read, or to delete from, must name one that exists: opening a mistyped
+    SQLite path or folder would make an empty store and answer as if it held nothing.
+    ``three_slashes``: how the store's kind reads ``sqlite:///x.db`` (:func:`sqlite_path`)."""
+    from pathlib import Path
+
+    from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
+
+    scheme = scheme_of(url)
+    if scheme == "memory":
+        return "is in memory: a new, empty store, with nothing in it"
+    if scheme == "sqlite":
+        path = sqlite_path(url, three_slashes=three_slashes)
+        if path != MEMORY and not Path(path).is_file():
+            return f"does not exist (no file {path}); it is not made here"
+    if scheme == "file":
+        from urllib.parse import urlsplit
+        from urllib.request import url2pathname
+
+        folder = Path(url2pathname(urlsplit(url).path))
+        if not folder.is_dir():
+            return f"does not exist (no folder {folder}); it is not made here"
+    return None
+
+
 def tenant_scope(args: argparse.Namespace) -> str | None:
     """The one tenant to read (``--tenant``, else ``RUNTRAIL_TENANT`` if set), or None: all."""
     return getattr(args, "tenant", None) or os.environ.get("RUNTRAIL_TENANT") or None
