@@ -29,7 +29,6 @@ from runtrail.resume import (
     ToolInvocation,
 )
 from runtrail.resume.builder import EntryBuilder, WriteBatch
-from runtrail.resume.keys import Kind, model_key
 from tests import readme_blocks as blocks
 from tests.resume_support import TOKENS, CacheService, make_topics
 from tests.support import form
@@ -202,9 +201,9 @@ def test_a_resumed_run_never_repeats_a_side_effect_whatever_the_model_answers(
     assert f"'{RUN}'" in second.stderr and "step 2" in second.stderr
     assert "'call-2'" in second.stderr
     assert agent.effects() == ["effect-1", "effect-2"]  # not taken again
-    # step 2's model call completed before its tool call: served, not asked again
-    assert agent.model_calls("second") == []
-    assert f"step 2 model message: 'step 2: deploying {SENTINEL}'" in second.stdout
+    # step 2 never ended: its model is asked again, and the other arguments it answers are
+    # held by the call the first life left open
+    assert agent.model_calls("second") == [2]
 
     # another call in the step whose outcome is unknown (other arguments, another call ID):
     # still held, whatever the agent decided
@@ -253,22 +252,6 @@ def _entries(*specs: tuple[str, dict[str, Any]]) -> WriteBatch:
     for i, (kind, data) in enumerate(specs):
         builder.feed(validate_json_form(form(kind, "run-1", i + 1, data, step=2)), 0, out)
     return out
-
-
-def test_a_model_answer_a_tool_call_acted_on_is_an_entry_before_its_step_ends() -> None:
-    streamed: list[tuple[str, dict[str, Any]]] = [
-        ("MODEL_REQUEST", {"prompt": PROMPT}),
-        ("MODEL_RESPONSE", {"message": "de", "raw": {"id": 1}}),
-        ("MODEL_RESPONSE", {"message": "ploy", "raw": None}),
-    ]
-    assert _entries(*streamed).entries == {}  # still streaming, as far as anyone knows
-    out = _entries(*streamed, ("TOOL_CALL", CALL))  # the agent acted on what it returned
-    (entry,) = [e for e in out.entries.values() if e.kind is Kind.MODEL]
-    assert entry.key == model_key(PROMPT) and entry.step == 2
-    assert entry.result == {"message": "deploy", "raw": {"id": 1}}
-    assert next(iter(out.intents.values())) is not None  # and the call's intent is open
-    errored = _entries(("MODEL_REQUEST", {"prompt": PROMPT}), ("TOOL_CALL", CALL))
-    assert [e for e in errored.entries.values() if e.kind is Kind.MODEL] == []  # no answer
 
 
 def test_an_earlier_lifes_open_intent_holds_every_call_of_its_step() -> None:

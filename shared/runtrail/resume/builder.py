@@ -5,17 +5,10 @@ and gaps) is :mod:`runtrail.nodes.assembly`, shared with capture. What the resum
 of them, from seed 000 §3 and seed 002:
 
 * MODEL: at STEP_END a node whose latest attempt answered (a message or a raw payload since
-  the request or the last MODEL_RETRY) becomes an entry keyed by its canonical prompt — not
-  before, since a streamed answer arrives in many MODEL_RESPONSE events and a MODEL_RETRY can
-  still start it over. A node with no answer (the call errored) yields nothing. A second
-  MODEL_REQUEST in the step with a different prompt closes the first node if it was answered
-  (two calls in one step); with the same prompt it is a retry, and the node starts over.
-  A TOOL_CALL in the node's step is the other point where its answer is known complete: the
-  agent acts on what its model call *returned*, so an answered node becomes an entry when a
-  tool call follows it (events apply in sequence order, so every part of the answer was
-  applied before). A run that crashed inside a tool call — its step never ended — then
-  resumes with the same answer, so the same call, and finds the call's open intent: a model
-  re-asked could answer otherwise and miss it. STEP_END's entry is the same (first wins).
+  the request or the last MODEL_RETRY) becomes an entry keyed by its canonical prompt. A node
+  with no answer (the call errored) yields nothing. A second MODEL_REQUEST in the step with a
+  different prompt closes the first node if it was answered (two calls in one step); with the
+  same prompt it is a retry, and the node starts over.
 * TOOL: TOOL_CALL opens an *intent* keyed ``tenant|run|turn|step|callKey``; its TOOL_RESULT
   closes it and, without ``error``, becomes an entry keyed by the call's tool name and
   arguments. A failed call closes its intent (the outcome is known) but is not cached as
@@ -59,7 +52,6 @@ from runtrail.resume.keys import Kind, intent_id, model_key, tool_key
 __all__ = ["SEQUENCE_GAP", "EntryBuilder", "EntryKey", "ModelNode", "WriteBatch"]
 
 NodeKey = tuple[str, str, str, int | None]  # tenant, run, turn ('' when none), step
-ModelKey = tuple[str, str, str | None, int | None]  # as the assembly pairs model events
 IntentKey = tuple[str, str, str]  # tenant, run, intent ID
 RunKey = tuple[str, str]
 EntryKey = tuple[str, str, Kind, str]
@@ -197,10 +189,6 @@ class WriteBatch:
         return bool(self.entries or self.intents or self.models or self.runs or self.offsets)
 
 
-def _model_key(node: Node) -> ModelKey:
-    return (node.tenant_id, node.run_id, node.turn_id, node.step)
-
-
 def _intent_key(intent: Intent) -> IntentKey:
     return (intent.tenant_id, intent.run_id, intent.intent_id)
 
@@ -227,14 +215,10 @@ class _Batch(NodeListener):
             prompt = node.inputs if opened is None else opened(node.tenant_id, node.inputs)
             view = node.tag = ModelNode(node, model_key(prompt))
             self.out.models[view.node_key] = view
-            self.builder.models[_model_key(node)] = view
             return
         call = node.inputs
         if call is None or call.get("toolName") is None:
             return  # an orphan result, or no name: nothing to cache or reconcile by content
-        model = self.builder.models.get((node.tenant_id, node.run_id, node.turn_id, node.step))
-        if model is not None and model.node.answered and not model.spoiled:
-            self.builder.emit(model, self.out)  # the agent acted on a complete answer
         intent = node.tag = Intent(
             node.tenant_id,
             node.run_id,
@@ -278,7 +262,6 @@ class _Batch(NodeListener):
             if node.answered:
                 self.builder.emit(view, out)
             out.models[view.node_key] = None
-            self.builder.forget_model(view)
             return
         intent = node.tag
         if not isinstance(intent, Intent):
@@ -326,15 +309,12 @@ class EntryBuilder:
         self.sequences: dict[RunKey, int] = {}
         #: events not applied, or model nodes that yielded no entry, by reason
         self.dropped: Counter[str] = Counter()
-        #: the open model node of each step (to find the answer a TOOL_CALL acts on)
-        self.models: dict[ModelKey, ModelNode] = {}
         self._batch = _Batch(self, WriteBatch())  # one listener, pointed at each call's batch
 
     # --- state from the store -------------------------------------------------------------
     def load(self, models: Iterable[ModelNode], intents: Iterable[tuple[Intent, int]]) -> None:
         for view in models:
             self.nodes.restore(view.node)
-            self.models[_model_key(view.node)] = view
         for intent, partition in intents:
             node = _loaded(
                 "TOOL",
@@ -354,15 +334,8 @@ class EntryBuilder:
             self.nodes.restore(node)
 
     def drop_partitions(self, partitions: Iterable[int]) -> None:
-        gone = set(partitions)
-        self.nodes.drop_partitions(gone)
-        self.models = {k: v for k, v in self.models.items() if v.partition not in gone}
+        self.nodes.drop_partitions(partitions)
         self.sequences.clear()
-
-    def forget_model(self, view: ModelNode) -> None:
-        key = _model_key(view.node)
-        if self.models.get(key) is view:
-            del self.models[key]
 
     def floor(self, partition: int) -> int | None:
         """The lowest offset read but not applied (waiting for its run's missing sequence)."""
