@@ -31,7 +31,8 @@ from runtrail.projection import (
 )
 from runtrail.projection import replay as pure_replay
 from runtrail.projection.store_sqlite import SqliteProjectionStore
-from runtrail_services.projector.rebuild import RunInTwoPartitions, rebuild_projection
+from runtrail_services.projector.partitioned_fold import RunInTwoPartitions
+from runtrail_services.projector.rebuild import rebuild_projection
 from runtrail_services.projector.rebuild_workers import ReplayWorkerFailed, plan
 from runtrail_services.projector.replay_fold import Progress, ReplaySummary
 from runtrail_services.projector.topic_reader import PartitionRange

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
@@ -43,7 +42,8 @@ from runtrail.projection import (
     compare_projections,
 )
 from runtrail.runtime.gc_tuning import service_gc
-from runtrail_services.projector.folder import FolderOptions, RunFolder, RunKey
+from runtrail_services.projector.folder import FolderOptions
+from runtrail_services.projector.partitioned_fold import PartitionedFold
 from runtrail_services.projector.replay_fold import (
     Progress,
     ReplayFold,
@@ -62,24 +62,6 @@ STARTED, FINISHED = 0, 1
 
 class StoreNotEmpty(ValueError):
     """A rebuild goes into a new store; this one already holds projections or offsets."""
-
-
-class RunInTwoPartitions(RuntimeError):
-    """A run's events are in two partitions: no rebuild can fold them in order."""
-
-
-def split_run_message(topic: str, key: RunKey, partitions: Iterable[int]) -> str:
-    """What to tell about a run met in two partitions (the store being written is wrong)."""
-    return (
-        f"run {key[0]}/{key[1]} has events in partitions {sorted(set(partitions))} of {topic}. "
-        "A rebuild folds each partition in its own order, and events of one run in two "
-        "partitions have no order between them, so this run cannot be rebuilt from this topic "
-        "with any number of --workers (the live projector folds each partition on its own "
-        "too). The publisher keys every event by its run ID, so one partition holds a whole "
-        "run: the events in the other partition were produced by something else, with another "
-        "key or partitioner. Rebuild from a topic where each run's events are produced keyed "
-        "by run ID. The target store is incomplete and wrong: delete it"
-    )
 
 
 def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -> None:
@@ -103,51 +85,6 @@ def check_fresh(store: ProjectionStore, topic: str, partitions: Iterable[int]) -
 def mark_rebuild(store: ProjectionStore, topic: str, value: int) -> None:
     """Set the store's rebuild mark (:data:`STARTED` or :data:`FINISHED`) in its own batch."""
     store.apply_batch(ProjectionBatch(offsets={(topic, REBUILD_MARK): value}))
-
-
-class _RunsOfPartition(set[RunKey]):
-    """A partition folder's view of the fold's ``met`` runs: says whether a run was met, in
-    this partition; raises :class:`RunInTwoPartitions` for a run met in another one. A
-    folder asks only when a run is not in its cache (its first event here, or after a trim),
-    so this costs a lookup per run, not per event. The set itself stays empty."""
-
-    def __init__(
-        self, topic: str, partition: int, partition_of: dict[RunKey, int], met: set[RunKey]
-    ) -> None:
-        super().__init__()
-        self.topic = topic
-        self.partition = partition
-        self.partition_of = partition_of
-        self.met = met
-
-    def __contains__(self, key: object) -> bool:
-        owner = self.partition_of.get(key)  # type: ignore[call-overload]
-        if owner is None:
-            return False
-        if owner != self.partition:
-            assert isinstance(key, tuple)
-            raise RunInTwoPartitions(split_run_message(self.topic, key, [owner, self.partition]))
-        return True
-
-    def add(self, key: RunKey) -> None:
-        self.partition_of[key] = self.partition
-        self.met.add(key)
-
-
-class PartitionedFold(ReplayFold):
-    """A :class:`ReplayFold` that fails on a run met in two partitions (see the module doc);
-    ``partition_of`` holds where each run met was met."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.partition_of: dict[RunKey, int] = {}
-
-    def folder(self, partition: int) -> RunFolder:
-        folder = self.folders.get(partition)
-        if folder is None:
-            folder = super().folder(partition)
-            folder.met = _RunsOfPartition(self.topic, partition, self.partition_of, self.runs)
-        return folder
 
 
 def rebuild_projection(

@@ -61,7 +61,7 @@ from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.runtime.gc_tuning import service_gc
 from runtrail_services.projector.folder import FolderOptions, RunKey
-from runtrail_services.projector.rebuild import (
+from runtrail_services.projector.partitioned_fold import (
     PartitionedFold,
     RunInTwoPartitions,
     split_run_message,

@@ -108,8 +108,8 @@ def run_replay(args: argparse.Namespace) -> int:
     from runtrail.persistence.kinds import PROJECTIONS
     from runtrail.persistence.registry import open_store
     from runtrail.projection import ProjectionStore
+    from runtrail_services.projector.partitioned_fold import RunInTwoPartitions
     from runtrail_services.projector.rebuild import (
-        RunInTwoPartitions,
         StoreNotEmpty,
         compare_with_live,
         rebuild_projection,
