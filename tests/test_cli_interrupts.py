@@ -16,15 +16,16 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 import pytest
@@ -34,11 +35,14 @@ from runtrail.events import EventCodec
 from runtrail.persistence import PROJECTIONS, open_store
 from tests.projection_support import full_run
 from tests.projector_support import forms, sqlite_url
+from tests.publisher_support import read_all
 from tests.support import encode
 
 pytestmark = [pytest.mark.kafka]
 
 EVENTS_TOPIC = {"message.timestamp.type": "LogAppendTime"}
+#: how often one event of each partition is read again in the interrupted replay
+REPEATS = 100_000
 
 
 def _command(*argv: str) -> list[str]:
@@ -82,25 +86,33 @@ def _produce(bootstrap: str, topic: str, items: list[tuple[int, bytes]]) -> None
     assert producer.flush(60) == 0
 
 
-def _consume(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[Any]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-{uuid.uuid4()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    messages: list[Any] = []
-    deadline = time.monotonic() + timeout
+def _replayed_versions(bootstrap: str, topic: str, tmp_path: Path) -> list[int]:
+    """Each run's version in a projection replayed from ``topic``, which must hold no
+    duplicate and halt no run."""
+    rebuilt = sqlite_url(tmp_path / "rebuilt.db")
+    replayed = _run(tmp_path, *_replay(bootstrap, topic, rebuilt, "--quiet"))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "duplicates: 0" in replayed.stdout and "halted runs: 0" in replayed.stdout
+    store = open_store(PROJECTIONS, rebuilt)
     try:
-        while len(messages) < count and time.monotonic() < deadline:
-            messages += [m for m in consumer.consume(500, 0.5) if m.error() is None]
-        messages += [m for m in consumer.consume(500, 1.0) if m.error() is None]
+        return sorted(r.version for r in store.list(limit=100))
     finally:
-        consumer.close()
-    return messages
+        store.close()
+
+
+def _rebuild_marked(path: Path, topic: str) -> bool:
+    """Whether the rebuild into the SQLite store at ``path`` has set its mark (partition -1
+    of the topic in the positions table: 0 until it finishes)."""
+    if not path.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            found = db.execute(
+                "SELECT 1 FROM runtrail_positions WHERE topic = ? AND partition = -1", (topic,)
+            ).fetchone()
+    except sqlite3.Error:  # being made
+        return False
+    return found is not None
 
 
 @pytest.fixture
@@ -165,24 +177,6 @@ def test_a_run_in_two_partitions_fails_the_replay_with_any_workers(
 
 
 # --- 3. Ctrl-C ----------------------------------------------------------------------------------
-def _wait_for_line(stream: IO[bytes], needle: bytes, timeout: float) -> list[bytes]:
-    """Lines of ``stream`` read until one holds ``needle`` (read in a thread, for the
-    timeout)."""
-    seen: list[bytes] = []
-    found = threading.Event()
-
-    def read() -> None:
-        for line in stream:
-            seen.append(line)
-            if needle in line:
-                found.set()
-                return
-
-    threading.Thread(target=read, daemon=True).start()
-    assert found.wait(timeout), b"".join(seen).decode()
-    return seen
-
-
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_in_a_replay_says_the_store_is_incomplete(
     kafka_bootstrap: str,
@@ -192,13 +186,14 @@ def test_ctrl_c_in_a_replay_says_the_store_is_incomplete(
     stopped: list[subprocess.Popen[bytes]],
 ) -> None:
     topic = kafka_topic_factory(2, config=EVENTS_TOPIC)
-    # 2,000 runs, then one event read again and again: enough to fold for several seconds
+    # 2,000 runs, then one event read again and again: a replay of seconds, interrupted as
+    # soon as the rebuild has marked its store (before its first write), so it is mid-way
     firsts = [forms(full_run(f"r{i}"))[0] for i in range(2000)]
     items = [(i % 2, encode(f)) for i, f in enumerate(firsts)]
-    repeated = encode(firsts[0])
-    items += [(0, repeated)] * 300_000 + [(1, encode(firsts[1]))] * 300_000
+    items += [(0, encode(firsts[0]))] * REPEATS + [(1, encode(firsts[1]))] * REPEATS
     _produce(kafka_bootstrap, topic, items)
-    into = sqlite_url(tmp_path / "rebuilt.db")
+    path = tmp_path / "rebuilt.db"
+    into = sqlite_url(path)
     proc = subprocess.Popen(
         _command(*_replay(kafka_bootstrap, topic, into, "--workers", workers)),
         cwd=tmp_path,
@@ -207,12 +202,13 @@ def test_ctrl_c_in_a_replay_says_the_store_is_incomplete(
         stderr=subprocess.PIPE,
     )
     stopped.append(proc)
-    assert proc.stderr is not None
-    # the first progress line with events folded (a second or more in)
-    seen = _wait_for_line(proc.stderr, b" events (", 60)
+    deadline = time.monotonic() + 60
+    while not _rebuild_marked(path, topic):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+        time.sleep(0.005)
     os.kill(proc.pid, signal.SIGINT)
     out, rest = proc.communicate(timeout=60)
-    err = b"".join(seen).decode() + rest.decode()
+    err = rest.decode()
     assert proc.returncode == 130, err
     assert f"the --into store {into} is incomplete" in err and "delete it" in err, err
     assert "replayed" not in out.decode()  # no summary of a replay that did not finish
@@ -221,7 +217,7 @@ def test_ctrl_c_in_a_replay_says_the_store_is_incomplete(
         held = store.stored_offsets(topic, [0, 1])
     finally:
         store.close()
-    ends = {0: 2000 // 2 + 300_000, 1: 2000 // 2 + 300_000}
+    ends = {0: 2000 // 2 + REPEATS, 1: 2000 // 2 + REPEATS}
     assert held != ends  # some runs, some offsets: not what a finished rebuild holds
     again = _run(tmp_path, *_replay(kafka_bootstrap, topic, into, "--quiet"))
     assert again.returncode == 2 and "never finished" in again.stderr, again.stderr
@@ -283,7 +279,7 @@ def test_ctrl_c_in_publish_says_how_far_it_got_and_how_to_send_the_rest(
     with open(fifo, "wb") as writer:
         writer.writelines(lines[:1001])  # 1,000 events and a rejected line
         writer.flush()
-        assert len(_consume(kafka_bootstrap, topic, 1000)) == 1000
+        assert len(read_all(kafka_bootstrap, topic, 1000)) == 1000
         os.kill(proc.pid, signal.SIGINT)  # blocked reading line 1,002
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
@@ -302,21 +298,12 @@ def test_ctrl_c_in_publish_says_how_far_it_got_and_how_to_send_the_rest(
     assert done.returncode == 1 and "sent 2000, spooled 0, rejected 1" in done.stdout, done
     assert done.stderr.startswith("line 1502: invalid-json"), done.stderr
     codec = EventCodec()
-    events = [codec.decode(m.value()).event for m in _consume(kafka_bootstrap, topic, 3000)]
+    events = [codec.decode(m.value()).event for m in read_all(kafka_bootstrap, topic, 3000)]
     assert len(events) == 3000
     assert Counter((e.run_id, e.sequence) for e in events) == {
         (f"run-{r}", s): 1 for r in range(20) for s in range(1, 151)
     }
-    rebuilt = sqlite_url(tmp_path / "rebuilt.db")
-    replayed = _run(tmp_path, *_replay(kafka_bootstrap, topic, rebuilt, "--quiet"))
-    assert replayed.returncode == 0, replayed.stderr
-    assert "duplicates: 0" in replayed.stdout and "halted runs: 0" in replayed.stdout
-    store = open_store(PROJECTIONS, rebuilt)
-    try:
-        rows = store.list(limit=100)
-    finally:
-        store.close()
-    assert sorted(r.version for r in rows) == [150] * 20
+    assert _replayed_versions(kafka_bootstrap, topic, tmp_path) == [150] * 20
 
 
 def _on_topic(bootstrap: str, topic: str, partitions: int) -> int:
@@ -370,13 +357,4 @@ def test_ctrl_c_mid_file_stops_between_lines_and_the_rest_follows_without_a_gap(
     done = _run(tmp_path, "publish", str(path), "--from-line", str(line + 1), *publish)
     assert done.returncode == 0, done.stderr
     assert f"sent {len(lines) - line}, spooled 0, rejected 0" in done.stdout
-    rebuilt = sqlite_url(tmp_path / "rebuilt.db")
-    replayed = _run(tmp_path, *_replay(kafka_bootstrap, topic, rebuilt, "--quiet"))
-    assert replayed.returncode == 0, replayed.stderr
-    assert "duplicates: 0" in replayed.stdout and "halted runs: 0" in replayed.stdout
-    store = open_store(PROJECTIONS, rebuilt)
-    try:
-        rows = store.list(limit=100)
-    finally:
-        store.close()
-    assert sorted(r.version for r in rows) == [800] * 50
+    assert _replayed_versions(kafka_bootstrap, topic, tmp_path) == [800] * 50

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from runtrail.config import Settings
 from runtrail.kafka.client_log import CLIENT_LOGGER, RateLimit, client_logger
+from runtrail.persistence import AUDIT_LINKS, open_store
+from runtrail.persistence.urls import sqlite_url
 from runtrail_tools.kafka.ports import free_ports
 
 RUNTRAIL = Path(sys.executable).parent / "runtrail"
@@ -116,6 +118,9 @@ def test_audit_tree_head_with_the_broker_down_logs_one_readable_line_not_a_flood
     along: one line says so, no raw librdkafka line reaches stderr."""
     (port,) = free_ports(1)  # nothing listens there
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNTRAIL_")}
+    state = tmp_path / "state"
+    state.mkdir()  # the audit service's store (tree-head signs in a store that exists)
+    open_store(AUDIT_LINKS, sqlite_url(state / "audit.db")).close()
     done = subprocess.run(
         [
             str(RUNTRAIL), "audit", "tree-head",

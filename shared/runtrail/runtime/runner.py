@@ -330,7 +330,9 @@ class ServiceRunner:
         """What the client handed over instead of messages: a source topic that does not exist
         is named by readiness and the log (the service waits for it), not passed over."""
         for err in errors:
-            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            # while partitions of it are held the topic exists: a broker just back may answer
+            # "unknown" until it has loaded it, which must not hold readiness until a rebalance
+            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and not self._assigned:
                 detail = (
                     f"topic {self._topic} does not exist on "
                     f"{self._connect_options.get('bootstrap.servers', '?')} (create it: "
