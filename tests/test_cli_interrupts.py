@@ -106,9 +106,13 @@ def _rebuild_marked(path: Path, topic: str) -> bool:
     if not path.exists():
         return False
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+        # a plain connection (it only reads): a read-only one cannot read the write-ahead log
+        # the mark sits in until the rebuild's last checkpoint, so it saw the mark only then
+        with closing(sqlite3.connect(path, timeout=1)) as db:
             found = db.execute(
-                "SELECT 1 FROM runtrail_positions WHERE topic = ? AND partition = -1", (topic,)
+                "SELECT 1 FROM runtrail_positions WHERE topic = ? AND partition = -1"
+                " AND next_offset = 0",
+                (topic,),
             ).fetchone()
     except sqlite3.Error:  # being made
         return False

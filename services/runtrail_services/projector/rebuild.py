@@ -30,8 +30,10 @@ store left at :data:`STARTED` (Ctrl-C, a failure) is incomplete, and :func:`chec
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from runtrail.config import Settings
 from runtrail.events import EventCodec
@@ -43,6 +45,7 @@ from runtrail.projection import (
 )
 from runtrail.runtime.gc_tuning import service_gc
 from runtrail_services.projector.folder import FolderOptions
+from runtrail_services.projector.interrupts import ctrl_c_sets, raise_if_set
 from runtrail_services.projector.partitioned_fold import PartitionedFold
 from runtrail_services.projector.replay_fold import (
     Progress,
@@ -117,10 +120,40 @@ def rebuild_projection(
     try:
         check_fresh(into, topic, [r.partition for r in reader.ranges])
         plan = rebuild_workers.plan(reader.ranges, workers, into, snapshots)
-        mark_rebuild(into, topic, STARTED)  # before anything else is written
     except BaseException:
         reader.close()
         raise
+    with ctrl_c_sets(threading.Event()) as interrupted:
+        try:
+            mark_rebuild(into, topic, STARTED)  # before anything else is written
+        except BaseException:
+            reader.close()
+            raise
+        summary = _rebuild(
+            settings, reader, plan, into, snapshots, options, write_every, on_progress,
+            progress_interval_s, interrupted,
+        )  # fmt: skip
+        raise_if_set(interrupted)  # a store Ctrl-C stopped is never marked finished
+        mark_rebuild(into, topic, FINISHED)
+    return summary
+
+
+def _rebuild(
+    settings: Settings,
+    reader: BoundedTopicReader,
+    plan: Any,
+    into: ProjectionStore,
+    snapshots: ProjectionStore | None,
+    options: FolderOptions,
+    write_every: int,
+    on_progress: Callable[[Progress], None] | None,
+    progress_interval_s: float,
+    interrupted: threading.Event,
+) -> ReplaySummary:
+    """The fold itself, in worker processes or in this one; Ctrl-C raised at safe points."""
+    from runtrail_services.projector import rebuild_workers
+
+    topic = settings.events_topic
     if plan is not None:
         reader.close()  # it captured the ranges; each process reads with a consumer of its own
         summary = rebuild_workers.rebuild_in_workers(
@@ -132,18 +165,24 @@ def rebuild_projection(
             write_every=write_every,
             on_progress=on_progress,
             progress_interval_s=progress_interval_s,
+            interrupted=interrupted,
         )
     else:
         fold = PartitionedFold(into, topic, **FolderOptions(**options, snapshots=snapshots))
+
+        def progress(now: Progress) -> None:  # at least every progress_interval_s
+            raise_if_set(interrupted)
+            if on_progress is not None:
+                on_progress(now)
+
         summary = rebuild_here(
             reader,
             fold,
             EventCodec(settings.extra_schema_dirs),
             write_every=write_every,
-            on_progress=on_progress,
+            on_progress=progress,
             progress_interval_s=progress_interval_s,
         )
-    mark_rebuild(into, topic, FINISHED)
     return summary
 
 

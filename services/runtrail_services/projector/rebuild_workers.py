@@ -49,8 +49,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +60,7 @@ from runtrail.persistence.registry import open_store
 from runtrail.projection import ProjectionStore
 from runtrail.runtime.gc_tuning import service_gc
 from runtrail_services.projector.folder import FolderOptions, RunKey
+from runtrail_services.projector.interrupts import ctrl_c_sets
 from runtrail_services.projector.partitioned_fold import (
     PartitionedFold,
     RunInTwoPartitions,
@@ -310,7 +310,7 @@ class _Caller:
     topic: str = ""
     #: the process and the partition each run was first met in
     owners: dict[RunKey, tuple[int, int]] = field(default_factory=dict, init=False)
-    #: set by Ctrl-C (see ``_interrupt_at_ticks``): the next tick raises KeyboardInterrupt
+    #: set by Ctrl-C (:func:`~.interrupts.ctrl_c_sets`): the next tick raises KeyboardInterrupt
     interrupted: threading.Event = field(default_factory=threading.Event, init=False)
     #: when the last progress line was reported (the start until the first)
     last_report: float = field(init=False)
@@ -399,26 +399,6 @@ class _Caller:
             self.tick()
 
 
-@contextmanager
-def _interrupt_at_ticks(caller: _Caller) -> Iterator[None]:
-    """Ctrl-C sets a flag that the caller's next tick (at least every ``_TICK_S``) raises as
-    KeyboardInterrupt: raised by the default handler at any bytecode, it could land in a
-    weakref callback or a queue's cleanup, where CPython prints and drops it, and the replay
-    would go on."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigint(signum: int, frame: object) -> None:
-        caller.interrupted.set()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def rebuild_in_workers(
     settings: Settings,
     plan: Plan,
@@ -429,9 +409,11 @@ def rebuild_in_workers(
     write_every: int,
     on_progress: Callable[[Progress], None] | None,
     progress_interval_s: float,
+    interrupted: threading.Event | None = None,
 ) -> ReplaySummary:
     """Fold ``plan`` in this process and ``plan.processes - 1`` spawned ones; the merged
-    summary (see the module doc)."""
+    summary (see the module doc). ``interrupted``: the Ctrl-C flag of the caller, if it
+    installed one before (a Ctrl-C it took already stops the workers at the first tick)."""
     context = multiprocessing.get_context("spawn")
     messages: Any = context.Queue()
     counter: Any = context.Value("i", 0)
@@ -450,7 +432,9 @@ def rebuild_in_workers(
     )
     reader: BoundedTopicReader | None = None
     # installed before the workers spawn: a Ctrl-C then is never lost in their start-up
-    with _interrupt_at_ticks(caller):
+    if interrupted is not None:
+        caller.interrupted = interrupted
+    with ctrl_c_sets(caller.interrupted):  # raised at the caller's next tick
         try:
             for proc in processes[1:]:
                 job = _Job(
