@@ -91,14 +91,17 @@ def missing_store(url: str, three_slashes: str = "absolute") -> str | None:
     ``three_slashes``: how the store's kind reads ``sqlite:///x.db`` (:func:`sqlite_path`)."""
     from pathlib import Path
 
-    from runtrail.persistence.urls import MEMORY, scheme_of, sqlite_path
+    from runtrail.persistence.sqlite import NoDatabase, require_database
+    from runtrail.persistence.urls import scheme_of, sqlite_path
 
     scheme = scheme_of(url)
     if scheme == "memory":
         return "is in memory: a new, empty store, with nothing in it"
     if scheme == "sqlite":
         path = sqlite_path(url, three_slashes=three_slashes)
-        if path != MEMORY and not Path(path).is_file():
+        try:
+            require_database(path)
+        except NoDatabase:
             return f"does not exist (no file {path}); it is not made here"
     if scheme == "file":
         from urllib.parse import urlsplit

@@ -26,13 +26,15 @@ class StoreMissing(ValueError):
 def _require_file(path: str, service: str, where: str) -> None:
     """An SQLite store must already exist: a mistyped path would otherwise become a new, empty
     store that takes the positions while the service's real store keeps its own."""
-    from pathlib import Path
+    from runtrail.persistence.sqlite import NoDatabase, require_database
 
-    if path != ":memory:" and not Path(path).is_file():
+    try:
+        require_database(path)
+    except NoDatabase:
         raise StoreMissing(
             f"no {service} store at {path} ({where}); give the service's store with "
             "-o store_url=… (as for `runtrail run`) or --state-dir"
-        )
+        ) from None
 
 
 class StorePositions(Protocol):
